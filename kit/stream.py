@@ -1,0 +1,206 @@
+"""A bounded replay of a stream: event time, arrival order, watermarks, processing time.
+
+``stream(df, time="cTime", watermark=...)`` fixes, once, what a streaming job would see:
+the order in which rows arrive (``seq``), the watermark in force when each row arrives,
+whether the row is late against it, and (with a ``Clock`` or a column) the processing
+time of each arrival. ``Stream.df`` is the input with these columns added, sorted by
+``seq``:
+
+==============  ==========================  ===============================================
+column          type                        meaning
+==============  ==========================  ===============================================
+``seq``         BIGINT                      arrival order, ``0 .. n-1``
+``watermark``   like the time column        watermark when the row arrived, left by the
+                                            rows before it; NULL = ``Long.MIN_VALUE``
+``late``        BOOLEAN                     ``time <= watermark``: Flink may drop it
+``proctime``    TIMESTAMP                   simulated processing time of the arrival
+                                            (only with ``proctime=``)
+==============  ==========================  ===============================================
+
+Clicks, monotonous watermark (``max(ts) - 1 ms``)::
+
+    user  cTime     seq  watermark      late
+    Mary  12:00:00  0    NULL           false
+    Bob   12:00:00  1    11:59:59.999   false
+    Mary  11:59:00  2    11:59:59.999   true
+
+The watermark is a prefix maximum over arrival order, computed as a parallel scan:
+each input partition is a chunk; one small aggregate gives every chunk's row count and
+maximum, a window over that summary gives each chunk's offset and carried-in maximum,
+and a window inside each chunk finishes the scan. Nothing is collected to the driver.
+"""
+
+from __future__ import annotations
+
+import calendar
+from dataclasses import dataclass, field
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from .errors import KitError
+from .time import Clock, Duration, WatermarkStrategy
+
+__all__ = ["stream", "Stream"]
+
+_CHUNK_BITS = 33  # monotonically_increasing_id(): partition index << 33 | row in partition
+_ADDED = ("seq", "watermark", "late", "proctime")
+
+
+@dataclass(frozen=True)
+class Stream:
+    """A DataFrame with its stream metadata; ``df`` holds the annotated rows (see module doc)."""
+
+    source: DataFrame = field(repr=False)
+    time: str
+    watermark: WatermarkStrategy
+    order: tuple[str, ...] = ()
+    proctime: str | Clock | None = None
+    df: DataFrame = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "df", _annotate(self))
+
+    @property
+    def time_is_timestamp(self) -> bool:
+        """True for TIMESTAMP time columns, False for BIGINT epoch milliseconds."""
+        return not isinstance(self.source.schema[self.time].dataType, T.IntegralType)
+
+    def millis(self, column: str) -> Column:
+        """A time column of ``df`` (``time``, ``watermark``) as epoch milliseconds."""
+        col = F.col(column)
+        return F.unix_millis(col.cast("timestamp")) if self.time_is_timestamp else col.cast("long")
+
+
+def stream(df, time: str, watermark: WatermarkStrategy | Duration | None = None,
+           order: str | list[str] | None = None,
+           proctime: str | Clock | None = None) -> Stream:
+    """Replay ``df`` as a stream.
+
+    - ``df``: a Spark or pandas DataFrame.
+    - ``time``: the event-time column, TIMESTAMP or BIGINT epoch milliseconds.
+    - ``watermark``: a ``WatermarkStrategy``, or a ``Duration`` meaning
+      ``for_bounded_out_of_orderness(d)``; default ``for_monotonous_timestamps()``.
+    - ``order``: column(s) giving the arrival order; default: the input's order
+      (its partitions in order, rows in partition order; a file read keeps file order).
+      Ties in ``order`` keep input order.
+    - ``proctime``: the processing time of each arrival, a TIMESTAMP column or a
+      ``Clock``; a clock never goes back, so a column is made non-decreasing.
+    """
+    from .spark import spark
+
+    if not isinstance(df, DataFrame):
+        try:
+            import pandas as pd
+        except ImportError:  # pragma: no cover - pandas is a dependency
+            pd = None
+        if pd is not None and isinstance(df, pd.DataFrame):
+            df = spark().createDataFrame(df)
+        elif type(df).__name__ != "DataFrame":
+            raise KitError(f"stream() takes a Spark or pandas DataFrame; got {type(df).__name__}")
+    if watermark is None:
+        watermark = WatermarkStrategy.for_monotonous_timestamps()
+    elif isinstance(watermark, Duration):
+        watermark = WatermarkStrategy.for_bounded_out_of_orderness(watermark)
+    elif not isinstance(watermark, WatermarkStrategy):
+        raise KitError(
+            "watermark must be a WatermarkStrategy or a Duration, e.g. "
+            f"WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_seconds(5)); got {watermark!r}")
+    order = (order,) if isinstance(order, str) else tuple(order or ())
+    _check_columns(df, time, watermark, order, proctime)
+    return Stream(df, time, watermark, order, proctime)
+
+
+def _check_columns(df: DataFrame, time, watermark, order, proctime) -> None:
+    names = df.columns
+    schema = {f.name: f.dataType for f in df.schema.fields}
+
+    def need(col, what):
+        if not isinstance(col, str) or col not in schema:
+            raise KitError(f"{what} {col!r} is not a column; columns are {names}")
+
+    need(time, "time column")
+    if not isinstance(schema[time], (T.TimestampType, T.TimestampNTZType, T.IntegralType)):
+        raise KitError(f"time column {time!r} must be TIMESTAMP or BIGINT epoch milliseconds; "
+                       f"it is {schema[time].simpleString()} (cast it first)")
+    for col in order:
+        need(col, "order column")
+    if watermark.kind == "column":
+        need(watermark.column, "watermark column")
+    if isinstance(proctime, str):
+        need(proctime, "proctime column")
+        if not isinstance(schema[proctime], (T.TimestampType, T.TimestampNTZType)):
+            raise KitError(f"proctime column {proctime!r} must be TIMESTAMP; "
+                           f"it is {schema[proctime].simpleString()}")
+    elif proctime is not None and not isinstance(proctime, Clock):
+        raise KitError(f"proctime must be a column name or a Clock; got {proctime!r}")
+    clash = [c for c in _ADDED if c in schema and c not in (order + ((proctime,) if isinstance(proctime, str) else ()))]
+    if clash:
+        raise KitError(f"column(s) {clash} would be replaced by the stream's own; rename them "
+                       f"first (e.g. df.withColumnRenamed({clash[0]!r}, '{clash[0]}_in'))")
+
+
+def _candidate(s: Stream, ts_ms: Column) -> Column:
+    """The watermark each row leaves behind (before the running maximum), in ms."""
+    wm = s.watermark
+    if wm.kind == "bounded":
+        return ts_ms - F.lit(wm.delay.millis + 1)
+    if wm.kind == "sql":
+        return ts_ms - F.lit(wm.delay.millis)
+    if wm.kind == "column":
+        col = F.col(wm.column)
+        return F.unix_millis(col.cast("timestamp")) if s.time_is_timestamp else col.cast("long")
+    return F.lit(None).cast("long")
+
+
+def _annotate(s: Stream) -> DataFrame:
+    df = s.source
+    if s.order:
+        df = (df.withColumn("_in", F.monotonically_increasing_id())
+                .orderBy(*[F.col(c).asc_nulls_last() for c in s.order], "_in").drop("_in"))
+    ts_ms = F.unix_millis(F.col(s.time).cast("timestamp")) if s.time_is_timestamp else F.col(s.time).cast("long")
+    df = df.withColumn("_ts", ts_ms).withColumn("_g", _candidate(s, F.col("_ts")))
+    running = {"_wm": ("_g", False)}
+    if isinstance(s.proctime, str):
+        df = df.withColumn("_p", F.unix_millis(F.col(s.proctime).cast("timestamp")))
+        running["_proc"] = ("_p", True)  # a clock never goes back
+    out = _scan(df, running)
+    out = out.withColumn("watermark", F.timestamp_millis("_wm") if s.time_is_timestamp else F.col("_wm"))
+    null_time = F.raise_error(F.concat(
+        F.lit("row seq="), F.col("seq").cast("string"),
+        F.lit(f" has NULL event time in column {s.time!r}; Flink rejects such rows: filter or fill them first")))
+    out = out.withColumn("late", F.when(F.col("_ts").isNull(), null_time.cast("boolean"))
+                                   .otherwise(F.coalesce(F.col("_ts") <= F.col("_wm"), F.lit(False))))
+    if isinstance(s.proctime, Clock):
+        start = calendar.timegm(s.proctime.start.timetuple()) * 1000 + s.proctime.start.microsecond // 1000
+        out = out.withColumn("proctime", F.timestamp_millis(F.lit(start) + F.col("seq") * F.lit(s.proctime.step.millis)))
+    elif isinstance(s.proctime, str):
+        out = out.withColumn("proctime", F.timestamp_millis("_proc"))
+    columns = [c for c in s.source.columns if c not in _ADDED] + ["seq", "watermark", "late"]
+    if s.proctime is not None:
+        columns.append("proctime")
+    return out.select(*columns).orderBy("seq")
+
+
+def _scan(df: DataFrame, running: dict[str, tuple[str, bool]]) -> DataFrame:
+    """Add ``seq`` (dense arrival order) and, for each ``name: (column, inclusive)``, the
+    running maximum of ``column`` over the rows before (``inclusive``: up to and with) each row.
+
+    The chunks are the input partitions, in order: one aggregate over them, a window over
+    that small summary for the carried-in values, then a window inside each chunk.
+    """
+    df = (df.withColumn("_id", F.monotonically_increasing_id())
+            .withColumn("_chunk", F.shiftright("_id", _CHUNK_BITS))
+            .withColumn("_pos", F.col("_id").bitwiseAND((1 << _CHUNK_BITS) - 1)))
+    before = Window.orderBy("_chunk").rowsBetween(Window.unboundedPreceding, -1)
+    summary = (df.groupBy("_chunk")
+                 .agg(F.count(F.lit(1)).alias("_n"), *[F.max(c).alias(f"{n}_max") for n, (c, _) in running.items()])
+                 .select("_chunk", F.coalesce(F.sum("_n").over(before), F.lit(0)).alias("_offset"),
+                         *[F.max(f"{n}_max").over(before).alias(f"{n}_carry") for n in running]))
+    out = df.join(F.broadcast(summary), "_chunk").withColumn("seq", F.col("_offset") + F.col("_pos"))
+    for name, (col, inclusive) in running.items():
+        inside = Window.partitionBy("_chunk").orderBy("_pos").rowsBetween(
+            Window.unboundedPreceding, 0 if inclusive else -1)
+        out = out.withColumn(name, F.greatest(F.col(f"{name}_carry"), F.max(col).over(inside)))
+    return out

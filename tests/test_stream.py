@@ -1,0 +1,198 @@
+"""The bounded-replay model: arrival order, watermarks, lateness, processing time."""
+
+from datetime import datetime
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pyspark.sql import functions as F
+
+import kit
+from kit import Clock, Duration, KitError, WatermarkStrategy
+
+MIN = None  # the kit writes Flink's Long.MIN_VALUE watermark as NULL
+
+
+def ms_stream(spark, times, partitions=1, **kw):
+    """A stream of BIGINT millisecond timestamps, input order = list order."""
+    df = spark.createDataFrame([(i, t) for i, t in enumerate(times)], "id long, ts long").coalesce(partitions)
+    return kit.stream(df, time="ts", **kw)
+
+
+def annotations(s, *cols):
+    return [tuple(r) for r in s.df.select(*cols).collect()]
+
+
+def test_equal_timestamps_are_never_late_but_older_ones_are(spark):
+    # golden/README: with delay 0, after a@10 (watermark 9) an a@9 is late, a second a@10 is not
+    s = ms_stream(spark, [10, 9, 10])
+    assert annotations(s, "seq", "watermark", "late") == [(0, MIN, False), (1, 9, True), (2, 9, False)]
+
+
+def test_bounded_out_of_orderness_subtracts_delay_and_one_millisecond(spark):
+    s = ms_stream(spark, [1000, 3000, 1500, 1999, 2000, 5000, 2000],
+                  watermark=WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(1000)))
+    # max seen before each arrival: -, 1000, 3000, 3000, 3000, 3000, 5000
+    assert annotations(s, "watermark", "late") == [
+        (MIN, False), (-1, False), (1999, True), (1999, True), (1999, False), (1999, False), (3999, True)]
+
+
+def test_sql_watermark_has_no_extra_millisecond(spark):
+    s = ms_stream(spark, [10, 10, 7, 8], watermark=WatermarkStrategy.for_sql_delay(Duration.of_millis(2)))
+    # watermark = max - 2: a tie with it is late (the CEP operator's rule in goldens)
+    assert annotations(s, "watermark", "late") == [(MIN, False), (8, False), (8, True), (8, True)]
+
+
+def test_duration_is_shorthand_for_bounded(spark):
+    s = ms_stream(spark, [5, 1], watermark=Duration.of_millis(3))
+    assert s.watermark == WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(3))
+    assert annotations(s, "watermark", "late") == [(MIN, False), (1, True)]
+
+
+def test_no_watermarks_makes_nothing_late(spark):
+    s = ms_stream(spark, [5, 1, 3], watermark=WatermarkStrategy.no_watermarks())
+    assert annotations(s, "watermark", "late") == [(MIN, False)] * 3
+
+
+def test_punctuated_watermarks_from_a_column(spark):
+    df = spark.createDataFrame([(1, 10, None), (2, 20, 15), (3, 14, None), (4, 16, 12), (5, 12, None)],
+                               "id long, ts long, wm long")
+    s = kit.stream(df, time="ts", watermark=WatermarkStrategy.from_column("wm"))
+    assert annotations(s, "id", "watermark", "late") == [
+        (1, MIN, False), (2, MIN, False), (3, 15, True), (4, 15, False), (5, 15, True)]
+
+
+def test_clicks_hand_computed(spark):
+    # seed 003's clicks (golden tumble_clicks.json input), arrival = file order
+    clicks = kit.data.load("clicks")
+    s = kit.stream(clicks, time="cTime", watermark=Duration.of_minutes(30))
+    got = [(r.user, r.cTime.strftime("%H:%M:%S"), r.watermark and r.watermark.strftime("%H:%M:%S.%f")[:-3], r.late)
+           for r in s.df.collect()]
+    first = got[0][:2]
+    assert first == ("Mary", "12:00:00")
+    assert got[0][2:] == (None, False)
+    # each later row sees max(earlier cTime) - 30 min - 1 ms; file order is time order: none late
+    assert all(late is False for *_, late in got)
+    assert [g[2] for g in got[1:4]] == ["11:29:59.999", "11:29:59.999", "11:31:59.999"]
+
+
+def test_clicks_out_of_order_arrival_marks_late_rows(spark):
+    # the same clicks arriving ordered by url: event time jumps back and forth
+    clicks = kit.data.load("clicks")
+    s = kit.stream(clicks, time="cTime", order="url", watermark=Duration.of_minutes(30))
+    rows = s.df.toPandas()
+    assert rows["url"].tolist() == sorted(rows["url"].tolist())
+    # reference: a plain loop over arrival order
+    wm, expect = None, []
+    for t in rows["cTime"]:
+        ms = int(t.timestamp() * 1000)
+        expect.append((wm, wm is not None and ms <= wm))
+        wm = max(wm if wm is not None else -(2**63), ms - 30 * 60_000 - 1)
+    got = [(None if pd.isna(w) else int(w.timestamp() * 1000), late)
+           for w, late in zip(rows["watermark"], rows["late"])]
+    assert got == expect
+    assert rows["late"].sum() > 0
+
+
+def test_order_ties_keep_input_order(spark):
+    df = spark.createDataFrame([("a", 2, 1), ("b", 1, 2), ("c", 2, 3), ("d", 1, 4)], "k string, o int, ts long")
+    s = kit.stream(df, time="ts", order="o")
+    assert annotations(s, "k", "seq") == [("b", 0), ("d", 1), ("a", 2), ("c", 3)]
+
+
+def test_clock_gives_each_arrival_a_processing_time(spark):
+    s = ms_stream(spark, [1, 2, 3], proctime=Clock("2024-01-01 12:00:00", Duration.of_minutes(10)))
+    assert [r.proctime for r in s.df.collect()] == [
+        datetime(2024, 1, 1, 12, 0), datetime(2024, 1, 1, 12, 10), datetime(2024, 1, 1, 12, 20)]
+
+
+def test_proctime_column_never_goes_back(spark):
+    pdf = pd.DataFrame({"ts": [1, 2, 3], "wall": pd.to_datetime(
+        ["2024-01-01 12:00:05", "2024-01-01 12:00:01", "2024-01-01 12:00:09"])})
+    s = kit.stream(pdf, time="ts", proctime="wall")
+    assert [r.proctime.second for r in s.df.collect()] == [5, 5, 9]
+
+
+def test_pandas_input_and_timestamp_columns(spark):
+    pdf = pd.DataFrame({"k": ["x", "y"], "t": pd.to_datetime(["2024-01-01 00:00:01", "2024-01-01 00:00:00"])})
+    s = kit.stream(pdf, time="t")
+    rows = s.df.collect()
+    assert rows[1].watermark == datetime(2024, 1, 1, 0, 0, 0, 999000)
+    assert rows[1].late is True
+    assert s.df.columns == ["k", "t", "seq", "watermark", "late"]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(time="nope"), "time column 'nope' is not a column"),
+    (dict(time="k"), "must be TIMESTAMP or BIGINT"),
+    (dict(time="ts", order=["zz"]), "order column 'zz' is not a column"),
+    (dict(time="ts", watermark=5), "watermark must be a WatermarkStrategy or a Duration"),
+    (dict(time="ts", proctime=3), "proctime must be a column name or a Clock"),
+    (dict(time="ts", proctime="k"), "proctime column 'k' must be TIMESTAMP"),
+])
+def test_bad_arguments_say_what_to_fix(spark, kwargs, message):
+    df = spark.createDataFrame([("a", 1)], "k string, ts long")
+    with pytest.raises(KitError, match=message):
+        kit.stream(df, **kwargs)
+
+
+def test_added_columns_must_not_clash(spark):
+    df = spark.createDataFrame([(1, True)], "ts long, late boolean")
+    with pytest.raises(KitError, match=r"\['late'\] would be replaced"):
+        kit.stream(df, time="ts")
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_seconds(-1)), ">= 0 ms"),
+    (lambda: WatermarkStrategy.for_bounded_out_of_orderness(5), "must be a Duration"),
+    (lambda: Clock("2024-01-01", Duration(0)), "step must be > 0 ms"),
+])
+def test_bad_time_parameters(make, message):
+    with pytest.raises(KitError, match=message):
+        make()
+
+
+def test_null_event_time_is_an_error_naming_the_row(spark):
+    df = spark.createDataFrame([(1,), (None,)], "ts long")
+    with pytest.raises(Exception, match="row seq=1 has NULL event time in column 'ts'"):
+        kit.stream(df, time="ts").df.collect()
+
+
+def test_reprs_read_like_constructor_calls():
+    assert repr(Duration.of_minutes(90)) == "Duration.of_minutes(90)"
+    assert repr(kit.Time.hours(-8)) == "Duration.of_hours(-8)"
+    assert repr(WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_seconds(5))) == \
+        "WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_seconds(5))"
+    assert repr(WatermarkStrategy.for_monotonous_timestamps()) == "WatermarkStrategy.for_monotonous_timestamps()"
+
+
+def reference(times, delay):
+    """The watermark each arrival sees, by a plain loop (Flink: max - delay - 1)."""
+    out, top = [], None
+    for t in times:
+        wm = None if top is None else top - delay - 1
+        out.append((wm, wm is not None and t <= wm))
+        top = t if top is None else max(top, t)
+    return out
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(times=st.lists(st.integers(-50, 200), min_size=1, max_size=40),
+       delay=st.integers(0, 30), partitions=st.integers(1, 5))
+def test_parallel_scan_equals_sequential_loop(spark, times, delay, partitions):
+    # input order = id order whatever the partitioning: the scan must not depend on it
+    df = (spark.range(0, len(times), numPartitions=partitions)
+               .withColumn("ts", F.element_at(F.array(*[F.lit(t) for t in times]), F.col("id").cast("int") + 1)))
+    s = kit.stream(df, time="ts", watermark=Duration.of_millis(delay))
+    assert annotations(s, "seq", "id") == [(i, i) for i in range(len(times))]
+    assert annotations(s, "watermark", "late") == reference(times, delay)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(times=st.lists(st.integers(0, 100), min_size=2, max_size=30), partitions=st.integers(1, 4))
+def test_explicit_order_survives_repartitioning(spark, times, partitions):
+    df = spark.createDataFrame(list(enumerate(times)), "arrival long, ts long").repartition(partitions)
+    s = kit.stream(df, time="ts", order="arrival", watermark=Duration.of_millis(5))
+    assert annotations(s, "arrival") == [(i,) for i in range(len(times))]
+    assert annotations(s, "watermark", "late") == reference(times, 5)
