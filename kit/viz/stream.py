@@ -39,21 +39,24 @@ def stream_timeline(stream: Stream, key: str | None = None, max_rows: int = 2000
     if "proctime" in shown.columns:
         tooltip.append(alt.Tooltip("proctime:T", title="processing time",
                                    format="%H:%M:%S.%L", formatType="utc"))
-    data = _plain(shown)
+    data = _plain(shown).assign(arrival=lambda d: d["late"].map({True: "late", False: "on time"}))
     base = alt.Chart(data).encode(x=alt.X("seq:Q", title="arrival order (seq)",
                                           axis=alt.Axis(tickMinStep=1, format="d")))
-    y_title = f"event time ({stream.time})"
-    points = base.mark_point(filled=True, size=70).encode(
-        y=alt.Y(f"{stream.time}:{time_type}", title=y_title, scale=scale),
+    event_time = alt.Y(f"{stream.time}:{time_type}", title=f"event time ({stream.time})", scale=scale)
+    points = base.mark_point(filled=True, opacity=1).encode(
+        y=event_time,
         color=(alt.Color(f"{key}:N", title=key) if key else alt.value("#1f77b4")),
+        shape=alt.Shape("arrival:N", title="arrival", scale=alt.Scale(
+            domain=["on time", "late"], range=["circle", "cross"])),
+        size=alt.Size("arrival:N", legend=None, scale=alt.Scale(domain=["on time", "late"], range=[60, 160])),
         tooltip=tooltip,
-    ).transform_filter("!datum.late")
-    late = base.mark_point(shape="cross", size=140, filled=True, color=LATE_COLOR).encode(
-        y=alt.Y(f"{stream.time}:{time_type}"),
-        tooltip=tooltip,
-    ).transform_filter("datum.late")
+    )
+    late_ring = base.mark_point(size=420, strokeWidth=2, color=LATE_COLOR).encode(
+        y=event_time).transform_filter("datum.late")
+    # sort by arrival: a line with a temporal y would otherwise be drawn in y order
     staircase = base.mark_line(interpolate="step-after", color="#555", strokeDash=[4, 3]).encode(
         y=alt.Y(f"watermark:{time_type}"),
+        order=alt.Order("seq:Q"),
         tooltip=[alt.Tooltip("seq:Q", title="arrival"),
                  alt.Tooltip(f"watermark:{time_type}", title="watermark", **fmt)],
     ).transform_filter("datum.watermark != null")
@@ -62,9 +65,9 @@ def stream_timeline(stream: Stream, key: str | None = None, max_rows: int = 2000
     title = alt.TitleParams(
         f"Event time vs arrival{more}",
         subtitle=[f"watermark: {stream.watermark!r} — dashed staircase; "
-                  f"{n_late} late row{'s' if n_late != 1 else ''} (red ×)"],
+                  f"{n_late} late row{'s' if n_late != 1 else ''} (× in a red ring)"],
         anchor="start")
-    return alt.layer(staircase, points, late).properties(width=width, height=height, title=title)
+    return alt.layer(staircase, late_ring, points).properties(width=width, height=height, title=title)
 
 
 def _plain(df: pd.DataFrame) -> pd.DataFrame:
