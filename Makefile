@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 
-.PHONY: lab demo test bench browser-deps clean
+.PHONY: lab demo test browser-deps clean
 
 lab: $(STAMP)           ## open JupyterLab on notebooks/
 	$(BIN)/jupyter lab notebooks/
@@ -13,10 +13,7 @@ demo: $(STAMP)          ## run every notebook headless; HTML copies with charts 
 	$(BIN)/python -m kit.demo notebooks build
 
 test: $(STAMP) browser-deps   ## the whole suite: unit, property, notebooks (nbval), browser
-	$(BIN)/python -m pytest tests --nbval notebooks --nbval-current-env -p no:cacheprovider
-
-bench: $(STAMP)         ## benchmarks (not tests): writes build/bench.md
-	$(BIN)/python -m benchmarks
+	$(BIN)/python -m pytest tests kit --doctest-modules --nbval notebooks --nbval-current-env -p no:cacheprovider
 
 browser-deps:           ## Debian's Chromium for the browser test (no browser download)
 	@sh tests/browser/ensure-chromium.sh

@@ -35,6 +35,8 @@ def test_timestamps_are_utc_and_stable(spark):
     rows = chart_rows(chart)
     assert rows[1]["cTime"] == "2024-01-01T12:00:00.000Z"
     assert rows[1]["watermark"] == "2024-01-01T11:59:59.999Z"
+    assert rows[1]["watermark (UTC)"] == "2024-01-01 11:59:59.999"  # what the tooltip shows
+    assert rows[0]["watermark (UTC)"] is None
     assert chart.to_json() == kit.viz.stream_timeline(kit.stream(clicks, time="cTime"), key="user").to_json()
 
 

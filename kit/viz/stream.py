@@ -16,6 +16,7 @@ from ..stream import Stream
 __all__ = ["stream_timeline"]
 
 LATE_COLOR = "#d62728"
+TEXT = " (UTC)"  # suffix of the text copy of each timestamp column, for tooltips
 
 
 def stream_timeline(stream: Stream, key: str | None = None, max_rows: int = 2000,
@@ -28,17 +29,18 @@ def stream_timeline(stream: Stream, key: str | None = None, max_rows: int = 2000
     rows = stream.df.limit(max_rows + 1).toPandas()
     shown = rows.head(max_rows)
     time_type = "T" if stream.time_is_timestamp else "Q"
-    fmt = {"format": "%H:%M:%S.%L", "formatType": "utc"} if time_type == "T" else {}
     scale = alt.Scale(type="utc") if time_type == "T" else alt.Undefined
-    tooltip = [alt.Tooltip("seq:Q", title="arrival"),
-               alt.Tooltip(f"{stream.time}:{time_type}", title="event time", **fmt),
-               alt.Tooltip(f"watermark:{time_type}", title="watermark on arrival", **fmt),
-               alt.Tooltip("late:N")]
+
+    def when(column: str, title: str) -> alt.Tooltip:
+        # timestamps: the UTC text _plain() wrote, so tooltips show milliseconds in UTC
+        return alt.Tooltip(f"{column}{TEXT}:N" if time_type == "T" else f"{column}:Q", title=title)
+
+    tooltip = [alt.Tooltip("seq:Q", title="arrival"), when(stream.time, "event time"),
+               when("watermark", "watermark on arrival"), alt.Tooltip("late:N")]
     if key:
         tooltip.insert(0, alt.Tooltip(f"{key}:N"))
     if "proctime" in shown.columns:
-        tooltip.append(alt.Tooltip("proctime:T", title="processing time",
-                                   format="%H:%M:%S.%L", formatType="utc"))
+        tooltip.append(when("proctime", "processing time"))
     data = _plain(shown).assign(arrival=lambda d: d["late"].map({True: "late", False: "on time"}))
     base = alt.Chart(data).encode(x=alt.X("seq:Q", title="arrival order (seq)",
                                           axis=alt.Axis(tickMinStep=1, format="d")))
@@ -57,8 +59,7 @@ def stream_timeline(stream: Stream, key: str | None = None, max_rows: int = 2000
     staircase = base.mark_line(interpolate="step-after", color="#555", strokeDash=[4, 3]).encode(
         y=alt.Y(f"watermark:{time_type}"),
         order=alt.Order("seq:Q"),
-        tooltip=[alt.Tooltip("seq:Q", title="arrival"),
-                 alt.Tooltip(f"watermark:{time_type}", title="watermark", **fmt)],
+        tooltip=[alt.Tooltip("seq:Q", title="arrival"), when("watermark", "watermark")],
     ).transform_filter("datum.watermark != null")
     n_late = int(shown["late"].sum())
     more = " (first %d arrivals)" % max_rows if len(rows) > max_rows else ""
@@ -71,11 +72,14 @@ def stream_timeline(stream: Stream, key: str | None = None, max_rows: int = 2000
 
 
 def _plain(df: pd.DataFrame) -> pd.DataFrame:
-    """Columns altair serialises stably: timestamps as UTC ISO strings with milliseconds."""
+    """Columns altair serialises stably: timestamps as UTC ISO strings with milliseconds,
+    plus a readable copy of each (``"<col> (UTC)"``) for tooltips."""
     out = df.copy()
-    for col in out.columns:
+    for col in df.columns:
         if pd.api.types.is_datetime64_any_dtype(out[col]):
-            out[col] = out[col].dt.strftime("%Y-%m-%dT%H:%M:%S.%f").str[:-3].add("Z").where(out[col].notna(), None)
+            iso = out[col].dt.strftime("%Y-%m-%dT%H:%M:%S.%f").str[:-3]
+            out[col + TEXT] = iso.str.replace("T", " ").where(out[col].notna(), None)
+            out[col] = iso.add("Z").where(out[col].notna(), None)
         elif out[col].dtype == object:
             out[col] = out[col].where(out[col].notna(), None)
     return out

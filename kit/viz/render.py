@@ -1,0 +1,140 @@
+"""The altair renderer "kit": charts that draw offline in JupyterLab and in exported HTML.
+
+Why a renderer of our own (checked in headless Chromium against JupyterLab 4.6):
+
+- altair's default renderer writes HTML that loads vega, vega-lite and vega-embed from a
+  CDN: with no internet a chart is an empty box;
+- altair 6's "mimetype"/"jupyterlab" renderer emits ``application/vnd.vegalite.v6.json``,
+  which JupyterLab does not know (it shows the text/plain fallback; nbformat even rejects a
+  dict under that name, as it lacks the ``+json`` suffix);
+- JupyterLab's built-in ``@jupyterlab/vega5-extension`` (vega 5.33, vega-lite 5.6,
+  vega-embed 6.21, served by the Jupyter server itself, so offline) renders
+  ``application/vnd.vega.v5+json`` and ``application/vnd.vegalite.v3/v4/v5+json`` only;
+- inlining the ~900 kB JS bundle as ``text/html`` per chart is heavy, and JupyterLab runs
+  no script in an untrusted (e.g. freshly opened) notebook.
+
+So a chart output carries:
+
+- ``application/vnd.vega.v5+json``: the chart compiled to a *Vega* spec in Python by
+  vl-convert, with the Vega-Lite version the spec was written for (6.x for altair 6), so
+  JupyterLab's older vega-lite never sees it; its vega 5.33 draws the compiled spec
+  (Vega-Lite 6 output; vega-embed logs a version note in the browser console), interactive,
+  with tooltips (vega-embed's tooltip handler), trusted or not. The vega renderer ranks
+  after ``text/html`` in JupyterLab, so the bundle holds no HTML;
+- ``text/plain``: one short line (``<kit chart 'title'>``) for other frontends.
+
+Metadata under the vega mimetype holds ``embed_options``: SVG rendering (crisp, text
+searchable, marks readable by tests) and export actions only (no link to the online Vega
+editor). JupyterLab adds an ``image/png`` to the output once drawn; nbval ignores PNGs.
+
+Stable outputs: the spec is a pure function of the chart. Altair names data sets by
+content hash; its parameter and view names (``param_<hash>``/``view_<hash>`` in altair 6,
+counters ``param_<n>``/``view_<n>`` in altair 5, which change with what ran before) are
+renumbered ``param_1``, ``view_1``... in order of appearance, so re-running a notebook or
+a cell gives byte-identical JSON: no random ids, timestamps or paths.
+
+Exported HTML: nbconvert shows vega mimetypes as their text/plain; ``kit.demo`` turns them
+into ``<div>``s drawn by one inlined copy of ``vl_convert.javascript_bundle()`` per page
+(:func:`html_page_script`).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from typing import Any
+
+import altair as alt
+import vl_convert as vlc
+
+__all__ = ["MIMETYPE", "EMBED_OPTIONS", "enable", "mimebundle", "to_vega", "stable_names"]
+
+NAME = "kit"
+MIMETYPE = "application/vnd.vega.v5+json"
+EMBED_OPTIONS = {
+    "renderer": "svg",  # crisp, searchable text; marks a test can read
+    "actions": {"export": True, "source": False, "compiled": False, "editor": False},
+}
+
+_GENERATED_NAME = re.compile(r"\b(param|view)_([0-9a-f]{16}|[0-9]+)(?![0-9A-Za-z])")  # also in param_1_x
+_SCHEMA_VERSION = re.compile(r"/vega-lite/v(\d+)(?:\.(\d+))?")
+
+
+def enable() -> None:
+    """Register the "kit" renderer with altair and make it the active one."""
+    alt.renderers.register(NAME, mimebundle)
+    alt.renderers.enable(NAME)
+
+
+def mimebundle(spec: dict, **options: Any) -> tuple[dict, dict]:
+    """Altair renderer: a Vega-Lite spec dict -> (data, metadata) for IPython's display."""
+    vega = to_vega(spec)
+    title = spec.get("title")
+    title = title.get("text") if isinstance(title, dict) else title
+    label = f"<kit chart {title!r}>" if isinstance(title, str) else "<kit chart>"
+    embed = {**EMBED_OPTIONS, **options.get("embed_options", {})}
+    return {MIMETYPE: vega, "text/plain": label}, {MIMETYPE: {"embed_options": embed}}
+
+
+def to_vega(spec: dict) -> dict:
+    """Compile a Vega-Lite spec to a Vega spec offline, with stable generated names."""
+    version = _vl_version(spec.get("$schema", ""))
+    return vlc.vegalite_to_vega(stable_names(spec), vl_version=version)
+
+
+def stable_names(spec: dict) -> dict:
+    """``spec`` with altair's generated ``param_*``/``view_*`` names renumbered 1, 2...
+    in order of appearance (data values are left alone)."""
+    spec = dict(spec)
+    datasets = spec.pop("datasets", None)
+    names: dict[str, str] = {}
+
+    def rename(m: re.Match) -> str:
+        if m.group(0) not in names:
+            kind = m.group(1)
+            names[m.group(0)] = f"{kind}_{1 + sum(n.startswith(kind) for n in names)}"
+        return names[m.group(0)]
+
+    renamed = json.loads(_GENERATED_NAME.sub(rename, json.dumps(spec)))
+    if datasets is not None:
+        renamed["datasets"] = datasets
+    return renamed
+
+
+def _vl_version(schema: str) -> str | None:
+    """The vl-convert Vega-Lite version nearest the spec's ``$schema`` (same major)."""
+    m = _SCHEMA_VERSION.search(schema)
+    if not m:
+        return None
+    return _nearest(int(m.group(1)), int(m.group(2) or 0))
+
+
+@functools.lru_cache(maxsize=None)
+def _nearest(major: int, minor: int) -> str | None:
+    same = sorted(
+        (tuple(map(int, v.split("."))) for v in vlc.get_vegalite_versions()
+         if v.split(".")[0] == str(major)),
+    )
+    if not same:
+        return None
+    below = [v for v in same if v[1] <= minor]
+    best = below[-1] if below else same[0]
+    return f"{best[0]}.{best[1]}"
+
+
+@functools.lru_cache(maxsize=1)
+def html_page_script() -> str:
+    """One ``<script>`` for a whole HTML page: vega, vega-lite and vega-embed inlined
+    (no network), then every ``<div class="kit-vega">`` is drawn from the JSON spec in
+    its ``<script type="application/json">`` child."""
+    boot = """
+document.addEventListener("DOMContentLoaded", () => {
+  document.querySelectorAll("div.kit-vega").forEach((el) => {
+    const data = JSON.parse(el.querySelector("script").textContent);
+    vegaEmbed(el, data.spec, data.options).catch((e) => { el.textContent = String(e); });
+  });
+});"""
+    # "</script" inside the bundle would end the element early
+    bundle = vlc.javascript_bundle().replace("</script", "<\\/script")
+    return f"<script>\n{bundle}\n{boot}\n</script>"

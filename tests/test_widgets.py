@@ -1,0 +1,124 @@
+"""kit.widgets.bind: controls above an output that is recomputed and replaced in place."""
+
+import json
+
+import altair as alt
+import ipywidgets as w
+import pandas as pd
+import pytest
+
+import kit.viz  # noqa: F401  (enables the "kit" renderer)
+from kit.viz import render
+from kit.widgets import MAX_ROWS, bind
+
+VEGA = render.MIMETYPE
+
+
+def points(n, colour="steelblue"):
+    df = pd.DataFrame({"x": range(n), "y": [i * i for i in range(n)]})
+    return alt.Chart(df, title=f"{n} points").mark_point(color=colour).encode(x="x", y="y")
+
+
+def test_the_output_starts_with_fn_of_the_initial_values():
+    view = bind(points, n=w.IntSlider(value=3, min=1, max=10))
+    assert view.values == {"n": 3}
+    assert len(view.output.outputs) == 1
+    assert view.data["text/plain"] == "<kit chart '3 points'>"
+    assert VEGA in view.data
+
+
+def test_moving_a_control_replaces_the_output(capsys):
+    slider = w.IntSlider(value=3, min=1, max=10)
+    view = bind(points, n=slider, colour=w.Dropdown(options=["steelblue", "red"]))
+    first = view.data
+    slider.value = 5  # as a user would: the callback runs
+    assert len(view.output.outputs) == 1, "replaced, not appended"
+    assert view.data["text/plain"] == "<kit chart '5 points'>"
+    assert view.data[VEGA] != first[VEGA]
+    assert view.set(colour="red", n=4)["text/plain"] == "<kit chart '4 points'>"
+    assert '"red"' in json.dumps(view.data[VEGA])
+    assert len(view.output.outputs) == 1
+    assert capsys.readouterr().out == "", "nothing is display()ed on the side"
+
+
+def test_set_recomputes_once():
+    calls = []
+    view = bind(lambda a, b: calls.append((a, b)), a=w.IntSlider(), b=w.IntSlider())
+    view.set(a=1, b=2)
+    assert calls == [(0, 0), (1, 2)]
+
+
+def test_the_same_values_give_the_same_output():
+    view = bind(points, n=w.IntSlider(value=3))
+    first = view.data
+    view.set(n=4)
+    assert view.set(n=3) == first
+
+
+def test_an_error_shows_as_one_line_not_a_traceback():
+    def fragile(n):
+        if n > 5:
+            raise ValueError(f"n must be at most 5, got {n}\nsecond line of detail")
+        return points(n)
+
+    view = bind(fragile, n=w.IntSlider(value=2, max=10))
+    (out,) = view.output.outputs
+    assert out["output_type"] == "display_data"
+    view.set(n=7)
+    (out,) = view.output.outputs
+    assert out == {"output_type": "stream", "name": "stderr",
+                   "text": "ValueError: n must be at most 5, got 7\n"}
+    assert view.data == {"text/plain": "ValueError: n must be at most 5, got 7\n"}
+    assert isinstance(view.error, ValueError) and view.error.__traceback__ is not None
+    view.set(n=4)  # and it recovers
+    assert view.data["text/plain"] == "<kit chart '4 points'>" and view.error is None
+
+
+def test_an_error_without_a_message_shows_its_type():
+    def broken(n):
+        raise KeyError
+
+    assert bind(broken, n=w.IntSlider()).data == {"text/plain": "KeyError\n"}
+
+
+def test_a_pandas_dataframe_is_shown_as_a_table():
+    view = bind(lambda n: pd.DataFrame({"x": range(n)}), n=w.IntSlider(value=2))
+    assert "<table" in view.data["text/html"]
+    view.set(n=0)
+    assert "<table" in view.data["text/html"]
+
+
+def test_a_spark_dataframe_is_shown_as_a_table_of_its_first_rows(spark):
+    view = bind(lambda n: spark.range(n), n=w.IntSlider(value=3, max=1000))
+    assert view.data["text/html"].count("<tr") == 1 + 3
+    view.set(n=1000)
+    assert view.data["text/html"].count("<tr") == 1 + MAX_ROWS
+
+
+def test_anything_ipython_can_display_and_none():
+    view = bind(lambda word: None if word == "none" else word.upper(),
+                word=w.Text(value="late"))
+    assert view.data == {"text/plain": "'LATE'"}
+    view.set(word="none")
+    assert view.output.outputs == ({"output_type": "display_data", "data": {}, "metadata": {}},)
+
+
+def test_the_cell_output_is_a_short_stable_line():
+    view = bind(points, n=w.IntSlider(value=3))
+    assert repr(view) == "bind(points, n=3)"
+    assert view._repr_mimebundle_()["text/plain"] == "bind(points, n=3)"
+
+
+def test_controls_come_first_then_the_output():
+    slider, dropdown = w.IntSlider(), w.Dropdown(options=["a"])
+    view = bind(lambda n, s: n, n=slider, s=dropdown)
+    controls, output = view.children
+    assert controls.children == (slider, dropdown) and output is view.output
+
+
+def test_controls_must_name_parameters_and_be_widgets():
+    with pytest.raises(TypeError, match="points has no parameter size"):
+        bind(points, size=w.IntSlider())
+    with pytest.raises(TypeError, match="control 'n' is a int"):
+        bind(points, n=3)
+    bind(lambda **kw: kw, anything=w.IntSlider())  # **kwargs takes any name
