@@ -3,16 +3,15 @@
 import csv
 import datetime as dt
 import decimal
-import json
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+import goldens
 from kit import KitError, data
 
 REPO = Path(__file__).resolve().parent.parent
-GOLDEN = REPO.parent / "shared" / "golden" / "flink-2.3"
 
 TICKER = "struct<symbol:string,rowtime:timestamp,price:bigint,tax:bigint>"
 NAV = "struct<symbol:string,rowtime:timestamp,price:bigint>"
@@ -41,10 +40,7 @@ EXPECTED = {
 
 def _golden_input(file, part=None):
     """(column names or None, input rows) of a golden file; ``part`` picks rates/orders or a run."""
-    path = GOLDEN / file
-    if not path.is_file():
-        pytest.skip(f"golden file {path} not available")
-    golden = json.loads(path.read_text())
+    golden = goldens.load(file)
     if part in ("rates", "orders"):
         return golden[f"{part}_columns"], golden[f"{part}_file_order"]
     if part is not None:  # the label of one run, with its own input
