@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 .PHONY: lab demo test browser-deps clean
 
 lab: $(STAMP)           ## open JupyterLab on notebooks/
-	$(BIN)/jupyter lab notebooks/
+	$(BIN)/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root)
 
 demo: $(STAMP)          ## run every notebook headless; HTML copies with charts in build/
 	$(BIN)/python -m kit.demo notebooks build

@@ -13,8 +13,8 @@ the kit writes a small ``JAVA_HOME`` next to the user's cache whose ``bin/java``
 drops that one option (Spark falls back to scalar code without the module) and runs
 the real ``java``; everything else in that home links to the real runtime.
 
->>> java_home()            # doctest: +SKIP
-'/usr/lib/jvm/java-17-openjdk-amd64'
+``java_home()`` returns e.g. ``'/usr/lib/jvm/java-17-openjdk-amd64'``, or None when
+``java`` on PATH will do.
 """
 
 from __future__ import annotations
