@@ -1,0 +1,184 @@
+"""The Spark type of each MEASURES expression, following Flink SQL's typing rules.
+
+Spark needs the output schema before a partition is matched, so the types come from the
+expressions and the input schema alone:
+
+=====================================  ==========================================
+expression                             type
+=====================================  ==========================================
+``A.price``, ``FIRST/LAST/PREV/NEXT``  the column's type
+``COUNT(*)``                           BIGINT
+``SUM(x)``                             BIGINT for integers, DOUBLE, DECIMAL(38, s)
+``AVG(x)``                             ``flink-2.3``: the type of ``x`` (BIGINT: truncated);
+                                       ``flink`` (as documented) and ``standard``: DOUBLE
+                                       for integers, else the type of ``x``
+``MIN/MAX(x)``                         the type of ``x``
+``a + b`` etc.                         the wider numeric type (INT / INT is INT, as in SQL)
+comparisons, AND/OR/NOT, IS NULL       BOOLEAN
+``CLASSIFIER()``                       STRING
+``MATCH_NUMBER()``                     BIGINT
+``MATCH_ROWTIME()``, ``MATCH_PROCTIME()``  TIMESTAMP
+=====================================  ==========================================
+
+>>> from pyspark.sql import types as T
+>>> schema = T.StructType([T.StructField("price", T.LongType())])
+>>> measure_type(Aggregate("AVG", Column("price", "A")), schema, "flink-2.3").simpleString()
+'bigint'
+"""
+
+from __future__ import annotations
+
+import re
+
+from pyspark.sql import types as T
+
+from ..errors import KitError
+from .spec import (Aggregate, Between, Binary, Call, Case, Cast, Classifier, Column, InList,
+                   IsNull, Literal, MatchNumber, MatchProctime, MatchRowtime, Nav, Semantics,
+                   Unary)
+
+__all__ = ["measure_type", "spark_type", "MeasureTypeError"]
+
+
+class MeasureTypeError(KitError):
+    """A measure whose type cannot be known: names the expression and what to do."""
+
+
+_NUMERIC_ORDER = [T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.DecimalType,
+                  T.FloatType, T.DoubleType]
+_SIMPLE = {
+    "TINYINT": T.ByteType(), "SMALLINT": T.ShortType(), "INT": T.IntegerType(),
+    "INTEGER": T.IntegerType(), "BIGINT": T.LongType(), "FLOAT": T.FloatType(),
+    "REAL": T.FloatType(), "DOUBLE": T.DoubleType(), "BOOLEAN": T.BooleanType(),
+    "STRING": T.StringType(), "VARCHAR": T.StringType(), "CHAR": T.StringType(),
+    "DATE": T.DateType(), "TIMESTAMP": T.TimestampType(), "TIMESTAMP_LTZ": T.TimestampType(),
+    "NULL": T.NullType(), "INTERVAL": T.LongType(),
+}
+_BOOLEAN_OPS = {"=", "<>", "!=", "<", "<=", ">", ">=", "AND", "OR"}
+_DOUBLE_FUNCS = {"POWER", "SQRT", "EXP", "LN", "LOG10", "LOG"}
+_STRING_FUNCS = {"UPPER", "LOWER", "CONCAT", "TRIM", "SUBSTRING", "REPLACE"}
+_INT_FUNCS = {"CHAR_LENGTH", "LENGTH", "CHARACTER_LENGTH"}
+
+
+def spark_type(name: str) -> T.DataType:
+    """A Flink SQL type name (``DECIMAL(10, 2)``, ``TIMESTAMP(3)``, ``VARCHAR(20)``) as a Spark type."""
+    text = name.strip().upper()
+    m = re.fullmatch(r"DECIMAL\s*\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\)", text)
+    if m:
+        return T.DecimalType(int(m.group(1)), int(m.group(2) or 0))
+    if text in ("DECIMAL", "NUMERIC"):
+        return T.DecimalType(10, 0)
+    base = re.sub(r"\s*\(.*?\)", "", text).replace(" WITH LOCAL TIME ZONE", "_LTZ").strip()
+    if base in _SIMPLE:
+        return _SIMPLE[base]
+    raise MeasureTypeError(f"unknown type {name!r}; use one of {sorted(_SIMPLE)} or DECIMAL(p, s)")
+
+
+def _rank(t: T.DataType) -> int:
+    for i, cls in enumerate(_NUMERIC_ORDER):
+        if isinstance(t, cls):
+            return i
+    return -1
+
+
+def _wider(a: T.DataType, b: T.DataType) -> T.DataType:
+    if isinstance(a, T.NullType):
+        return b
+    if isinstance(b, T.NullType) or a == b:
+        return a
+    if _rank(a) < 0 or _rank(b) < 0:
+        return a
+    if isinstance(a, T.DecimalType) and isinstance(b, T.DecimalType):
+        scale = max(a.scale, b.scale)
+        return T.DecimalType(min(38, max(a.precision - a.scale, b.precision - b.scale) + scale + 1), scale)
+    return a if _rank(a) >= _rank(b) else b
+
+
+def _literal_type(lit: Literal) -> T.DataType:
+    if lit.type == "DECIMAL":
+        digits = str(lit.value).lstrip("-")
+        scale = len(digits.split(".")[1]) if "." in digits else 0
+        return T.DecimalType(max(len(digits.replace(".", "")), 1), scale)
+    return spark_type(lit.type)
+
+
+def measure_type(expr, schema: T.StructType, semantics: str = "flink",
+                 aggregates: dict | None = None) -> T.DataType:
+    """The Spark type of ``expr`` over rows of ``schema``."""
+    def of(e):
+        return measure_type(e, schema, semantics, aggregates)
+
+    if isinstance(expr, Column):
+        if expr.name not in schema.fieldNames():
+            raise MeasureTypeError(f"column {expr.name!r} is not in the input; columns are {schema.fieldNames()}")
+        return schema[expr.name].dataType
+    if isinstance(expr, Literal):
+        return _literal_type(expr)
+    if isinstance(expr, (Nav, Semantics)):
+        return of(expr.arg)
+    if isinstance(expr, Aggregate):
+        func = expr.func.upper()
+        if func == "COUNT":
+            return T.LongType()
+        if func not in ("SUM", "AVG", "MIN", "MAX"):
+            agg = (aggregates or {}).get(expr.func) or (aggregates or {}).get(func)
+            if agg is None or not getattr(agg, "result_type", None):
+                raise MeasureTypeError(
+                    f"user aggregate {expr.func} needs a result_type attribute (a Spark DDL type "
+                    "such as 'DOUBLE') so the output schema is known")
+            return spark_type(agg.result_type)
+        arg = of(expr.arg)
+        if func in ("MIN", "MAX"):
+            return arg
+        integral = isinstance(arg, T.IntegralType)
+        if func == "SUM":
+            if integral:
+                return T.LongType() if isinstance(arg, T.LongType) else arg
+            return T.DecimalType(38, arg.scale) if isinstance(arg, T.DecimalType) else arg
+        return arg if semantics == "flink-2.3" or not integral else T.DoubleType()
+    if isinstance(expr, Binary):
+        op = expr.op.upper()
+        if op in _BOOLEAN_OPS:
+            return T.BooleanType()
+        if op == "||":
+            return T.StringType()
+        left, right = of(expr.left), of(expr.right)
+        if isinstance(left, T.TimestampType) or isinstance(right, T.TimestampType):
+            return T.TimestampType() if op in "+-" and not (
+                isinstance(left, T.TimestampType) and isinstance(right, T.TimestampType)) else T.LongType()
+        return _wider(left, right)
+    if isinstance(expr, Unary):
+        return T.BooleanType() if expr.op.upper() == "NOT" else of(expr.arg)
+    if isinstance(expr, (IsNull, Between, InList)):
+        return T.BooleanType()
+    if isinstance(expr, Case):
+        result = T.NullType()
+        for _, then in expr.whens:
+            result = _wider(result, of(then))
+        if expr.else_ is not None:
+            result = _wider(result, of(expr.else_))
+        return result
+    if isinstance(expr, Cast):
+        return spark_type(expr.type)
+    if isinstance(expr, Classifier):
+        return T.StringType()
+    if isinstance(expr, MatchNumber):
+        return T.LongType()
+    if isinstance(expr, (MatchRowtime, MatchProctime)):
+        return T.TimestampType()
+    if isinstance(expr, Call):
+        func = expr.func.upper()
+        if func in _DOUBLE_FUNCS:
+            return T.DoubleType()
+        if func in _STRING_FUNCS:
+            return T.StringType()
+        if func in _INT_FUNCS:
+            return T.IntegerType()
+        if func == "COALESCE":
+            result = T.NullType()
+            for arg in expr.args:
+                result = _wider(result, of(arg))
+            return result
+        if expr.args:
+            return of(expr.args[0])
+    raise MeasureTypeError(f"cannot tell the type of measure {expr!r}; wrap it in CAST(... AS type)")
