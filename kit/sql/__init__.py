@@ -1,0 +1,183 @@
+"""Flink SQL in, Spark DataFrame out: ``kit.sql(query, **tables)``.
+
+>>> kit.sql('''
+...     SELECT * FROM Ticker MATCH_RECOGNIZE (
+...         PARTITION BY symbol ORDER BY rowtime
+...         MEASURES C.price AS lastPrice
+...         PATTERN (A B*? C)
+...         DEFINE A AS A.price > 10, B AS B.price < 15, C AS C.price > 12
+...     )''', Ticker=ticker)                                        # doctest: +SKIP
+
+The tables are registered as temporary views under unique internal names for the call;
+each MATCH_RECOGNIZE clause runs on the matcher (``kit.match_recognize``) and the rest of
+the query runs as Spark SQL. Errors, Spark's included, are ``SqlError``s that point at the
+line and column of ``query``.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+from ..errors import KitError
+from .errors import SqlError, position
+from .lexer import tokenize
+from .match_recognize import parse_match_recognize
+from .query import Resolver, Rewritten, clauses, rewrite
+
+__all__ = ["SEMANTICS", "SqlError", "clauses", "parse_match_recognize", "sql"]
+
+#: The values ``semantics`` takes: Flink's documented behaviour, the SQL standard (as Trino
+#: implements it), and what the Flink 2.3 runtime does where it differs from its docs.
+SEMANTICS = ("flink", "standard", "flink-2.3")
+
+_QUERIES = ("SELECT", "WITH", "VALUES", "TABLE", "FROM")
+
+
+def sql(query: str, semantics: str = "flink", **tables):
+    """Run Flink SQL ``query`` over ``tables`` (Spark or pandas DataFrames, or ``kit.Stream``s,
+    by the names the query uses) and return a Spark DataFrame."""
+    if semantics not in SEMANTICS:
+        raise KitError(f"semantics={semantics!r} is not one of " + ", ".join(map(repr, SEMANTICS)))
+    from .. import spark as session
+    run = _Run(session(), query, semantics)
+    try:
+        for name, table in tables.items():
+            run.register(name, table)
+        result = run.sql(rewrite(query, run))
+    finally:
+        if run.may_drop(query):
+            run.drop()
+    return result
+
+
+class _Run(Resolver):
+    """One ``sql`` call: its views on the session, the matcher calls and the error mapping."""
+
+    def __init__(self, spark, query, semantics):
+        self.spark, self.query, self.semantics = spark, query, semantics
+        self.tag = uuid.uuid4().hex[:8]
+        self.views = {}            # registered name, lower case -> internal view
+        self.labels = {}           # internal view -> how messages name it
+
+    def register(self, name, table):
+        frame = _frame(self.spark, name, table)
+        self.views[name.lower()] = self._temp_view(frame, name, name)
+
+    def _temp_view(self, frame, stem, label):
+        view = f"__kit_{re.sub(r'[^0-9A-Za-z_]', '_', stem)}_{self.tag}_{len(self.labels)}"
+        frame.createOrReplaceTempView(view)
+        self.labels[view] = label
+        return view
+
+    def view(self, name):
+        return self.views.get(name.lower())
+
+    def match(self, source, spec, at):
+        if isinstance(source, Rewritten):
+            frame = self.sql(source)
+        else:
+            view = self.view(source)
+            frame = self.spark.table(view) if view is not None \
+                else self.sql(_verbatim(self.query, source, at.start))
+        result = _matcher(self.query, spec.pos)(frame, spec, semantics=self.semantics)
+        return self._temp_view(result, "match", "MATCH_RECOGNIZE")
+
+    def sql(self, rewritten: Rewritten):
+        """``spark.sql`` of ``rewritten``, its errors turned into SqlErrors on the user's text."""
+        from pyspark.errors import AnalysisException, ParseException
+        try:
+            return self.spark.sql(rewritten.text)
+        except (ParseException, AnalysisException) as error:
+            raise self._error(error, rewritten) from None
+
+    def _error(self, error, rewritten) -> SqlError:
+        message = str(error).strip().split("\n")[0]
+        message = re.split(r"\s*SQLSTATE:", message)[0]
+        for view, label in self.labels.items():
+            message = message.replace(view, label)
+        offset = _spark_offset(error, rewritten.text)
+        if offset is not None:
+            offset = rewritten.source_offset(offset)
+        else:
+            offset = _named_offset(error, self.query, rewritten)
+        line, column = position(self.query, offset)
+        return SqlError(message, line, column, self.query)
+
+    def may_drop(self, query):
+        """Views may go once the result is built: classic Spark analyses ``spark.sql`` eagerly,
+        so the result holds the views' plans; Spark Connect analyses lazily, and a statement
+        that is not a query (CREATE VIEW ...) may keep referring to them."""
+        if type(self.spark).__module__.startswith("pyspark.sql.connect"):
+            return False
+        words = query.lstrip(" \t\r\n(").split(None, 1)
+        return bool(words) and words[0].upper() in _QUERIES
+
+    def drop(self):
+        for view in self.labels:
+            self.spark.catalog.dropTempView(view)
+
+
+def _frame(spark, name, table):
+    """``table`` as a Spark DataFrame."""
+    from pyspark.sql import DataFrame
+
+    from ..stream import Stream
+    if isinstance(table, DataFrame):
+        return table
+    if isinstance(table, Stream):
+        return table.df
+    try:
+        import pandas
+    except ImportError:                       # pragma: no cover - pandas ships with the kit
+        pandas = None
+    if pandas is not None and isinstance(table, pandas.DataFrame):
+        return spark.createDataFrame(table)
+    raise KitError(f"table {name}: expected a Spark or pandas DataFrame or a kit.Stream, "
+                   f"got {type(table).__name__}")
+
+
+def _verbatim(query, name, start) -> Rewritten:
+    """``SELECT * FROM name`` for an unregistered table, mapped onto ``name`` in ``query``."""
+    out = Rewritten(query)
+    out.replace("SELECT * FROM ", start)
+    out.copy(start, start + len(name))
+    return out
+
+
+def _matcher(query, pos):
+    """``kit.match_recognize.match_recognize``, imported on first use; ``pos`` is the clause's."""
+    from .. import match_recognize as package
+    function = getattr(package, "match_recognize", None)
+    if not callable(function):
+        raise SqlError("MATCH_RECOGNIZE is not available yet", *pos, query)
+    return function
+
+
+def _spark_offset(error, text):
+    """The offset of ``text`` a Spark error points at: its query context, else the
+    ``line L, pos P`` (0-based pos) of its message; None when it names no place."""
+    from pyspark.errors.exceptions.base import QueryContextType
+    for context in error.getQueryContext() or ():
+        if context.contextType() == QueryContextType.SQL and context.startIndex() >= 0:
+            return context.startIndex()
+    found = re.search(r"line (\d+),? pos (\d+)", str(error))
+    if not found:
+        return None
+    line, pos = int(found.group(1)), int(found.group(2))
+    starts = [0] + [m.end() for m in re.finditer("\n", text)]
+    return starts[min(line, len(starts)) - 1] + pos
+
+
+def _named_offset(error, query, rewritten) -> int:
+    """Where the user wrote the object an error names (``objectName``), else the start of
+    the statement."""
+    start = rewritten.pieces[0][1] if rewritten.pieces else 0
+    params = error.getMessageParameters() or {}
+    for key in ("objectName", "relationName", "routineName", "expression"):
+        name = params.get(key, "").strip('`"').split("`.`")[-1].lower()
+        if name:
+            for tok in tokenize(query):
+                if tok.start >= start and tok.kind == "IDENT" and tok.value.lower() == name:
+                    return tok.start
+    return start

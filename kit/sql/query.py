@@ -1,0 +1,194 @@
+"""A Flink SQL query rewritten into Spark SQL, with a map back to the user's text.
+
+Three rewrites, all on tokens of the original text (comments and layout are kept):
+
+- each ``<table_ref> MATCH_RECOGNIZE ( ... )`` (``table_ref`` a name or a parenthesised
+  subquery) becomes the name of a view holding the clause's result (``[AS] alias`` stays);
+- a registered table named in a FROM list or JOIN becomes its internal view, aliased to the
+  name the user wrote (``FROM Ticker`` -> ``FROM __kit_v1 AS `Ticker```) so ``Ticker.price``
+  still resolves;
+- Flink type spellings Spark lacks: ``CAST(x AS TIMESTAMP(3))`` -> ``CAST(x AS TIMESTAMP)``.
+
+Every piece of the output remembers where it came from, so a Spark error at an offset of
+the rewritten text points back at the user's line and column.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+from .cursor import Cursor
+from .lexer import Token, tokenize
+from .match_recognize import MatchRecognizeParser
+
+__all__ = ["Resolver", "Rewritten", "clauses", "rewrite"]
+
+_CLAUSE_WORDS = ("SELECT", "FROM", "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "UNION",
+                 "EXCEPT", "INTERSECT", "ON")
+_JOIN_WORDS = ("LEFT", "RIGHT", "FULL", "INNER", "CROSS", "OUTER", "NATURAL", "LATERAL",
+               "SEMI", "ANTI", "WINDOW", "TABLESAMPLE")
+_TIME_TYPES = ("TIMESTAMP", "TIMESTAMP_LTZ", "TIME")
+
+
+@dataclass
+class Rewritten:
+    """Spark SQL ``text`` built from pieces of the user's ``source``.
+
+    ``pieces`` holds (start in ``text``, start in ``source``, verbatim); a verbatim piece maps
+    offsets one to one, a replaced piece maps every offset to the start of what it replaced.
+    """
+    source: str
+    text: str = ""
+    pieces: list = field(default_factory=list)
+
+    def copy(self, start: int, end: int):
+        if end > start:
+            self.pieces.append((len(self.text), start, True))
+            self.text += self.source[start:end]
+
+    def replace(self, text: str, at: int):
+        self.pieces.append((len(self.text), at, False))
+        self.text += text
+
+    def source_offset(self, offset: int) -> int:
+        """The offset of ``source`` that offset ``offset`` of ``text`` came from."""
+        if not self.pieces:
+            return 0
+        k = max(0, bisect.bisect_right([p[0] for p in self.pieces], offset) - 1)
+        out, src, verbatim = self.pieces[k]
+        return src + (offset - out) if verbatim else src
+
+
+class Resolver:
+    """What the rewrite asks of its caller (``kit.sql`` runs them on Spark)."""
+
+    def view(self, name: str) -> str | None:
+        """The internal view of registered table ``name``, or None."""
+        raise NotImplementedError
+
+    def match(self, source, spec, at: Token) -> str:
+        """Run ``spec`` on ``source`` (a table name, or a ``Rewritten`` subquery) whose first
+        token is ``at``; return the view that holds the result."""
+        raise NotImplementedError
+
+
+def clauses(query: str, aggregates=()) -> list:
+    """Every MATCH_RECOGNIZE clause of ``query`` as a ``MatchRecognize``, in text order."""
+    tokens = tokenize(query)
+    found = _find(query, tokens, aggregates)
+    return [found[r][2] for r in sorted(found, key=lambda r: found[r][0])]
+
+
+def rewrite(query: str, resolver: Resolver, aggregates=()) -> Rewritten:
+    """``query`` as Spark SQL (see the module doc); MATCH_RECOGNIZE clauses run on the way."""
+    tokens = tokenize(query)
+    hi = len(tokens) - 1                          # the EOF token
+    while hi > 0 and tokens[hi - 1].kind == "OP" and tokens[hi - 1].value == ";":
+        hi -= 1
+    return _Renderer(query, tokens, _find(query, tokens, aggregates), resolver).render(0, hi)
+
+
+def _find(query, tokens, aggregates) -> dict:
+    """{index of the table ref's first token: (MATCH_RECOGNIZE index, end index, spec)}."""
+    found = {}
+    for m, tok in enumerate(tokens):
+        if not tok.is_word("MATCH_RECOGNIZE"):
+            continue
+        parser = MatchRecognizeParser(query, tokens, m, aggregates=aggregates)
+        spec = parser.clause()
+        found[_table_ref_start(query, tokens, m)] = (m, parser.i, spec)
+    return found
+
+
+def _table_ref_start(query, tokens, m) -> int:
+    """Index of the first token of the table ref before MATCH_RECOGNIZE at ``m``."""
+    r = m - 1
+    if r >= 0 and tokens[r].kind == "OP" and tokens[r].value == ")":
+        depth = 0
+        while r >= 0:
+            if tokens[r].kind == "OP" and tokens[r].value in "()":
+                depth += 1 if tokens[r].value == ")" else -1
+                if depth == 0:
+                    return r
+            r -= 1
+    elif r >= 0 and tokens[r].kind == "IDENT":
+        while r >= 2 and tokens[r - 1].kind == "OP" and tokens[r - 1].value == "." \
+                and tokens[r - 2].kind == "IDENT":
+            r -= 2
+        return r
+    raise Cursor(query, tokens, m).error(
+        "MATCH_RECOGNIZE needs a table or a parenthesised subquery before it", found=False)
+
+
+class _Renderer:
+    """Walks tokens once, copying the text between rewrites verbatim."""
+
+    def __init__(self, query, tokens, found, resolver):
+        self.query, self.tokens, self.found, self.resolver = query, tokens, found, resolver
+
+    def render(self, lo: int, hi: int) -> Rewritten:
+        toks = self.tokens
+        out = Rewritten(self.query)
+        if lo >= hi:
+            return out
+        done = toks[lo].start                     # source text emitted so far
+        context = [None]                          # clause keyword per parenthesis depth
+        i = lo
+        while i < hi:
+            tok = toks[i]
+            if i in self.found:
+                m, end, spec = self.found[i]
+                if tok.kind == "OP":              # (subquery) MATCH_RECOGNIZE
+                    source = self.render(i + 1, m - 1)
+                else:
+                    source = self.query[tok.start:toks[m - 1].end]
+                view = self.resolver.match(source, spec, tok)
+                out.copy(done, tok.start)
+                out.replace(view, tok.start)
+                done, i = toks[end - 1].end, end
+                continue
+            if tok.kind == "OP" and tok.value == "(":
+                context.append(None)
+            elif tok.kind == "OP" and tok.value == ")":
+                if len(context) > 1:
+                    context.pop()
+            elif tok.kind == "KEYWORD" and tok.value in _CLAUSE_WORDS:
+                context[-1] = tok.value
+            elif self._is_table(i, context[-1]):
+                view = self.resolver.view(tok.value)
+                if view is not None:
+                    nxt = toks[i + 1]
+                    aliased = nxt.is_word("AS") or (nxt.kind == "IDENT" and not nxt.is_word(*_JOIN_WORDS))
+                    text = view if aliased else f"{view} AS `{tok.value.replace('`', '``')}`"
+                    out.copy(done, tok.start)
+                    out.replace(text, tok.start)
+                    done = tok.end
+            elif self._is_type_precision(i):
+                out.copy(done, tok.end)
+                done = toks[i + 3].end
+                i += 4
+                continue
+            i += 1
+        out.copy(done, toks[hi - 1].end)
+        return out
+
+    def _is_table(self, i, clause) -> bool:
+        """A single-part name right after FROM, JOIN, or a comma of a FROM list."""
+        toks = self.tokens
+        tok = toks[i]
+        if tok.kind != "IDENT" or i == 0:
+            return False
+        prev, nxt = toks[i - 1], toks[i + 1]
+        if nxt.kind == "OP" and nxt.value in (".", "("):
+            return False
+        return prev.is_word("FROM", "JOIN") or (prev.kind == "OP" and prev.value == ","
+                                                and clause == "FROM")
+
+    def _is_type_precision(self, i) -> bool:
+        """``AS TIMESTAMP(3)``: a time type with a precision Spark does not take."""
+        toks = self.tokens
+        return (i >= 1 and toks[i].is_word(*_TIME_TYPES) and toks[i - 1].is_word("AS")
+                and i + 3 < len(toks) and toks[i + 1].kind == "OP" and toks[i + 1].value == "("
+                and toks[i + 2].kind == "NUMBER" and toks[i + 3].kind == "OP"
+                and toks[i + 3].value == ")")
