@@ -1,8 +1,9 @@
 """Charts of what a stream operator did, drawn with altair and rendered offline."""
 
 from . import render
+from .match import match_timeline
 from .stream import stream_timeline
 
 render.enable()
 
-__all__ = ["stream_timeline"]
+__all__ = ["match_timeline", "stream_timeline"]
