@@ -267,7 +267,7 @@ class ExpressionParser(Cursor):
     def case(self):
         """``CASE [operand] WHEN w THEN t ... [ELSE e] END``."""
         tok = self.expect("CASE")
-        operand = None if self.at("WHEN") else self.expression()
+        operand = None if self.at("WHEN", "END") else self.expression()
         whens = []
         while self.accept("WHEN"):
             when = self.expression()
