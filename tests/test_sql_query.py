@@ -1,0 +1,205 @@
+"""kit.sql on Spark: registered tables, the MATCH_RECOGNIZE rewrite (with a stand-in
+matcher), Spark's errors at the user's line and column, and the checks on arguments."""
+
+import datetime
+
+import pandas as pd
+import pytest
+
+import kit
+import kit.match_recognize
+from kit.match_recognize import spec as S
+from kit.sql import SqlError, sql
+
+TICKER = pd.DataFrame({
+    "symbol": ["ACME", "ACME", "XYZ"],
+    "rowtime": pd.to_datetime(["2011-04-01 10:00:00", "2011-04-01 10:00:01",
+                               "2011-04-01 10:00:02"]),
+    "price": [12, 17, 10],
+})
+NAMES = pd.DataFrame({"symbol": ["ACME", "XYZ"], "name": ["Acme Corp", "XYZ Inc"]})
+
+
+@pytest.fixture
+def ticker(spark):
+    return spark.createDataFrame(TICKER)
+
+
+@pytest.fixture
+def matcher(monkeypatch):
+    """A stand-in for kit.match_recognize.match_recognize: one row per partition with the
+    partition's maximum price as ``top``; records its calls."""
+    calls = []
+
+    def match_recognize(table, spec, semantics):
+        calls.append((spec, semantics))
+        from pyspark.sql import functions as F
+        return table.groupBy(*spec.partition_by).agg(F.max("price").alias("top"))
+
+    monkeypatch.setattr(kit.match_recognize, "match_recognize", match_recognize, raising=False)
+    return calls
+
+
+def rows(df):
+    return [tuple(r) for r in df.collect()]
+
+
+def internal_views(spark):
+    return [t.name for t in spark.catalog.listTables() if t.name.startswith("__kit_")]
+
+
+# ------------------------------------------------------------------ plain Spark SQL
+
+def test_spark_and_pandas_tables(ticker):
+    df = sql("SELECT t.symbol, SUM(price) AS total, MAX(n.name) AS name\n"
+             "FROM Ticker t JOIN Names n ON t.symbol = n.symbol\n"
+             "GROUP BY t.symbol ORDER BY t.symbol;", Ticker=ticker, Names=NAMES)
+    assert rows(df) == [("ACME", 29, "Acme Corp"), ("XYZ", 10, "XYZ Inc")]
+
+
+def test_table_names_qualify_columns_and_any_case(ticker):
+    df = sql("SELECT Ticker.price FROM ticker WHERE Ticker.price > 12", Ticker=ticker)
+    assert rows(df) == [(17,)]
+
+
+def test_streams_use_their_annotated_rows(ticker):
+    clicks = kit.stream(ticker, time="rowtime")
+    df = sql("SELECT seq, price FROM clicks ORDER BY seq", clicks=clicks)
+    assert rows(df) == [(0, 12), (1, 17), (2, 10)]
+
+
+def test_flink_types_in_cast(ticker):
+    df = sql("SELECT CAST(rowtime AS TIMESTAMP(3)) AS t, CAST(price AS STRING) AS p\n"
+             "FROM Ticker WHERE price = 10", Ticker=ticker)
+    assert rows(df) == [(datetime.datetime(2011, 4, 1, 10, 0, 2), "10")]
+
+
+def test_views_are_private_and_dropped_and_the_result_still_runs(spark, ticker):
+    spark.createDataFrame(NAMES).createOrReplaceTempView("Ticker")
+    try:
+        df = sql("SELECT COUNT(*) FROM Ticker", Ticker=ticker)
+        assert internal_views(spark) == []
+        assert rows(df) == [(3,)]
+        assert rows(spark.sql("SELECT COUNT(*) FROM Ticker")) == [(2,)]   # the user's view
+    finally:
+        spark.catalog.dropTempView("Ticker")
+
+
+def test_unregistered_tables_come_from_the_session(spark, ticker):
+    ticker.createOrReplaceTempView("user_ticker")
+    try:
+        assert rows(sql("SELECT COUNT(*) FROM user_ticker")) == [(3,)]
+    finally:
+        spark.catalog.dropTempView("user_ticker")
+
+
+# ------------------------------------------------------------------ Spark's errors
+
+@pytest.mark.parametrize("query, line, column, start", [
+    ("SELECT symbol FROM Ticker WHERE )", 1, 33, "[PARSE_SYNTAX_ERROR]"),
+    ("SELECT symbol\nFROM Ticker\nWHERE prize > 1", 3, 7, "[UNRESOLVED_COLUMN"),
+    ("SELECT * FROM Ticker t JOIN Nope n ON t.x = n.x", 1, 29, "[TABLE_OR_VIEW_NOT_FOUND]"),
+    ("SELECT nosuchfn(price)\nFROM Ticker", 1, 8, "[UNRESOLVED_ROUTINE]"),
+])
+def test_spark_errors_point_into_the_users_text(ticker, query, line, column, start):
+    with pytest.raises(SqlError) as info:
+        sql(query, Ticker=ticker)
+    error = info.value
+    assert (error.line, error.column) == (line, column)
+    assert error.message.startswith(start)
+    assert "__kit_" not in str(error) and "at org.apache" not in str(error)
+    assert str(error).splitlines()[1] == "    " + query.split("\n")[line - 1]
+
+
+def test_analysis_error_naming_an_expression_points_at_it(ticker):
+    with pytest.raises(SqlError) as info:
+        sql("  SELECT price + 1 FROM Ticker GROUP BY symbol", Ticker=ticker)
+    assert (info.value.line, info.value.column) == (1, 10)
+    assert info.value.message.startswith("[MISSING_AGGREGATION]")
+
+
+def test_analysis_error_without_a_place_points_at_the_statement(ticker):
+    with pytest.raises(SqlError) as info:
+        sql("\n  SELECT 1 FROM Ticker UNION SELECT 1, 2 FROM Ticker", Ticker=ticker)
+    assert (info.value.line, info.value.column) == (2, 3)
+    assert info.value.message.startswith("[NUM_COLUMNS_MISMATCH]")
+
+
+def test_views_are_dropped_after_an_error(spark, ticker):
+    with pytest.raises(SqlError):
+        sql("SELECT nope FROM Ticker", Ticker=ticker)
+    assert internal_views(spark) == []
+
+
+# ------------------------------------------------------------------ MATCH_RECOGNIZE
+
+MR = """SELECT T.symbol, T.top, n.name
+FROM Ticker
+    MATCH_RECOGNIZE (
+        PARTITION BY symbol
+        ORDER BY rowtime
+        MEASURES LAST(A.price) AS top
+        PATTERN (A+ B)
+        DEFINE A AS A.price > 10
+    ) AS T
+JOIN Names n ON T.symbol = n.symbol
+WHERE T.top > 11"""
+
+
+def test_match_recognize_runs_on_the_matcher_and_spark_does_the_rest(ticker, matcher):
+    df = sql(MR, semantics="standard", Ticker=ticker, Names=NAMES)
+    assert rows(df) == [("ACME", 17, "Acme Corp")]
+    ((spec, semantics),) = matcher
+    assert semantics == "standard"
+    assert spec.pattern == S.Concat((S.Quantified(S.Label("A"), 1, None), S.Label("B")))
+    assert spec.pos == (3, 5)
+
+
+def test_match_recognize_on_a_subquery(ticker, matcher):
+    df = sql("SELECT * FROM (SELECT * FROM Ticker WHERE price > 10)\n"
+             "  MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY rowtime PATTERN (A)) M",
+             Ticker=ticker)
+    assert rows(df) == [("ACME", 17)]
+    assert matcher[0][1] == "flink"
+
+
+def test_errors_after_the_clause_point_into_the_users_text(ticker, matcher):
+    with pytest.raises(SqlError) as info:
+        sql(MR.replace("WHERE T.top", "WHERE T.bottom"), Ticker=ticker, Names=NAMES)
+    assert (info.value.line, info.value.column) == (11, 7)
+
+
+def test_errors_inside_the_subquery_point_into_the_users_text(ticker, matcher):
+    with pytest.raises(SqlError) as info:
+        sql("SELECT * FROM (SELECT * FROM Ticker WHERE prize > 10)\n"
+            "  MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY rowtime PATTERN (A)) M",
+            Ticker=ticker)
+    assert (info.value.line, info.value.column) == (1, 43)
+
+
+def test_parse_errors_in_the_clause_come_first(ticker, matcher):
+    with pytest.raises(SqlError) as info:
+        sql(MR.replace("PATTERN (A+ B)", "PATTERN (A+ B"), Ticker=ticker, Names=NAMES)
+    assert str(info.value).startswith("line 8, column 9: expected ')' but found 'DEFINE'")
+    assert matcher == []
+
+
+def test_match_recognize_not_available_yet(ticker, monkeypatch):
+    monkeypatch.delattr(kit.match_recognize, "match_recognize", raising=False)
+    with pytest.raises(SqlError) as info:
+        sql(MR, Ticker=ticker, Names=NAMES)
+    assert str(info.value) == ("line 3, column 5: MATCH_RECOGNIZE is not available yet\n"
+                               "        MATCH_RECOGNIZE (\n"
+                               "        ^")
+
+
+# ------------------------------------------------------------------ arguments
+
+def test_semantics_must_be_known(ticker):
+    with pytest.raises(kit.KitError, match="'flink', 'standard', 'flink-2.3'"):
+        sql("SELECT 1", semantics="trino", Ticker=ticker)
+
+
+def test_tables_must_be_dataframes_or_streams():
+    with pytest.raises(kit.KitError, match="table Ticker: expected a Spark or pandas DataFrame"):
+        sql("SELECT 1", Ticker=[1, 2])
