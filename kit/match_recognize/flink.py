@@ -1,0 +1,284 @@
+"""Flink's MATCH_RECOGNIZE: the CEP NFA the planner builds, simulated row by row.
+
+Rules implemented (learnt from Flink's NFACompiler, NFA, aftermatch/* and the planner's
+pattern translation):
+
+Planning (``validate``) -- rejected like Flink:
+  * only a concatenation of variables, each with an optional quantifier; alternation,
+    groups, PERMUTE, ``{- -}``, anchors, SUBSET, ALL ROWS PER MATCH, PREV/NEXT,
+    CLASSIFIER, MATCH_NUMBER, RUNNING/FINAL are "not supported by Flink";
+  * a variable used twice; the reluctant optional ``??``; DISTINCT aggregates;
+  * a pattern that can match empty (every element optional);
+  * a greedy quantifier last (``A B*``, ``A B+``, ``A B{1,3}``); ``B+?``, ``B{2}`` and ``B?``
+    are fine (Flink marks ``?`` and ``{n}`` as not greedy).
+The NFA, per element ``v{min,max}`` (strict contiguity, Flink's ``next``/``consecutive``):
+  * ``min`` mandatory states: TAKE ``v`` -> next state;
+  * unbounded: a loop state: TAKE ``v`` -> itself, PROCEED -> next element; for ``*`` an
+    entry state: TAKE -> loop, PROCEED (always) -> next element;
+  * bounded: ``max - min`` optional states: TAKE -> next optional, PROCEED -> next element;
+  * a PROCEED of a greedy element fires only when its own TAKE condition is false, so greedy
+    repetitions never give rows back; reluctant and ``?`` PROCEEDs always fire, and both
+    branches live on (with SKIP TO NEXT ROW the shorter one is found first).
+Per row: every partial match follows PROCEEDs (same row) to reach TAKE edges; each TAKE
+makes a new partial match (one more row); a TAKE into the end, or into a state whose
+PROCEEDs reach the end without a greedy state, completes a match. A new partial match may
+start at every row.
+After a match (completed matches wait, ordered by first row, until no partial match that
+started earlier is alive; partial matches still open at the end of input are dropped, and
+so are matches still waiting for them):
+  * SKIP PAST LAST ROW drops partial/waiting matches starting at or before the match's last
+    row; SKIP TO NEXT ROW those starting at or before its first row; SKIP TO FIRST/LAST v
+    those starting before that row of ``v`` -- and fails if ``v`` has no row in the match,
+    or if that row is the match's first row ("Could not skip to first element of a match.").
+WITHIN ``w`` (ms of the time column): before each row at time ``t`` partial matches that
+started at ``s`` are dropped when ``t - s >= w`` (the 2.3 runtime) or ``t - s > w`` (the
+documentation); at the end of input all are dropped, which releases waiting matches.
+
+Documented behaviour (``semantics="flink"``) vs the 2.3 runtime (``"flink-2.3"``):
+  ============================  ==================  =====================
+  difference                    "flink" (docs)      "flink-2.3" (runtime)
+  ============================  ==================  =====================
+  AVG of an integer column      exact (14.5)        truncated (14)
+  WITHIN boundary               inclusive (> w)     exclusive (>= w)
+  no AFTER MATCH clause         SKIP PAST LAST ROW  SKIP TO NEXT ROW
+  ============================  ==================  =====================
+"""
+
+from __future__ import annotations
+
+from .errors import MatchRuntimeError, NotSupportedByFlink, MatchRecognizeError
+from .expressions import variables_of, _walk
+from .spec import (ONE_ROW, Aggregate, AfterMatch, Alternation, Anchor, Classifier, Concat, Empty,
+                   Exclusion, Label, MatchNumber, Nav, Permute, Quantified, Semantics)
+
+__all__ = ["validate", "compile_nfa", "run", "default_after_match"]
+
+FINAL = -1
+
+
+def default_after_match(semantics: str) -> AfterMatch:
+    """The AFTER MATCH used when the clause has none."""
+    return AfterMatch("TO NEXT ROW") if semantics == "flink-2.3" else AfterMatch("PAST LAST ROW")
+
+
+def _elements(pattern):
+    """The pattern as ``[(var, min, max, greedy, pos)]``, or NotSupportedByFlink."""
+    items = pattern.items if isinstance(pattern, Concat) else (pattern,)
+    out = []
+    for item in items:
+        if isinstance(item, Concat):
+            out.extend(_elements(item))
+        elif isinstance(item, Label):
+            out.append((item.name, 1, 1, True, item.pos))
+        elif isinstance(item, Quantified) and isinstance(item.node, Label):
+            out.append((item.node.name, item.min, item.max, item.greedy, item.pos))
+        elif isinstance(item, Quantified):
+            raise NotSupportedByFlink("PATTERN", "a quantifier on a group ( ... )", item.pos)
+        else:
+            what = {Alternation: "alternation '|'", Permute: "PERMUTE", Exclusion: "exclusion {- -}",
+                    Anchor: "the anchors ^ and $", Empty: "the empty pattern ()"}.get(type(item), repr(item))
+            raise NotSupportedByFlink("PATTERN", what, getattr(item, "pos", None))
+    return out
+
+
+def validate(spec, semantics="flink"):
+    """Raise the errors Flink's planner raises for ``spec``; return the pattern elements."""
+    if spec.rows_per_match != ONE_ROW:
+        raise NotSupportedByFlink("ROWS PER MATCH", spec.rows_per_match, spec.pos)
+    if spec.subsets:
+        raise NotSupportedByFlink("SUBSET", "SUBSET", spec.pos)
+    if spec.order_by and not spec.order_by[0].ascending:
+        raise MatchRecognizeError("ORDER BY", "the first ORDER BY column must be an ascending "
+                                              "time attribute", spec.order_by[0].pos)
+    elements = _elements(spec.pattern)
+    seen = set()
+    for var, mn, mx, greedy, pos in elements:
+        if var in seen:
+            raise MatchRecognizeError("PATTERN", f"pattern variable {var} is used twice; Flink "
+                                                 "requires unique pattern variables", pos)
+        seen.add(var)
+        if mn == 0 and mx == 1 and not greedy:
+            raise MatchRecognizeError("PATTERN", "Reluctant optional variables are not supported "
+                                                 "yet (A?? / A{0,1}?)", pos)
+    if all(mn == 0 for _, mn, _, _, _ in elements):
+        raise MatchRecognizeError("PATTERN", "Patterns that can produce empty matches are not "
+                                             "supported. There must be at least one non-optional "
+                                             "state.", spec.pattern.pos if hasattr(spec.pattern, "pos") else None)
+    var, mn, mx, greedy, pos = elements[-1]
+    if _cep_greedy(mn, mx, greedy):
+        raise MatchRecognizeError("PATTERN", "Greedy quantifiers are not allowed as the last "
+                                             "element of a Pattern yet. Finish your pattern with "
+                                             "either a simple variable or reluctant quantifier.", pos)
+    if spec.after_match is not None and spec.after_match.var is not None \
+            and spec.after_match.var not in seen:
+        raise MatchRecognizeError("AFTER MATCH", f"unknown pattern variable {spec.after_match.var}",
+                                  spec.after_match.pos)
+    for clause, exprs in (("DEFINE", [e for _, e in spec.define]),
+                          ("MEASURES", [m.expr for m in spec.measures])):
+        for expr in exprs:
+            _walk(expr, lambda e, c=clause: _check_expr(e, c))
+    return elements
+
+
+def _check_expr(e, clause):
+    if isinstance(e, Nav) and e.kind.upper() in ("PREV", "NEXT"):
+        raise NotSupportedByFlink(clause, f"the physical offset {e.kind.upper()}()", e.pos)
+    if isinstance(e, Classifier):
+        raise NotSupportedByFlink(clause, "CLASSIFIER()", e.pos)
+    if isinstance(e, MatchNumber):
+        raise NotSupportedByFlink(clause, "MATCH_NUMBER()", e.pos)
+    if isinstance(e, Semantics):
+        raise NotSupportedByFlink(clause, f"{e.kind.upper()} (RUNNING/FINAL)", e.pos)
+    if isinstance(e, Aggregate) and e.distinct:
+        raise MatchRecognizeError(clause, f"DISTINCT aggregates are not supported: "
+                                          f"{e.func.upper()}(DISTINCT ...)", e.pos)
+    if isinstance(e, (Aggregate, Nav)) and len(variables_of(e.arg if e.arg is not None else ())) > 1:
+        what = e.func.upper() if isinstance(e, Aggregate) else e.kind.upper()
+        raise MatchRecognizeError(clause, f"{what}() must reference a single pattern variable, "
+                                          f"not {', '.join(sorted(variables_of(e.arg)))}", e.pos)
+
+
+def _cep_greedy(mn, mx, greedy):
+    """Flink marks a quantifier greedy unless it is reluctant, ``?`` or an exact ``{n}``."""
+    return greedy and not (mn == 0 and mx == 1) and mn != mx
+
+
+def compile_nfa(elements):
+    """States ``(var, take_target, proceed_target|None, proceed_needs_not_take, greedy)``;
+    state 0 is the start, FINAL (-1) the end."""
+    states = []
+
+    def add(var, take, proceed, not_take, greedy):
+        states.append([var, take, proceed, not_take, greedy])
+        return len(states) - 1
+
+    sink = FINAL
+    for var, mn, mx, greedy, _ in reversed(elements):
+        g = _cep_greedy(mn, mx, greedy)
+        if mx is None:
+            loop = add(var, None, sink, g, g)
+            states[loop][1] = loop
+            if mn == 0:
+                first = add(var, loop, sink, False, g)
+            else:
+                first = loop
+                for _ in range(mn):
+                    first = add(var, first, None, False, g)
+        else:
+            first = sink
+            for _ in range(mx - mn):
+                first = add(var, first, sink, g, g)
+            for _ in range(mn):
+                first = add(var, first, None, False, g)
+        sink = first
+    # renumber so that the start state is 0
+    order = list(range(len(states) - 1, -1, -1))
+    index = {old: new for new, old in enumerate(order)}
+    fix = lambda s: s if s is None or s == FINAL else index[s]  # noqa: E731
+    return [(states[o][0], fix(states[o][1]), fix(states[o][2]), states[o][3], states[o][4])
+            for o in order], index[sink]
+
+
+def run(elements, conditions, times, nrows, after_match, within_ms=None, within_inclusive=False):
+    """Matches of one partition in emission order, each ``(R, L)``.
+
+    ``conditions[var](R, L)`` is the DEFINE condition (True classifies the row); ``times``
+    the time column (epoch ms) for WITHIN.
+    """
+    states, start_state = compile_nfa(elements)
+    kind = after_match.kind.upper()
+    skip_var = after_match.var
+    true = lambda R, L: True  # noqa: E731
+    cond = {v: conditions.get(v, true) for v, *_ in elements}
+
+    partial = []          # [start_row, state, R, L, seq]
+    waiting = []          # completed matches: [start_row, seq, R, L]
+    emitted = []
+    seq = 0
+
+    def release():
+        while waiting:
+            waiting.sort(key=lambda w: (w[0], w[1]))
+            first = waiting[0]
+            if partial and first[0] > min(p[0] for p in partial):
+                return
+            waiting.pop(0)
+            R, L = first[2], first[3]
+            if kind == "PAST LAST ROW":
+                drop = lambda s, last=R[-1]: s <= last  # noqa: E731
+            elif kind == "TO NEXT ROW":
+                drop = lambda s, f=R[0]: s <= f  # noqa: E731
+            else:
+                rows = [r for r, lab in zip(R, L) if lab == skip_var]
+                if not rows:
+                    raise MatchRuntimeError("AFTER MATCH", f"Could not skip to {skip_var}. No such "
+                                                           f"element in the found match (rows {list(R)})")
+                target = rows[0] if kind == "TO FIRST" else rows[-1]
+                if target == R[0]:
+                    raise MatchRuntimeError("AFTER MATCH", "Could not skip to first element of a "
+                                                           f"match (SKIP {kind} {skip_var} would restart "
+                                                           f"at row {target}, where the match began)")
+                drop = lambda s, t=target: s < t  # noqa: E731
+            partial[:] = [p for p in partial if not drop(p[0])]
+            waiting[:] = [w for w in waiting if not drop(w[0])]
+            emitted.append((R, L))
+
+    def expire(t):
+        if within_ms is None or not partial:
+            return
+        if within_inclusive:
+            keep = [p for p in partial if t - times[p[0]] <= within_ms]
+        else:
+            keep = [p for p in partial if t - times[p[0]] < within_ms]
+        if len(keep) != len(partial):
+            partial[:] = keep
+            release()
+
+    for r in range(nrows):
+        if within_ms is not None:
+            expire(times[r])
+        new_partial = []
+        candidates = partial + [[r, start_state, (), (), -1]]
+        for start, state, R, L, _ in candidates:
+            R1 = R + (r,)
+            cache = {}
+
+            def takes(var):
+                if var not in cache:
+                    cache[var] = cond[var](R1, L + (var,)) is True
+                return cache[var]
+            stack = [state]
+            while stack:
+                s = stack.pop()
+                var, take, proceed, not_take, _ = states[s]
+                if takes(var):
+                    L1 = L + (var,)
+                    seq += 1
+                    if take == FINAL:
+                        waiting.append([start, seq, R1, L1])
+                        continue
+                    new_partial.append([start, take, R1, L1, seq])
+                    if _reaches_final(states, take):
+                        seq += 1
+                        waiting.append([start, seq, R1, L1])
+                if proceed is not None and proceed != FINAL and (not not_take or not takes(var)):
+                    stack.append(proceed)
+        partial = new_partial
+        release()
+    if within_ms is not None:
+        partial.clear()
+        release()
+    return emitted
+
+
+def _reaches_final(states, s):
+    """Whether state ``s`` reaches the end through always-true PROCEEDs of non-greedy states."""
+    stack = [s]
+    while stack:
+        var, take, proceed, not_take, greedy = states[stack.pop()]
+        if greedy or proceed is None or not_take:
+            continue
+        if proceed == FINAL:
+            return True
+        stack.append(proceed)
+    return False

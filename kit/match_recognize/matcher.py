@@ -1,0 +1,257 @@
+"""Run one partition: ``run_partition(columns, spec, semantics)`` -> PartitionResult.
+
+``semantics="flink"`` / ``"flink-2.3"`` run Flink's CEP NFA (``flink.py``);
+``semantics="standard"`` runs ISO/IEC 19075-5 as Trino does: the pattern's program
+(``program.py``) executed by a Pike VM that keeps threads in preference order.
+
+Standard matcher, per start row ``s`` (leftmost first):
+  * threads ``(pc, labels, excluded)`` are kept in preference order; the rows of a thread
+    are ``s .. s+len(labels)-1`` (matches are contiguous), DEFINE is evaluated per thread on
+    its own labels;
+  * the epsilon closure follows SPLIT/JUMP/anchors depth-first, preferred branch first; the
+    first thread reaching MATCH is the best so far and cuts every thread after it; threads
+    before it continue and replace it if they match later;
+  * deduplication: two threads at the same instruction on the same row are merged (the
+    later, less preferred one is dropped) when their futures are identical -- always when
+    no DEFINE looks at the match history (only the current row, PREV/NEXT of it,
+    CLASSIFIER), otherwise only when their label sequences are equal too. This is exact
+    and keeps ``(A | A A)* B`` linear;
+  * bounds: at most ``max_threads`` live threads and ``step_budget`` thread steps per
+    partition (default ``2_000_000 + 200 * rows``); beyond them TooManyThreads is raised
+    instead of running for minutes (e.g. ``(A+ B+)+ C`` with C never true is quadratic).
+Default AFTER MATCH is SKIP PAST LAST ROW; an empty match moves on one row.
+
+>>> r = run_partition({"price": np.array([1, 2, 1])}, spec, semantics="standard")  # doctest: +SKIP
+>>> r.rows, r.matches                                                                # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import flink
+from .errors import MatchRecognizeError, MatchRuntimeError, TooManyThreads
+from .expressions import Env, compile_expr, _walk
+from .measures import Measures, prepare_columns
+from .program import compile_pattern, labels_of
+from .spec import ONE_ROW, AfterMatch, Aggregate, Column, Nav
+
+__all__ = ["Match", "PartitionResult", "run_partition", "SEMANTICS"]
+
+SEMANTICS = ("flink", "flink-2.3", "standard")
+
+
+@dataclass(frozen=True)
+class Match:
+    """One match: its number (1, 2, ... per partition), its row indices and the variable each
+    row is mapped to; ``excluded[i]`` is True for rows inside ``{- -}``. An empty match has no
+    rows and starts at ``start``."""
+    number: int
+    rows: tuple
+    classifiers: tuple
+    excluded: tuple = ()
+    start: int = None
+
+
+@dataclass
+class PartitionResult:
+    """Output of one partition, in emission order.
+
+    ``rows``: ONE ROW PER MATCH -> one tuple of measures (MEASURES order) per match;
+    ALL ROWS PER MATCH -> ``(row_index, *measures)`` per output row, where ``row_index`` is
+    the input row (for an empty match: the row where it was found; for an unmatched row
+    under WITH UNMATCHED ROWS: that row, with all measures None).
+    ``columns``: the measure names. Timestamp measures are numpy datetime64[ms].
+    """
+    rows: list
+    matches: list
+    columns: list = field(default_factory=list)
+
+
+def run_partition(columns: dict, spec, semantics: str = "flink", aggregates: dict | None = None,
+                  *, rowtime: str | None = None, proctime: str | None = None,
+                  max_threads: int = 10_000, step_budget: int | None = None) -> PartitionResult:
+    """Match ``spec`` on one partition whose rows are already in processing order."""
+    if semantics not in SEMANTICS:
+        raise MatchRecognizeError("MATCH_RECOGNIZE", f"unknown semantics {semantics!r}; "
+                                                     f"choose one of {', '.join(SEMANTICS)}")
+    lists, stamps = prepare_columns(columns)
+    nrows = len(next(iter(lists.values()))) if lists else 0
+    is_flink = semantics != "standard"
+    elements = flink.validate(spec, semantics) if is_flink else None
+    variables = [e[0] for e in elements] if is_flink else labels_of(spec.pattern)
+    subsets = spec.subset_map
+    for name, expr in spec.define:
+        if name not in variables:
+            raise MatchRecognizeError("DEFINE", f"{name} is not a variable of the PATTERN",
+                                      getattr(expr, "pos", None))
+    common = dict(variables=variables, subsets=subsets, aggregates=aggregates,
+                  timestamp_columns=stamps, rowtime=rowtime, proctime=proctime,
+                  avg_truncates=semantics == "flink-2.3")
+    define_env = Env(lists, clause="DEFINE", **common)
+    measures = Measures(spec, Env(lists, clause="MEASURES", **common))
+    number = [1]
+    conditions = {}
+    for var, expr in spec.define:
+        f = compile_expr(expr, define_env)
+        conditions[var] = (lambda f: lambda R, L: f(R, L, number[0], (R, L)))(f)
+    after = spec.after_match or (flink.default_after_match(semantics) if is_flink
+                                 else AfterMatch("PAST LAST ROW"))
+    if after.var is not None and after.var not in variables and after.var not in subsets:
+        raise MatchRecognizeError("AFTER MATCH", f"unknown pattern variable {after.var}", after.pos)
+    times = None
+    if spec.within_ms is not None:
+        time_col = rowtime or (spec.order_by[0].column if spec.order_by else None)
+        if time_col is None:
+            raise MatchRecognizeError("WITHIN", "WITHIN needs the time column: pass rowtime= or "
+                                                "ORDER BY it", spec.pos)
+        times = define_env.column(time_col)
+
+    if is_flink:
+        found = flink.run(elements, conditions, times, nrows, after, spec.within_ms,
+                          within_inclusive=semantics == "flink")
+        matches, rows = [], []
+        for i, (R, L) in enumerate(found, 1):
+            matches.append(Match(i, R, L, (False,) * len(R), R[0]))
+            rows.append(measures.one_row(R, L, i))
+        return PartitionResult(rows, matches, measures.names)
+    return _standard(spec, conditions, number, measures, after, nrows, times,
+                     subsets, max_threads, step_budget)
+
+
+# ---------------------------------------------------------------- standard semantics
+
+
+def _history_dependent(spec) -> bool:
+    """Whether a DEFINE condition can see more than the current row (see module doc)."""
+    found = []
+    for var, expr in spec.define:
+        def visit(e, var=var):
+            if isinstance(e, Aggregate):
+                found.append(e)
+            elif isinstance(e, Nav) and e.kind.upper() in ("FIRST", "LAST"):
+                found.append(e)
+            elif isinstance(e, Column) and e.var is not None and e.var != var:
+                found.append(e)
+        _walk(expr, visit)
+    return bool(found)
+
+
+def _standard(spec, conditions, number, measures, after, nrows, times, subsets,
+              max_threads, step_budget):
+    code = compile_pattern(spec.pattern)
+    dependent = _history_dependent(spec)
+    true = lambda R, L: True  # noqa: E731
+    cond = {ins[1]: conditions.get(ins[1], true) for ins in code if ins[0] == "LABEL"}
+    budget = [step_budget if step_budget is not None else 2_000_000 + 200 * nrows]
+    within = spec.within_ms
+
+    def closure(seeds, pos):
+        out, seen = [], set()
+        for seed in seeds:
+            stack = [seed]
+            while stack:
+                th = stack.pop()
+                pc, L, X, d = th
+                key = (pc, L) if dependent else pc
+                if key in seen:
+                    continue
+                seen.add(key)
+                ins = code[pc]
+                op = ins[0]
+                if op == "LABEL":
+                    out.append(th)
+                elif op == "SPLIT":
+                    stack.append((ins[2], L, X, d))
+                    stack.append((ins[1], L, X, d))
+                elif op == "JUMP":
+                    stack.append((ins[1], L, X, d))
+                elif op == "EXCLUDE":
+                    stack.append((pc + 1, L, X, d + ins[1]))
+                elif op == "BEGIN":
+                    if pos == 0:
+                        stack.append((pc + 1, L, X, d))
+                elif op == "END":
+                    if pos == nrows:
+                        stack.append((pc + 1, L, X, d))
+                else:  # MATCH: everything after this thread is less preferred
+                    return out, (L, X)
+        return out, None
+
+    def attempt(s):
+        threads, best = closure([(0, (), (), 0)], s)
+        pos = s
+        while threads and pos < nrows:
+            if within is not None and times[pos] - times[s] >= within:
+                break
+            R = tuple(range(s, pos + 1))
+            cache = {}
+            seeds = []
+            for pc, L, X, d in threads:
+                var = code[pc][1]
+                L1 = L + (var,)
+                key = L1 if dependent else var
+                ok = cache.get(key)
+                if ok is None:
+                    ok = cache[key] = cond[var](R, L1) is True
+                if ok:
+                    seeds.append((pc + 1, L1, X + (d > 0,), d))
+            budget[0] -= len(threads)
+            if budget[0] < 0:
+                raise TooManyThreads("PATTERN", "the matcher exceeded its step budget on this "
+                                                "partition (a pathological pattern: nested "
+                                                "quantifiers that rarely finish?); simplify the "
+                                                "pattern or raise step_budget")
+            pos += 1
+            threads, found = closure(seeds, pos)
+            if found is not None:
+                best = found
+            if len(threads) > max_threads:
+                raise TooManyThreads("PATTERN", f"more than {max_threads} live threads at row "
+                                                f"{pos}; simplify the pattern or raise max_threads")
+        return best
+
+    rows, matches = [], []
+    one_row = spec.rows_per_match == ONE_ROW
+    s, covered = 0, -1
+    kind = after.kind.upper()
+    skip_labels = (frozenset(subsets.get(after.var, (after.var,))) if after.var else None)
+    while s < nrows:
+        best = attempt(s)
+        if best is None:
+            if measures.with_unmatched and s > covered:
+                rows.append(measures.unmatched(s))
+            s += 1
+            continue
+        m = number[0]
+        number[0] += 1
+        L, X = best
+        R = tuple(range(s, s + len(L)))
+        matches.append(Match(m, R, L, X, s))
+        if one_row:
+            rows.append(measures.one_row(R, L, m))
+        else:
+            rows.extend(measures.all_rows(R, L, X, m, s))
+        if not R:
+            covered = max(covered, s)
+            s += 1
+            continue
+        covered = max(covered, R[-1])
+        if kind == "PAST LAST ROW":
+            s = R[-1] + 1
+        elif kind == "TO NEXT ROW":
+            s += 1
+        else:
+            hits = [r for r, lab in zip(R, L) if lab in skip_labels]
+            if not hits:
+                raise MatchRuntimeError("AFTER MATCH", f"cannot skip to {after.var}: no row of "
+                                                       f"match {m} is mapped to it", after.pos)
+            target = hits[0] if kind == "TO FIRST" else hits[-1]
+            if target == s:
+                raise MatchRuntimeError("AFTER MATCH", f"SKIP {kind} {after.var} would restart at "
+                                                       f"the first row of match {m} (row {s}): an "
+                                                       "infinite loop", after.pos)
+            s = target
+    return PartitionResult(rows, matches, measures.names)
