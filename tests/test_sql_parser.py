@@ -8,7 +8,7 @@ import pytest
 from goldens import DIR as GOLDEN_DIR
 
 from kit.match_recognize import spec as S
-from kit.sql import SqlError, clauses, parse_match_recognize
+from kit.sql import SqlError, clauses, parse_match_recognize, to_sql
 from kit.sql.expressions import ExpressionParser
 
 SEED = GOLDEN_DIR.parent.parent / "seeds" / "001_0706de470e537bc5.txt"
@@ -224,6 +224,7 @@ def test_golden_query_parses(sql, name, columns):
     assert spec.order_by == (S.OrderItem("rowtime"),)
     if columns is not None:     # ONE ROW PER MATCH: partition columns, then the measures
         assert ["symbol", *(m.alias for m in spec.measures)] == columns
+    assert parse_match_recognize(to_sql(spec)) == spec
     variables = {n.name for n in _walk(spec.pattern) if isinstance(n, S.Label)}
     assert set(spec.definitions) <= variables
     # every node carries the position of its text
@@ -324,7 +325,9 @@ def test_after_match(text, after):
                                   0, None)),
 ])
 def test_pattern(pattern, node):
-    assert mr(f"PATTERN ({pattern})").pattern == node
+    spec = mr(f"PATTERN ({pattern})")
+    assert spec.pattern == node
+    assert parse_match_recognize(to_sql(spec)) == spec
 
 
 def test_pattern_positions():
@@ -377,6 +380,7 @@ def test_define_is_optional_and_keywords_any_case():
 ])
 def test_precedence(text, node):
     assert expr(text) == node
+    assert expr(to_sql(node)) == node
 
 
 def test_literals():
@@ -501,3 +505,31 @@ def test_clauses_finds_each_clause_in_a_query():
              "MATCH_RECOGNIZE (PATTERN (B C)) AS y")
     assert [c.pattern for c in clauses(query)] == [S.Label("A"), labels("B", "C")]
     assert [c.pos for c in clauses(query)] == [(1, 32), (1, 65)]
+
+
+def test_seed_queries_round_trip():
+    for query in seed_queries():
+        query = query.replace("[AFTER MATCH STRATEGY]", "AFTER MATCH SKIP TO LAST A")
+        (spec,) = clauses(query)
+        assert parse_match_recognize(to_sql(spec)) == spec
+
+
+@pytest.mark.parametrize("text", [
+    "RUNNING LAST(A.price, 2) + FINAL COUNT(DISTINCT A.x)", "- (-x)", "NOT (a OR b)",
+    "(a = b) IS NULL", "x BETWEEN (a OR b) AND c", "CASE a WHEN 1 THEN 'it''s' END",
+    "TIMESTAMP '2011-04-01 10:00:00' < DATE '2011-04-02'", "1e3 + 2.50 + INTERVAL '90' SECOND",
+    "CAST(`select`.`from` AS DECIMAL(10, 2))", "MATCH_ROWTIME(rowtime) = MATCH_PROCTIME()",
+    "a - (b - c)", "a / (b * c)", "PREV(A.x, 1) <> NEXT(A.x, 2)",
+])
+def test_expressions_round_trip(text):
+    node = expr(text)
+    assert expr(to_sql(node)) == node
+
+
+def test_clause_round_trip_keeps_every_part():
+    spec = mr("PARTITION BY s ORDER BY t DESC MEASURES CLASSIFIER() AS c\n"
+              "ALL ROWS PER MATCH OMIT EMPTY MATCHES AFTER MATCH SKIP TO FIRST B\n"
+              "PATTERN (^ {- A -} PERMUTE(B, C){1,3}? $) WITHIN INTERVAL '1:30' HOUR TO MINUTE\n"
+              "SUBSET U = (A, B) DEFINE B AS U.x > 0")
+    assert parse_match_recognize(to_sql(spec)) == spec
+    assert "WITHIN INTERVAL '90' MINUTE" in to_sql(spec)

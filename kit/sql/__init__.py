@@ -21,11 +21,12 @@ import uuid
 
 from ..errors import KitError
 from .errors import SqlError, position
+from .format import to_sql
 from .lexer import tokenize
 from .match_recognize import parse_match_recognize
 from .query import Resolver, Rewritten, clauses, rewrite
 
-__all__ = ["SEMANTICS", "SqlError", "clauses", "parse_match_recognize", "sql"]
+__all__ = ["SEMANTICS", "SqlError", "clauses", "parse_match_recognize", "sql", "to_sql"]
 
 #: The values ``semantics`` takes: Flink's documented behaviour, the SQL standard (as Trino
 #: implements it), and what the Flink 2.3 runtime does where it differs from its docs.
