@@ -5,6 +5,7 @@ import datetime
 
 import pandas as pd
 import pytest
+from goldens import load
 
 import kit
 import kit.match_recognize
@@ -191,6 +192,48 @@ def test_match_recognize_not_available_yet(ticker, monkeypatch):
     assert str(info.value) == ("line 3, column 5: MATCH_RECOGNIZE is not available yet\n"
                                "        MATCH_RECOGNIZE (\n"
                                "        ^")
+
+
+# ------------------------------------------------------------------ with the real matcher
+
+@pytest.fixture
+def engine(monkeypatch):
+    """The matcher of kit.match_recognize.operator, until the package exports it."""
+    from kit.match_recognize.operator import match_recognize
+    if not callable(getattr(kit.match_recognize, "match_recognize", None)):
+        monkeypatch.setattr(kit.match_recognize, "match_recognize", match_recognize,
+                            raising=False)
+
+
+def golden_input(golden):
+    frame = pd.DataFrame(golden["input"], columns=golden["input_columns"])
+    frame["rowtime"] = pd.to_datetime(frame["rowtime"])
+    return frame
+
+
+def stamp(value):
+    return value.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] if isinstance(value, datetime.datetime) \
+        else value
+
+
+def test_golden_v_shape_through_sql(engine):
+    golden = load("mr_a_vshape_batch.json")
+    (query,) = golden["queries"]
+    outer = f"SELECT MR.* FROM ({query['sql']}) AS MR WHERE MR.symbol = 'ACME'"
+    df = sql(outer, semantics="flink-2.3", Ticker=golden_input(golden))
+    assert df.columns == query["columns"]
+    assert [[stamp(v) for v in r] for r in rows(df)] == [r["values"] for r in query["rows"]]
+
+
+def test_stream_input_reaches_the_matcher_with_its_watermarks(engine):
+    """Out of order with watermark delay 0: late rows are dropped, so the match differs from
+    the batch answer (10:00:04 .. 10:00:08)."""
+    golden = load("mr_p3_vshape_out_of_order_wm0_streaming.json")
+    query = golden["queries"][0]
+    ticker = kit.stream(golden_input(golden), time="rowtime",
+                        watermark=kit.Duration.of_millis(0))
+    df = sql(query["sql"], semantics="flink-2.3", Ticker=ticker)
+    assert [[stamp(v) for v in r] for r in rows(df)] == [r["values"] for r in query["rows"]]
 
 
 # ------------------------------------------------------------------ arguments

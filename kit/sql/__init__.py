@@ -60,10 +60,13 @@ class _Run(Resolver):
         self.tag = uuid.uuid4().hex[:8]
         self.views = {}            # registered name, lower case -> internal view
         self.labels = {}           # internal view -> how messages name it
+        self.streams = {}          # registered name, lower case -> kit.Stream
 
     def register(self, name, table):
         frame = _frame(self.spark, name, table)
         self.views[name.lower()] = self._temp_view(frame, name, name)
+        if frame is not table and not _is_pandas(table):
+            self.streams[name.lower()] = table
 
     def _temp_view(self, frame, stem, label):
         view = f"__kit_{re.sub(r'[^0-9A-Za-z_]', '_', stem)}_{self.tag}_{len(self.labels)}"
@@ -76,13 +79,16 @@ class _Run(Resolver):
 
     def match(self, source, spec, at):
         if isinstance(source, Rewritten):
-            frame = self.sql(source)
+            table = self.sql(source)
+        elif source.lower() in self.streams:       # event time and watermarks go along
+            table = self.streams[source.lower()]
+        elif self.view(source) is not None:
+            table = self.spark.table(self.view(source))
         else:
-            view = self.view(source)
-            frame = self.spark.table(view) if view is not None \
-                else self.sql(_verbatim(self.query, source, at.start))
-        result = _matcher(self.query, spec.pos)(frame, spec, semantics=self.semantics)
-        return self._temp_view(result, "match", "MATCH_RECOGNIZE")
+            table = self.sql(_verbatim(self.query, source, at.start))
+        result = _matcher(self.query, spec.pos)(table, spec, semantics=self.semantics)
+        rows = getattr(result, "rows", result)     # a MatchResult, or a DataFrame
+        return self._temp_view(rows, "match", "MATCH_RECOGNIZE")
 
     def sql(self, rewritten: Rewritten):
         """``spark.sql`` of ``rewritten``, its errors turned into SqlErrors on the user's text."""
@@ -128,14 +134,15 @@ def _frame(spark, name, table):
         return table
     if isinstance(table, Stream):
         return table.df
-    try:
-        import pandas
-    except ImportError:                       # pragma: no cover - pandas ships with the kit
-        pandas = None
-    if pandas is not None and isinstance(table, pandas.DataFrame):
+    if _is_pandas(table):
         return spark.createDataFrame(table)
     raise KitError(f"table {name}: expected a Spark or pandas DataFrame or a kit.Stream, "
                    f"got {type(table).__name__}")
+
+
+def _is_pandas(table) -> bool:
+    import pandas
+    return isinstance(table, pandas.DataFrame)
 
 
 def _verbatim(query, name, start) -> Rewritten:
