@@ -185,6 +185,23 @@ def test_parse_errors_in_the_clause_come_first(ticker, matcher):
     assert matcher == []
 
 
+def test_matcher_errors_with_a_position_point_into_the_users_text(ticker, monkeypatch):
+    from kit.match_recognize.errors import NotSupportedByFlink
+
+    def match_recognize(table, spec, semantics):
+        raise NotSupportedByFlink("PATTERN", "alternation '|'", spec.pattern.pos)
+
+    monkeypatch.setattr(kit.match_recognize, "match_recognize", match_recognize, raising=False)
+    with pytest.raises(SqlError) as info:
+        sql(MR, Ticker=ticker, Names=NAMES)
+    assert str(info.value).splitlines() == [
+        ("line 7, column 18: PATTERN: alternation '|' is not supported by Flink; use "
+        'semantics="standard" for the SQL standard behaviour'),
+        "            PATTERN (A+ B)",
+        "                     ^"]
+    assert isinstance(info.value.__cause__, NotSupportedByFlink)
+
+
 def test_match_recognize_not_available_yet(ticker, monkeypatch):
     monkeypatch.delattr(kit.match_recognize, "match_recognize", raising=False)
     with pytest.raises(SqlError) as info:

@@ -86,7 +86,13 @@ class _Run(Resolver):
             table = self.spark.table(self.view(source))
         else:
             table = self.sql(_verbatim(self.query, source, at.start))
-        result = _matcher(self.query, spec.pos)(table, spec, semantics=self.semantics)
+        try:
+            result = _matcher(self.query, spec.pos)(table, spec, semantics=self.semantics)
+        except KitError as error:
+            placed = self._placed(error)
+            if placed is error:
+                raise
+            raise placed from error
         rows = getattr(result, "rows", result)     # a MatchResult, or a DataFrame
         return self._temp_view(rows, "match", "MATCH_RECOGNIZE")
 
@@ -97,6 +103,14 @@ class _Run(Resolver):
             return self.spark.sql(rewritten.text)
         except (ParseException, AnalysisException) as error:
             raise self._error(error, rewritten) from None
+
+    def _placed(self, error: KitError) -> KitError:
+        """A matcher error that knows its ``pos`` as a SqlError on the user's text."""
+        pos = getattr(error, "pos", None)
+        if isinstance(error, SqlError) or not pos:
+            return error
+        message = re.sub(r" \(line \d+, column \d+\)$", "", str(error))
+        return SqlError(message, *pos, self.query)
 
     def _error(self, error, rewritten) -> SqlError:
         message = str(error).strip().split("\n")[0]
@@ -117,8 +131,8 @@ class _Run(Resolver):
         that is not a query (CREATE VIEW ...) may keep referring to them."""
         if type(self.spark).__module__.startswith("pyspark.sql.connect"):
             return False
-        words = query.lstrip(" \t\r\n(").split(None, 1)
-        return bool(words) and words[0].upper() in _QUERIES
+        first = next(t for t in tokenize(query) if t.kind != "OP" or t.value != "(")
+        return first.is_word(*_QUERIES)
 
     def drop(self):
         for view in self.labels:
