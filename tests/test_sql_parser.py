@@ -470,6 +470,8 @@ def test_expression_positions():
     ("  AFTER MATCH SKIP TO\n  PATTERN (A)",
      "expected a pattern variable, FIRST, LAST or NEXT ROW but found 'PATTERN'", 3, 3,
      "      PATTERN (A)\n      ^"),
+    ("  AFTER MATCH SKIP TO LAST\n  PATTERN (A)",
+     "expected a pattern variable but found 'PATTERN'", 3, 3, "      PATTERN (A)\n      ^"),
     ("  PARTITION BY s", "expected 'PATTERN' but found ')'", 3, 1, "    )\n    ^"),
     ("  PATTERN (A |)", "expected a pattern variable but found ')'", 2, 15,
      "      PATTERN (A |)\n                  ^"),

@@ -86,6 +86,21 @@ def test_views_are_private_and_dropped_and_the_result_still_runs(spark, ticker):
         spark.catalog.dropTempView("Ticker")
 
 
+def test_comma_joins_and_subqueries_in_from(ticker):
+    df = sql("SELECT COUNT(*) FROM (SELECT * FROM Names) n, Ticker t JOIN Names m\n"
+             "  ON t.symbol = m.symbol, Ticker\nWHERE n.symbol = t.symbol AND t.price IN (10, 12)",
+             Ticker=ticker, Names=NAMES)
+    assert rows(df) == [(6,)]
+
+
+def test_concurrent_calls_do_not_share_views(spark):
+    from concurrent.futures import ThreadPoolExecutor
+    frames = [pd.DataFrame({"x": [i] * (i + 1)}) for i in range(4)]
+    with ThreadPoolExecutor(2) as pool:
+        counts = list(pool.map(lambda f: rows(sql("SELECT COUNT(*), MAX(x) FROM T", T=f)), frames))
+    assert counts == [[(i + 1, i)] for i in range(4)]
+
+
 def test_unregistered_tables_come_from_the_session(spark, ticker):
     ticker.createOrReplaceTempView("user_ticker")
     try:

@@ -150,9 +150,11 @@ class MatchRecognizeParser(ExpressionParser):
             self.next(), self.next()
             return S.AfterMatch("TO NEXT ROW", pos=start.pos)
         kind = "TO LAST"
-        if self.at("FIRST", "LAST") and self.peek(1).kind == "IDENT":
+        if self.at("FIRST", "LAST"):
             kind = "TO " + self.next().value.upper()
-        var = self.identifier("a pattern variable, FIRST, LAST or NEXT ROW")
+            var = self.identifier("a pattern variable")
+        else:
+            var = self.identifier("a pattern variable, FIRST, LAST or NEXT ROW")
         self.names["skip"] = var
         return S.AfterMatch(kind, var.value, pos=start.pos)
 

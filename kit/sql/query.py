@@ -25,7 +25,7 @@ from .match_recognize import MatchRecognizeParser
 __all__ = ["Resolver", "Rewritten", "clauses", "rewrite"]
 
 _CLAUSE_WORDS = ("SELECT", "FROM", "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "UNION",
-                 "EXCEPT", "INTERSECT", "ON")
+                 "EXCEPT", "INTERSECT")
 _JOIN_WORDS = ("LEFT", "RIGHT", "FULL", "INNER", "CROSS", "OUTER", "NATURAL", "LATERAL",
                "SEMI", "ANTI", "WINDOW", "TABLESAMPLE")
 _TIME_TYPES = ("TIMESTAMP", "TIMESTAMP_LTZ", "TIME")
