@@ -113,6 +113,9 @@ def test_unregistered_tables_come_from_the_session(spark, ticker):
 
 @pytest.mark.parametrize("query, line, column, start", [
     ("SELECT symbol FROM Ticker WHERE )", 1, 33, "[PARSE_SYNTAX_ERROR]"),
+    ("SELECT symbol FROM Ticker\nWHERE price >", 2, 14, "[PARSE_SYNTAX_ERROR]"),
+    (("-- the ticker\nSELECT CAST(price AS TIMESTAMP(3)) FROM Ticker, Ticker AS t\n"
+     "WHERE t.prize > 1"), 3, 7, "[UNRESOLVED_COLUMN"),
     ("SELECT symbol\nFROM Ticker\nWHERE prize > 1", 3, 7, "[UNRESOLVED_COLUMN"),
     ("SELECT * FROM Ticker t JOIN Nope n ON t.x = n.x", 1, 29, "[TABLE_OR_VIEW_NOT_FOUND]"),
     ("SELECT nosuchfn(price)\nFROM Ticker", 1, 8, "[UNRESOLVED_ROUTINE]"),

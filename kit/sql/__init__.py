@@ -19,7 +19,14 @@ from __future__ import annotations
 import re
 import uuid
 
+import pandas
+from pyspark.errors import AnalysisException, ParseException
+from pyspark.errors.exceptions.base import QueryContextType
+from pyspark.sql import DataFrame
+
 from ..errors import KitError
+from ..spark import spark as session
+from ..stream import Stream
 from .errors import SqlError, position
 from .format import to_sql
 from .lexer import tokenize
@@ -40,14 +47,14 @@ def sql(query: str, semantics: str = "flink", **tables):
     by the names the query uses) and return a Spark DataFrame."""
     if semantics not in SEMANTICS:
         raise KitError(f"semantics={semantics!r} is not one of " + ", ".join(map(repr, SEMANTICS)))
-    from .. import spark as session
     run = _Run(session(), query, semantics)
+    keep = run.keeps_views()
     try:
         for name, table in tables.items():
             run.register(name, table)
         result = run.sql(rewrite(query, run))
     finally:
-        if run.may_drop(query):
+        if not keep:
             run.drop()
     return result
 
@@ -63,9 +70,8 @@ class _Run(Resolver):
         self.streams = {}          # registered name, lower case -> kit.Stream
 
     def register(self, name, table):
-        frame = _frame(self.spark, name, table)
-        self.views[name.lower()] = self._temp_view(frame, name, name)
-        if frame is not table and not _is_pandas(table):
+        self.views[name.lower()] = self._temp_view(_frame(self.spark, name, table), name, name)
+        if isinstance(table, Stream):
             self.streams[name.lower()] = table
 
     def _temp_view(self, frame, stem, label):
@@ -98,7 +104,6 @@ class _Run(Resolver):
 
     def sql(self, rewritten: Rewritten):
         """``spark.sql`` of ``rewritten``, its errors turned into SqlErrors on the user's text."""
-        from pyspark.errors import AnalysisException, ParseException
         try:
             return self.spark.sql(rewritten.text)
         except (ParseException, AnalysisException) as error:
@@ -125,14 +130,15 @@ class _Run(Resolver):
         line, column = position(self.query, offset)
         return SqlError(message, line, column, self.query)
 
-    def may_drop(self, query):
-        """Views may go once the result is built: classic Spark analyses ``spark.sql`` eagerly,
-        so the result holds the views' plans; Spark Connect analyses lazily, and a statement
-        that is not a query (CREATE VIEW ...) may keep referring to them."""
+    def keeps_views(self) -> bool:
+        """Whether the views must outlive the call. Classic Spark analyses ``spark.sql``
+        eagerly, so a query's result holds the views' plans and they can go; Spark Connect
+        analyses lazily, and a statement that is not a query (CREATE VIEW ...) may keep
+        referring to them."""
         if type(self.spark).__module__.startswith("pyspark.sql.connect"):
-            return False
-        first = next(t for t in tokenize(query) if t.kind != "OP" or t.value != "(")
-        return first.is_word(*_QUERIES)
+            return True
+        first = next(t for t in tokenize(self.query) if t.kind != "OP" or t.value != "(")
+        return not first.is_word(*_QUERIES)
 
     def drop(self):
         for view in self.labels:
@@ -141,22 +147,14 @@ class _Run(Resolver):
 
 def _frame(spark, name, table):
     """``table`` as a Spark DataFrame."""
-    from pyspark.sql import DataFrame
-
-    from ..stream import Stream
     if isinstance(table, DataFrame):
         return table
     if isinstance(table, Stream):
         return table.df
-    if _is_pandas(table):
+    if isinstance(table, pandas.DataFrame):
         return spark.createDataFrame(table)
     raise KitError(f"table {name}: expected a Spark or pandas DataFrame or a kit.Stream, "
                    f"got {type(table).__name__}")
-
-
-def _is_pandas(table) -> bool:
-    import pandas
-    return isinstance(table, pandas.DataFrame)
 
 
 def _verbatim(query, name, start) -> Rewritten:
@@ -179,7 +177,6 @@ def _matcher(query, pos):
 def _spark_offset(error, text):
     """The offset of ``text`` a Spark error points at: its query context, else the
     ``line L, pos P`` (0-based pos) of its message; None when it names no place."""
-    from pyspark.errors.exceptions.base import QueryContextType
     for context in error.getQueryContext() or ():
         if context.contextType() == QueryContextType.SQL and context.startIndex() >= 0:
             return context.startIndex()
