@@ -12,7 +12,7 @@ class SqlError(KitError):
 
     ``str(error)`` quotes the offending line with a caret under the column::
 
-        line 3, column 20: expected ')' but found 'DEFINE'
+        line 3, column 16: expected ')' but found 'DEFINE'
             PATTERN (A B C DEFINE
                            ^
     """
