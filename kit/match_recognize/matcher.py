@@ -147,57 +147,69 @@ def _standard(spec, conditions, number, measures, after, nrows, times, subsets,
     cond = {ins[1]: conditions.get(ins[1], true) for ins in code if ins[0] == "LABEL"}
     budget = [step_budget if step_budget is not None else 2_000_000 + 200 * nrows]
     within = spec.within_ms
+    # (pc, row) pairs that a failed attempt visited: with history-free conditions their
+    # future does not depend on where the attempt started, so they cannot match either
+    dead = set() if not dependent and within is None else None
 
-    def closure(seeds, pos):
+    def closure(seeds, pos, visited):
         out, seen = [], set()
         for seed in seeds:
             stack = [seed]
             while stack:
                 th = stack.pop()
-                pc, L, X, d = th
+                pc, L, H, d = th
                 key = (pc, L) if dependent else pc
                 if key in seen:
                     continue
                 seen.add(key)
+                if dead is not None:
+                    if (pc, pos) in dead:
+                        continue
+                    visited.append((pc, pos))
                 ins = code[pc]
                 op = ins[0]
                 if op == "LABEL":
                     out.append(th)
                 elif op == "SPLIT":
-                    stack.append((ins[2], L, X, d))
-                    stack.append((ins[1], L, X, d))
+                    stack.append((ins[2], L, H, d))
+                    stack.append((ins[1], L, H, d))
                 elif op == "JUMP":
-                    stack.append((ins[1], L, X, d))
+                    stack.append((ins[1], L, H, d))
+                elif op == "LOOP":
+                    head = ins[1]
+                    empty = ((head, L) if dependent else head) in seen
+                    stack.append((pc + 1 if empty else head, L, H, d))
                 elif op == "EXCLUDE":
-                    stack.append((pc + 1, L, X, d + ins[1]))
+                    stack.append((pc + 1, L, H, d + ins[1]))
                 elif op == "BEGIN":
                     if pos == 0:
-                        stack.append((pc + 1, L, X, d))
+                        stack.append((pc + 1, L, H, d))
                 elif op == "END":
                     if pos == nrows:
-                        stack.append((pc + 1, L, X, d))
+                        stack.append((pc + 1, L, H, d))
                 else:  # MATCH: everything after this thread is less preferred
-                    return out, (L, X)
+                    return out, (H,)
         return out, None
 
     def attempt(s):
-        threads, best = closure([(0, (), (), 0)], s)
+        visited = []
+        threads, best = closure([(0, () if dependent else None, None, 0)], s, visited)
         pos = s
         while threads and pos < nrows:
             if within is not None and times[pos] - times[s] >= within:
                 break
-            R = tuple(range(s, pos + 1))
+            R = range(s, pos + 1) if dependent else range(pos, pos + 1)
             cache = {}
             seeds = []
-            for pc, L, X, d in threads:
+            for pc, L, H, d in threads:
                 var = code[pc][1]
-                L1 = L + (var,)
+                L1 = L + (var,) if dependent else (var,)
                 key = L1 if dependent else var
                 ok = cache.get(key)
                 if ok is None:
                     ok = cache[key] = cond[var](R, L1) is True
                 if ok:
-                    seeds.append((pc + 1, L1, X + (d > 0,), d))
+                    seeds.append((pc + 1, L1 if dependent else None, (var, d > 0, H), d))
             budget[0] -= len(threads)
             if budget[0] < 0:
                 raise TooManyThreads("PATTERN", "the matcher exceeded its step budget on this "
@@ -205,13 +217,23 @@ def _standard(spec, conditions, number, measures, after, nrows, times, subsets,
                                                 "quantifiers that rarely finish?); simplify the "
                                                 "pattern or raise step_budget")
             pos += 1
-            threads, found = closure(seeds, pos)
+            threads, found = closure(seeds, pos, visited)
             if found is not None:
                 best = found
             if len(threads) > max_threads:
                 raise TooManyThreads("PATTERN", f"more than {max_threads} live threads at row "
                                                 f"{pos}; simplify the pattern or raise max_threads")
-        return best
+        if best is None:
+            if dead is not None:
+                dead.update(visited)
+            return None
+        labels, excluded = [], []
+        h = best[0]
+        while h is not None:
+            labels.append(h[0])
+            excluded.append(h[1])
+            h = h[2]
+        return tuple(reversed(labels)), tuple(reversed(excluded))
 
     rows, matches = [], []
     one_row = spec.rows_per_match == ONE_ROW

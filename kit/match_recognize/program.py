@@ -4,15 +4,18 @@ Instructions (tuples):
   ("LABEL", var)      consume the current row if DEFINE of ``var`` holds
   ("SPLIT", a, b)     try ``a`` first, then ``b`` (preference order)
   ("JUMP", a)
+  ("LOOP", a)         jump back to the loop head ``a``; after an empty iteration (the head
+                      was already visited on this row) leave the loop instead: pc + 1
   ("EXCLUDE", +1/-1)  enter / leave ``{- -}``: rows consumed inside are not output
   ("BEGIN",) ("END",) the anchors ``^`` and ``$``
   ("MATCH",)
 
-    PATTERN (A B+? C)  ->  0 LABEL A; 1 LABEL B; 2 SPLIT 4, 3; 3 JUMP 1; 4 LABEL C; 5 MATCH
+    PATTERN (A B+? C)  ->  0 LABEL A; 1 LABEL B; 2 SPLIT 5, 3; 3 LABEL B; 4 LOOP 2;
+                           5 LABEL C; 6 MATCH
 
-Quantifiers are unrolled: ``x{2,4}`` is ``x x (x (x)?)?``; an unbounded tail is a loop. A loop
-whose body can match empty does not run an empty iteration twice at the same row: the
-matcher's closure visits each (instruction, state) once per row. PERMUTE(A, B, C) is the
+Quantifiers are unrolled: ``x{2,4}`` is ``x x (x (x)?)?``; an unbounded tail is a loop. An
+iteration that matched no row ends the loop (as in Perl and Trino): the matcher sees the
+loop head already visited on this row and continues after the loop. PERMUTE(A, B, C) is the
 alternation of the permutations in lexicographic order of the listed items.
 """
 
@@ -116,7 +119,7 @@ def _emit_quantified(p: Quantified, code):
         loop = len(code)
         code.append(None)
         _emit(p.node, code)
-        code.append(("JUMP", loop))
+        code.append(("LOOP", loop))
         _split(code, loop, loop + 1, len(code), p.greedy)
         return
     splits = []
