@@ -413,6 +413,9 @@ def test_calls_navigation_and_aggregates():
     assert ExpressionParser.parse("wavg(A.price)", aggregates=("wavg",)) == \
         S.Aggregate("WAVG", C("price", "A"))
     assert expr("wavg(A.price)") == S.Call("WAVG", (C("price", "A"),))
+    two = ExpressionParser.parse("wavg(A.price, A.tax)", aggregates=("WAVG",))
+    assert two == S.Aggregate("WAVG", (C("price", "A"), C("tax", "A")))
+    assert ExpressionParser.parse(to_sql(two), aggregates=("WAVG",)) == two
 
 
 def test_case_cast_and_quoted_columns():

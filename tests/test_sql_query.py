@@ -271,6 +271,23 @@ def test_stream_input_reaches_the_matcher_with_its_watermarks(engine):
     assert [[stamp(v) for v in r] for r in rows(df)] == [r["values"] for r in query["rows"]]
 
 
+def test_user_aggregates_reach_the_parser_and_the_matcher(ticker, monkeypatch):
+    seen = {}
+
+    def match_recognize(table, spec, semantics, aggregates):
+        seen.update(measure=spec.measures[0].expr, aggregates=aggregates)
+        return table
+
+    class Spread:
+        """max - min, PyFlink style."""
+
+    monkeypatch.setattr(kit.match_recognize, "match_recognize", match_recognize, raising=False)
+    sql("SELECT * FROM Ticker MATCH_RECOGNIZE (ORDER BY rowtime MEASURES spread(A.price) AS s\n"
+        "PATTERN (A+ B))", aggregates={"Spread": Spread}, Ticker=ticker)
+    assert seen == {"measure": S.Aggregate("SPREAD", S.Column("price", "A")),
+                    "aggregates": {"SPREAD": Spread}}
+
+
 # ------------------------------------------------------------------ arguments
 
 def test_semantics_must_be_known(ticker):

@@ -42,17 +42,22 @@ SEMANTICS = ("flink", "standard", "flink-2.3")
 _QUERIES = ("SELECT", "WITH", "VALUES", "TABLE", "FROM")
 
 
-def sql(query: str, semantics: str = "flink", **tables):
+def sql(query: str, semantics: str = "flink", aggregates: dict | None = None, **tables):
     """Run Flink SQL ``query`` over ``tables`` (Spark or pandas DataFrames, or ``kit.Stream``s,
-    by the names the query uses) and return a Spark DataFrame."""
+    by the names the query uses) and return a Spark DataFrame.
+
+    ``aggregates`` maps names to user aggregate functions (PyFlink's ``AggregateFunction``:
+    ``create_accumulator``, ``accumulate``, ``get_value``) that MATCH_RECOGNIZE may call.
+    """
     if semantics not in SEMANTICS:
         raise KitError(f"semantics={semantics!r} is not one of " + ", ".join(map(repr, SEMANTICS)))
-    run = _Run(session(), query, semantics)
+    aggregates = {name.upper(): function for name, function in (aggregates or {}).items()}
+    run = _Run(session(), query, semantics, aggregates)
     keep = run.keeps_views()
     try:
         for name, table in tables.items():
             run.register(name, table)
-        result = run.sql(rewrite(query, run))
+        result = run.sql(rewrite(query, run, aggregates))
     finally:
         if not keep:
             run.drop()
@@ -62,8 +67,9 @@ def sql(query: str, semantics: str = "flink", **tables):
 class _Run(Resolver):
     """One ``sql`` call: its views on the session, the matcher calls and the error mapping."""
 
-    def __init__(self, spark, query, semantics):
+    def __init__(self, spark, query, semantics, aggregates):
         self.spark, self.query, self.semantics = spark, query, semantics
+        self.aggregates = aggregates
         self.tag = uuid.uuid4().hex[:8]
         self.views = {}            # registered name, lower case -> internal view
         self.labels = {}           # internal view -> how messages name it
@@ -93,7 +99,9 @@ class _Run(Resolver):
         else:
             table = self.sql(_verbatim(self.query, source, at.start))
         try:
-            result = _matcher(self.query, spec.pos)(table, spec, semantics=self.semantics)
+            options = {"aggregates": self.aggregates} if self.aggregates else {}
+            result = _matcher(self.query, spec.pos)(table, spec, semantics=self.semantics,
+                                                    **options)
         except KitError as error:
             placed = self._placed(error)
             if placed is error:

@@ -256,13 +256,17 @@ class ExpressionParser(Cursor):
         return S.Nav(name, arg, offset, pos=tok.pos)
 
     def aggregate(self, name, tok):
-        """``COUNT(*)``, ``SUM([DISTINCT|ALL] expr)``, or a user aggregate."""
+        """``COUNT(*)``, ``SUM([DISTINCT|ALL] expr)``, or a user aggregate, whose several
+        arguments make a tuple: ``WAVG(A.price, A.tax)``."""
         distinct = bool(self.accept("DISTINCT"))
         if not distinct:
             self.accept("ALL")
         if name == "COUNT" and not distinct and self.accept_op("*"):
             return S.Aggregate(name, None, False, pos=tok.pos)
-        return S.Aggregate(name, self.expression(), distinct, pos=tok.pos)
+        if name in AGGREGATES:
+            return S.Aggregate(name, self.expression(), distinct, pos=tok.pos)
+        args = self.expression_list()
+        return S.Aggregate(name, args[0] if len(args) == 1 else args, distinct, pos=tok.pos)
 
     def case(self):
         """``CASE [operand] WHEN w THEN t ... [ELSE e] END``."""

@@ -148,7 +148,9 @@ def _primary(node) -> str:
         offset = f", {node.offset}" if node.offset != default else ""
         return f"{node.kind}({to_sql(node.arg)}{offset})"
     if isinstance(node, S.Aggregate):
-        arg = "*" if node.arg is None else ("DISTINCT " * node.distinct) + to_sql(node.arg)
+        args = node.arg if isinstance(node.arg, tuple) else (node.arg,)
+        arg = "*" if node.arg is None else ("DISTINCT " * node.distinct) + ", ".join(
+            to_sql(a) for a in args)
         return f"{node.func}({arg})"
     if isinstance(node, S.Call):
         return f"{node.func}({', '.join(to_sql(a) for a in node.args)})"
