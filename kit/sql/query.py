@@ -107,7 +107,7 @@ def _table_ref_start(query, tokens, m) -> int:
     if r >= 0 and tokens[r].kind == "OP" and tokens[r].value == ")":
         depth = 0
         while r >= 0:
-            if tokens[r].kind == "OP" and tokens[r].value in "()":
+            if tokens[r].kind == "OP" and tokens[r].value in ("(", ")"):
                 depth += 1 if tokens[r].value == ")" else -1
                 if depth == 0:
                     return r
