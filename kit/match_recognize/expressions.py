@@ -215,7 +215,20 @@ def _logical_locator(e: Nav, env):
             return lambda R, L: R[-1 - n] if n < len(R) else None
         return lambda R, L: R[n] if n < len(R) else None
 
-    if last:
+    if last and len(labels) == 1:
+        (var,) = labels
+
+        def loc(R, L):
+            k = n
+            i = len(L) - 1
+            while i >= 0:
+                if L[i] == var:
+                    if k == 0:
+                        return R[i]
+                    k -= 1
+                i -= 1
+            return None
+    elif last:
         def loc(R, L):
             k = n
             i = len(L) - 1
@@ -250,6 +263,13 @@ def _nav(e: Nav, env, inner):
         raise env.error(f"{kind}() cannot be nested here", e.pos)
     if kind in ("FIRST", "LAST"):
         loc = _logical_locator(e, env)
+        if isinstance(e.arg, Column):
+            col = env.column(e.arg.name, e.arg.pos)
+
+            def direct(R, L, m, F):
+                row = loc(R, L)
+                return None if row is None else col[row]
+            return direct
         g = compile_expr(e.arg, env, inner=True)
 
         def f(R, L, m, F):

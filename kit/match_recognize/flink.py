@@ -182,13 +182,14 @@ def compile_nfa(elements):
 def run(elements, conditions, times, nrows, after_match, within_ms=None, within_inclusive=False):
     """Matches of one partition in emission order, each ``(R, L)``.
 
-    ``conditions[var](R, L)`` is the DEFINE condition (True classifies the row); ``times``
+    ``conditions[var](R, L, m, F)`` is the compiled DEFINE condition (True classifies the
+    row); ``times``
     the time column (epoch ms) for WITHIN.
     """
     states, start_state = compile_nfa(elements)
     kind = after_match.kind.upper()
     skip_var = after_match.var
-    true = lambda R, L: True  # noqa: E731
+    true = lambda R, L, m, F: True  # noqa: E731
     cond = {v: conditions.get(v, true) for v, *_ in elements}
 
     partial = []          # [start_row, state, R, L, seq]
@@ -234,6 +235,7 @@ def run(elements, conditions, times, nrows, after_match, within_ms=None, within_
             partial[:] = keep
             release()
 
+    ends = [_reaches_final(states, s) for s in range(len(states))]
     for r in range(nrows):
         if within_ms is not None:
             expire(times[r])
@@ -242,29 +244,27 @@ def run(elements, conditions, times, nrows, after_match, within_ms=None, within_
         for start, state, R, L, _ in candidates:
             R1 = R + (r,)
             cache = {}
-
-            def takes(var):
-                if var not in cache:
-                    cache[var] = cond[var](R1, L + (var,)) is True
-                return cache[var]
             stack = [state]
             while stack:
-                s = stack.pop()
-                var, take, proceed, not_take, _ = states[s]
-                if takes(var):
+                var, take, proceed, not_take, _ = states[stack.pop()]
+                ok = cache.get(var)
+                if ok is None:
+                    ok = cache[var] = cond[var](R1, L + (var,), 0, None) is True
+                if ok:
                     L1 = L + (var,)
                     seq += 1
                     if take == FINAL:
                         waiting.append([start, seq, R1, L1])
                         continue
                     new_partial.append([start, take, R1, L1, seq])
-                    if _reaches_final(states, take):
+                    if ends[take]:
                         seq += 1
                         waiting.append([start, seq, R1, L1])
-                if proceed is not None and proceed != FINAL and (not not_take or not takes(var)):
+                if proceed is not None and proceed != FINAL and not (not_take and ok):
                     stack.append(proceed)
         partial = new_partial
-        release()
+        if waiting:
+            release()
     if within_ms is not None:
         partial.clear()
         release()

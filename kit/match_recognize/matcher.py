@@ -96,7 +96,7 @@ def run_partition(columns: dict, spec, semantics: str = "flink", aggregates: dic
     conditions = {}
     for var, expr in spec.define:
         f = compile_expr(expr, define_env)
-        conditions[var] = (lambda f: lambda R, L: f(R, L, number[0], (R, L)))(f)
+        conditions[var] = f
     after = spec.after_match or (flink.default_after_match(semantics) if is_flink
                                  else AfterMatch("PAST LAST ROW"))
     if after.var is not None and after.var not in variables and after.var not in subsets:
@@ -143,7 +143,7 @@ def _standard(spec, conditions, number, measures, after, nrows, times, subsets,
               max_threads, step_budget):
     code = compile_pattern(spec.pattern)
     dependent = _history_dependent(spec)
-    true = lambda R, L: True  # noqa: E731
+    true = lambda R, L, m, F: True  # noqa: E731
     cond = {ins[1]: conditions.get(ins[1], true) for ins in code if ins[0] == "LABEL"}
     budget = [step_budget if step_budget is not None else 2_000_000 + 200 * nrows]
     within = spec.within_ms
@@ -207,7 +207,7 @@ def _standard(spec, conditions, number, measures, after, nrows, times, subsets,
                 key = L1 if dependent else var
                 ok = cache.get(key)
                 if ok is None:
-                    ok = cache[key] = cond[var](R, L1) is True
+                    ok = cache[key] = cond[var](R, L1, number[0], None) is True
                 if ok:
                     seeds.append((pc + 1, L1 if dependent else None, (var, d > 0, H), d))
             budget[0] -= len(threads)

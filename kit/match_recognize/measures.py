@@ -36,7 +36,8 @@ def prepare_columns(columns: dict):
             lst = arr.tolist()
             out[name] = [None if v != v else v for v in lst] if np.isnan(arr).any() else lst
         elif arr.dtype.kind == "O":
-            out[name] = [_scalar(v) for v in arr.tolist()]
+            lst = arr.tolist()
+            out[name] = lst if all(type(v) is str for v in lst) else [_scalar(v) for v in lst]
         else:
             out[name] = arr.tolist()
     return out, stamps
