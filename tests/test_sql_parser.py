@@ -6,6 +6,8 @@ import re
 
 import pytest
 from goldens import DIR as GOLDEN_DIR
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kit.match_recognize import spec as S
 from kit.sql import SqlError, clauses, parse_match_recognize, to_sql
@@ -538,3 +540,96 @@ def test_clause_round_trip_keeps_every_part():
               "SUBSET U = (A, B) DEFINE B AS U.x > 0")
     assert parse_match_recognize(to_sql(spec)) == spec
     assert "WITHIN INTERVAL '90' MINUTE" in to_sql(spec)
+
+
+# ------------------------------------------------------------------ properties
+
+_names = st.sampled_from(["A", "B", "price", "rowtime", "select", "x y", "Last"])
+_leaves = st.one_of(
+    st.builds(S.Column, _names, st.one_of(st.none(), st.sampled_from(["A", "B"]))),
+    st.builds(S.Literal, st.integers(0, 2**40), st.just("INT")).map(
+        lambda lit: S.Literal(lit.value, "INT" if lit.value < 2**31 else "BIGINT")),
+    st.builds(S.Literal, st.text(max_size=3), st.just("STRING")),
+    st.builds(S.Literal, st.booleans(), st.just("BOOLEAN")),
+    st.just(S.Literal(None, "NULL")), st.just(S.Classifier()),
+)
+
+
+def _compound(children):
+    ops = ["+", "-", "*", "/", "%", "||", "=", "<>", "<", "<=", ">", ">=", "AND", "OR"]
+    return st.one_of(
+        st.builds(S.Binary, st.sampled_from(ops), children, children),
+        st.builds(S.Unary, st.sampled_from(["NOT", "-"]), children),
+        st.builds(S.IsNull, children, st.booleans()),
+        st.builds(S.Between, children, children, children, st.booleans()),
+        st.builds(S.InList, children, st.lists(children, min_size=1, max_size=2).map(tuple),
+                  st.booleans()),
+        st.builds(S.Nav, st.sampled_from(["FIRST", "LAST", "PREV", "NEXT"]), children,
+                  st.integers(0, 3)),
+        st.builds(S.Aggregate, st.sampled_from(["SUM", "AVG", "MAX"]), children, st.booleans()),
+        st.builds(S.Call, st.sampled_from(["ABS", "COALESCE"]),
+                  st.lists(children, max_size=2).map(tuple)),
+        st.builds(S.Cast, children, st.sampled_from(["DOUBLE", "DECIMAL(10, 2)"])),
+    )
+
+
+_expressions = st.recursive(_leaves, _compound, max_leaves=8)
+
+_labels = st.builds(S.Label, st.sampled_from(["A", "B", "C"]))
+
+
+def _pattern_compound(children):
+    items = st.lists(children, min_size=2, max_size=3).map(tuple)
+    return st.one_of(
+        st.builds(S.Concat, items), st.builds(S.Alternation, items),
+        st.builds(lambda node, lo, extra, greedy: S.Quantified(node, lo, None if extra < 0 else
+                                                               lo + extra, greedy),
+                  children, st.integers(0, 3), st.integers(-1, 2), st.booleans()),
+        st.builds(S.Permute, items), st.builds(S.Exclusion, children),
+    )
+
+
+_patterns = st.recursive(st.one_of(_labels, st.just(S.Empty()), st.just(S.Anchor("^"))),
+                         _pattern_compound, max_leaves=6)
+
+
+def _canonical(node):
+    """The tree the parser builds: nested Concat/Alternation flattened, as the grammar does."""
+    if isinstance(node, (S.Concat, S.Alternation)):
+        items = []
+        for item in map(_canonical, node.items):
+            items += item.items if type(item) is type(node) else [item]
+        return type(node)(tuple(items))
+    if isinstance(node, (S.Quantified, S.Exclusion)):
+        return type(node)(**{**node.__dict__, "node": _canonical(node.node)})
+    if isinstance(node, S.Permute):
+        return S.Permute(tuple(map(_canonical, node.items)))
+    return node
+
+
+@settings(max_examples=300, deadline=None)
+@given(_expressions)
+def test_any_expression_prints_and_parses_back(node):
+    assert ExpressionParser.parse(to_sql(node)) == node
+
+
+@settings(max_examples=300, deadline=None)
+@given(_patterns)
+def test_any_pattern_prints_and_parses_back(node):
+    spec = parse_match_recognize(f"MATCH_RECOGNIZE (PATTERN ({to_sql(node)}))")
+    assert spec.pattern == _canonical(node)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab1.'`-/*\n =<>(){}|?", max_size=30))
+def test_tokens_know_where_they_are(text):
+    from kit.sql.errors import position
+    from kit.sql.lexer import tokenize
+    try:
+        tokens = tokenize(text)
+    except SqlError as error:
+        assert 1 <= error.line <= text.count("\n") + 1
+        return
+    for tok in tokens:
+        assert (tok.line, tok.column) == position(text, tok.start)
+        assert tok.kind == "EOF" or text[tok.start:tok.end].strip() != ""

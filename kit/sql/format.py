@@ -89,7 +89,8 @@ def _pattern(node, inside: str = "") -> str:
     if isinstance(node, S.Concat):
         text = " ".join(_pattern(i, "concat") for i in node.items)
         return f"({text})" if inside == "quantified" else text
-    return _pattern(node.node, "quantified") + _quantifier(node)
+    text = _pattern(node.node, "quantified") + _quantifier(node)
+    return f"({text})" if inside == "quantified" else text
 
 
 def _quantifier(q: S.Quantified) -> str:
