@@ -2,7 +2,6 @@
 per feature on tiny inputs, the seed's navigation tables, property tests against a
 brute-force enumerator, and a guard against pathological patterns."""
 
-import itertools
 import time
 
 import numpy as np

@@ -235,32 +235,34 @@ def run(elements, conditions, times, nrows, after_match, within_ms=None, within_
             partial[:] = keep
             release()
 
-    ends = [_reaches_final(states, s) for s in range(len(states))]
+    # per state: (var, its DEFINE, take target, proceed target or None, proceed needs
+    # "not take", whether the take target reaches the end); variables are unique, so a
+    # row's condition is evaluated at most once per partial match
+    table = [(var, cond[var], take, None if proceed == FINAL else proceed, not_take,
+              take != FINAL and _reaches_final(states, take))
+             for var, take, proceed, not_take, _ in states]
     for r in range(nrows):
         if within_ms is not None:
             expire(times[r])
         new_partial = []
-        candidates = partial + [[r, start_state, (), (), -1]]
-        for start, state, R, L, _ in candidates:
+        partial.append([r, start_state, (), (), -1])
+        for start, state, R, L, _ in partial:
             R1 = R + (r,)
-            cache = {}
             stack = [state]
             while stack:
-                var, take, proceed, not_take, _ = states[stack.pop()]
-                ok = cache.get(var)
-                if ok is None:
-                    ok = cache[var] = cond[var](R1, L + (var,), 0, None) is True
+                var, condition, take, proceed, not_take, ends = table[stack.pop()]
+                L1 = L + (var,)
+                ok = condition(R1, L1, 0, None) is True
                 if ok:
-                    L1 = L + (var,)
                     seq += 1
                     if take == FINAL:
                         waiting.append([start, seq, R1, L1])
                         continue
                     new_partial.append([start, take, R1, L1, seq])
-                    if ends[take]:
+                    if ends:
                         seq += 1
                         waiting.append([start, seq, R1, L1])
-                if proceed is not None and proceed != FINAL and not (not_take and ok):
+                if proceed is not None and not (not_take and ok):
                     stack.append(proceed)
         partial = new_partial
         if waiting:

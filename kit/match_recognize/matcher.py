@@ -19,7 +19,8 @@ Standard matcher, per start row ``s`` (leftmost first):
   * bounds: at most ``max_threads`` live threads and ``step_budget`` thread steps per
     partition (default ``2_000_000 + 200 * rows``); beyond them TooManyThreads is raised
     instead of running for minutes (e.g. ``(A+ B+)+ C`` with C never true is quadratic).
-Default AFTER MATCH is SKIP PAST LAST ROW; an empty match moves on one row.
+Default AFTER MATCH is SKIP PAST LAST ROW; an empty match moves on one row. WITHIN (not in
+the standard) follows Flink's runtime: a thread dies when ``t - t_start >= within``.
 
 >>> r = run_partition({"price": np.array([1, 2, 1])}, spec, semantics="standard")  # doctest: +SKIP
 >>> r.rows, r.matches                                                                # doctest: +SKIP
@@ -29,7 +30,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
 
 from . import flink
 from .errors import MatchRecognizeError, MatchRuntimeError, TooManyThreads
