@@ -81,6 +81,7 @@ def test_views_are_private_and_dropped_and_the_result_still_runs(spark, ticker):
         df = sql("SELECT COUNT(*) FROM Ticker", Ticker=ticker)
         assert internal_views(spark) == []
         assert rows(df) == [(3,)]
+        assert rows(df.selectExpr("`count(1)` + 1")) == [(4,)]     # new plans on top still run
         assert rows(spark.sql("SELECT COUNT(*) FROM Ticker")) == [(2,)]   # the user's view
     finally:
         spark.catalog.dropTempView("Ticker")
@@ -165,8 +166,9 @@ JOIN Names n ON T.symbol = n.symbol
 WHERE T.top > 11"""
 
 
-def test_match_recognize_runs_on_the_matcher_and_spark_does_the_rest(ticker, matcher):
+def test_match_recognize_runs_on_the_matcher_and_spark_does_the_rest(spark, ticker, matcher):
     df = sql(MR, semantics="standard", Ticker=ticker, Names=NAMES)
+    assert internal_views(spark) == []
     assert rows(df) == [("ACME", 17, "Acme Corp")]
     ((spec, semantics),) = matcher
     assert semantics == "standard"
