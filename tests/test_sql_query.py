@@ -184,6 +184,17 @@ def test_match_recognize_on_a_subquery(ticker, matcher):
     assert matcher[0][1] == "flink"
 
 
+def test_match_recognize_in_a_cte_and_on_a_match_recognize(ticker, matcher):
+    df = sql("WITH m AS (SELECT * FROM Ticker MATCH_RECOGNIZE (PARTITION BY symbol\n"
+             "  ORDER BY rowtime PATTERN (A)))\n"
+             "SELECT m.symbol FROM m JOIN (SELECT * FROM (SELECT symbol, top AS price FROM Ticker\n"
+             "  MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY rowtime PATTERN (A)))\n"
+             "  MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY symbol PATTERN (B))) n\n"
+             "ON m.top = n.top ORDER BY 1", Ticker=ticker)
+    assert rows(df) == [("ACME",), ("XYZ",)]
+    assert [spec.pattern for spec, _ in matcher] == [S.Label("A"), S.Label("A"), S.Label("B")]
+
+
 def test_errors_after_the_clause_point_into_the_users_text(ticker, matcher):
     with pytest.raises(SqlError) as info:
         sql(MR.replace("WHERE T.top", "WHERE T.bottom"), Ticker=ticker, Names=NAMES)

@@ -11,6 +11,7 @@ reserved word, ``value`` upper-cased), ``STRING`` (``value`` unescaped: ``'it''s
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 from .errors import SqlError, position
@@ -56,14 +57,16 @@ def tokenize(text: str) -> list[Token]:
     """All tokens of ``text``, ending with one ``EOF`` token; unknown characters raise SqlError."""
     tokens = []
     i, n = 0, len(text)
+    line_starts = [0] + [k + 1 for k, c in enumerate(text) if c == "\n"]
 
     def fail(message, at):
         line, column = position(text, at)
         raise SqlError(message, line, column, text)
 
     def add(kind, value, start, end, quoted=False):
-        line, column = position(text, start)
-        tokens.append(Token(kind, value, line, column, start, end, quoted))
+        line = bisect.bisect_right(line_starts, start)
+        tokens.append(Token(kind, value, line, start - line_starts[line - 1] + 1, start, end,
+                            quoted))
 
     while i < n:
         c = text[i]
