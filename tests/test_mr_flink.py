@@ -7,7 +7,8 @@ import pytest
 from goldens import load
 from kit.match_recognize.errors import MatchRecognizeError, MatchRuntimeError, NotSupportedByFlink
 from kit.match_recognize.matcher import run_partition
-from kit.match_recognize.spec import (ALL_ROWS_SHOW, AfterMatch, Aggregate, Alternation, Binary,
+from kit.match_recognize.spec import (ALL_ROWS_SHOW, AfterMatch, Aggregate, Alternation, Anchor,
+                                      Binary, Exclusion, Semantics,
                                       Cast, Classifier, Column, Concat, IsNull, Label, Literal,
                                       MatchNumber, MatchRecognize, MatchRowtime, Measure, Nav,
                                       OrderItem, Permute, Quantified)
@@ -356,6 +357,10 @@ def test_variable_used_twice_is_rejected():
     (mr(pat("A", "B"), measures=[("c", Classifier())]), "CLASSIFIER"),
     (mr(pat("A", "B"), measures=[("n", MatchNumber())]), "MATCH_NUMBER"),
     (mr(pat("A", "B"), define=[("B", b(">", "B.price", Nav("PREV", c("B.price"), 1)))]), "PREV"),
+    (mr(Concat((Label("A"), Exclusion(Label("B")), Label("C")))), "exclusion"),
+    (mr(Concat((Anchor("^"), Label("A")))), "anchors"),
+    (MatchRecognize(pattern=pat("A", "B"), subsets=(("S", ("A", "B")),)), "SUBSET"),
+    (mr(pat("A", "B"), measures=[("x", Semantics("FINAL", c("A.price")))]), "RUNNING/FINAL"),
 ])
 def test_standard_features_are_not_supported_by_flink(spec, feature):
     with pytest.raises(NotSupportedByFlink, match=feature) as info:
@@ -366,3 +371,30 @@ def test_standard_features_are_not_supported_by_flink(spec, feature):
 def test_match_rowtime_is_the_last_row_time():
     spec = mr(pat("A", q("B", 1, None, False)), measures=[("t", MatchRowtime())])
     assert run(spec, ticker([1, 2, 3, 4]), rowtime="rowtime") == [(T(1),), (T(3),)]
+
+
+def test_order_by_must_start_ascending():
+    spec = MatchRecognize(pattern=pat("A", "B"), order_by=(OrderItem("rowtime", ascending=False),))
+    with pytest.raises(MatchRecognizeError, match="ORDER BY: the first ORDER BY column must be an ascending"):
+        run_partition(ticker([1]), spec)
+
+
+@pytest.mark.parametrize("semantics", ["flink", "flink-2.3", "standard"])
+def test_unknown_variables_are_rejected(semantics):
+    with pytest.raises(MatchRecognizeError, match="DEFINE: Z is not a variable"):
+        run_partition(ticker([1]), mr(pat("A", "B"), define=[("Z", b(">", "price", lit(1)))]), semantics)
+    with pytest.raises(MatchRecognizeError, match="AFTER MATCH: unknown pattern variable Z"):
+        run_partition(ticker([1]), mr(pat("A", "B"), after=("TO LAST", "Z")), semantics)
+    with pytest.raises(MatchRecognizeError, match="MEASURES: unknown pattern variable 'Z'"):
+        run_partition(ticker([1]), mr(pat("A", "B"), measures=[("z", c("Z.price"))]), semantics)
+
+
+def test_unknown_semantics_is_rejected():
+    with pytest.raises(MatchRecognizeError, match="unknown semantics 'trino'"):
+        run_partition(ticker([1]), mr(pat("A", "B")), "trino")
+
+
+def test_within_needs_a_time_column():
+    spec = MatchRecognize(pattern=pat("A", "B"), within_ms=10)
+    with pytest.raises(MatchRecognizeError, match="WITHIN needs the time column"):
+        run_partition(ticker([1]), spec)
