@@ -8,10 +8,16 @@
 ...         DEFINE A AS A.price > 10, B AS B.price < 15, C AS C.price > 12
 ...     )''', Ticker=ticker)                                        # doctest: +SKIP
 
-The tables are registered as temporary views under unique internal names for the call;
-each MATCH_RECOGNIZE clause runs on the matcher (``kit.match_recognize``) and the rest of
-the query runs as Spark SQL. Errors, Spark's included, are ``SqlError``s that point at the
+The tables are registered as temporary views under unique internal names for the call
+(so concurrent calls and the user's own views never collide) and dropped once the result
+is built. Each ``<table or (subquery)> MATCH_RECOGNIZE (...)`` runs on the matcher
+(``kit.match_recognize``; a ``kit.Stream`` goes in whole, with its watermarks) and is
+replaced by a view of its rows; the rest of the query (projection, WHERE, joins, GROUP BY,
+ORDER BY) runs as Spark SQL. Errors, Spark's included, are ``SqlError``s that point at the
 line and column of ``query``.
+
+Not translated: a MATCH_RECOGNIZE whose input is a CTE name (use a subquery), Flink
+functions Spark spells differently, window TVFs (``TABLE(TUMBLE(...))``).
 """
 
 from __future__ import annotations
