@@ -15,7 +15,9 @@ Standard matcher, per start row ``s`` (leftmost first):
     later, less preferred one is dropped) when their futures are identical -- always when
     no DEFINE looks at the match history (only the current row, PREV/NEXT of it,
     CLASSIFIER), otherwise only when their label sequences are equal too. This is exact
-    and keeps ``(A | A A)* B`` linear;
+    and keeps ``(A | A A)* B`` linear; with history-free DEFINEs (and no WITHIN) the
+    (instruction, row) pairs visited by a failed attempt are remembered as dead for later
+    start rows, so ``(A+ B+)+ C`` with C never true stays linear too;
   * bounds: at most ``max_threads`` live threads and ``step_budget`` thread steps per
     partition (default ``2_000_000 + 200 * rows``); beyond them TooManyThreads is raised
     instead of running for minutes (e.g. ``(A+ B+)+ C`` with C never true is quadratic).
@@ -36,7 +38,7 @@ from .errors import MatchRecognizeError, MatchRuntimeError, TooManyThreads
 from .expressions import Env, compile_expr, _walk
 from .measures import Measures, prepare_columns
 from .program import compile_pattern, labels_of
-from .spec import ONE_ROW, AfterMatch, Aggregate, Column, Nav
+from .spec import ONE_ROW, AfterMatch, Aggregate, Column, MatchNumber, Nav
 
 __all__ = ["Match", "PartitionResult", "run_partition", "SEMANTICS"]
 
@@ -129,7 +131,7 @@ def _history_dependent(spec) -> bool:
     found = []
     for var, expr in spec.define:
         def visit(e, var=var):
-            if isinstance(e, Aggregate):
+            if isinstance(e, (Aggregate, MatchNumber)):
                 found.append(e)
             elif isinstance(e, Nav) and e.kind.upper() in ("FIRST", "LAST"):
                 found.append(e)
