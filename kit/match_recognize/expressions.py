@@ -265,6 +265,22 @@ def _nav(e: Nav, env, inner):
         loc = _logical_locator(e, env)
         if isinstance(e.arg, Column):
             col = env.column(e.arg.name, e.arg.pos)
+            labels = env.labels(e.arg.var, e.arg.pos) if e.arg.var else None
+            if kind == "LAST" and labels is not None and len(labels) == 1:
+                (var,) = labels
+                n = e.offset
+
+                def last_of_var(R, L, m, F):
+                    k = n
+                    i = len(L) - 1
+                    while i >= 0:
+                        if L[i] == var:
+                            if k == 0:
+                                return col[R[i]]
+                            k -= 1
+                        i -= 1
+                    return None
+                return last_of_var
 
             def direct(R, L, m, F):
                 row = loc(R, L)
