@@ -85,6 +85,7 @@ class Concat_:
 
 def test_user_aggregate():
     assert ev(Aggregate("JOIN", c("B.price")), aggregates={"join": Concat_}) == "15-20-31"
+    assert ev(Aggregate("JOIN", c("B.price")), aggregates={"JOIN": Concat_()}) == "15-20-31"
 
 
 @pytest.mark.parametrize("expr, expected", [
@@ -179,3 +180,7 @@ def test_nulls_from_numpy():
                                                                             dtype="datetime64[ms]"),
                                 "o": np.array([None, np.int64(3)], dtype=object)})
     assert lists == {"x": [1.0, None], "t": [1704067200000, None], "o": [None, 3]}
+    pd = pytest.importorskip("pandas")
+    lists, stamps = prepare_columns({"n": pd.array([1, None], dtype="Int64").to_numpy(),
+                                     "d": np.array([pd.Timestamp("2024-01-01"), pd.NaT], dtype=object)})
+    assert lists == {"n": [1, None], "d": [1704067200000, None]} and stamps == {"d"}

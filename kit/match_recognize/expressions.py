@@ -340,7 +340,7 @@ def _aggregate(e: Aggregate, env, inner):
         cls = env.aggregates[func]
 
         def user(R, L, m, F):
-            agg = cls()
+            agg = cls() if isinstance(cls, type) else cls
             acc = agg.create_accumulator()
             for r in pick(R, L):
                 agg.accumulate(acc, *[g((r,), None, m, F) for g in gs])

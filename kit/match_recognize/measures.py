@@ -11,17 +11,20 @@ over the whole match; an empty match gives ``(row_index_where_it_was_found, *mea
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import numpy as np
 
-from .expressions import Env, compile_expr, is_timestamp
+from .expressions import Env, compile_expr, is_timestamp, to_ms
 from .spec import ALL_ROWS_OMIT, ALL_ROWS_SHOW, ALL_ROWS_WITH_UNMATCHED
 
 __all__ = ["prepare_columns", "Measures", "trace"]
 
 
 def prepare_columns(columns: dict):
-    """numpy columns -> (plain lists, names of timestamp columns). datetime64 becomes epoch
-    milliseconds; NaN/NaT/None become None; numpy scalars become Python scalars."""
+    """numpy columns -> (plain lists, names of timestamp columns). datetime64 (and datetime
+    objects) become epoch milliseconds; NaN/NaT/None/pandas NA become None; numpy scalars
+    become Python scalars."""
     out, stamps = {}, set()
     for name, values in columns.items():
         arr = np.asarray(values)
@@ -37,19 +40,26 @@ def prepare_columns(columns: dict):
             out[name] = [None if v != v else v for v in lst] if np.isnan(arr).any() else lst
         elif arr.dtype.kind == "O":
             lst = arr.tolist()
-            out[name] = lst if all(type(v) is str for v in lst) else [_scalar(v) for v in lst]
+            if not all(type(v) is str for v in lst):
+                if any(isinstance(v, (datetime, np.datetime64)) for v in lst):
+                    stamps.add(name)
+                lst = [_scalar(v) for v in lst]
+            out[name] = lst
         else:
             out[name] = arr.tolist()
     return out, stamps
 
 
 def _scalar(v):
-    if v is None:
+    if v is None or type(v).__name__ in ("NAType", "NaTType"):   # pandas NA / NaT
         return None
     if isinstance(v, float) and v != v:
         return None
     if isinstance(v, np.datetime64):
         return None if np.isnat(v) else int(v.astype("datetime64[ms]").astype("int64"))
+    if isinstance(v, datetime):
+        return to_ms(np.datetime64(v.replace(tzinfo=None) if v.tzinfo is None else
+                                   v.astimezone(timezone.utc).replace(tzinfo=None), "ms"))
     if isinstance(v, np.generic):
         return v.item()
     return v
