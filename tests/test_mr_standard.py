@@ -170,7 +170,11 @@ def test_seed_table_row_lists_and_sum():
                       ("B", b("AND", b("AND", b(">", "B.price", "A.price"),
                                        b("<", Aggregate("SUM", c("price")), lit(100))),
                               b("<", Aggregate("SUM", c("B.price")), lit(80))))])
-    assert labels(std(spec, cols)) == [((0, 1, 2, 3), ("A", "B", "B", "B"))]
+    seen = []
+    assert labels(std(spec, cols, trace=seen)) == [((0, 1, 2, 3), ("A", "B", "B", "B"))]
+    # the matcher's own trace: row #5 (index 4) was tried as B and failed
+    assert [(t["row"], t["variable"], t["result"]) for t in seen if t["rows"][0] == 0] == [
+        (0, "A", True), (1, "B", True), (2, "B", True), (3, "B", True), (4, "B", False)]
     steps = trace(cols, [0, 1, 2, 3, 4], ["A", "B", "B", "B", "B"],
                   {"A.price": c("A.price"), "B.price": c("B.price"),
                    "SUM(price)": Aggregate("SUM", c("price")),
@@ -189,7 +193,11 @@ def test_seed_table_logical_offsets():
                b("OR", IsNull(Nav("LAST", c("B.price"), 2)),
                  b(">", "B.price", b("*", lit(2), Nav("LAST", c("B.price"), 2)))))
     spec = mr(seq("A", q("B", 1, None)), define=[("A", b(">=", "A.price", lit(10))), ("B", b_cond)])
-    assert labels(std(spec, cols)) == [((0, 1, 2, 3), ("A", "B", "B", "B"))]
+    seen = []
+    assert labels(std(spec, cols, trace=seen)) == [((0, 1, 2, 3), ("A", "B", "B", "B"))]
+    # the matcher's own trace: row #5 (index 4) was tried as B and failed
+    assert [(t["row"], t["variable"], t["result"]) for t in seen if t["rows"][0] == 0] == [
+        (0, "A", True), (1, "B", True), (2, "B", True), (3, "B", True), (4, "B", False)]
     steps = trace(cols, [0, 1, 2, 3, 4], ["A", "B", "B", "B", "B"],
                   {"l1": Nav("LAST", c("B.price"), 1), "l2": Nav("LAST", c("B.price"), 2), "ok": b_cond})
     assert [(s["l1"], s["l2"], s["ok"]) for s in steps[1:]] == [

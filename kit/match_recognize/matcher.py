@@ -74,8 +74,14 @@ class PartitionResult:
 
 def run_partition(columns: dict, spec, semantics: str = "flink", aggregates: dict | None = None,
                   *, rowtime: str | None = None, proctime: str | None = None,
-                  max_threads: int = 10_000, step_budget: int | None = None) -> PartitionResult:
-    """Match ``spec`` on one partition whose rows are already in processing order."""
+                  max_threads: int = 10_000, step_budget: int | None = None,
+                  trace: list | None = None) -> PartitionResult:
+    """Match ``spec`` on one partition whose rows are already in processing order.
+
+    ``trace``: a list that receives every DEFINE evaluation, in order, as a dict
+    ``{"row", "variable", "rows", "classifiers", "result"}`` (the rows and labels the
+    condition saw, the row being classified last) -- the seed's evaluation tables.
+    """
     if semantics not in SEMANTICS:
         raise MatchRecognizeError("MATCH_RECOGNIZE", f"unknown semantics {semantics!r}; "
                                                      f"choose one of {', '.join(SEMANTICS)}")
@@ -97,8 +103,10 @@ def run_partition(columns: dict, spec, semantics: str = "flink", aggregates: dic
     number = [1]
     conditions = {}
     for var, expr in spec.define:
-        f = compile_expr(expr, define_env)
-        conditions[var] = f
+        conditions[var] = compile_expr(expr, define_env)
+    if trace is not None:
+        for var in variables:
+            conditions[var] = _traced(var, conditions.get(var), trace)
     after = spec.after_match or (flink.default_after_match(semantics) if is_flink
                                  else AfterMatch("PAST LAST ROW"))
     if after.var is not None and after.var not in variables and after.var not in subsets:
@@ -120,7 +128,16 @@ def run_partition(columns: dict, spec, semantics: str = "flink", aggregates: dic
             rows.append(measures.one_row(R, L, i))
         return PartitionResult(rows, matches, measures.names)
     return _standard(spec, conditions, number, measures, after, nrows, times,
-                     subsets, max_threads, step_budget)
+                     subsets, max_threads, step_budget, full_history=trace is not None)
+
+
+def _traced(var, condition, out):
+    def traced(R, L, m, F):
+        result = True if condition is None else condition(R, L, m, F)
+        out.append({"row": R[-1], "variable": var, "rows": tuple(R), "classifiers": tuple(L),
+                    "result": result})
+        return result
+    return traced
 
 
 # ---------------------------------------------------------------- standard semantics
@@ -142,9 +159,9 @@ def _history_dependent(spec) -> bool:
 
 
 def _standard(spec, conditions, number, measures, after, nrows, times, subsets,
-              max_threads, step_budget):
+              max_threads, step_budget, full_history=False):
     code = compile_pattern(spec.pattern)
-    dependent = _history_dependent(spec)
+    dependent = full_history or _history_dependent(spec)
     true = lambda R, L, m, F: True  # noqa: E731
     cond = {ins[1]: conditions.get(ins[1], true) for ins in code if ins[0] == "LABEL"}
     budget = [step_budget if step_budget is not None else 2_000_000 + 200 * nrows]
