@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kit.match_recognize.errors import MatchRuntimeError, TooManyThreads
+from kit.match_recognize.errors import MatchRecognizeError, MatchRuntimeError, TooManyThreads
 from kit.match_recognize.matcher import run_partition
 from kit.match_recognize.measures import trace
 from kit.match_recognize.spec import (ALL_ROWS_OMIT, ALL_ROWS_SHOW, ALL_ROWS_WITH_UNMATCHED,
@@ -122,6 +122,12 @@ def test_running_and_final():
 def test_exclusion_hides_rows_from_all_rows_output():
     spec = mr(seq("A", Exclusion(Label("B")), "C"), rows=ALL_ROWS_SHOW)
     assert std(spec, prices(1, 2, 3)).rows == [(0, "A"), (2, "C")]
+
+
+def test_exclusion_with_unmatched_rows_is_rejected():
+    spec = mr(seq("A", Exclusion(Label("B"))), rows=ALL_ROWS_WITH_UNMATCHED)
+    with pytest.raises(MatchRecognizeError, match="not allowed with ALL ROWS PER MATCH WITH UNMATCHED"):
+        std(spec, prices(1, 2))
 
 
 def test_anchors():

@@ -161,6 +161,9 @@ def _history_dependent(spec) -> bool:
 def _standard(spec, conditions, number, measures, after, nrows, times, subsets,
               max_threads, step_budget, full_history=False):
     code = compile_pattern(spec.pattern)
+    if measures.with_unmatched and any(ins[0] == "EXCLUDE" for ins in code):
+        raise MatchRecognizeError("PATTERN", "the exclusion syntax {- -} is not allowed with ALL "
+                                             "ROWS PER MATCH WITH UNMATCHED ROWS", spec.pos)
     dependent = full_history or _history_dependent(spec)
     true = lambda R, L, m, F: True  # noqa: E731
     cond = {ins[1]: conditions.get(ins[1], true) for ins in code if ins[0] == "LABEL"}
