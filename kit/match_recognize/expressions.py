@@ -33,7 +33,7 @@ from .spec import (Aggregate, Between, Binary, Call, Case, Cast, Classifier, Col
                    IsNull, Literal, MatchNumber, MatchProctime, MatchRowtime, Nav, Semantics,
                    Unary)
 
-__all__ = ["Env", "compile_expr", "variables_of", "is_timestamp", "to_ms"]
+__all__ = ["Env", "compile_expr", "variables_of", "walk", "is_timestamp", "to_ms"]
 
 
 class Env:
@@ -90,21 +90,21 @@ def to_ms(value):
 def variables_of(expr) -> set:
     """The pattern variables (or SUBSET names) referenced by column references in ``expr``."""
     out = set()
-    _walk(expr, lambda e: out.add(e.var) if isinstance(e, Column) and e.var else None)
+    walk(expr, lambda e: out.add(e.var) if isinstance(e, Column) and e.var else None)
     return out
 
 
-def _walk(expr, visit):
+def walk(expr, visit):
     visit(expr)
     if isinstance(expr, (tuple, list)):
         for item in expr:
-            _walk(item, visit)
+            walk(item, visit)
         return
     for name in getattr(expr, "__dataclass_fields__", ()):
         if name != "pos":
             child = getattr(expr, name)
             if hasattr(child, "__dataclass_fields__") or isinstance(child, (tuple, list)):
-                _walk(child, visit)
+                walk(child, visit)
 
 
 def is_timestamp(expr, env: Env) -> bool:
@@ -253,7 +253,7 @@ def _logical_locator(e: Nav, env):
 
 def _nodes(expr):
     out = []
-    _walk(expr, out.append)
+    walk(expr, out.append)
     return out
 
 

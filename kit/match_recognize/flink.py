@@ -47,7 +47,7 @@ Documented behaviour (``semantics="flink"``) vs the 2.3 runtime (``"flink-2.3"``
 from __future__ import annotations
 
 from .errors import MatchRuntimeError, NotSupportedByFlink, MatchRecognizeError
-from .expressions import variables_of, _walk
+from .expressions import variables_of, walk
 from .spec import (ONE_ROW, Aggregate, AfterMatch, Alternation, Anchor, Classifier, Concat, Empty,
                    Exclusion, Label, MatchNumber, Nav, Permute, Quantified, Semantics)
 
@@ -116,7 +116,7 @@ def validate(spec, semantics="flink"):
     for clause, exprs in (("DEFINE", [e for _, e in spec.define]),
                           ("MEASURES", [m.expr for m in spec.measures])):
         for expr in exprs:
-            _walk(expr, lambda e, c=clause: _check_expr(e, c))
+            walk(expr, lambda e, c=clause: _check_expr(e, c))
     return elements
 
 

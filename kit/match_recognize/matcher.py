@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 from . import flink
 from .errors import MatchRecognizeError, MatchRuntimeError, TooManyThreads
-from .expressions import Env, compile_expr, _walk
+from .expressions import Env, compile_expr, walk
 from .measures import Measures, prepare_columns
 from .program import compile_pattern, labels_of
 from .spec import ONE_ROW, AfterMatch, Aggregate, Column, MatchNumber, Nav
@@ -154,7 +154,7 @@ def _history_dependent(spec) -> bool:
                 found.append(e)
             elif isinstance(e, Column) and e.var is not None and e.var != var:
                 found.append(e)
-        _walk(expr, visit)
+        walk(expr, visit)
     return bool(found)
 
 
