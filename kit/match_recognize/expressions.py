@@ -95,6 +95,7 @@ def variables_of(expr) -> set:
 
 
 def walk(expr, visit):
+    """Call ``visit`` on ``expr`` and every node below it (tuples of nodes included)."""
     visit(expr)
     if isinstance(expr, (tuple, list)):
         for item in expr:
