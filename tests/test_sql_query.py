@@ -70,9 +70,21 @@ def test_streams_use_their_annotated_rows(ticker):
 
 
 def test_flink_types_in_cast(ticker):
-    df = sql("SELECT CAST(rowtime AS TIMESTAMP(3)) AS t, CAST(price AS STRING) AS p\n"
+    df = sql("SELECT CAST(rowtime AS TIMESTAMP(3)) AS t, CAST(price AS STRING) AS p,\n"
+             "  CAST(CAST(price AS VARCHAR) AS BYTES) AS b, CAST(price AS DOUBLE PRECISION) AS d,\n"
+             "  CAST(rowtime AS TIMESTAMP(3) WITH LOCAL TIME ZONE) AS ltz, price AS `varchar`\n"
              "FROM Ticker WHERE price = 10", Ticker=ticker)
-    assert rows(df) == [(datetime.datetime(2011, 4, 1, 10, 0, 2), "10")]
+    assert [f.dataType.simpleString() for f in df.schema] == [
+        "timestamp", "string", "binary", "double", "timestamp", "bigint"]
+    assert rows(df) == [(datetime.datetime(2011, 4, 1, 10, 0, 2), "10", bytearray(b"10"), 10.0,
+                         datetime.datetime(2011, 4, 1, 10, 0, 2), 10)]
+
+
+def test_errors_after_a_type_rewrite_still_point_into_the_users_text(ticker):
+    with pytest.raises(SqlError) as info:
+        sql("SELECT CAST(rowtime AS TIMESTAMP(3) WITH LOCAL TIME ZONE), nope FROM Ticker",
+            Ticker=ticker)
+    assert (info.value.line, info.value.column) == (1, 60)
 
 
 def test_views_are_private_and_dropped_and_the_result_still_runs(spark, ticker):

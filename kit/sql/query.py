@@ -7,7 +7,8 @@ Three rewrites, all on tokens of the original text (comments and layout are kept
 - a registered table named in a FROM list or JOIN becomes its internal view, aliased to the
   name the user wrote (``FROM Ticker`` -> ``FROM __kit_v1 AS `Ticker```) so ``Ticker.price``
   still resolves;
-- Flink type spellings Spark lacks: ``CAST(x AS TIMESTAMP(3))`` -> ``CAST(x AS TIMESTAMP)``.
+- Flink type spellings Spark lacks, in CAST: ``TIMESTAMP(3)`` -> ``TIMESTAMP``, ``VARCHAR``
+  -> ``STRING``, ``BYTES`` -> ``BINARY``, ``... WITH LOCAL TIME ZONE`` -> ``TIMESTAMP_LTZ``.
 
 Every piece of the output remembers where it came from, so a Spark error at an offset of
 the rewritten text points back at the user's line and column.
@@ -16,9 +17,12 @@ the rewritten text points back at the user's line and column.
 from __future__ import annotations
 
 import bisect
+import re
 from dataclasses import dataclass, field
 
 from .cursor import Cursor
+from .errors import SqlError
+from .expressions import ExpressionParser
 from .lexer import Token, tokenize
 from .match_recognize import MatchRecognizeParser
 
@@ -28,7 +32,10 @@ _CLAUSE_WORDS = ("SELECT", "FROM", "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT",
                  "EXCEPT", "INTERSECT")
 _JOIN_WORDS = ("LEFT", "RIGHT", "FULL", "INNER", "CROSS", "OUTER", "NATURAL", "LATERAL",
                "SEMI", "ANTI", "WINDOW", "TABLESAMPLE")
-_TIME_TYPES = ("TIMESTAMP", "TIMESTAMP_LTZ", "TIME")
+# Flink type spellings Spark does not take, by the normalised name ExpressionParser reads
+_SPARK_TYPES = {"VARCHAR": "STRING", "BYTES": "BINARY", "DOUBLE PRECISION": "DOUBLE",
+                "TIMESTAMP WITH LOCAL TIME ZONE": "TIMESTAMP_LTZ",
+                "TIMESTAMP WITHOUT TIME ZONE": "TIMESTAMP"}
 
 
 @dataclass
@@ -126,6 +133,7 @@ class _Renderer:
 
     def __init__(self, query, tokens, found, resolver):
         self.query, self.tokens, self.found, self.resolver = query, tokens, found, resolver
+        self.types = _cast_types(query, tokens)
 
     def render(self, lo: int, hi: int) -> Rewritten:
         toks = self.tokens
@@ -164,10 +172,11 @@ class _Renderer:
                     out.copy(done, tok.start)
                     out.replace(text, tok.start)
                     done = tok.end
-            elif self._is_type_precision(i):
-                out.copy(done, tok.end)
-                done = toks[i + 3].end
-                i += 4
+            elif i in self.types:
+                end, spark_type = self.types[i]
+                out.copy(done, tok.start)
+                out.replace(spark_type, tok.start)
+                done, i = toks[end - 1].end, end
                 continue
             i += 1
         out.copy(done, toks[hi - 1].end)
@@ -185,10 +194,53 @@ class _Renderer:
         return prev.is_word("FROM", "JOIN") or (prev.kind == "OP" and prev.value == ","
                                                 and clause == "FROM")
 
-    def _is_type_precision(self, i) -> bool:
-        """``AS TIMESTAMP(3)``: a time type with a precision Spark does not take."""
-        toks = self.tokens
-        return (i >= 1 and toks[i].is_word(*_TIME_TYPES) and toks[i - 1].is_word("AS")
-                and i + 3 < len(toks) and toks[i + 1].kind == "OP" and toks[i + 1].value == "("
-                and toks[i + 2].kind == "NUMBER" and toks[i + 3].kind == "OP"
-                and toks[i + 3].value == ")")
+
+def _cast_types(query, tokens) -> dict:
+    """{index of the type in ``CAST(x AS type)``: (end index, Spark's spelling)} for the
+    types Spark spells differently: ``TIMESTAMP(3)`` -> ``TIMESTAMP``, ``VARCHAR`` ->
+    ``STRING``, ``BYTES`` -> ``BINARY``, ``TIMESTAMP(3) WITH LOCAL TIME ZONE`` ->
+    ``TIMESTAMP_LTZ``..."""
+    types = {}
+    for k, tok in enumerate(tokens[:-1]):
+        if not (tok.is_word("CAST") and tokens[k + 1].kind == "OP" and tokens[k + 1].value == "("):
+            continue
+        depth, j = 0, k + 1
+        while tokens[j].kind != "EOF":
+            if tokens[j].kind == "OP" and tokens[j].value in ("(", ")"):
+                depth += 1 if tokens[j].value == "(" else -1
+                if depth == 0:
+                    break
+            elif depth == 1 and tokens[j].is_word("AS"):
+                parser = ExpressionParser(query, tokens, j + 1)
+                try:
+                    flink = parser.type_name()
+                except SqlError:
+                    break                               # Spark reports it
+                spark = _spark_type(flink)
+                if parser.i == _close(tokens, j) and spark != flink:
+                    types[j + 1] = (parser.i, spark)
+                break
+            j += 1
+    return types
+
+
+def _close(tokens, j) -> int:
+    """Index of the ``)`` that closes the parenthesis ``tokens[j]`` is inside."""
+    depth = 0
+    while tokens[j].kind != "EOF":
+        if tokens[j].kind == "OP" and tokens[j].value in ("(", ")"):
+            depth += 1 if tokens[j].value == "(" else -1
+            if depth < 0:
+                return j
+        j += 1
+    return j
+
+
+def _spark_type(flink: str) -> str:
+    """Spark's spelling of a Flink type name as ``ExpressionParser.type_name`` reads it."""
+    plain = re.sub(r"\(\d+\)", "", flink)                 # without lengths and precisions
+    if plain in _SPARK_TYPES:
+        return _SPARK_TYPES[plain]
+    if plain in ("TIMESTAMP", "TIMESTAMP_LTZ"):             # Spark's take no precision
+        return plain
+    return flink
