@@ -31,6 +31,7 @@ INTERVAL_UNITS = {"DAY": 86_400_000, "HOUR": 3_600_000, "MINUTE": 60_000, "SECON
 
 _NAV = {"FIRST": 0, "LAST": 0, "PREV": 1, "NEXT": 1}
 _COMPARE = ("=", "<>", "!=", "<", "<=", ">", ">=")
+_POSTFIX = ("BETWEEN", "IN", "LIKE")
 _INT_MAX, _BIGINT_MAX = 2**31 - 1, 2**63 - 1
 
 
@@ -87,8 +88,7 @@ class ExpressionParser(Cursor):
                 negated = bool(self.accept("NOT"))
                 self.expect("NULL")
                 left = S.IsNull(left, negated, pos=tok.pos)
-            elif self.at("BETWEEN", "IN", "LIKE") or (self.at("NOT")
-                                                     and self.peek(1).is_word("BETWEEN", "IN", "LIKE")):
+            elif self.at(*_POSTFIX) or (self.at("NOT") and self.peek(1).is_word(*_POSTFIX)):
                 negated = bool(self.accept("NOT"))
                 left = self.postfix(left, negated, tok)
             else:
