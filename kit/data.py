@@ -220,12 +220,12 @@ def ticker_walk(rows: int, symbols: int = 100, seed: int = 0, start="2024-01-01 
     - ``symbol = "S" + s`` zero-padded (``S00`` .. ``S99`` for 100 symbols);
     - ``rowtime = start + k * step_seconds``;
     - ``level = base(s) + sum of step(s, 1..k)`` with ``base(s)`` in [100, 200) and each
-      ``step`` in {-1, 0, +1}, equally likely;
-    - ``price = |level - 1| + 1`` (the walk reflected at 1, so prices stay >= 1 and still
-      move by -1, 0 or +1 per tick);
+      ``step`` in {-5 .. +5}, equally likely;
+    - ``price = |level - 1| + 1`` (the walk reflected at 1, so prices stay >= 1);
     - ``tax`` in {1, 2, 3}.
 
-    A drop followed by a rise (the V-shape of seed 001) happens about once every 9 ticks.
+    Steps of up to 5 let a rise beat the price before the last drop, so the V-shape query
+    of seed 001 matches about every 40 rows.
     ``partitions`` sets ``spark.range``'s partitions; the rows do not depend on it. The
     DataFrame is not sorted; arrival order is ``(rowtime, symbol)``.
 
@@ -234,11 +234,11 @@ def ticker_walk(rows: int, symbols: int = 100, seed: int = 0, start="2024-01-01 
     |symbol|            rowtime|price|tax|
     +------+-------------------+-----+---+
     |    S0|2024-01-01 00:00:00|  165|  3|
-    |    S0|2024-01-01 00:00:01|  164|  2|
-    |    S0|2024-01-01 00:00:02|  163|  2|
+    |    S0|2024-01-01 00:00:01|  169|  2|
+    |    S0|2024-01-01 00:00:02|  172|  2|
     |    S1|2024-01-01 00:00:00|  152|  2|
-    |    S1|2024-01-01 00:00:01|  153|  2|
-    |    S1|2024-01-01 00:00:02|  154|  3|
+    |    S1|2024-01-01 00:00:01|  155|  2|
+    |    S1|2024-01-01 00:00:02|  153|  3|
     +------+-------------------+-----+---+
     <BLANKLINE>
     """
@@ -251,7 +251,7 @@ def ticker_walk(rows: int, symbols: int = 100, seed: int = 0, start="2024-01-01 
     step_ms = round(step_seconds * 1000)
     width = len(str(symbols - 1))
     sym, k = F.col("id") % symbols, F.expr(f"id div {symbols}")
-    step = F.when(k == 0, 0).otherwise(F.pmod(_hash(seed, "step"), 3) - 1)
+    step = F.when(k == 0, 0).otherwise(F.pmod(_hash(seed, "step"), 11) - 5)
     so_far = Window.partitionBy("s").orderBy("k").rowsBetween(Window.unboundedPreceding, 0)
     walk = F.sum("step").over(so_far)
     base = 100 + F.pmod(F.xxhash64(F.lit(seed), F.lit("base"), F.col("s")), 100)

@@ -1,0 +1,122 @@
+"""MATCH_RECOGNIZE on Spark: partitions, streams and late rows, errors on the driver."""
+
+import re
+import warnings
+
+import pandas as pd
+import pytest
+
+import goldens
+import kit
+from kit import Duration, KitError, WatermarkStrategy
+from kit.match_recognize.matcher import run_partition
+from kit.match_recognize.operator import MatchRecognizeWarning, match_recognize
+from kit.sql.match_recognize import parse_match_recognize
+
+VSHAPE = """MATCH_RECOGNIZE (
+    PARTITION BY symbol ORDER BY rowtime
+    MEASURES START_ROW.rowtime AS start_tstamp, LAST(PRICE_DOWN.rowtime) AS bottom_tstamp,
+             LAST(PRICE_UP.rowtime) AS end_tstamp
+    ONE ROW PER MATCH AFTER MATCH SKIP TO LAST PRICE_UP
+    PATTERN (START_ROW PRICE_DOWN+ PRICE_UP)
+    DEFINE PRICE_DOWN AS (LAST(PRICE_DOWN.price, 1) IS NULL AND PRICE_DOWN.price < START_ROW.price)
+                         OR PRICE_DOWN.price < LAST(PRICE_DOWN.price, 1),
+           PRICE_UP AS PRICE_UP.price > LAST(PRICE_DOWN.price, 1))"""
+
+
+def clause(query: str):
+    """The MATCH_RECOGNIZE clause of a golden query, as spec objects."""
+    text = query[query.index("MATCH_RECOGNIZE"):query.rindex(")") + 1]
+    return parse_match_recognize(text)
+
+
+def rows_of(df):
+    return [[v.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] if hasattr(v, "strftime") else v for v in r]
+            for r in df.collect()]
+
+
+def test_seed_vshape_on_spark(spark):
+    result = match_recognize(kit.data.load("ticker"), parse_match_recognize(VSHAPE))
+    assert rows_of(result.rows) == [["ACME", "2011-04-01 10:00:04.000", "2011-04-01 10:00:07.000",
+                                     "2011-04-01 10:00:08.000"]]
+    assert result.late is None
+
+
+@pytest.mark.parametrize("name, delay_s", [
+    ("mr_p3_vshape_out_of_order_wm0_streaming", 0),
+    ("mr_p4_vshape_out_of_order_wm5_streaming", 5),
+    ("mr_p5_vshape_two_symbols_same_ts_wm0_streaming", 0),
+    ("mr_p6_vshape_two_symbols_same_ts_wm1ms_streaming", 0.001),
+])
+def test_streams_drop_late_rows_like_flink_and_keep_them(spark, name, delay_s):
+    golden = goldens.load(name + ".json")
+    delay = re.search(r"INTERVAL '([\d.]+)' SECOND", golden["table_ddl"])
+    millis = round(float(delay.group(1)) * 1000)
+    assert millis == delay_s * 1000
+    pdf = pd.DataFrame(golden["input"], columns=golden["input_columns"]).astype({"rowtime": "datetime64[ns]"})
+    ticker = spark.createDataFrame(pdf, "symbol string, rowtime timestamp, price bigint, tax bigint")
+    stream = kit.stream(ticker, time="rowtime", watermark=WatermarkStrategy.for_sql_delay(Duration(millis)))
+    (query,) = golden["queries"]
+    result = match_recognize(stream, clause(query["sql"]))
+    assert rows_of(result.rows) == [r["values"] for r in query["rows"]]
+    late = stream.df.filter("late").count()
+    assert result.late.count() == late  # nothing lost: matched input + late = all rows
+    assert result.late.columns[-2:] == ["seq", "watermark"]
+
+
+def test_partitions_match_independently_whatever_the_spark_partitioning(spark):
+    walk = kit.data.ticker_walk(3000, symbols=5, seed=1)
+    spec = parse_match_recognize(VSHAPE)
+    expected = []
+    pdf = walk.toPandas()
+    for symbol, group in sorted(pdf.groupby("symbol")):
+        group = group.sort_values("rowtime", kind="stable")
+        result = run_partition({c: group[c].to_numpy() for c in group.columns}, spec, rowtime=None)
+        expected += [[symbol, *map(pd.Timestamp, row)] for row in result.rows]
+    assert len(expected) > 20
+    for shuffled in (walk, walk.repartition(7), walk.orderBy("price").coalesce(1)):
+        got = [[r[0], *map(pd.Timestamp, r[1:])] for r in match_recognize(shuffled, spec).rows.collect()]
+        assert got == expected
+
+
+def test_planning_errors_are_raised_on_the_driver(spark):
+    greedy_last = parse_match_recognize(
+        "MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY rowtime MEASURES A.price AS p PATTERN (A B*) "
+        "DEFINE B AS B.price > A.price)")
+    with pytest.raises(KitError, match="Greedy quantifiers are not allowed as the last element"):
+        match_recognize(kit.data.load("ticker"), greedy_last)
+
+
+def test_runtime_errors_fail_the_query_with_their_message(spark):
+    skip_to_first = parse_match_recognize(
+        "MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY rowtime MEASURES SUM(A.price) AS s "
+        "AFTER MATCH SKIP TO FIRST A PATTERN (A+ C) DEFINE A AS SUM(A.price) < 30)")
+    rows = match_recognize(kit.data.load("ticker_after_match"), skip_to_first).rows
+    with pytest.raises(Exception, match=r"SKIP TO FIRST A.*partition symbol='XYZ'") as error:
+        rows.collect()
+    assert "Traceback" not in str(error.value)
+
+
+def test_streams_must_order_by_their_time_first(spark):
+    stream = kit.stream(kit.data.load("ticker"), time="rowtime")
+    spec = parse_match_recognize(VSHAPE.replace("ORDER BY rowtime", "ORDER BY price, rowtime"))
+    with pytest.raises(KitError, match="ORDER BY must start with the stream's time attribute 'rowtime'"):
+        match_recognize(stream, spec)
+
+
+def test_no_partition_by_is_one_partition_and_a_warning(spark):
+    spec = parse_match_recognize(VSHAPE.replace("PARTITION BY symbol", ""))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = match_recognize(kit.data.load("ticker"), spec)
+    assert [w.category for w in caught] == [MatchRecognizeWarning]
+    assert rows_of(result.rows) == [["2011-04-01 10:00:04.000", "2011-04-01 10:00:07.000",
+                                     "2011-04-01 10:00:08.000"]]
+
+
+def test_bad_semantics_and_columns(spark):
+    spec = parse_match_recognize(VSHAPE)
+    with pytest.raises(KitError, match="semantics must be one of 'flink', 'standard', 'flink-2.3'"):
+        match_recognize(kit.data.load("ticker"), spec, semantics="trino")
+    with pytest.raises(KitError, match="column 'symbol' of PARTITION BY / ORDER BY is not in the input"):
+        match_recognize(kit.data.load("ticker").drop("symbol"), spec)
