@@ -19,7 +19,8 @@ The NFA, per element ``v{min,max}`` (strict contiguity, Flink's ``next``/``conse
   * a PROCEED of a greedy element fires only when its own TAKE condition is false, so greedy
     repetitions never give rows back; reluctant and ``?`` PROCEEDs always fire, and both
     branches live on (with SKIP TO NEXT ROW the shorter one is found first).
-Per row: every partial match follows PROCEEDs (same row) to reach TAKE edges; each TAKE
+Per row: every partial match follows PROCEEDs (same row) to reach TAKE edges (a chain, as
+the pattern is a concatenation; TAKE edges are tried before the PROCEED of a state); each TAKE
 makes a new partial match (one more row); a TAKE into the end, or into a state whose
 PROCEEDs reach the end without a greedy state, completes a match. A new partial match may
 start at every row.
@@ -248,22 +249,20 @@ def run(elements, conditions, times, nrows, after_match, within_ms=None, within_
         partial.append([r, start_state, (), (), -1])
         for start, state, R, L, _ in partial:
             R1 = R + (r,)
-            stack = [state]
-            while stack:
-                var, condition, take, proceed, not_take, ends = table[stack.pop()]
+            while state is not None:   # a concatenation: PROCEEDs form a chain
+                var, condition, take, proceed, not_take, ends = table[state]
                 L1 = L + (var,)
                 ok = condition(R1, L1, 0, None) is True
+                state = None if not_take and ok else proceed
                 if ok:
                     seq += 1
                     if take == FINAL:
                         waiting.append([start, seq, R1, L1])
-                        continue
+                        break
                     new_partial.append([start, take, R1, L1, seq])
                     if ends:
                         seq += 1
                         waiting.append([start, seq, R1, L1])
-                if proceed is not None and not (not_take and ok):
-                    stack.append(proceed)
         partial = new_partial
         if waiting:
             release()
