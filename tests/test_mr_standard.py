@@ -307,12 +307,14 @@ def test_matches_agree_with_brute_force(pattern, define, values, after):
         after = "PAST LAST ROW"
     spec = mr(pattern, define=define, after=(after, "A") if after in ("TO FIRST", "TO LAST") else (after,))
     expected = brute_force(spec, values, after)
-    try:
-        got = [(m.rows, m.classifiers) for m in std(spec, prices(*values) if values else
-                                                    {"price": np.array([], dtype=np.int64)}).matches]
-    except MatchRuntimeError:
-        got = "error"
-    assert got == expected
+    cols = prices(*values) if values else {"price": np.array([], dtype=np.int64)}
+    # trace=[] keeps every thread's full history (no merging of history-free threads)
+    for kw in ({}, {"trace": []}):
+        try:
+            got = [(m.rows, m.classifiers) for m in std(spec, cols, **kw).matches]
+        except MatchRuntimeError:
+            got = "error"
+        assert got == expected
 
 
 # ---------------------------------------------------------------- pathological patterns
