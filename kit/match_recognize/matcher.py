@@ -213,9 +213,14 @@ def _standard(spec, conditions, number, measures, after, nrows, times, subsets,
                     return out, (H,)
         return out, None
 
+    first = (0, () if dependent else None, None, 0)
+    # without anchors and dead states the closure at the start row is the same for all rows
+    same_start = dead is None and not any(ins[0] in ("BEGIN", "END") for ins in code)
+    start_closure = closure([first], 0, []) if same_start else None
+
     def attempt(s):
         visited = []
-        threads, best = closure([(0, () if dependent else None, None, 0)], s, visited)
+        threads, best = start_closure if same_start else closure([first], s, visited)
         pos = s
         while threads and pos < nrows:
             if within is not None and times[pos] - times[s] >= within:
