@@ -11,6 +11,7 @@ tuple of their labels (pattern variables), ``m`` the match number and ``F`` the 
     PREV(A.price, n)   n rows physically before the last A row (any row of the partition)
     SUM(A.price)       over the rows labelled A so far (running in DEFINE)
 
+>>> from kit.match_recognize.spec import Binary, Column
 >>> env = Env({"price": [10, 15, 20]}, variables={"A", "B"})
 >>> f = compile_expr(Binary(">", Column("price", "B"), Column("price", "A")), env)
 >>> f((0, 1), ("A", "B"), 1, None)

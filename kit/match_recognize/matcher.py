@@ -20,18 +20,23 @@ Standard matcher, per start row ``s`` (leftmost first):
     start rows, so ``(A+ B+)+ C`` with C never true stays linear too;
   * bounds: at most ``max_threads`` live threads and ``step_budget`` thread steps per
     partition (default ``2_000_000 + 200 * rows``); beyond them TooManyThreads is raised
-    instead of running for minutes (e.g. ``(A+ B+)+ C`` with C never true is quadratic).
+    instead of running for minutes (e.g. ``(A+ B+)+ C`` whose C looks at the history).
 Default AFTER MATCH is SKIP PAST LAST ROW; an empty match moves on one row. WITHIN (not in
 the standard) follows Flink's runtime: a thread dies when ``t - t_start >= within``.
 
->>> r = run_partition({"price": np.array([1, 2, 1])}, spec, semantics="standard")  # doctest: +SKIP
->>> r.rows, r.matches                                                                # doctest: +SKIP
+>>> import numpy as np
+>>> from kit.match_recognize.spec import *
+>>> up = Binary(">", Column("price"), Nav("PREV", Column("price"), 1))
+>>> spec = MatchRecognize(pattern=Concat((Label("A"), Quantified(Label("B"), 1, None))),
+...                       define=(("B", up),), measures=(Measure(Aggregate("COUNT", None), "n"),))
+>>> r = run_partition({"price": np.array([3, 1, 2, 3, 1])}, spec, "standard")
+>>> r.rows, r.matches[0].rows, r.matches[0].classifiers
+([(3,)], (1, 2, 3), ('A', 'B', 'B'))
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
 
 from . import flink
 from .errors import MatchRecognizeError, MatchRuntimeError, TooManyThreads

@@ -5,8 +5,8 @@ ALL ROWS PER MATCH gives, for every row of the match that is not inside ``{- -}`
 ``(row_index, *measures)`` with RUNNING measures over the rows up to that one and FINAL ones
 over the whole match; an empty match gives ``(row_index_where_it_was_found, *measures)``.
 
->>> # PATTERN (A B+), rows 0..2 labelled A B B, MEASURES SUM(B.price) AS s
->>> # ONE ROW -> (s_over_B1_B2,)   ALL ROWS -> (0, None), (1, s1), (2, s1 + s2)
+    PATTERN (A B+), rows 0..2 labelled A B B, MEASURES SUM(B.price) AS s
+    ONE ROW -> (p1 + p2,)      ALL ROWS -> (0, None), (1, p1), (2, p1 + p2)
 """
 
 from __future__ import annotations
