@@ -10,10 +10,11 @@ import importlib
 
 from .errors import KitError
 from .spark import spark
+from .sql import SqlError, sql
 from .stream import Stream, stream
 from .time import Clock, Duration, Time, WatermarkStrategy
 
-__all__ = ["KitError", "spark", "stream", "Stream", "Clock", "Duration", "Time",
+__all__ = ["KitError", "SqlError", "spark", "sql", "stream", "Stream", "Clock", "Duration", "Time",
            "WatermarkStrategy", "data", "viz", "widgets"]
 __version__ = "0.1.0"
 

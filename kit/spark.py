@@ -12,6 +12,7 @@ setting                                            why
 ``spark.sql.shuffle.partitions = <cores>``         a tiny job pays ~0.25 s with 2, ~0.42 s with 200
 ``spark.ui.enabled = false``, no progress bar      nothing to serve, nothing printed in cells
 log4j at ERROR, JVM start-up output to a log file  no JVM warnings in notebook cells
+PySpark's query-error loggers off                  no Java stack traces for a failed query
 ``PYSPARK_PYTHON = sys.executable``                workers run on the same interpreter
 =================================================  ==========================
 
@@ -23,6 +24,7 @@ server instead; ``KIT_SPARK_MASTER`` (default ``local[*]``) and ``KIT_DRIVER_MEM
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 import tempfile
@@ -68,6 +70,15 @@ def _stderr_to(path: Path):
         sys.stderr.flush()
         os.dup2(saved, 2)
         os.close(saved)
+
+
+def _quiet_query_errors() -> None:
+    """PySpark logs every failed query's Java stack trace to stderr as JSON; the exception
+    itself still reaches the caller, so keep the log quiet."""
+    from pyspark.logger import PySparkLogger
+
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def _tail(path: Path, lines: int = 15) -> str:
@@ -117,6 +128,7 @@ def spark():
     """The kit's SparkSession: the active one, a Spark Connect one, or a new local one."""
     from pyspark.sql import SparkSession
 
+    _quiet_query_errors()
     active = SparkSession.getActiveSession()
     if active is not None:
         return active

@@ -87,3 +87,12 @@ def test_spark_remote_connects_and_streams_run_there(connect_server):
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.strip() == "[(0, None, False), (1, 9, True), (2, 9, False)]"
+
+
+def test_failed_queries_print_no_java_stack_trace(spark, capfd):
+    from pyspark.errors import AnalysisException
+
+    with pytest.raises(AnalysisException, match="UNRESOLVED_COLUMN"):
+        kit.spark().sql("SELECT nope FROM range(1)")
+    out, err = capfd.readouterr()
+    assert "at org.apache.spark" not in out + err

@@ -9,6 +9,7 @@ from goldens import load
 
 import kit
 import kit.match_recognize
+from kit.match_recognize import MatchResult
 from kit.match_recognize import spec as S
 from kit.sql import SqlError, sql
 
@@ -35,7 +36,8 @@ def matcher(monkeypatch):
     def match_recognize(table, spec, semantics):
         calls.append((spec, semantics))
         from pyspark.sql import functions as F
-        return table.groupBy(*spec.partition_by).agg(F.max("price").alias("top"))
+        return MatchResult(table.groupBy(*spec.partition_by).agg(F.max("price").alias("top")),
+                           None, spec, semantics)
 
     monkeypatch.setattr(kit.match_recognize, "match_recognize", match_recognize, raising=False)
     return calls
@@ -245,28 +247,7 @@ def test_matcher_errors_with_a_position_point_into_the_users_text(ticker, monkey
     assert isinstance(info.value.__cause__, NotSupportedByFlink)
 
 
-def test_match_recognize_not_available_yet(ticker, monkeypatch):
-    monkeypatch.delattr(kit.match_recognize, "match_recognize", raising=False)
-    with pytest.raises(SqlError) as info:
-        sql(MR, Ticker=ticker, Names=NAMES)
-    assert str(info.value) == ("line 3, column 5: MATCH_RECOGNIZE is not available yet\n"
-                               "        MATCH_RECOGNIZE (\n"
-                               "        ^")
-
-
 # ------------------------------------------------------------------ with the real matcher
-
-@pytest.fixture
-def engine(monkeypatch):
-    """kit.match_recognize.match_recognize; until the package exports it, the one in
-    kit.match_recognize.operator (skipped while that module is not there)."""
-    if callable(getattr(kit.match_recognize, "match_recognize", None)):
-        return
-    operator = pytest.importorskip("kit.match_recognize.operator",
-                                   reason="the MATCH_RECOGNIZE matcher is not in the kit yet")
-    monkeypatch.setattr(kit.match_recognize, "match_recognize", operator.match_recognize,
-                        raising=False)
-
 
 def golden_input(golden):
     frame = pd.DataFrame(golden["input"], columns=golden["input_columns"])
@@ -279,7 +260,7 @@ def stamp(value):
         else value
 
 
-def test_golden_v_shape_through_sql(engine):
+def test_golden_v_shape_through_sql():
     golden = load("mr_a_vshape_batch.json")
     (query,) = golden["queries"]
     outer = f"SELECT MR.* FROM ({query['sql']}) AS MR WHERE MR.symbol = 'ACME'"
@@ -288,15 +269,25 @@ def test_golden_v_shape_through_sql(engine):
     assert [[stamp(v) for v in r] for r in rows(df)] == [r["values"] for r in query["rows"]]
 
 
-def test_stream_input_reaches_the_matcher_with_its_watermarks(engine):
+def test_stream_input_reaches_the_matcher_with_its_watermarks():
     """Out of order with watermark delay 0: late rows are dropped, so the match differs from
-    the batch answer (10:00:04 .. 10:00:08)."""
+    the batch answer (10:00:04 .. 10:00:08); the dropped rows come back as late_rows."""
     golden = load("mr_p3_vshape_out_of_order_wm0_streaming.json")
     query = golden["queries"][0]
     ticker = kit.stream(golden_input(golden), time="rowtime",
-                        watermark=kit.Duration.of_millis(0))
+                        watermark=kit.WatermarkStrategy.for_sql_delay(kit.Duration.of_millis(0)))
     df = sql(query["sql"], semantics="flink-2.3", Ticker=ticker)
     assert [[stamp(v) for v in r] for r in rows(df)] == [r["values"] for r in query["rows"]]
+    late = [(r.price, stamp(r.rowtime), stamp(r.watermark)) for r in df.late_rows.collect()]
+    assert late == [(17, "2011-04-01 10:00:01.000", "2011-04-01 10:00:02.000"),
+                    (25, "2011-04-01 10:00:04.000", "2011-04-01 10:00:05.000"),
+                    (14, "2011-04-01 10:00:07.000", "2011-04-01 10:00:08.000")]
+
+
+def test_batch_input_has_no_late_rows(ticker):
+    df = sql("SELECT * FROM Ticker MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY rowtime\n"
+             "MEASURES A.price AS p PATTERN (A B) DEFINE B AS B.price > A.price)", Ticker=ticker)
+    assert not hasattr(df, "late_rows")
 
 
 def test_user_aggregates_reach_the_parser_and_the_matcher(ticker, monkeypatch):
@@ -304,7 +295,7 @@ def test_user_aggregates_reach_the_parser_and_the_matcher(ticker, monkeypatch):
 
     def match_recognize(table, spec, semantics, aggregates):
         seen.update(measure=spec.measures[0].expr, aggregates=aggregates)
-        return table
+        return MatchResult(table, None, spec, semantics)
 
     class Spread:
         """max - min, PyFlink style."""

@@ -1,8 +1,11 @@
 """MATCH_RECOGNIZE (seed 001): row pattern recognition on Spark.
 
-``spec`` holds the clause as plain objects; the SQL front end (``kit.sql``) builds them.
+``spec`` holds the clause as plain objects (``kit.sql`` parses them from Flink SQL);
+``match_recognize(table, spec, semantics)`` runs it (``operator``) with the matcher of the
+chosen semantics (``matcher``: Flink's CEP NFA in ``flink``, the SQL standard's thread VM).
 """
 
 from . import spec
+from .operator import SEMANTICS, MatchRecognizeWarning, MatchResult, match_recognize
 
-__all__ = ["spec"]
+__all__ = ["spec", "match_recognize", "MatchResult", "MatchRecognizeWarning", "SEMANTICS"]

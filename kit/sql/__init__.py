@@ -1,12 +1,14 @@
 """Flink SQL in, Spark DataFrame out: ``kit.sql(query, **tables)``.
 
->>> kit.sql('''
-...     SELECT * FROM Ticker MATCH_RECOGNIZE (
-...         PARTITION BY symbol ORDER BY rowtime
-...         MEASURES C.price AS lastPrice
-...         PATTERN (A B*? C)
-...         DEFINE A AS A.price > 10, B AS B.price < 15, C AS C.price > 12
-...     )''', Ticker=ticker)                                        # doctest: +SKIP
+Example::
+
+    kit.sql('''
+        SELECT * FROM Ticker MATCH_RECOGNIZE (
+            PARTITION BY symbol ORDER BY rowtime
+            MEASURES C.price AS lastPrice
+            PATTERN (A B*? C)
+            DEFINE A AS A.price > 10, B AS B.price < 15, C AS C.price > 12
+        )''', Ticker=kit.data.load("ticker_greedy_reluctant"))
 
 The tables are registered as temporary views under unique internal names for the call
 (so concurrent calls and the user's own views never collide) and dropped once the result
@@ -31,6 +33,7 @@ from pyspark.errors.exceptions.base import QueryContextType
 from pyspark.sql import DataFrame
 
 from ..errors import KitError
+from .. import match_recognize as matching  # looked up per call, so tests can stand in
 from ..spark import spark as session
 from ..stream import Stream
 from .errors import SqlError, position
@@ -54,6 +57,10 @@ def sql(query: str, semantics: str = "flink", aggregates: dict | None = None, **
 
     ``aggregates`` maps names to user aggregate functions (PyFlink's ``AggregateFunction``:
     ``create_accumulator``, ``accumulate``, ``get_value``) that MATCH_RECOGNIZE may call.
+
+    When a MATCH_RECOGNIZE reads a ``kit.Stream``, the rows it dropped as late (Flink drops
+    them silently) are in ``result.late_rows``: a DataFrame of the input rows with their
+    ``seq`` and the ``watermark`` that made them late (a list when several inputs are streams).
     """
     if semantics not in SEMANTICS:
         raise KitError(f"semantics={semantics!r} is not one of " + ", ".join(map(repr, SEMANTICS)))
@@ -67,6 +74,9 @@ def sql(query: str, semantics: str = "flink", aggregates: dict | None = None, **
     finally:
         if not keep:
             run.drop()
+    if run.late:
+        # nothing lost silently: the rows Flink would drop as late, per MATCH_RECOGNIZE input
+        result.late_rows = run.late[0] if len(run.late) == 1 else run.late
     return result
 
 
@@ -80,6 +90,7 @@ class _Run(Resolver):
         self.views = {}            # registered name, lower case -> internal view
         self.labels = {}           # internal view -> how messages name it
         self.streams = {}          # registered name, lower case -> kit.Stream
+        self.late = []             # late rows of each stream a MATCH_RECOGNIZE read
 
     def register(self, name, table):
         self.views[name.lower()] = self._temp_view(_frame(self.spark, name, table), name, name)
@@ -106,15 +117,15 @@ class _Run(Resolver):
             table = self.sql(_verbatim(self.query, source, at.start))
         try:
             options = {"aggregates": self.aggregates} if self.aggregates else {}
-            result = _matcher(self.query, spec.pos)(table, spec, semantics=self.semantics,
-                                                    **options)
+            result = matching.match_recognize(table, spec, semantics=self.semantics, **options)
         except KitError as error:
             placed = self._placed(error)
             if placed is error:
                 raise
             raise placed from error
-        rows = getattr(result, "rows", result)     # a MatchResult, or a DataFrame
-        return self._temp_view(rows, "match", "MATCH_RECOGNIZE")
+        if result.late is not None:
+            self.late.append(result.late)
+        return self._temp_view(result.rows, "match", "MATCH_RECOGNIZE")
 
     def sql(self, rewritten: Rewritten):
         """``spark.sql`` of ``rewritten``, its errors turned into SqlErrors on the user's text."""
@@ -177,15 +188,6 @@ def _verbatim(query, name, start) -> Rewritten:
     out.replace("SELECT * FROM ", start)
     out.copy(start, start + len(name))
     return out
-
-
-def _matcher(query, pos):
-    """``kit.match_recognize.match_recognize``, imported on first use; ``pos`` is the clause's."""
-    from .. import match_recognize as package
-    function = getattr(package, "match_recognize", None)
-    if not callable(function):
-        raise SqlError("MATCH_RECOGNIZE is not available yet", *pos, query)
-    return function
 
 
 def _spark_offset(error, text):
