@@ -2,6 +2,7 @@
 per feature on tiny inputs, the seed's navigation tables, property tests against a
 brute-force enumerator, and a guard against pathological patterns."""
 
+import itertools
 import time
 
 import numpy as np
@@ -242,6 +243,8 @@ def _expand(p):
         return out
     if isinstance(p, Alternation):
         return [s for item in p.items for s in _expand(item)]
+    if isinstance(p, Permute):
+        return _expand(Alternation(tuple(Concat(perm) for perm in itertools.permutations(p.items))))
     if isinstance(p, Quantified):
         body = _expand(p.node)
         counts = range(p.min, (p.max if p.max is not None else 7) + 1)
@@ -285,6 +288,7 @@ def patterns(depth=2):
     return st.recursive(leaf, lambda ch: st.one_of(
         st.lists(ch, min_size=2, max_size=3).map(lambda xs: Concat(tuple(xs))),
         st.lists(ch, min_size=2, max_size=2).map(lambda xs: Alternation(tuple(xs))),
+        st.lists(ch, min_size=2, max_size=3).map(lambda xs: Permute(tuple(xs))),
         st.tuples(ch, st.sampled_from([(0, 1), (0, None), (1, None), (1, 2), (2, 3)]),
                   st.booleans()).map(lambda t: Quantified(t[0], t[1][0], t[1][1], t[2]))),
         max_leaves=4)
