@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 
-.PHONY: lab demo test browser-deps clean
+.PHONY: lab demo test bench browser-deps clean
 
 lab: $(STAMP)           ## open JupyterLab on notebooks/
 	$(BIN)/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root)
@@ -14,6 +14,14 @@ demo: $(STAMP)          ## run every notebook headless; HTML copies with charts 
 
 test: $(STAMP) browser-deps   ## the whole suite: unit, property, notebooks (nbval), browser
 	$(BIN)/python -m pytest tests kit --doctest-modules --nbval notebooks --nbval-current-env -p no:cacheprovider
+
+bench: $(STAMP) .venv-flink/.installed   ## benchmarks (not tests), real Flink side by side: build/bench.md
+	$(BIN)/python -m benchmarks
+
+.venv-flink/.installed:  # real Apache Flink 2.3 (PyFlink from PyPI) for the baselines
+	$(PYTHON) -m venv .venv-flink
+	.venv-flink/bin/python -m pip install --quiet apache-flink==2.3.0
+	touch $@
 
 browser-deps:           ## Debian's Chromium for the browser test (no browser download)
 	@sh tests/browser/ensure-chromium.sh
@@ -25,4 +33,4 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-* && touch $@
 
 clean:
-	rm -rf $(VENV) build
+	rm -rf $(VENV) .venv-flink build

@@ -4,6 +4,7 @@ import re
 import warnings
 
 import pandas as pd
+from pyspark.sql import functions as F
 import pytest
 
 import goldens
@@ -120,3 +121,34 @@ def test_bad_semantics_and_columns(spark):
         match_recognize(kit.data.load("ticker"), spec, semantics="trino")
     with pytest.raises(KitError, match="column 'symbol' of PARTITION BY / ORDER BY is not in the input"):
         match_recognize(kit.data.load("ticker").drop("symbol"), spec)
+
+
+def test_details_give_each_row_its_match_and_classifier(spark):
+    result = match_recognize(kit.data.load("ticker"), parse_match_recognize(VSHAPE))
+    got = [(r.price, r.match_number, r.classifier, r.late) for r in result.details().collect()]
+    assert got == [(12, None, None, False), (17, None, None, False), (19, None, None, False),
+                   (21, None, None, False), (25, 1, "START_ROW", False), (18, 1, "PRICE_DOWN", False),
+                   (15, 1, "PRICE_DOWN", False), (14, 1, "PRICE_DOWN", False), (24, 1, "PRICE_UP", False),
+                   (25, None, None, False), (19, None, None, False)]
+
+
+def test_details_of_a_stream_include_the_late_rows(spark):
+    golden = goldens.load("mr_p3_vshape_out_of_order_wm0_streaming.json")
+    pdf = pd.DataFrame(golden["input"], columns=golden["input_columns"]).astype({"rowtime": "datetime64[ns]"})
+    stream = kit.stream(spark.createDataFrame(pdf), time="rowtime",
+                        watermark=WatermarkStrategy.for_sql_delay(Duration(0)))
+    details = match_recognize(stream, clause(golden["queries"][0]["sql"])).details().collect()
+    assert [(r.price, r.classifier, r.late) for r in details] == [
+        (12, None, False), (17, None, True), (19, None, False), (21, "START_ROW", False),
+        (25, None, True), (18, "PRICE_DOWN", False), (15, "PRICE_DOWN", False), (14, None, True),
+        (24, "PRICE_UP", False), (25, None, False), (19, None, False)]
+
+
+def test_rows_in_several_matches_appear_once_per_match(spark):
+    spec = parse_match_recognize(
+        "MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY rowtime MEASURES SUM(A.price) AS s "
+        "AFTER MATCH SKIP TO NEXT ROW PATTERN (A+ C) DEFINE A AS SUM(A.price) < 30)")
+    details = match_recognize(kit.data.load("ticker_after_match"), spec).details()
+    counts = {r.t: r.n for r in details.groupBy(F.col("rowtime").alias("t"))
+              .count().withColumnRenamed("count", "n").collect()}
+    assert sorted(counts.values(), reverse=True)[0] == 4  # 10:00:04 is in four matches (#1..#4)

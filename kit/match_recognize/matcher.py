@@ -47,7 +47,9 @@ from .spec import ONE_ROW, AfterMatch, Aggregate, Column, MatchNumber, Nav
 
 __all__ = ["Match", "PartitionResult", "run_partition", "SEMANTICS"]
 
-SEMANTICS = ("flink", "flink-2.3", "standard")
+#: Flink as documented, the SQL standard (as Trino implements it), and the Flink 2.3 runtime
+#: where it differs from its docs (AVG typing, WITHIN boundary, default AFTER MATCH).
+SEMANTICS = ("flink", "standard", "flink-2.3")
 
 
 @dataclass(frozen=True)

@@ -32,12 +32,12 @@ from pyspark.sql import types as T
 
 from ..errors import KitError
 from ..stream import Stream
+from .matcher import SEMANTICS, run_partition
 from .spec import ONE_ROW, MatchRecognize
 from .types import measure_type
 
 __all__ = ["match_recognize", "MatchResult", "SEMANTICS", "MatchRecognizeWarning"]
 
-SEMANTICS = ("flink", "standard", "flink-2.3")
 _SEQ = "_kit_seq"
 _ALL = "_kit_all"  # the one group when there is no PARTITION BY
 _ERROR = "_kit_error"  # a partition's run-time error, raised by Spark with its message
@@ -50,12 +50,19 @@ class MatchRecognizeWarning(UserWarning):
 @dataclass
 class MatchResult:
     """What a MATCH_RECOGNIZE produced: ``rows`` (the query's output), ``late`` (rows of a
-    stream dropped as late, with their ``watermark``; None for a batch input)."""
+    stream dropped as late, with their ``watermark``; None for a batch input), and
+    ``details()``: every input row with the ``match_number`` and ``classifier`` it got (one
+    row per match it belongs to; NULLs for rows in no match) and ``late``, for charts and
+    explanations."""
 
     rows: DataFrame
     late: Optional[DataFrame]
     spec: MatchRecognize = field(repr=False)
     semantics: str = "flink"
+    plan: "_Plan" = field(default=None, repr=False, compare=False)
+
+    def details(self) -> DataFrame:
+        return self.plan.details()
 
 
 def _check(table, spec: MatchRecognize, semantics: str) -> tuple[DataFrame, Optional[Stream]]:
@@ -80,6 +87,12 @@ def _check(table, spec: MatchRecognize, semantics: str) -> tuple[DataFrame, Opti
     return df, stream
 
 
+def _take(pdf: pd.DataFrame, index: list, columns: list, schema: T.StructType) -> dict:
+    """Columns of ``pdf`` at row positions ``index`` (None: a NULL row), typed by ``schema``."""
+    return {c: _coerce([None if i is None else pdf[c].iat[i] for i in index], schema[c].dataType)
+            for c in columns}
+
+
 def _coerce(values: list, dtype: T.DataType) -> pd.Series:
     """Values as a column Arrow accepts for ``dtype``, empty or not (integers truncate like Java)."""
     if isinstance(dtype, T.IntegralType):
@@ -95,64 +108,107 @@ def _coerce(values: list, dtype: T.DataType) -> pd.Series:
 def match_recognize(table, spec: MatchRecognize, semantics: str = "flink",
                     aggregates: dict | None = None) -> MatchResult:
     """Run ``spec`` over ``table`` (a Spark DataFrame or a ``kit.Stream``)."""
-    from .matcher import run_partition
+    plan = _Plan(table, spec, semantics, aggregates)
+    return MatchResult(plan.rows(), plan.late, spec, semantics, plan)
 
-    df, stream = _check(table, spec, semantics)
-    late = None
-    if stream is not None:
-        late = df.filter("late").drop("late")
-        df = df.filter("NOT late").drop("late", "watermark").withColumnRenamed("seq", _SEQ)
-    else:
-        df = df.withColumn(_SEQ, F.monotonically_increasing_id())
-    if not spec.partition_by:
-        warnings.warn("MATCH_RECOGNIZE without PARTITION BY runs as one partition on one core; "
-                      "add PARTITION BY to match in parallel", MatchRecognizeWarning, stacklevel=2)
-    input_schema = df.schema
-    # a dry run on no rows raises the planning errors (greedy last, unknown variables,
-    # unsupported features...) here, on the driver, instead of inside a Spark task
-    run_partition({f.name: np.array([], dtype=object) for f in input_schema.fields if f.name != _SEQ},
-                  spec, semantics, aggregates=aggregates, rowtime=stream.time if stream else None)
-    measures = [(m.alias, measure_type(m.expr, input_schema, semantics, aggregates)) for m in spec.measures]
-    one_row = spec.rows_per_match == ONE_ROW
-    keep = list(spec.partition_by) if one_row else [c for c in df.columns if c != _SEQ]
-    out_schema = T.StructType(
-        [input_schema[c] for c in keep]
-        + [T.StructField(name, dtype, True) for name, dtype in measures]
-        + [T.StructField("_kit_order", T.LongType()), T.StructField(_ERROR, T.StringType())])
-    order = [o.column for o in spec.order_by] + [_SEQ]
-    ascending = [o.ascending for o in spec.order_by] + [True]
-    rowtime = stream.time if stream is not None else None
-    partition_by = list(spec.partition_by)
 
-    def per_partition(pdf: pd.DataFrame) -> pd.DataFrame:
-        pdf = pdf.sort_values(order, ascending=ascending, kind="stable", ignore_index=True)
-        columns = {c: pdf[c].to_numpy() for c in pdf.columns if c not in (_SEQ, _ALL)}
-        try:
-            result = run_partition(columns, spec, semantics, aggregates=aggregates, rowtime=rowtime)
-        except KitError as e:  # e.g. SKIP TO FIRST onto the match's first row: Flink fails the job
-            where = ", ".join(f"{c}={pdf[c].iat[0]!r}" for c in partition_by)
-            return pd.DataFrame({_ERROR: [f"{e} (partition {where or 'all rows'})"]},
-                                columns=out_schema.fieldNames())
-        out = {}
-        if one_row:
-            values = [list(r) for r in result.rows]
-            for c in partition_by:
-                out[c] = _coerce([pdf[c].iat[0]] * len(values), input_schema[c].dataType)
+class _Plan:
+    """One MATCH_RECOGNIZE over one input: the checks, the grouping, the per-partition run."""
+
+    def __init__(self, table, spec: MatchRecognize, semantics: str, aggregates):
+        df, stream = _check(table, spec, semantics)
+        self.late = None
+        if stream is not None:
+            self.late = df.filter("late").drop("late")
+            df = df.filter("NOT late").drop("late", "watermark").withColumnRenamed("seq", _SEQ)
         else:
-            index = [r[0] for r in result.rows]
-            values = [list(r[1:]) for r in result.rows]
-            for c in keep:
-                col = pdf[c]
-                out[c] = _coerce([None if i is None else col.iat[i] for i in index], input_schema[c].dataType)
-        for j, (name, dtype) in enumerate(measures):
-            out[name] = _coerce([v[j] for v in values], dtype)
-        out["_kit_order"] = list(range(len(values)))  # emission order inside the partition
-        out[_ERROR] = pd.Series([None] * len(values), dtype=object)
-        return pd.DataFrame(out, columns=out_schema.fieldNames())
+            df = df.withColumn(_SEQ, F.monotonically_increasing_id())
+        if not spec.partition_by:
+            warnings.warn("MATCH_RECOGNIZE without PARTITION BY runs as one partition on one core; "
+                          "add PARTITION BY to match in parallel", MatchRecognizeWarning, stacklevel=3)
+        self.spec, self.semantics, self.aggregates = spec, semantics, aggregates
+        self.rowtime = stream.time if stream is not None else None
+        self.schema = df.schema
+        self.inputs = [c for c in df.columns if c != _SEQ]
+        self.partition_by = list(spec.partition_by)
+        self.order = [o.column for o in spec.order_by] + [_SEQ]
+        self.ascending = [o.ascending for o in spec.order_by] + [True]
+        self.grouped = (df.groupBy(*self.partition_by) if self.partition_by
+                        else df.withColumn(_ALL, F.lit(0)).groupBy(_ALL))
+        # a dry run on no rows raises the planning errors (greedy last, unknown variables,
+        # unsupported features...) here, on the driver, instead of inside a Spark task
+        run_partition({c: np.array([], dtype=object) for c in self.inputs}, spec, semantics,
+                      aggregates=aggregates, rowtime=self.rowtime)
 
-    grouped = df.groupBy(*partition_by) if partition_by else df.withColumn(_ALL, F.lit(0)).groupBy(_ALL)
-    error = F.col(_ERROR)
-    rows = (grouped.applyInPandas(per_partition, out_schema)
-                   .filter(F.when(error.isNull(), F.lit(True)).otherwise(F.raise_error(error).cast("boolean")))
-                   .orderBy(*partition_by, "_kit_order").drop("_kit_order", _ERROR))
-    return MatchResult(rows, late, spec, semantics)
+    def _run(self, out_schema: T.StructType, emit):
+        """``applyInPandas`` of the matcher; ``emit(pdf, result)`` builds a partition's output
+        columns; a partition's run-time error fails the query with its message."""
+        spec, semantics, aggregates, rowtime = self.spec, self.semantics, self.aggregates, self.rowtime
+        order, ascending, inputs, partition_by = self.order, self.ascending, self.inputs, self.partition_by
+        schema = T.StructType(out_schema.fields + [T.StructField("_kit_order", T.LongType()),
+                                                   T.StructField(_ERROR, T.StringType())])
+
+        def per_partition(pdf: pd.DataFrame) -> pd.DataFrame:
+            pdf = pdf.sort_values(order, ascending=ascending, kind="stable", ignore_index=True)
+            try:
+                result = run_partition({c: pdf[c].to_numpy() for c in inputs}, spec, semantics,
+                                       aggregates=aggregates, rowtime=rowtime)
+            except KitError as e:  # e.g. SKIP TO FIRST onto the match's first row: Flink fails the job
+                where = ", ".join(f"{c}={pdf[c].iat[0]!r}" for c in partition_by)
+                return pd.DataFrame({_ERROR: [f"{e} (partition {where or 'all rows'})"]},
+                                    columns=schema.fieldNames())
+            out = emit(pdf, result)
+            n = len(next(iter(out.values()))) if out else 0
+            out["_kit_order"] = list(range(n))  # emission order inside the partition
+            out[_ERROR] = pd.Series([None] * n, dtype=object)
+            return pd.DataFrame(out, columns=schema.fieldNames())
+
+        error = F.col(_ERROR)
+        return (self.grouped.applyInPandas(per_partition, schema)
+                    .filter(F.when(error.isNull(), F.lit(True)).otherwise(F.raise_error(error).cast("boolean")))
+                    .orderBy(*partition_by, "_kit_order").drop("_kit_order", _ERROR))
+
+    def rows(self) -> DataFrame:
+        measures = [(m.alias, measure_type(m.expr, self.schema, self.semantics, self.aggregates))
+                    for m in self.spec.measures]
+        one_row = self.spec.rows_per_match == ONE_ROW
+        keep = self.partition_by if one_row else self.inputs
+        schema = self.schema  # the closures below go to Spark's workers: no reference to self
+
+        def emit(pdf, result):
+            if one_row:
+                index, values = [0] * len(result.rows), [list(r) for r in result.rows]
+            else:
+                index, values = [r[0] for r in result.rows], [list(r[1:]) for r in result.rows]
+            out = _take(pdf, index, keep, schema)
+            for j, (name, dtype) in enumerate(measures):
+                out[name] = _coerce([v[j] for v in values], dtype)
+            return out
+
+        return self._run(T.StructType([self.schema[c] for c in keep] + [
+            T.StructField(name, dtype, True) for name, dtype in measures]), emit)
+
+    def details(self) -> DataFrame:
+        inputs, schema = self.inputs, self.schema
+
+        def emit(pdf, result):
+            entries = [(i, m.number, c) for m in result.matches for i, c in zip(m.rows, m.classifiers)]
+            matched = {i for i, _, _ in entries}
+            entries += [(i, None, None) for i in range(len(pdf)) if i not in matched]
+            entries.sort(key=lambda e: (e[0], e[1] or 0))  # row order, then match
+            index, number, label = zip(*entries) if entries else ((), (), ())
+            out = _take(pdf, list(index), inputs, schema)
+            out["match_number"] = _coerce(list(number), T.LongType())
+            out["classifier"] = pd.Series(label, dtype=object)
+            out["late"] = pd.Series([False] * len(index), dtype=bool)
+            return out
+
+        details = self._run(T.StructType([self.schema[c] for c in self.inputs] + [
+            T.StructField("match_number", T.LongType()), T.StructField("classifier", T.StringType()),
+            T.StructField("late", T.BooleanType(), False)]), emit)
+        if self.late is None:
+            return details
+        late = self.late.select(*self.inputs, F.lit(None).cast("long").alias("match_number"),
+                                F.lit(None).cast("string").alias("classifier"), F.lit(True).alias("late"))
+        order = [F.col(o.column).asc() if o.ascending else F.col(o.column).desc() for o in self.spec.order_by]
+        return details.unionByName(late).orderBy(*self.partition_by, *order, "match_number")

@@ -34,6 +34,7 @@ from pyspark.sql import DataFrame
 
 from ..errors import KitError
 from .. import match_recognize as matching  # looked up per call, so tests can stand in
+from ..match_recognize.matcher import SEMANTICS
 from ..spark import spark as session
 from ..stream import Stream
 from .errors import SqlError, position
@@ -44,9 +45,6 @@ from .query import Resolver, Rewritten, clauses, rewrite
 
 __all__ = ["SEMANTICS", "SqlError", "clauses", "parse_match_recognize", "sql", "to_sql"]
 
-#: The values ``semantics`` takes: Flink's documented behaviour, the SQL standard (as Trino
-#: implements it), and what the Flink 2.3 runtime does where it differs from its docs.
-SEMANTICS = ("flink", "standard", "flink-2.3")
 
 _QUERIES = ("SELECT", "WITH", "VALUES", "TABLE", "FROM")
 
