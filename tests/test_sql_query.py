@@ -282,6 +282,10 @@ def test_stream_input_reaches_the_matcher_with_its_watermarks():
     assert late == [(17, "2011-04-01 10:00:01.000", "2011-04-01 10:00:02.000"),
                     (25, "2011-04-01 10:00:04.000", "2011-04-01 10:00:05.000"),
                     (14, "2011-04-01 10:00:07.000", "2011-04-01 10:00:08.000")]
+    details = df.match_details.filter("classifier IS NOT NULL OR late").collect()
+    assert [(r.price, r.classifier, r.late) for r in details] == [
+        (17, None, True), (21, "START_ROW", False), (25, None, True), (18, "PRICE_DOWN", False),
+        (15, "PRICE_DOWN", False), (14, None, True), (24, "PRICE_UP", False)]
 
 
 def test_batch_input_has_no_late_rows(ticker):

@@ -59,6 +59,9 @@ def sql(query: str, semantics: str = "flink", aggregates: dict | None = None, **
     When a MATCH_RECOGNIZE reads a ``kit.Stream``, the rows it dropped as late (Flink drops
     them silently) are in ``result.late_rows``: a DataFrame of the input rows with their
     ``seq`` and the ``watermark`` that made them late (a list when several inputs are streams).
+    With one MATCH_RECOGNIZE, ``result.match_details`` has every input row with its
+    ``match_number``, ``classifier`` and ``late`` (see ``MatchResult.details``), for
+    ``kit.viz.match_timeline``.
     """
     if semantics not in SEMANTICS:
         raise KitError(f"semantics={semantics!r} is not one of " + ", ".join(map(repr, SEMANTICS)))
@@ -75,6 +78,8 @@ def sql(query: str, semantics: str = "flink", aggregates: dict | None = None, **
     if run.late:
         # nothing lost silently: the rows Flink would drop as late, per MATCH_RECOGNIZE input
         result.late_rows = run.late[0] if len(run.late) == 1 else run.late
+    if len(run.matches) == 1:
+        result.match_details = run.matches[0].details()
     return result
 
 
@@ -89,6 +94,7 @@ class _Run(Resolver):
         self.labels = {}           # internal view -> how messages name it
         self.streams = {}          # registered name, lower case -> kit.Stream
         self.late = []             # late rows of each stream a MATCH_RECOGNIZE read
+        self.matches = []          # the MatchResult of each MATCH_RECOGNIZE
 
     def register(self, name, table):
         self.views[name.lower()] = self._temp_view(_frame(self.spark, name, table), name, name)
@@ -121,6 +127,7 @@ class _Run(Resolver):
             if placed is error:
                 raise
             raise placed from error
+        self.matches.append(result)
         if result.late is not None:
             self.late.append(result.late)
         return self._temp_view(result.rows, "match", "MATCH_RECOGNIZE")
