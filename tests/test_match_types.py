@@ -62,3 +62,8 @@ def test_unknown_columns_and_types_are_named():
 ])
 def test_flink_type_names(name, expected):
     assert spark_type(name) == expected
+
+
+def test_like_is_boolean():
+    from kit.match_recognize.spec import Call
+    assert measure_type(Call("LIKE", (Column("symbol"), Literal("AC%", "STRING"))), TICKER) == T.BooleanType()

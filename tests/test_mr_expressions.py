@@ -184,3 +184,15 @@ def test_nulls_from_numpy():
     lists, stamps = prepare_columns({"n": pd.array([1, None], dtype="Int64").to_numpy(),
                                      "d": np.array([pd.Timestamp("2024-01-01"), pd.NaT], dtype=object)})
     assert lists == {"n": [1, None], "d": [1704067200000, None]} and stamps == {"d"}
+
+
+def test_like_and_not_like_in_define():
+    import numpy as np
+
+    from kit.match_recognize.matcher import run_partition
+    from kit.sql.match_recognize import parse_match_recognize
+
+    spec = parse_match_recognize("MATCH_RECOGNIZE (ORDER BY t MEASURES A.s AS a, B.s AS b PATTERN (A B) "
+                                 "DEFINE A AS A.s LIKE 'a_c%', B AS B.s NOT LIKE '%z')")
+    columns = {"t": np.array([1, 2, 3, 4]), "s": np.array(["abcx", "xyz", "abc", "q"], dtype=object)}
+    assert run_partition(columns, spec).rows == [("abc", "q")]

@@ -2,6 +2,7 @@
 matcher), Spark's errors at the user's line and column, and the checks on arguments."""
 
 import datetime
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -36,8 +37,8 @@ def matcher(monkeypatch):
     def match_recognize(table, spec, semantics):
         calls.append((spec, semantics))
         from pyspark.sql import functions as F
-        return MatchResult(table.groupBy(*spec.partition_by).agg(F.max("price").alias("top")),
-                           None, spec, semantics)
+        rows = table.groupBy(*spec.partition_by).agg(F.max("price").alias("top"))
+        return MatchResult(rows, None, spec, semantics, plan=SimpleNamespace(details=lambda: table))
 
     monkeypatch.setattr(kit.match_recognize, "match_recognize", match_recognize, raising=False)
     return calls
@@ -299,7 +300,7 @@ def test_user_aggregates_reach_the_parser_and_the_matcher(ticker, monkeypatch):
 
     def match_recognize(table, spec, semantics, aggregates):
         seen.update(measure=spec.measures[0].expr, aggregates=aggregates)
-        return MatchResult(table, None, spec, semantics)
+        return MatchResult(table, None, spec, semantics, plan=SimpleNamespace(details=lambda: table))
 
     class Spread:
         """max - min, PyFlink style."""

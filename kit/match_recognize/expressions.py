@@ -25,6 +25,7 @@ Timestamps are epoch milliseconds inside expressions; INTERVAL literals are mill
 from __future__ import annotations
 
 import math
+import re
 from decimal import ROUND_HALF_UP, Decimal
 
 import numpy as np
@@ -574,6 +575,12 @@ def _round(x, digits=0):
     return int(r) if isinstance(x, int) else float(r)
 
 
+def _like(value: str, pattern: str) -> bool:
+    """SQL ``value LIKE pattern``: ``%`` any run of characters, ``_`` one character."""
+    regex = "".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in pattern)
+    return re.fullmatch(regex, value, re.S) is not None
+
+
 def _concat(*vs):
     return None if any(v is None for v in vs) else "".join(str(v) for v in vs)
 
@@ -586,7 +593,7 @@ _SCALARS = {
     "CHAR_LENGTH": (1, len), "CHARACTER_LENGTH": (1, len), "LENGTH": (1, len),
     "MOD": (2, _mod), "POWER": (2, lambda a, b: float(a) ** b), "SQRT": (1, math.sqrt),
     "EXP": (1, math.exp), "LN": (1, math.log), "LOG10": (1, math.log10),
-    "ROUND": (None, _round),
+    "ROUND": (None, _round), "LIKE": (2, _like),
 }
 
 

@@ -58,6 +58,7 @@ _BOOLEAN_OPS = {"=", "<>", "!=", "<", "<=", ">", ">=", "AND", "OR"}
 _DOUBLE_FUNCS = {"POWER", "SQRT", "EXP", "LN", "LOG10", "LOG"}
 _STRING_FUNCS = {"UPPER", "LOWER", "CONCAT", "TRIM", "SUBSTRING", "REPLACE"}
 _INT_FUNCS = {"CHAR_LENGTH", "LENGTH", "CHARACTER_LENGTH"}
+_BOOLEAN_FUNCS = {"LIKE"}
 
 
 def spark_type(name: str) -> T.DataType:
@@ -174,6 +175,8 @@ def measure_type(expr, schema: T.StructType, semantics: str = "flink",
             return T.StringType()
         if func in _INT_FUNCS:
             return T.IntegerType()
+        if func in _BOOLEAN_FUNCS:
+            return T.BooleanType()
         if func == "COALESCE":
             result = T.NullType()
             for arg in expr.args:
