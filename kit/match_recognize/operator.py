@@ -164,9 +164,12 @@ class _Plan:
             return pd.DataFrame(out, columns=schema.fieldNames())
 
         error = F.col(_ERROR)
+        # one partition, then a sort inside it: a total order without the sampling job of a
+        # global orderBy, which would run the matcher twice
         return (self.grouped.applyInPandas(per_partition, schema)
                     .filter(F.when(error.isNull(), F.lit(True)).otherwise(F.raise_error(error).cast("boolean")))
-                    .orderBy(*partition_by, "_kit_order").drop("_kit_order", _ERROR))
+                    .repartition(1).sortWithinPartitions(*partition_by, "_kit_order")
+                    .drop("_kit_order", _ERROR))
 
     def rows(self) -> DataFrame:
         measures = [(m.alias, measure_type(m.expr, self.schema, self.semantics, self.aggregates))
@@ -211,4 +214,5 @@ class _Plan:
         late = self.late.select(*self.inputs, F.lit(None).cast("long").alias("match_number"),
                                 F.lit(None).cast("string").alias("classifier"), F.lit(True).alias("late"))
         order = [F.col(o.column).asc() if o.ascending else F.col(o.column).desc() for o in self.spec.order_by]
-        return details.unionByName(late).orderBy(*self.partition_by, *order, "match_number")
+        return (details.unionByName(late).repartition(1)
+                       .sortWithinPartitions(*self.partition_by, *order, "match_number"))
