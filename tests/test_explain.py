@@ -6,6 +6,7 @@ import pytest
 from kit.data import pandas as seed_table
 from kit.match_recognize.errors import MatchRecognizeError
 from kit.match_recognize.explain import ExplainError, explain
+from kit.sql.errors import SqlError
 
 HEAD = "PARTITION BY symbol ORDER BY rowtime\n"
 
@@ -95,3 +96,21 @@ def test_errors_name_what_is_missing():
     with pytest.raises(ExplainError, match="2 partitions .* choose one with partition="):
         explain(two, OFFSETS, semantics="standard")
     assert explain(two, OFFSETS, "XYZ", semantics="standard")["price"].tolist() == [10, 15, 20, 31, 35]
+
+
+def test_flink_semantics_v_shape_shows_both_conditions_tried_on_the_last_row():
+    clause = HEAD + """PATTERN (START_ROW PRICE_DOWN+ PRICE_UP)
+DEFINE
+  PRICE_DOWN AS (LAST(PRICE_DOWN.price, 1) IS NULL AND PRICE_DOWN.price < START_ROW.price) OR
+                PRICE_DOWN.price < LAST(PRICE_DOWN.price, 1),
+  PRICE_UP AS PRICE_UP.price > LAST(PRICE_DOWN.price, 1)"""
+    got = explain(seed_table("ticker"), clause, "ACME", ["LAST(PRICE_DOWN.price, 1)"])
+    assert cells(got, ["#", "price", "Classifier", "LAST(PRICE_DOWN.price, 1)"]) == [
+        ("#5", 25, "START_ROW", None), ("#6", 18, "PRICE_DOWN", None), ("#7", 15, "PRICE_DOWN", 18),
+        ("#8", 14, "PRICE_DOWN", 15), ("#9", 24, "PRICE_UP", 15)]
+    assert got["DEFINE"].iloc[-1] == "PRICE_DOWN false, PRICE_UP true"
+
+
+def test_expressions_must_parse():
+    with pytest.raises(SqlError, match="line 1, column 10: expected '\)'"):
+        explain(seed_table("ticker_navigation"), OFFSETS, semantics="standard", expressions=["SUM(price"])
