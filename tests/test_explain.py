@@ -112,5 +112,5 @@ DEFINE
 
 
 def test_expressions_must_parse():
-    with pytest.raises(SqlError, match="line 1, column 10: expected '\)'"):
+    with pytest.raises(SqlError, match=r"line 1, column 10: expected '\)'"):
         explain(seed_table("ticker_navigation"), OFFSETS, semantics="standard", expressions=["SUM(price"])
