@@ -43,7 +43,7 @@ from .matcher import SEMANTICS, run_partition
 from .measures import trace as _evaluate
 from .program import labels_of
 
-__all__ = ["explain", "ExplainError"]
+__all__ = ["ExplainError", "explain"]
 
 
 class ExplainError(MatchRecognizeError):
@@ -96,8 +96,8 @@ def explain(table, clause: str, partition=None, expressions=(), *, match: int = 
     if failed:                 # the row tried after the match and rejected, as the seed shows it
         path_rows.append(failed[0][0])
         path_labels.append(failed[0][1])
-    variables = (flink.validate(spec, semantics) if semantics != "standard" else None)
-    variables = [e[0] for e in variables] if variables is not None else labels_of(spec.pattern)
+    variables = ([element[0] for element in flink.validate(spec, semantics)]
+                 if semantics != "standard" else labels_of(spec.pattern))
     steps = _evaluate(columns, path_rows, path_labels, exprs, variables=variables,
                       aggregates=aggregates, subsets=spec.subset_map,
                       avg_truncates=semantics == "flink-2.3")
