@@ -9,12 +9,13 @@
 import importlib
 
 from .errors import KitError
+from .match_recognize import explain as explain_match
 from .spark import spark
 from .sql import SqlError, sql
 from .stream import Stream, stream
 from .time import Clock, Duration, Time, WatermarkStrategy
 
-__all__ = ["KitError", "SqlError", "spark", "sql", "stream", "Stream", "Clock", "Duration", "Time",
+__all__ = ["KitError", "SqlError", "explain_match", "spark", "sql", "stream", "Stream", "Clock", "Duration", "Time",
            "WatermarkStrategy", "data", "viz", "widgets"]
 __version__ = "0.1.0"
 
