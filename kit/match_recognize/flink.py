@@ -190,10 +190,7 @@ def run(elements, conditions, times, nrows, after_match, within_ms=None, within_
     states, start_state = compile_nfa(elements)
     kind = after_match.kind.upper()
     skip_var = after_match.var
-    true = lambda R, L, m, F: True  # noqa: E731
-    cond = {v: conditions.get(v, true) for v, *_ in elements}
-
-    partial = []          # [start_row, state, R, L, seq]
+    partial = []          # (start_row, state, L)
     waiting = []          # completed matches: [start_row, seq, R, L]
     emitted = []
     seq = 0
@@ -223,7 +220,7 @@ def run(elements, conditions, times, nrows, after_match, within_ms=None, within_
                 drop = lambda s, t=target: s < t  # noqa: E731
             partial[:] = [p for p in partial if not drop(p[0])]
             waiting[:] = [w for w in waiting if not drop(w[0])]
-            emitted.append((R, L))
+            emitted.append((tuple(R), L))
 
     def expire(t):
         if within_ms is None or not partial:
@@ -236,30 +233,31 @@ def run(elements, conditions, times, nrows, after_match, within_ms=None, within_
             partial[:] = keep
             release()
 
-    # per state: (var, its DEFINE, take target, proceed target or None, proceed needs
-    # "not take", whether the take target reaches the end); variables are unique, so a
-    # row's condition is evaluated at most once per partial match
-    table = [(var, cond[var], take, None if proceed == FINAL else proceed, not_take,
+    # per state: (var, its DEFINE or None when always true, take target, proceed target or
+    # None, proceed needs "not take", whether the take target reaches the end); variables
+    # are unique, so a row's condition is evaluated at most once per partial match.
+    # Strict contiguity: the rows of a partial match are range(start, r + 1).
+    table = [(var, conditions.get(var), take, None if proceed == FINAL else proceed, not_take,
               take != FINAL and _reaches_final(states, take))
              for var, take, proceed, not_take, _ in states]
     for r in range(nrows):
         if within_ms is not None:
             expire(times[r])
         new_partial = []
-        partial.append([r, start_state, (), (), -1])
-        for start, state, R, L, _ in partial:
-            R1 = R + (r,)
+        partial.append((r, start_state, ()))
+        for start, state, L in partial:
+            R1 = range(start, r + 1)
             while state is not None:   # a concatenation: PROCEEDs form a chain
                 var, condition, take, proceed, not_take, ends = table[state]
                 L1 = L + (var,)
-                ok = condition(R1, L1, 0, None) is True
+                ok = condition is None or condition(R1, L1, 0, None) is True
                 state = None if not_take and ok else proceed
                 if ok:
                     seq += 1
                     if take == FINAL:
                         waiting.append([start, seq, R1, L1])
                         break
-                    new_partial.append([start, take, R1, L1, seq])
+                    new_partial.append((start, take, L1))
                     if ends:
                         seq += 1
                         waiting.append([start, seq, R1, L1])

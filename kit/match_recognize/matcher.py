@@ -40,7 +40,8 @@ from dataclasses import dataclass, field
 
 from . import flink
 from .errors import MatchRecognizeError, MatchRuntimeError, TooManyThreads
-from .expressions import Env, compile_expr, walk
+from .codegen import compile_fast
+from .expressions import Env, walk
 from .measures import Measures, prepare_columns
 from .program import compile_pattern, labels_of
 from .spec import ONE_ROW, AfterMatch, Aggregate, Column, MatchNumber, Nav
@@ -110,7 +111,7 @@ def run_partition(columns: dict, spec, semantics: str = "flink", aggregates: dic
     number = [1]
     conditions = {}
     for var, expr in spec.define:
-        conditions[var] = compile_expr(expr, define_env)
+        conditions[var] = compile_fast(expr, define_env, var)
     if trace is not None:
         for var in variables:
             conditions[var] = _traced(var, conditions.get(var), trace)

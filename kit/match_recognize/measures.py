@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
+from .codegen import compile_fast
 from .expressions import Env, compile_expr, is_timestamp, to_ms
 from .spec import ALL_ROWS_OMIT, ALL_ROWS_SHOW, ALL_ROWS_WITH_UNMATCHED
 
@@ -71,7 +72,7 @@ class Measures:
     def __init__(self, spec, env: Env):
         self.spec = spec
         self.names = [m.alias for m in spec.measures]
-        self.fns = [compile_expr(m.expr, env) for m in spec.measures]
+        self.fns = [compile_fast(m.expr, env) for m in spec.measures]
         self.stamps = [is_timestamp(m.expr, env) for m in spec.measures]
 
     def _out(self, values):

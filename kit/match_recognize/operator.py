@@ -33,7 +33,8 @@ from pyspark.sql import types as T
 from ..errors import KitError
 from ..stream import Stream
 from .matcher import SEMANTICS, run_partition
-from .spec import ONE_ROW, MatchRecognize
+from .expressions import walk
+from .spec import ONE_ROW, Column, MatchRecognize, MatchRowtime
 from .types import measure_type
 
 __all__ = ["match_recognize", "MatchResult", "SEMANTICS", "MatchRecognizeWarning"]
@@ -133,18 +134,42 @@ class _Plan:
         self.partition_by = list(spec.partition_by)
         self.order = [o.column for o in spec.order_by] + [_SEQ]
         self.ascending = [o.ascending for o in spec.order_by] + [True]
-        self.grouped = (df.groupBy(*self.partition_by) if self.partition_by
-                        else df.withColumn(_ALL, F.lit(0)).groupBy(_ALL))
+        self.df = df
         # a dry run on no rows raises the planning errors (greedy last, unknown variables,
         # unsupported features...) here, on the driver, instead of inside a Spark task
         run_partition({c: np.array([], dtype=object) for c in self.inputs}, spec, semantics,
                       aggregates=aggregates, rowtime=self.rowtime)
 
-    def _run(self, out_schema: T.StructType, emit):
-        """``applyInPandas`` of the matcher; ``emit(pdf, result)`` builds a partition's output
-        columns; a partition's run-time error fails the query with its message."""
+    def _grouped(self, columns: list):
+        """The input, only ``columns`` of it, grouped by PARTITION BY."""
+        df = self.df.select(*dict.fromkeys(self.partition_by + columns + [_SEQ]))
+        if not self.partition_by:
+            return df.withColumn(_ALL, F.lit(0)).groupBy(_ALL)
+        # a few tasks per core: partitions differ in size, and whole partitions go to one
+        # task, so with one task per core the biggest share would set the pace
+        tasks = 4 * int(df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+        return df.repartition(tasks, *self.partition_by).groupBy(*self.partition_by)
+
+    def _referenced(self) -> list:
+        """The input columns the matcher reads: ORDER BY, DEFINE, MEASURES, WITHIN's time."""
+        names = {o.column.lower() for o in self.spec.order_by}
+
+        def visit(e):
+            if isinstance(e, Column):
+                names.add(e.name.lower())
+            elif isinstance(e, MatchRowtime) and e.arg is None and self.rowtime:
+                names.add(self.rowtime.lower())
+        for expr in [e for _, e in self.spec.define] + [m.expr for m in self.spec.measures]:
+            walk(expr, visit)
+        return [c for c in self.inputs if c.lower() in names]
+
+    def _run(self, out_schema: T.StructType, emit, columns: list):
+        """``applyInPandas`` of the matcher over ``columns`` of the input; ``emit(pdf, result)``
+        builds a partition's output columns; a partition's run-time error fails the query
+        with its message."""
         spec, semantics, aggregates, rowtime = self.spec, self.semantics, self.aggregates, self.rowtime
-        order, ascending, inputs, partition_by = self.order, self.ascending, self.inputs, self.partition_by
+        order, ascending, partition_by = self.order, self.ascending, self.partition_by
+        inputs = [c for c in columns if c not in partition_by or c in self._referenced()]
         schema = T.StructType(out_schema.fields + [T.StructField("_kit_order", T.LongType()),
                                                    T.StructField(_ERROR, T.StringType())])
 
@@ -166,7 +191,7 @@ class _Plan:
         error = F.col(_ERROR)
         # one partition, then a sort inside it: a total order without the sampling job of a
         # global orderBy, which would run the matcher twice
-        return (self.grouped.applyInPandas(per_partition, schema)
+        return (self._grouped(columns).applyInPandas(per_partition, schema)
                     .filter(F.when(error.isNull(), F.lit(True)).otherwise(F.raise_error(error).cast("boolean")))
                     .repartition(1).sortWithinPartitions(*partition_by, "_kit_order")
                     .drop("_kit_order", _ERROR))
@@ -189,7 +214,8 @@ class _Plan:
             return out
 
         return self._run(T.StructType([self.schema[c] for c in keep] + [
-            T.StructField(name, dtype, True) for name, dtype in measures]), emit)
+            T.StructField(name, dtype, True) for name, dtype in measures]), emit,
+            self._referenced() if one_row else self.inputs)
 
     def details(self) -> DataFrame:
         inputs, schema = self.inputs, self.schema
@@ -208,7 +234,7 @@ class _Plan:
 
         details = self._run(T.StructType([self.schema[c] for c in self.inputs] + [
             T.StructField("match_number", T.LongType()), T.StructField("classifier", T.StringType()),
-            T.StructField("late", T.BooleanType(), False)]), emit)
+            T.StructField("late", T.BooleanType(), False)]), emit, self.inputs)
         if self.late is None:
             return details
         late = self.late.select(*self.inputs, F.lit(None).cast("long").alias("match_number"),
