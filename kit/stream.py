@@ -67,6 +67,21 @@ class Stream:
         """True for TIMESTAMP time columns, False for BIGINT epoch milliseconds."""
         return not isinstance(self.source.schema[self.time].dataType, T.IntegralType)
 
+    def key_by(self, *columns: str):
+        """``KeyedStream``: windows per value of ``columns`` (``.window(...)``, ``.count_window(n)``)."""
+        from .windows.datastream import KeyedStream
+        return KeyedStream(self, tuple(columns))
+
+    def window_all(self, assigner):
+        """Windows over the whole stream (Flink runs them with parallelism 1)."""
+        from .windows.datastream import WindowedStream
+        return WindowedStream(self, (), assigner)
+
+    def count_window_all(self, size: int, slide: int = 0):
+        from .windows.assigners import GlobalWindows
+        from .windows.datastream import _count_window
+        return _count_window(self.window_all(GlobalWindows.create()), size, slide)
+
     def millis(self, column: str) -> Column:
         """A time column of ``df`` (``time``, ``watermark``) as epoch milliseconds."""
         col = F.col(column)

@@ -1,0 +1,261 @@
+"""Window assigners: which windows an element belongs to (Flink's ``WindowAssigner``s).
+
+Times are epoch milliseconds. A window ``[start, end)`` holds timestamps ``start ..
+end - 1``; ``max_timestamp = end - 1`` is when event time has passed it. Window starts
+follow Flink's formula ``start = ts - (ts - offset) mod size`` (the remainder taken
+non-negative), so an offset of ``Time.hours(-8)`` aligns daily windows to UTC+8 midnight.
+
+    TumblingEventTimeWindows.of(Time.seconds(5))          ts 7000 -> [5000, 10000)
+    SlidingEventTimeWindows.of(Time.seconds(10), Time.seconds(5))
+                                                          ts 7000 -> [5000, 15000), [0, 10000)
+    EventTimeSessionWindows.with_gap(Time.seconds(3))     ts 7000 -> [7000, 10000), merged
+                                                          with every window it touches
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from ..errors import KitError
+from ..time import Duration
+
+__all__ = ["TimeWindow", "GlobalWindow", "WindowAssigner", "MergingWindowAssigner",
+           "TumblingEventTimeWindows", "TumblingProcessingTimeWindows",
+           "SlidingEventTimeWindows", "SlidingProcessingTimeWindows",
+           "EventTimeSessionWindows", "ProcessingTimeSessionWindows", "GlobalWindows",
+           "MIN_TIME", "MAX_TIME"]
+
+MIN_TIME = -2 ** 63      # Long.MIN_VALUE: no watermark yet
+MAX_TIME = 2 ** 63 - 1   # Long.MAX_VALUE: end of input
+
+
+def _ms(value, name: str) -> int:
+    if isinstance(value, Duration):
+        return value.millis
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise KitError(f"{name} must be a Duration (e.g. Time.seconds(5)) or milliseconds; got {value!r}")
+
+
+@dataclass(frozen=True, order=True)
+class TimeWindow:
+    """``[start, end)`` in epoch milliseconds."""
+    start: int
+    end: int
+
+    def max_timestamp(self) -> int:
+        return self.end - 1
+
+    def intersects(self, other: "TimeWindow") -> bool:
+        """True when the windows overlap or touch (Flink merges touching sessions)."""
+        return self.start <= other.end and self.end >= other.start
+
+    def cover(self, other: "TimeWindow") -> "TimeWindow":
+        return TimeWindow(min(self.start, other.start), max(self.end, other.end))
+
+    def java_hash(self) -> int:
+        """``TimeWindow.hashCode()``: the iteration order of Flink's merge sets depends on it."""
+        x = (self.start + self.end) & 0xFFFFFFFFFFFFFFFF
+        x = ((x ^ (x >> 33)) * 0xFF51AFD7ED558CCD) & 0xFFFFFFFFFFFFFFFF
+        x = ((x ^ (x >> 33)) * 0xC4CEB9FE1A85EC53) & 0xFFFFFFFFFFFFFFFF
+        x >>= 33
+        return x - (1 << 32) if x & 0x80000000 else x & 0xFFFFFFFF
+
+    def __repr__(self) -> str:
+        return f"TimeWindow{{start={self.start}, end={self.end}}}"
+
+
+@dataclass(frozen=True)
+class GlobalWindow:
+    """The one window of ``GlobalWindows``: it never ends."""
+    start = None
+    end = None
+
+    def max_timestamp(self) -> int:
+        return MAX_TIME
+
+    def __repr__(self) -> str:
+        return "GlobalWindow"
+
+
+def window_start(timestamp: int, offset: int, size: int) -> int:
+    """Flink's ``TimeWindow.getWindowStartWithOffset``."""
+    remainder = (timestamp - offset) % size   # Python's % is already non-negative here
+    return timestamp - remainder
+
+
+class WindowAssigner:
+    """Assigns each element to zero or more windows. ``event_time`` says which clock the
+    windows follow; ``default_trigger()`` is the trigger used without ``.trigger(...)``."""
+
+    event_time = True
+    merging = False
+
+    def assign_windows(self, element, timestamp: int, processing_time: int | None) -> list:
+        raise NotImplementedError
+
+    def default_trigger(self):
+        raise NotImplementedError
+
+    def _time(self, timestamp, processing_time):
+        if self.event_time:
+            if timestamp is None or timestamp == MIN_TIME:
+                raise KitError(f"{type(self).__name__} needs an event time on every element: the record "
+                               "has no timestamp (use kit.stream(df, time=...))")
+            return timestamp
+        if processing_time is None:
+            raise KitError(f"{type(self).__name__} needs processing time: build the stream with "
+                           "proctime=Clock(...) or a proctime column")
+        return processing_time
+
+
+class MergingWindowAssigner(WindowAssigner):
+    merging = True
+
+    @staticmethod
+    def merge_windows(windows) -> list:
+        """Flink's ``TimeWindow.mergeWindows``: ``[(merged window, [windows merged into it])]``
+        for every group of more than one window, the groups' windows in start order."""
+        out, current, members = [], None, []
+        for w in sorted(windows, key=lambda w: w.start):
+            if current is not None and current.intersects(w):
+                current = current.cover(w)
+                members.append(w)
+            else:
+                if len(members) > 1:
+                    out.append((current, members))
+                current, members = w, [w]
+        if len(members) > 1:
+            out.append((current, members))
+        return out
+
+
+class _Tumbling(WindowAssigner):
+    def __init__(self, size, offset=None):
+        self.size = _ms(size, "size")
+        self.offset = _ms(offset if offset is not None else 0, "offset")
+        if self.size <= 0 or abs(self.offset) >= self.size:
+            raise KitError(f"{type(self).__name__} parameters must satisfy abs(offset) < size and "
+                           f"size > 0; got size={self.size} ms, offset={self.offset} ms")
+
+    def assign_windows(self, element, timestamp, processing_time):
+        t = self._time(timestamp, processing_time)
+        start = window_start(t, self.offset, self.size)
+        return [TimeWindow(start, start + self.size)]
+
+    def __repr__(self):
+        return f"{type(self).__name__}(size={self.size}, offset={self.offset})"
+
+
+class _Sliding(WindowAssigner):
+    def __init__(self, size, slide, offset=None):
+        self.size, self.slide = _ms(size, "size"), _ms(slide, "slide")
+        self.offset = _ms(offset if offset is not None else 0, "offset")
+        if self.size <= 0 or self.slide <= 0 or abs(self.offset) >= self.slide:
+            raise KitError(f"{type(self).__name__} parameters must satisfy abs(offset) < slide and "
+                           f"size > 0 (and slide > 0); got size={self.size} ms, slide={self.slide} ms, "
+                           f"offset={self.offset} ms")
+
+    def assign_windows(self, element, timestamp, processing_time):
+        t = self._time(timestamp, processing_time)
+        out = []
+        start = window_start(t, self.offset, self.slide)
+        while start > t - self.size:
+            out.append(TimeWindow(start, start + self.size))
+            start -= self.slide
+        return out
+
+    def __repr__(self):
+        return f"{type(self).__name__}(size={self.size}, slide={self.slide}, offset={self.offset})"
+
+
+class _Session(MergingWindowAssigner):
+    def __init__(self, gap=None, extractor: Callable | None = None):
+        self.gap, self.extractor = (None if gap is None else _ms(gap, "gap")), extractor
+        if self.gap is not None and self.gap <= 0:
+            raise KitError(f"{type(self).__name__} parameters must satisfy 0 < gap; got gap={self.gap} ms")
+
+    def assign_windows(self, element, timestamp, processing_time):
+        t = self._time(timestamp, processing_time)
+        gap = self.gap
+        if self.extractor is not None:
+            extract = getattr(self.extractor, "extract", self.extractor)
+            gap = _ms(extract(element), "the dynamic gap")
+            if gap <= 0:
+                raise KitError(f"Dynamic gap can not be negative or zero: the extractor returned {gap} ms "
+                               f"for {element!r}")
+        return [TimeWindow(t, t + gap)]
+
+    def __repr__(self):
+        what = f"gap={self.gap}" if self.extractor is None else "dynamic gap"
+        return f"{type(self).__name__}({what})"
+
+
+class _EventTime:
+    event_time = True
+
+    def default_trigger(self):
+        from .triggers import EventTimeTrigger
+        return EventTimeTrigger.create()
+
+
+class _ProcessingTime:
+    event_time = False
+
+    def default_trigger(self):
+        from .triggers import ProcessingTimeTrigger
+        return ProcessingTimeTrigger.create()
+
+
+class TumblingEventTimeWindows(_EventTime, _Tumbling):
+    """``TumblingEventTimeWindows.of(size, offset=None)``."""
+    of = classmethod(lambda cls, size, offset=None: cls(size, offset))
+
+
+class TumblingProcessingTimeWindows(_ProcessingTime, _Tumbling):
+    """``TumblingProcessingTimeWindows.of(size, offset=None)``: by the arrival's processing time."""
+    of = classmethod(lambda cls, size, offset=None: cls(size, offset))
+
+
+class SlidingEventTimeWindows(_EventTime, _Sliding):
+    """``SlidingEventTimeWindows.of(size, slide, offset=None)``."""
+    of = classmethod(lambda cls, size, slide, offset=None: cls(size, slide, offset))
+
+
+class SlidingProcessingTimeWindows(_ProcessingTime, _Sliding):
+    """``SlidingProcessingTimeWindows.of(size, slide, offset=None)``."""
+    of = classmethod(lambda cls, size, slide, offset=None: cls(size, slide, offset))
+
+
+class EventTimeSessionWindows(_EventTime, _Session):
+    """``EventTimeSessionWindows.with_gap(gap)`` or ``.with_dynamic_gap(extractor)``, where the
+    extractor (a function of the element, or an object with ``extract``) gives the gap."""
+    with_gap = classmethod(lambda cls, gap: cls(gap=gap))
+    with_dynamic_gap = classmethod(lambda cls, extractor: cls(extractor=extractor))
+
+
+class ProcessingTimeSessionWindows(_ProcessingTime, _Session):
+    """``ProcessingTimeSessionWindows.with_gap(gap)`` or ``.with_dynamic_gap(extractor)``."""
+    with_gap = classmethod(lambda cls, gap: cls(gap=gap))
+    with_dynamic_gap = classmethod(lambda cls, extractor: cls(extractor=extractor))
+
+
+class GlobalWindows(WindowAssigner):
+    """``GlobalWindows.create()``: one window per key that never ends; its default trigger
+    never fires, so give it one (``count_window`` does)."""
+    event_time = False   # Flink: not an event-time assigner, so nothing is ever late
+
+    @classmethod
+    def create(cls):
+        return cls()
+
+    def assign_windows(self, element, timestamp, processing_time):
+        return [GlobalWindow()]
+
+    def default_trigger(self):
+        from .triggers import NeverTrigger
+        return NeverTrigger()
+
+    def __repr__(self):
+        return "GlobalWindows()"

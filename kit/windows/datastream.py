@@ -1,0 +1,437 @@
+"""The DataStream window API (PyFlink's names) on a ``kit.Stream``, run on Spark.
+
+    clicks = kit.stream(df, time="cTime", watermark=Duration.of_seconds(5))
+    result = (clicks.key_by("user")
+                    .window(TumblingEventTimeWindows.of(Time.hours(1)))
+                    .allowed_lateness(Time.minutes(1))
+                    .side_output_late_data(OutputTag("late"))
+                    .aggregate(CountAggregate(), output_type="cnt bigint"))
+    result.df                               # one row per emitted value (below)
+    result.get_side_output(OutputTag("late"))
+
+Each key's elements are replayed through the reference ``WindowOperator``
+(``operator.py``) in arrival order, one ``applyInPandas`` group per key (``window_all``:
+one group). ``result.df`` columns:
+
+=================  ===========================================================
+``key``            the ``key_by`` value (a struct for several columns); absent
+                   for ``window_all``
+``window_start``   window bounds, typed like the time column (NULL for
+``window_end``     GlobalWindows)
+<result columns>   the function's output (``reduce``: the element's columns)
+``firing``         ``early`` (before the window's end), ``on-time`` (the first
+                   firing at or after it), ``late`` (later ones)
+``pane``           0, 1, ... per window (a merged session starts again at 0)
+``cause``          ``element``, ``event-time timer``, ``processing-time timer``
+``timer``          the timer's time (NULL for an element)
+``watermark``      the watermark at the firing (NULL: none yet, or the end of
+                   input's ``Long.MAX_VALUE``)
+``proctime``       the processing time at the firing (NULL without a clock)
+``fired_after``    the arrival (``seq``) after which it fired; NULL: end of input
+``contents``       how many elements the firing saw
+=================  ===========================================================
+
+``result.late`` (= the late side output) has the dropped elements with their ``seq``
+and the ``watermark`` that made them late; ``result.elements()`` every element with its
+``fate`` (see ``operator.FATES``): nothing is lost silently.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import warnings
+from decimal import Decimal
+
+import pandas as pd
+from pyspark.sql import DataFrame, Row
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ..errors import KitError
+from ..time import Duration
+from .assigners import MIN_TIME, GlobalWindows, WindowAssigner
+from .evictors import CountEvictor, Evictor
+from .functions import Contents
+from .operator import Element, WindowSpec, run_key
+from .triggers import CountTrigger, PurgingTrigger, Trigger
+
+__all__ = ["OutputTag", "KeyedStream", "WindowedStream", "WindowResult", "WindowWarning"]
+
+_METADATA = ("firing", "pane", "cause", "timer", "watermark", "proctime", "fired_after", "contents")
+
+
+class WindowWarning(UserWarning):
+    """It runs, but not as a parallel streaming job would want (e.g. ``window_all``)."""
+
+
+class OutputTag:
+    """``OutputTag("late-data")``: names a side output."""
+
+    def __init__(self, tag_id: str, type_info=None):
+        if not isinstance(tag_id, str) or not tag_id:
+            raise KitError(f"OutputTag needs a non-empty name; got {tag_id!r}")
+        self.tag_id, self.type_info = tag_id, type_info
+
+    def __eq__(self, other):
+        return isinstance(other, OutputTag) and other.tag_id == self.tag_id
+
+    def __hash__(self):
+        return hash(self.tag_id)
+
+    def __repr__(self):
+        return f"OutputTag({self.tag_id!r})"
+
+
+class KeyedStream:
+    """``stream.key_by(*columns)``: elements with the same values go to the same windows."""
+
+    def __init__(self, stream, keys: tuple):
+        if not keys:
+            raise KitError("key_by needs at least one column name")
+        for k in keys:
+            if not isinstance(k, str) or k not in stream.source.columns:
+                raise KitError(f"key_by: {k!r} is not a column; columns are {stream.source.columns}")
+        self.stream, self.keys = stream, keys
+
+    def window(self, assigner: WindowAssigner) -> "WindowedStream":
+        return WindowedStream(self.stream, self.keys, assigner)
+
+    def count_window(self, size: int, slide: int = 0) -> "WindowedStream":
+        """``GlobalWindows`` firing every ``size`` elements (purging), or, with ``slide``, the
+        last ``size`` elements every ``slide`` elements (``CountEvictor`` + ``CountTrigger``)."""
+        return _count_window(self.window(GlobalWindows.create()), size, slide)
+
+
+def _count_window(windowed, size, slide):
+    if not isinstance(size, int) or size <= 0:
+        raise KitError(f"count_window(size): size must be an integer > 0; got {size!r}")
+    if not isinstance(slide, int) or slide < 0:
+        raise KitError(f"count_window(size, slide): slide must be an integer >= 0; got {slide!r}")
+    if slide == 0:
+        return windowed.trigger(PurgingTrigger.of(CountTrigger.of(size)))
+    return windowed.evictor(CountEvictor.of(size)).trigger(CountTrigger.of(slide))
+
+
+def _ms(value, name):
+    if isinstance(value, Duration):
+        return value.millis
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise KitError(f"{name} must be a Duration (e.g. Time.minutes(1)) or milliseconds; got {value!r}")
+
+
+class WindowedStream:
+    """``key_by(...).window(assigner)`` or ``window_all(assigner)``, then optional
+    ``trigger``, ``evictor``, ``allowed_lateness``, ``side_output_late_data``, then a function
+    (``reduce``, ``aggregate``, ``process``, ``apply``, ``fold``) giving a ``WindowResult``."""
+
+    def __init__(self, stream, keys: tuple, assigner: WindowAssigner):
+        if not isinstance(assigner, WindowAssigner):
+            raise KitError(f"window(...) needs a window assigner such as TumblingEventTimeWindows.of(...); "
+                           f"got {assigner!r}")
+        self.stream, self.keys, self.assigner = stream, keys, assigner
+        self._trigger, self._evictor, self._lateness, self._late_tag = None, None, 0, None
+
+    def trigger(self, trigger: Trigger) -> "WindowedStream":
+        if not isinstance(trigger, Trigger):
+            raise KitError(f"trigger(...) needs a Trigger (e.g. CountTrigger.of(3)); got {trigger!r}")
+        if self.assigner.merging and not trigger.can_merge():
+            raise KitError(f"A merging window assigner cannot be used with a trigger that does not support "
+                           f"merging: {trigger!r} (implement can_merge() and on_merge())")
+        self._trigger = trigger
+        return self
+
+    def evictor(self, evictor: Evictor) -> "WindowedStream":
+        if not isinstance(evictor, Evictor):
+            raise KitError(f"evictor(...) needs an Evictor (e.g. CountEvictor.of(2)); got {evictor!r}")
+        self._evictor = evictor
+        return self
+
+    def allowed_lateness(self, lateness) -> "WindowedStream":
+        ms = _ms(lateness, "allowed_lateness")
+        if ms < 0:
+            raise KitError(f"allowed_lateness must be >= 0 ms; got {ms}")
+        self._lateness = ms
+        return self
+
+    def side_output_late_data(self, output_tag: OutputTag) -> "WindowedStream":
+        if not isinstance(output_tag, OutputTag):
+            raise KitError(f"side_output_late_data needs an OutputTag; got {output_tag!r}")
+        self._late_tag = output_tag
+        return self
+
+    # ---------------------------------------------------------------- functions
+
+    def reduce(self, reduce_function, window_function=None, output_type=None) -> "WindowResult":
+        return self._result(Contents("reduce", reduce_function), window_function, output_type)
+
+    def aggregate(self, aggregate_function, window_function=None, accumulator_type=None,
+                  output_type=None) -> "WindowResult":
+        return self._result(Contents("aggregate", aggregate_function), window_function, output_type)
+
+    def fold(self, initial_value, fold_function, window_function=None, output_type=None) -> "WindowResult":
+        if self.assigner.merging:
+            raise KitError("Fold cannot be used with a merging WindowAssigner.")
+        return self._result(Contents("fold", fold_function, initial_value), window_function, output_type)
+
+    def process(self, process_function, output_type=None) -> "WindowResult":
+        return self._result(Contents("list"), process_function, output_type, kind="process")
+
+    def apply(self, window_function, output_type=None) -> "WindowResult":
+        return self._result(Contents("list"), window_function, output_type, kind="apply")
+
+    def _result(self, contents, function, output_type, kind=None):
+        if function is not None:
+            if kind is None:
+                kind = "process" if hasattr(function, "process") else "apply"
+            if not self.keys:
+                kind += "_all"
+        spec = WindowSpec(self.assigner, self._trigger or self.assigner.default_trigger(), contents,
+                          None if function is None else (kind, function), self._evictor, self._lateness)
+        return WindowResult(self, spec, output_type)
+
+
+# -------------------------------------------------------------------- running on Spark
+
+
+def _schema(output_type):
+    if output_type is None or isinstance(output_type, T.StructType):
+        return output_type
+    if isinstance(output_type, str):
+        try:
+            return T._parse_datatype_string(output_type)
+        except Exception:
+            from ..spark import spark
+            return spark().createDataFrame([], output_type).schema
+    raise KitError(f"output_type must be a Spark DDL string such as 'user string, cnt bigint' or a "
+                   f"StructType; got {output_type!r}")
+
+
+_PY_TYPES = ((bool, T.BooleanType()), (int, T.LongType()), (float, T.DoubleType()), (str, T.StringType()),
+             (_dt.datetime, T.TimestampType()), (_dt.date, T.DateType()), (Decimal, T.DecimalType(38, 18)),
+             (bytes, T.BinaryType()))
+
+
+def _infer(value) -> T.StructType:
+    """Columns for an output value: a Row or dict by name, a tuple as f0, f1, ..., else ``result``."""
+    if isinstance(value, Row) and hasattr(value, "__fields__"):
+        items = list(value.asDict().items())
+    elif isinstance(value, dict):
+        items = list(value.items())
+    elif isinstance(value, (tuple, list)):
+        items = [(f"f{i}", v) for i, v in enumerate(value)]
+    else:
+        items = [("result", value)]
+    fields = []
+    for name, v in items:
+        dtype = next((t for py, t in _PY_TYPES if isinstance(v, py)), None)
+        if dtype is None:
+            raise KitError(f"cannot tell the Spark type of output column {name!r} from {v!r}; pass "
+                           "output_type='name type, ...'")
+        fields.append(T.StructField(str(name), dtype, True))
+    return T.StructType(fields)
+
+
+def _row_values(value, schema: T.StructType) -> list:
+    names = schema.fieldNames()
+    if isinstance(value, Row) and hasattr(value, "__fields__"):
+        d = value.asDict()
+        return [d.get(n) for n in names]
+    if isinstance(value, dict):
+        return [value.get(n) for n in names]
+    if isinstance(value, (tuple, list)):
+        if len(value) != len(names):
+            raise KitError(f"a window function returned {value!r} ({len(value)} fields) but the output "
+                           f"has {len(names)} columns: {names}")
+        return list(value)
+    if len(names) != 1:
+        raise KitError(f"a window function returned the single value {value!r} but the output has "
+                       f"{len(names)} columns: {names}")
+    return [value]
+
+
+class WindowResult:
+    """What a windowed transformation produced: ``df`` (the firings, see the module doc;
+    the result also answers DataFrame methods like ``show`` and ``toPandas``), ``late``
+    (the late side output) and ``elements()`` (every element and its fate)."""
+
+    def __init__(self, windowed: WindowedStream, spec: WindowSpec, output_type):
+        self.windowed, self.spec = windowed, spec
+        stream = windowed.stream
+        self.stream, self.keys = stream, windowed.keys
+        self.values = [c for c in stream.source.columns]
+        self.time_type = stream.source.schema[stream.time].dataType
+        if not self.keys:
+            warnings.warn("window_all runs every element in one group on one core, as Flink runs it "
+                          "with parallelism 1; key_by(...) first to run in parallel", WindowWarning, stacklevel=3)
+        output = _schema(output_type)
+        if output is None:
+            if spec.function is None and spec.contents.kind == "reduce":
+                output = T.StructType([stream.source.schema[c] for c in self.values])
+            else:
+                output = self._infer_output()
+        clash = [c for c in output.fieldNames() if c in ("key", "window_start", "window_end") + _METADATA]
+        if clash:
+            raise KitError(f"output column(s) {clash} clash with the result's own columns; give them "
+                           "other names in output_type")
+        self.output = output
+        self._df = None
+
+    # ------------------------------------------------------------ public
+
+    @property
+    def df(self) -> DataFrame:
+        if self._df is None:
+            self._df = self._firings()
+        return self._df
+
+    @property
+    def late(self) -> DataFrame:
+        """The elements dropped as late: their columns, ``seq`` and the ``watermark`` then."""
+        return self._run("late")
+
+    def get_side_output(self, output_tag: OutputTag) -> DataFrame:
+        if output_tag != self.windowed._late_tag:
+            raise KitError(f"no side output {output_tag!r}: this window declared "
+                           f"{self.windowed._late_tag!r} with side_output_late_data(...)")
+        return self.late
+
+    def elements(self) -> DataFrame:
+        """Every input element with its ``seq`` and ``fate``: fired, late, evicted, expired,
+        pending or no window."""
+        return self._run("elements")
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.df, name)
+
+    def __repr__(self):
+        return f"WindowResult({self.spec.assigner!r}, {self.spec.trigger!r})"
+
+    # ------------------------------------------------------------ the replay
+
+    def _prepared(self) -> DataFrame:
+        s = self.stream
+        df = s.df.withColumn("_ts", s.millis(s.time)).withColumn("_wm", s.millis("watermark"))
+        df = df.withColumn("_pt", F.unix_millis("proctime") if "proctime" in s.df.columns
+                           else F.lit(None).cast("long"))
+        return df
+
+    def _grouped(self, df):
+        if self.keys:
+            return df.groupBy(*self.keys)
+        return df.withColumn("_all", F.lit(0)).groupBy("_all")
+
+    def _key_type(self):
+        fields = [self.stream.source.schema[k] for k in self.keys]
+        return fields[0].dataType if len(fields) == 1 else T.StructType(fields)
+
+    def _time(self, nullable=True):
+        return T.StructField("", self.time_type, nullable).dataType
+
+    def _run(self, mode: str) -> DataFrame:
+        spec, keys, values, output = self.spec, self.keys, self.values, self.output
+        is_ts = not isinstance(self.time_type, T.IntegralType)
+        src = self.stream.source.schema
+        if mode == "firings":
+            fields = ([T.StructField("key", self._key_type())] if keys else []) + [
+                T.StructField("window_start", self.time_type), T.StructField("window_end", self.time_type)]
+            fields += output.fields + [
+                T.StructField("firing", T.StringType()), T.StructField("pane", T.LongType()),
+                T.StructField("cause", T.StringType()), T.StructField("timer", T.LongType()),
+                T.StructField("watermark", T.LongType()), T.StructField("proctime", T.LongType()),
+                T.StructField("fired_after", T.LongType()), T.StructField("contents", T.LongType()),
+                T.StructField("_order", T.LongType())]
+        elif mode == "late":
+            fields = [src[c] for c in values] + [T.StructField("seq", T.LongType()),
+                                                 T.StructField("watermark", T.LongType())]
+        else:
+            fields = [src[c] for c in values] + [T.StructField("seq", T.LongType()),
+                                                 T.StructField("fate", T.StringType())]
+        schema = T.StructType(fields)
+        to_time = (lambda ms: None if ms is None else pd.Timestamp(ms, unit="ms")) if is_ts else (lambda ms: ms)
+
+        def per_key(pdf: pd.DataFrame) -> pd.DataFrame:
+            pdf = pdf.sort_values("seq", kind="stable", ignore_index=True)
+            key_values = [pdf[k].iat[0] for k in keys]
+            key = (None if not keys else _plain(key_values[0]) if len(keys) == 1
+                   else tuple(_plain(v) for v in key_values))
+            result = run_key(key, _elements(pdf, values), spec)
+            rows = []
+            if mode == "firings":
+                for f in result.firings:
+                    start = to_time(f.window.start) if f.window.start is not None else None
+                    end = to_time(f.window.end) if f.window.end is not None else None
+                    meta = [f.kind, f.pane, f.cause, f.timer,
+                            None if f.watermark in (MIN_TIME, 2 ** 63 - 1) else f.watermark,
+                            f.proctime, f.fired_after, len(f.seqs)]
+                    head = ([key if len(keys) == 1 else dict(zip(keys, key))] if keys else []) + [start, end]
+                    for value in f.outputs:
+                        rows.append(head + _row_values(value, output) + meta + [len(rows)])
+            elif mode == "late":
+                by_seq = dict(zip(pdf["seq"].tolist(), range(len(pdf))))
+                for seq, watermark in result.late:
+                    i = by_seq[seq]
+                    rows.append([_plain(pdf[c].iat[i]) for c in values] + [seq, watermark])
+            else:
+                for i, seq in enumerate(pdf["seq"].tolist()):
+                    rows.append([_plain(pdf[c].iat[i]) for c in values] + [seq, result.fates[seq]])
+            return pd.DataFrame(rows, columns=schema.fieldNames())
+
+        out = self._grouped(self._prepared()).applyInPandas(per_key, schema)
+        return out if mode == "firings" else out.repartition(1).sortWithinPartitions("seq")
+
+    def _firings(self) -> DataFrame:
+        from .placement import place_timers
+        df = self._run("firings")
+        # per key, in the order the operator emitted
+        df = (place_timers(df, self.stream).repartition(1)
+              .sortWithinPartitions(*(["key"] if self.keys else []), "_order").drop("_order"))
+        if not isinstance(self.time_type, T.IntegralType):
+            for c in ("timer", "watermark"):
+                df = df.withColumn(c, F.timestamp_millis(c))
+        return df.withColumn("proctime", F.timestamp_millis("proctime"))
+
+    def _infer_output(self) -> T.StructType:
+        """Run the operator on the driver over the first rows to see what the function returns."""
+        sample = self._prepared().limit(1000).toPandas()
+        groups = sample.groupby(list(self.keys), sort=False) if self.keys else [(None, sample)]
+        for _, pdf in groups:
+            pdf = pdf.sort_values("seq", kind="stable", ignore_index=True)
+            key = None
+            if self.keys:
+                vals = [_plain(pdf[k].iat[0]) for k in self.keys]
+                key = vals[0] if len(vals) == 1 else tuple(vals)
+            for f in run_key(key, _elements(pdf, self.values), self.spec).firings:
+                if f.outputs:
+                    return _infer(f.outputs[0])
+        raise KitError("cannot tell the output columns: the window function produced nothing on the "
+                       "first 1000 elements; pass output_type='name type, ...'")
+
+
+def _plain(v):
+    """A pandas/numpy value as a plain Python value (NaN/NaT -> None)."""
+    if v is None or v is pd.NaT:
+        return None
+    if isinstance(v, float) and v != v:
+        return None
+    if isinstance(v, pd.Timestamp):
+        return v.to_pydatetime()
+    if hasattr(v, "item") and not isinstance(v, (str, bytes)):
+        return v.item()
+    return v
+
+
+def _elements(pdf: pd.DataFrame, values: list) -> list:
+    columns = [pdf[c].tolist() for c in values]
+    ts, wm, pt, seq = (pdf[c].tolist() for c in ("_ts", "_wm", "_pt", "seq"))
+    out = []
+    for i in range(len(pdf)):
+        row = Row(**{c: _plain(col[i]) for c, col in zip(values, columns)})
+        w = wm[i]
+        p = pt[i]
+        out.append(Element(int(seq[i]), int(ts[i]),
+                           MIN_TIME if w is None or w != w else int(w),
+                           None if p is None or p != p else int(p), row))
+    return out
