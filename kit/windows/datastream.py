@@ -43,6 +43,7 @@ import warnings
 from decimal import Decimal
 
 import pandas as pd
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -102,7 +103,7 @@ class KeyedStream:
         return _count_window(self.window(GlobalWindows.create()), size, slide)
 
 
-def _count_window(windowed, size, slide):
+def _count_window(windowed, size, slide=0):
     if not isinstance(size, int) or size <= 0:
         raise KitError(f"count_window(size): size must be an integer > 0; got {size!r}")
     if not isinstance(slide, int) or slide < 0:
@@ -384,7 +385,9 @@ class WindowResult:
 
     def _firings(self) -> DataFrame:
         from .placement import place_timers
-        df = self._run("firings")
+        # kept once computed: the timer placement reads the firings three times, and each
+        # read would replay every key again
+        df = self._run("firings").persist(StorageLevel.MEMORY_AND_DISK)
         # per key, in the order the operator emitted
         df = (place_timers(df, self.stream).repartition(1)
               .sortWithinPartitions(*(["key"] if self.keys else []), "_order").drop("_order"))

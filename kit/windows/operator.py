@@ -39,7 +39,7 @@ from .functions import Contents
 from .state import StateStore
 from .triggers import Trigger
 
-__all__ = ["Element", "WindowSpec", "Firing", "KeyResult", "run_key", "FATES"]
+__all__ = ["Element", "WindowSpec", "Firing", "KeyResult", "run_key", "replay", "FATES"]
 
 FATES = ("fired", "late", "evicted", "expired", "pending", "no window")
 
@@ -397,15 +397,23 @@ class _Operator:
                                           self.watermark, self.proctime, after, fired))
 
     def kind(self, window) -> str:
-        now = self.watermark if self.event_time else (self.proctime if self.proctime is not None else MIN_TIME)
-        end = window.max_timestamp()
-        if isinstance(window, GlobalWindow) or now < end:
+        """early (before the window's end), on-time (the first timer firing at or after it)
+        or late. A timer firing is judged at its own time, an element at the clock it met."""
+        cause, timer, _ = self.current
+        if isinstance(window, GlobalWindow):
             return "early"
-        if window not in self.on_time_done and self.current[0] != "element":
-            self.on_time_done.add(window)
-            return "on-time"
+        event_clock = cause == "event-time timer" if self.event_time else cause == "processing-time timer"
+        if event_clock:
+            now = timer
+        elif self.event_time:
+            now = self.watermark
+        else:
+            now = self.proctime if self.proctime is not None else MIN_TIME
+        if now < window.max_timestamp():
+            return "early"
+        first = cause != "element" and window not in self.on_time_done
         self.on_time_done.add(window)
-        return "late"
+        return "on-time" if first else "late"
 
     def run_function(self, window, values) -> list:
         function = self.spec.function
@@ -454,3 +462,40 @@ def run_key(key, elements, spec: WindowSpec, end_of_input: bool = True) -> KeyRe
     if end_of_input:
         return op.finish()
     return op.result
+
+
+def replay(arrivals, spec: WindowSpec, own_watermark) -> dict:
+    """The whole stream through one operator, as Flink runs it: ``arrivals`` are ``(key,
+    Element)`` in arrival order, ``own_watermark(element)`` the watermark an element emits
+    (or None). Before each arrival the processing clock moves to its time (timers of every
+    key fire); after it, its watermark is emitted and every key's event-time timers up to
+    it fire. Returns ``{key: KeyResult}``; timer firings carry the arrival after which
+    they fired and the exact watermark -- what ``run_key`` + ``placement`` must reproduce.
+    """
+    ops, watermark, last = {}, MIN_TIME, None
+    for key, e in arrivals:
+        if e.proctime is not None:
+            for op in ops.values():
+                n = len(op.result.firings)
+                op.advance_processing_time(e.proctime)
+                for f in op.result.firings[n:]:
+                    f.fired_after, f.watermark = last, watermark
+        op = ops.get(key)
+        if op is None:
+            op = ops[key] = _Operator(key, spec)
+            op.seen = []
+            op.watermark = watermark
+        op.advance_processing_time(e.proctime)
+        op.seen.append(e.seq)
+        op.process(e)
+        own = own_watermark(e)
+        if own is not None and own > watermark:
+            watermark = own
+            for other in ops.values():
+                other.proctime = e.proctime if e.proctime is not None else other.proctime
+                n = len(other.result.firings)
+                other.advance_watermark(watermark)
+                for f in other.result.firings[n:]:
+                    f.fired_after = e.seq
+        last = e.seq
+    return {key: op.finish() for key, op in ops.items()}

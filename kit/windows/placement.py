@@ -27,31 +27,39 @@ __all__ = ["place_timers", "first_at_least"]
 
 
 def first_at_least(arrivals: DataFrame, thresholds: DataFrame) -> DataFrame:
-    """For each ``t`` of ``thresholds``, the arrival with the smallest ``seq`` whose ``v >= t``,
-    as columns ``t, hit`` (``hit`` a struct of ``arrivals``' columns, NULL when none)."""
-    stats = thresholds.agg(F.min("t").alias("_lo"), F.max("t").alias("_hi"), F.count("t").alias("_n"))
+    """For each ``(kind, t)`` of ``thresholds``, the arrival of that ``kind`` with the smallest
+    ``seq`` whose ``v >= t``, as columns ``kind, t, hit`` (``hit`` a struct of the arrival's
+    columns, NULL when none). One pass over ``arrivals``; everything else is per threshold."""
+    stats = thresholds.groupBy("kind").agg(F.min("t").alias("_lo"), F.max("t").alias("_hi"),
+                                           F.count("t").alias("_n"))
     width = F.greatest(F.lit(1), ((F.col("_hi") - F.col("_lo")) / F.col("_n")).cast("long") + 1)
     last = ((F.col("_hi") - F.col("_lo")) / width).cast("long") + 1
 
     def bucket(col):
         return F.least(F.floor((F.col(col) - F.col("_lo")) / width), last).cast("long")
 
-    hit = F.struct(*[F.col(c) for c in arrivals.columns])
-    a = (arrivals.crossJoin(F.broadcast(stats)).filter(F.col("v") >= F.col("_lo"))
-         .withColumn("_b", bucket("v")).withColumn("_hit", hit))
-    t = thresholds.crossJoin(F.broadcast(stats)).withColumn("_b", bucket("t"))
-    # the first arrival of every bucket (thresholds' buckets included, maybe empty), then
-    # the first arrival of any bucket after each
-    per_bucket = (a.groupBy("_b").agg(F.min("_hit").alias("_first"))
-                  .unionByName(t.select("_b").distinct().withColumn("_first", F.lit(None).cast(a.schema["_hit"].dataType)))
-                  .groupBy("_b").agg(F.min("_first").alias("_first")))
-    later = per_bucket.withColumn(
-        "_after", F.min("_first").over(Window.orderBy(F.col("_b").desc())
-                                       .rowsBetween(Window.unboundedPreceding, -1)))
-    same = (a.join(F.broadcast(t.select("t", "_b")), "_b").filter(F.col("v") >= F.col("t"))
-            .groupBy("t").agg(F.min("_hit").alias("_same")))
-    return (t.select("t", "_b").join(same, "t", "left").join(later.select("_b", "_after"), "_b", "left")
-            .select("t", F.least(F.col("_same"), F.col("_after")).alias("hit")))
+    hit = F.struct(*[F.col(c) for c in arrivals.columns if c != "kind"])
+    t = thresholds.join(F.broadcast(stats), "kind").withColumn("_b", bucket("t"))
+    # one pass: every arrival at or above its kind's lowest threshold, with the thresholds of
+    # its bucket; per (bucket, threshold): the first arrival at or above the threshold, and
+    # the first arrival of the bucket
+    a = (arrivals.join(F.broadcast(stats), "kind").filter(F.col("v") >= F.col("_lo"))
+         .withColumn("_b", bucket("v")).withColumn("_hit", hit)
+         .join(F.broadcast(t.select("kind", "_b", "t")), ["kind", "_b"], "left")
+         .groupBy("kind", "_b", "t")
+         .agg(F.min(F.when(F.col("v") >= F.col("t"), F.col("_hit"))).alias("_same"),
+              F.min("_hit").alias("_first")))
+    # every bucket's first arrival, then the first arrival of any later bucket
+    buckets = (a.groupBy("kind", "_b").agg(F.min("_first").alias("_first"))
+               .unionByName(t.select("kind", "_b").withColumn("_first", F.lit(None).cast(a.schema["_first"].dataType)))
+               .groupBy("kind", "_b").agg(F.min("_first").alias("_first"))
+               .withColumn("_after", F.min("_first").over(
+                   Window.partitionBy("kind").orderBy(F.col("_b").desc())
+                         .rowsBetween(Window.unboundedPreceding, -1))))
+    same = a.filter(F.col("t").isNotNull()).select("kind", "t", "_same")
+    return (t.select("kind", "t", "_b").join(same, ["kind", "t"], "left")
+            .join(buckets.select("kind", "_b", "_after"), ["kind", "_b"], "left")
+            .select("kind", "t", F.least(F.col("_same"), F.col("_after")).alias("hit")))
 
 
 def place_timers(firings: DataFrame, stream) -> DataFrame:
@@ -75,27 +83,25 @@ def place_timers(firings: DataFrame, stream) -> DataFrame:
         before.alias("before"),
         (F.unix_millis("proctime") if has_clock else F.lit(None).cast("long")).alias("pt"))
 
-    out = firings
-    event = firings.filter(F.col("cause") == "event-time timer").select(F.col("timer").alias("t")).distinct()
-    ev = first_at_least(arrivals.select("seq", F.col("own").alias("v"),
-                                        F.greatest("before", "own").alias("after"), "pt"), event)
-    ev = ev.select(F.col("t").alias("_et"), F.col("hit.seq").alias("_e_seq"),
-                   F.col("hit.after").alias("_e_wm"), F.col("hit.pt").alias("_e_pt"))
-    out = out.join(ev, (F.col("cause") == "event-time timer") & (F.col("timer") == F.col("_et")), "left")
-    if has_clock:
-        proc = firings.filter(F.col("cause") == "processing-time timer").select(F.col("timer").alias("t")).distinct()
-        pr = first_at_least(arrivals.select("seq", F.col("pt").alias("v"), "before"), proc)
-        pr = pr.select(F.col("t").alias("_pt"), (F.col("hit.seq") - 1).alias("_p_seq"),
-                       F.col("hit.before").alias("_p_wm"))
-        out = out.join(pr, (F.col("cause") == "processing-time timer") & (F.col("timer") == F.col("_pt")),
-                       "left")
-    else:
-        out = out.withColumn("_p_seq", F.lit(None).cast("long")).withColumn("_p_wm", F.lit(None).cast("long"))
-    cause = F.col("cause")
-    out = out.withColumn("fired_after", F.when(cause == "event-time timer", F.col("_e_seq"))
-                         .when(cause == "processing-time timer", F.col("_p_seq")).otherwise(F.col("fired_after")))
-    out = out.withColumn("watermark", F.when(cause == "event-time timer", F.col("_e_wm"))
-                         .when(cause == "processing-time timer", F.col("_p_wm")).otherwise(F.col("watermark")))
-    out = out.withColumn("proctime", F.when(cause == "event-time timer", F.col("_e_pt"))
-                         .when(cause == "processing-time timer", F.col("timer")).otherwise(F.col("proctime")))
+    kinds = ["event-time timer"] + (["processing-time timer"] if has_clock else [])
+    thresholds = (firings.filter(F.col("cause").isin(kinds))
+                  .select(F.col("cause").alias("kind"), F.col("timer").alias("t")).distinct())
+    payload = [F.greatest("before", "own").alias("after"), F.col("before"), F.col("pt")]
+    # each arrival once per kind of timer, in one scan of the stream
+    per_kind = F.explode(F.array(*[F.struct(F.lit(k).alias("kind"), F.col("own" if k == kinds[0] else "pt").alias("v"))
+                                   for k in kinds]))
+    found = first_at_least(arrivals.select("seq", per_kind.alias("_k"), *payload)
+                           .select("_k.kind", "seq", "_k.v", "after", "before", "pt"), thresholds)
+    # an event-time timer fired right after the arrival that passed it, under the watermark
+    # that arrival left; a processing-time timer just before it, under the one it met
+    is_event = F.col("kind") == "event-time timer"
+    found = found.select(
+        F.col("kind").alias("_kind"), F.col("t").alias("_t"),
+        F.when(is_event, F.col("hit.seq")).otherwise(F.col("hit.seq") - 1).alias("_seq"),
+        F.when(is_event, F.col("hit.after")).otherwise(F.col("hit.before")).alias("_wm"),
+        F.when(is_event, F.col("hit.pt")).otherwise(F.col("t")).alias("_pt"))
+    timer = F.col("cause").isin(kinds)
+    out = firings.join(found, (F.col("cause") == F.col("_kind")) & (F.col("timer") == F.col("_t")), "left")
+    for column, value in (("fired_after", "_seq"), ("watermark", "_wm"), ("proctime", "_pt")):
+        out = out.withColumn(column, F.when(timer, F.col(value)).otherwise(F.col(column)))
     return out.select(*firings.columns)
