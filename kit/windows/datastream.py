@@ -52,8 +52,10 @@ from ..errors import KitError
 from ..time import Duration
 from .assigners import MIN_TIME, GlobalWindows, WindowAssigner
 from .evictors import CountEvictor, Evictor
-from .functions import Contents
+from . import fast
+from .functions import Contents, SqlAggregate
 from .operator import Element, WindowSpec, run_key
+from .placement import place_timers
 from .triggers import CountTrigger, PurgingTrigger, Trigger
 
 __all__ = ["OutputTag", "KeyedStream", "WindowedStream", "WindowResult", "WindowWarning"]
@@ -269,6 +271,8 @@ class WindowResult:
         if output is None:
             if spec.function is None and spec.contents.kind == "reduce":
                 output = T.StructType([stream.source.schema[c] for c in self.values])
+            elif spec.function is None and isinstance(getattr(spec.contents, "_agg", None), SqlAggregate):
+                output = spec.contents._agg.output_type(stream.source.schema)
             else:
                 output = self._infer_output()
         clash = [c for c in output.fieldNames() if c in ("key", "window_start", "window_end") + _METADATA]
@@ -383,14 +387,20 @@ class WindowResult:
         out = self._grouped(self._prepared()).applyInPandas(per_key, schema)
         return out if mode == "firings" else out.repartition(1).sortWithinPartitions("seq")
 
-    def _firings(self) -> DataFrame:
-        from .placement import place_timers
-        # kept once computed: the timer placement reads the firings three times, and each
-        # read would replay every key again
-        df = self._run("firings").persist(StorageLevel.MEMORY_AND_DISK)
+    def _firings(self, engine: str = "auto") -> DataFrame:
+        """The firings, by the fast path when it applies (``engine="auto"``), else by
+        replaying each key (``"reference"``)."""
+        if engine == "fast" or (engine == "auto" and fast.eligible(self.spec)):
+            df = fast.firings(self)
+            if not isinstance(self.time_type, T.IntegralType):
+                for c in ("window_start", "window_end"):
+                    df = df.withColumn(c, F.timestamp_millis(c))
+        else:
+            # kept once computed: the timer placement reads the firings again, and each read
+            # would replay every key again
+            df = place_timers(self._run("firings").persist(StorageLevel.MEMORY_AND_DISK), self.stream)
         # per key, in the order the operator emitted
-        df = (place_timers(df, self.stream).repartition(1)
-              .sortWithinPartitions(*(["key"] if self.keys else []), "_order").drop("_order"))
+        df = df.repartition(1).sortWithinPartitions(*(["key"] if self.keys else []), "_order").drop("_order")
         if not isinstance(self.time_type, T.IntegralType):
             for c in ("timer", "watermark"):
                 df = df.withColumn(c, F.timestamp_millis(c))

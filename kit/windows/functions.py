@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import copy
 
+from pyspark.sql import Row
+
 from ..errors import KitError
 
 __all__ = ["ReduceFunction", "AggregateFunction", "FoldFunction", "ProcessWindowFunction",
-           "WindowFunction", "ProcessAllWindowFunction", "AllWindowFunction", "Contents"]
+           "WindowFunction", "ProcessAllWindowFunction", "AllWindowFunction", "Contents",
+           "SqlAggregate", "Count", "Sum", "Min", "Max", "Avg", "Aggregates"]
 
 
 class ReduceFunction:
@@ -142,3 +145,133 @@ class Contents:
         for v in values:
             state = self.add(state, v)
         return [] if state is None else self.values(state)
+
+
+class SqlAggregate(AggregateFunction):
+    """Built-in aggregates that run both ways: as Python (the reference operator) and as a
+    Spark column (the fast path). ``Count()``, ``Count("url")`` (non-NULL values), ``Sum``,
+    ``Min``, ``Max``, ``Avg`` of a column; ``alias`` names the output column. Several at
+    once: ``Aggregates(Count(), Max("price"))`` gives one row with both.
+
+    >>> agg = Sum("price", alias="total")
+    >>> acc = agg.add(Row(price=3), agg.add(Row(price=4), agg.create_accumulator()))
+    >>> agg.get_result(acc)
+    Row(total=7)
+    """
+
+    function = None
+
+    def __init__(self, column: str | None = None, alias: str | None = None):
+        if column is None and self.function != "count":
+            raise KitError(f"{type(self).__name__}(column) needs the column to aggregate")
+        self.column = column
+        self.alias = alias or (self.function if column is None else f"{self.function}_{column}")
+        self.parts = (self,)
+
+    def create_accumulator(self):
+        return [(0, None) for _ in self.parts]
+
+    def add(self, value, accumulator):
+        out = []
+        for part, (n, acc) in zip(self.parts, accumulator):
+            v = 1 if part.column is None else value[part.column]
+            if v is None:
+                out.append((n, acc))
+            elif part.function == "count":
+                out.append((n + 1, None))
+            elif part.function in ("sum", "avg"):
+                out.append((n + 1, v if acc is None else acc + v))
+            else:
+                pick = min if part.function == "min" else max
+                out.append((n + 1, v if acc is None else pick(acc, v)))
+        return out
+
+    def merge(self, acc_a, acc_b):
+        out = []
+        for part, (na, a), (nb, b) in zip(self.parts, acc_a, acc_b):
+            if part.function == "count":
+                out.append((na + nb, None))
+            elif a is None or b is None:
+                out.append((na + nb, a if b is None else b))
+            elif part.function in ("count", "sum", "avg"):
+                out.append((na + nb, a + b))
+            else:
+                out.append((na + nb, (min if part.function == "min" else max)(a, b)))
+        return out
+
+    def get_result(self, accumulator):
+        values = {}
+        for part, (n, acc) in zip(self.parts, accumulator):
+            if part.function == "count":
+                values[part.alias] = n
+            elif part.function == "avg":
+                values[part.alias] = None if n == 0 else acc / n
+            else:
+                values[part.alias] = acc
+        return Row(**values)
+
+    def to_spark(self) -> list:
+        """The same aggregates as Spark columns: ``[(alias, column)]``."""
+        from pyspark.sql import functions as F
+        out = []
+        for part in self.parts:
+            col = F.lit(1) if part.column is None else F.col(part.column)
+            f = {"count": F.count, "sum": F.sum, "min": F.min, "max": F.max, "avg": F.avg}[part.function]
+            out.append((part.alias, f(col)))
+        return out
+
+    def output_type(self, schema):
+        """The result columns for an input ``schema``, typed as Spark types these aggregates."""
+        from pyspark.sql import types as T
+        fields = []
+        for part in self.parts:
+            if part.column is not None and part.column not in schema.fieldNames():
+                raise KitError(f"{type(part).__name__}({part.column!r}): no such column; columns are "
+                               f"{schema.fieldNames()}")
+            source = None if part.column is None else schema[part.column].dataType
+            if part.function == "count":
+                dtype = T.LongType()
+            elif part.function in ("min", "max"):
+                dtype = source
+            elif isinstance(source, T.DecimalType):
+                dtype = T.DecimalType(min(38, source.precision + (10 if part.function == "sum" else 4)),
+                                      source.scale + (0 if part.function == "sum" else 4))
+            elif part.function == "sum" and isinstance(source, T.IntegralType):
+                dtype = T.LongType()
+            else:
+                dtype = T.DoubleType()
+            fields.append(T.StructField(part.alias, dtype, True))
+        return T.StructType(fields)
+
+
+class Count(SqlAggregate):
+    function = "count"
+
+
+class Sum(SqlAggregate):
+    function = "sum"
+
+
+class Min(SqlAggregate):
+    function = "min"
+
+
+class Max(SqlAggregate):
+    function = "max"
+
+
+class Avg(SqlAggregate):
+    function = "avg"
+
+
+class Aggregates(SqlAggregate):
+    """Several built-in aggregates computed together."""
+
+    def __init__(self, *aggregates: SqlAggregate):
+        parts = [p for a in aggregates for p in getattr(a, "parts", (a,))]
+        if not parts or not all(isinstance(p, SqlAggregate) for p in parts):
+            raise KitError("Aggregates(...) takes Count, Sum, Min, Max or Avg aggregates")
+        names = [p.alias for p in parts]
+        if len(set(names)) != len(names):
+            raise KitError(f"Aggregates(...) output names must differ; got {names} (use alias=)")
+        self.column, self.alias, self.parts = None, None, tuple(parts)

@@ -1,0 +1,94 @@
+"""The windows fast path (native Spark) equals the reference operator, row for row."""
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pyspark.sql import Row
+
+import kit
+from kit.errors import KitError
+from kit.time import Duration
+from kit.windows import fast
+from kit.windows.assigners import (MAX_TIME, MIN_TIME, EventTimeSessionWindows, SlidingEventTimeWindows,
+                                   TumblingEventTimeWindows)
+from kit.windows.functions import Aggregates, Avg, Contents, Count, Max, Sum
+from kit.windows.operator import Element, WindowSpec, replay
+from kit.windows.triggers import CountTrigger, EventTimeTrigger
+
+
+SPAN = 27720 * 100   # a multiple of every window size and slide drawn below
+
+
+@st.composite
+def scenarios(draw):
+    """Window parameters, and 12 small streams one after the other in one input (each
+    shifted by SPAN, so one Spark job checks them all)."""
+    size = draw(st.integers(2, 12))
+    if draw(st.booleans()):
+        assigner = TumblingEventTimeWindows.of(size, draw(st.integers(-size + 1, size - 1)))
+    else:
+        slide = draw(st.integers(1, 12))
+        assigner = SlidingEventTimeWindows.of(size, slide, draw(st.integers(-slide + 1, slide - 1)))
+    keys, times, values = [], [], []
+    for case in range(12):
+        n = draw(st.integers(1, 12))
+        # event times wander forward with disorder, some far behind (late)
+        t = draw(st.integers(-20, 20))
+        for _ in range(n):
+            t += draw(st.integers(0, 6))
+            keys.append(f"{case}{draw(st.sampled_from('ab'))}")
+            times.append(case * SPAN + t - draw(st.sampled_from([0, 0, 3, 9, 25])))
+            values.append(draw(st.one_of(st.none(), st.integers(-5, 5))))
+    return dict(keys=keys, times=times, values=values, assigner=assigner,
+                lateness=draw(st.sampled_from([0, 3, 10])), delay=draw(st.sampled_from([0, 2, 5])))
+
+
+AGG = Aggregates(Count(alias="n"), Sum("v", alias="total"), Max("v", alias="top"), Avg("v", alias="mean"))
+
+
+def _reference(case):
+    spec = WindowSpec(case["assigner"], EventTimeTrigger.create(), Contents("aggregate", AGG),
+                      allowed_lateness=case["lateness"])
+    arrivals, watermark = [], MIN_TIME
+    for seq, (k, ts, v) in enumerate(zip(case["keys"], case["times"], case["values"])):
+        arrivals.append((k, Element(seq, ts, watermark, None, Row(k=k, ts=ts, v=v))))
+        watermark = max(watermark, ts - case["delay"] - 1)
+    rows = []
+    for key, result in sorted(replay(arrivals, spec, lambda e: e.timestamp - case["delay"] - 1).items()):
+        for f in result.firings:
+            out = f.outputs[0]
+            rows.append((key, f.window.start, f.window.end, out.n, out.total, out.top, out.mean, f.kind,
+                         f.pane, f.cause, f.timer, None if f.watermark in (MIN_TIME, MAX_TIME) else f.watermark,
+                         f.fired_after, len(f.seqs)))
+    return rows
+
+
+def _fast(case):
+    pdf = pd.DataFrame({"k": case["keys"], "ts": case["times"], "v": pd.array(case["values"], dtype="Int64")})
+    stream = kit.stream(pdf, time="ts", watermark=Duration.of_millis(case["delay"]))
+    result = (stream.key_by("k").window(case["assigner"]).allowed_lateness(case["lateness"]).aggregate(AGG))
+    assert fast.eligible(result.spec)
+    return [tuple(r) for r in result.df.select(
+        "key", "window_start", "window_end", "n", "total", "top", "mean", "firing", "pane", "cause", "timer",
+        "watermark", "fired_after", "contents").collect()]
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_fast_path_equals_the_reference(spark, case):
+    expected, got = _reference(case), _fast(case)
+    assert [r[:6] + r[7:] for r in got] == [r[:6] + r[7:] for r in expected]
+    assert [r[6] for r in got] == pytest.approx([r[6] for r in expected], nan_ok=True)
+
+
+def test_the_fast_path_is_taken_only_for_the_common_case(spark):
+    pdf = pd.DataFrame({"k": ["a"], "ts": [1], "v": [1]})
+    keyed = kit.stream(pdf, time="ts").key_by("k")
+    assert fast.eligible(keyed.window(TumblingEventTimeWindows.of(10)).aggregate(Count()).spec)
+    assert not fast.eligible(keyed.window(TumblingEventTimeWindows.of(10)).trigger(CountTrigger.of(2))
+                             .aggregate(Count()).spec)
+    assert not fast.eligible(keyed.window(EventTimeSessionWindows.with_gap(10)).aggregate(Count()).spec)
+    assert not fast.eligible(keyed.window(TumblingEventTimeWindows.of(10)).reduce(lambda a, b: a).spec)
+    with pytest.raises(KitError, match="Sum\\('price'\\): no such column"):
+        keyed.window(TumblingEventTimeWindows.of(10)).aggregate(Sum("price"))
