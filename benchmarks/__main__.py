@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from . import match_recognize
+from . import match_recognize, windows
 
-WORKLOADS = {"mr_vshape": match_recognize.vshape}
+WORKLOADS = {"mr_vshape": match_recognize.vshape, "windows": windows.windows}
 
 
 def main() -> None:

@@ -69,16 +69,21 @@ def _flink(csv: Path, parallelism: int, mode: str) -> dict | None:
     watermark = ", WATERMARK FOR rowtime AS rowtime - INTERVAL '0.001' SECOND" if mode == "streaming" else ""
     ddl = (f"CREATE TABLE Ticker (symbol STRING, rowtime TIMESTAMP(3), price BIGINT, tax BIGINT{watermark}) "
            f"WITH ('connector' = 'filesystem', 'path' = '{csv.resolve()}', 'format' = 'csv')")
+    result = _flink_run(ddl, QUERY, parallelism, mode)
+    result["rows"] = sorted([_flink_value(v) for v in r] for r in result["rows"])
+    return result
+
+
+def _flink_run(ddl: str, query: str, parallelism: int, mode: str) -> dict:
+    """One query on real Flink (``flink_job.py`` in ``.venv-flink``): seconds, startup, rows."""
     env = dict(os.environ)
     if java_home():
         env["JAVA_HOME"] = java_home()
-    run = subprocess.run([str(FLINK_PYTHON), str(Path(__file__).with_name("flink_job.py")), ddl, QUERY,
-                          str(parallelism), mode], capture_output=True, text=True, env=env, timeout=1800)
+    run = subprocess.run([str(FLINK_PYTHON), str(Path(__file__).with_name("flink_job.py")), ddl, query,
+                          str(parallelism), mode], capture_output=True, text=True, env=env, timeout=3600)
     if run.returncode != 0:
         raise RuntimeError(f"Flink failed:\n{run.stderr[-3000:]}")
-    result = json.loads(run.stdout.strip().splitlines()[-1])
-    result["rows"] = sorted([_flink_value(v) for v in r] for r in result["rows"])
-    return result
+    return json.loads(run.stdout.strip().splitlines()[-1])
 
 
 def _flink_value(text: str) -> str:

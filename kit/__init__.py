@@ -19,11 +19,11 @@ __all__ = ["KitError", "SqlError", "explain_match", "spark", "sql", "stream", "S
            "WatermarkStrategy", "data", "viz", "widgets"]
 __version__ = "0.1.0"
 
-_LAZY = ("data", "viz", "widgets")
+_LAZY = ("data", "viz", "widgets", "windows")
 
 
 def __getattr__(name):
-    """``kit.data``, ``kit.viz`` and ``kit.widgets`` load on first use (altair, ipywidgets)."""
+    """``kit.data``, ``kit.viz``, ``kit.widgets`` and ``kit.windows`` load on first use."""
     if name in _LAZY:
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'kit' has no attribute {name!r}")

@@ -1,0 +1,101 @@
+"""Flink windows on clicks (seed 000): the kit vs Spark's native window count and real Flink 2.3.
+
+Input: ``kit.data.click_stream`` (1,000 users, bounded disorder of 5 s, 1 % late rows),
+written once as Parquet (and as CSV in arrival order for Flink). The kit replays it as a
+stream (watermark 5 s behind, arrival order = ``arrival``) and runs each window query;
+Spark's native ``groupBy(user, window(cTime, ...)).count()`` ignores arrival order and
+watermarks. Every run writes its result to Spark's ``noop`` sink, so nothing is collected.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from pyspark.sql import functions as F
+
+import kit
+from kit.time import Duration, Time
+from kit.windows.assigners import EventTimeSessionWindows, SlidingEventTimeWindows, TumblingEventTimeWindows
+from kit.windows.evictors import CountEvictor
+from kit.windows.functions import Count
+from kit.windows.triggers import CountTrigger
+
+from .match_recognize import FLINK_PYTHON, _flink_run
+
+QUERY = """SELECT `user`, window_start, window_end, COUNT(*) AS cnt
+FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(cTime), INTERVAL '1' MINUTE))
+GROUP BY `user`, window_start, window_end"""
+
+
+def _inputs(folder: Path, rows: int):
+    parquet, csv = folder / f"clicks_{rows}.parquet", folder / f"clicks_{rows}_csv"
+    if not parquet.exists():
+        kit.data.click_stream(rows, users=1000).write.parquet(str(parquet))
+    if not csv.exists() and FLINK_PYTHON.exists():
+        (kit.spark().read.parquet(str(parquet)).orderBy("arrival").select("user", "url", "cTime").coalesce(1)
+            .write.option("timestampFormat", "yyyy-MM-dd HH:mm:ss.SSS").csv(str(csv)))
+    return parquet, csv
+
+
+def _timed(df) -> float:
+    start = time.time()
+    df.write.format("noop").mode("overwrite").save()
+    return time.time() - start
+
+
+def _median(make, runs=3) -> float:
+    _timed(make())   # warm-up
+    return sorted(_timed(make()) for _ in range(runs))[runs // 2]
+
+
+def windows(folder: Path, rows: int | None = None):
+    """Rows of the results table."""
+    folder.mkdir(parents=True, exist_ok=True)
+    n = rows or 10_000_000
+    parquet, csv = _inputs(folder, n)
+    spark = kit.spark()
+
+    def clicks():
+        return kit.stream(spark.read.parquet(str(parquet)), time="cTime",
+                          watermark=Duration.of_seconds(5), order="arrival")
+
+    native = _median(lambda: spark.read.parquet(str(parquet)).groupBy("user", F.window("cTime", "1 minute")).count())
+    tumbling = _median(lambda: clicks().key_by("user").window(TumblingEventTimeWindows.of(Time.minutes(1)))
+                       .aggregate(Count(alias="cnt")).df)
+    label = f"tumbling 1 min COUNT per user, {n:,} clicks, 1,000 users (fast path)"
+    yield [label, f"{tumbling:.2f} s", "Spark native groupBy(user, window(cTime, '1 minute')).count()",
+           f"{native:.2f} s", f"{tumbling / native:.2f}", "not compared (no watermark in Spark)"]
+    if FLINK_PYTHON.exists():
+        ddl = ("CREATE TABLE clicks (`user` STRING, url STRING, cTime TIMESTAMP(3), "
+               "WATERMARK FOR cTime AS cTime - INTERVAL '5' SECOND) "
+               f"WITH ('connector' = 'filesystem', 'path' = '{csv.resolve()}', 'format' = 'csv')")
+        flink = _flink_run(ddl, QUERY, parallelism=2, mode="streaming")
+        yield [label, f"{tumbling:.2f} s", f"Flink 2.3 streaming SQL TUMBLE, parallelism 2 (JVM start "
+               f"{flink['startup']:.1f} s apart)", f"{flink['seconds']:.2f} s", f"{tumbling / flink['seconds']:.2f}",
+               f"{len(flink['rows']):,} rows"]
+    sliding_native = _median(lambda: spark.read.parquet(str(parquet))
+                             .groupBy("user", F.window("cTime", "10 minutes", "1 minute")).count())
+    sliding = _median(lambda: clicks().key_by("user")
+                      .window(SlidingEventTimeWindows.of(Time.minutes(10), Time.minutes(1)))
+                      .aggregate(Count(alias="cnt")).df)
+    yield [f"sliding 10 min / 1 min COUNT per user, {n:,} clicks (fast path)", f"{sliding:.2f} s",
+           "Spark native groupBy(user, window(cTime, '10 minutes', '1 minute')).count()",
+           f"{sliding_native:.2f} s", f"{sliding / sliding_native:.2f}", ""]
+    # the general path (the operator replayed per key in Python) on a tenth of the input
+    small = max(n // 10, 1)
+
+    def general(window):
+        df = spark.read.parquet(str(parquet)).filter(F.col("arrival") < small)
+        keyed = kit.stream(df, time="cTime", watermark=Duration.of_seconds(5), order="arrival").key_by("user")
+        return window(keyed).df
+
+    session = _median(lambda: general(lambda k: k.window(EventTimeSessionWindows.with_gap(Time.seconds(30)))
+                                      .aggregate(Count(alias="cnt"))), runs=1)
+    yield [f"session gap 30 s COUNT per user, {small:,} clicks (general path)", f"{session:.2f} s",
+           "events per second", f"{small / session:,.0f}", "", ""]
+    custom = _median(lambda: general(lambda k: k.window(TumblingEventTimeWindows.of(Time.minutes(1)))
+                                     .trigger(CountTrigger.of(5)).evictor(CountEvictor.of(3))
+                                     .aggregate(Count(alias="cnt"))), runs=1)
+    yield [f"CountTrigger(5) + CountEvictor(3), tumbling 1 min, {small:,} clicks (general path)",
+           f"{custom:.2f} s", "events per second", f"{small / custom:,.0f}", "", ""]
