@@ -109,7 +109,7 @@ class _Context:
     one key, one window at a time."""
 
     def __init__(self, op: "_Operator"):
-        self.op, self.window, self.merged = op, None, ()
+        self.op, self.current_window, self.merged = op, None, ()
 
     # TriggerContext
     def get_current_watermark(self) -> int:
@@ -122,24 +122,27 @@ class _Context:
         return self.op.proctime
 
     def register_event_time_timer(self, time: int):
-        self.op.timers[0].add(time, self.window)
+        self.op.timers[0].add(time, self.current_window)
 
     def register_processing_time_timer(self, time: int):
-        self.op.timers[1].add(time, self.window)
+        self.op.timers[1].add(time, self.current_window)
 
     def delete_event_time_timer(self, time: int):
-        self.op.timers[0].delete(time, self.window)
+        self.op.timers[0].delete(time, self.current_window)
 
     def delete_processing_time_timer(self, time: int):
-        self.op.timers[1].delete(time, self.window)
+        self.op.timers[1].delete(time, self.current_window)
 
     def get_partitioned_state(self, descriptor):
-        return self.op.trigger_state.state(self.window, descriptor)
+        return self.op.trigger_state.state(self.current_window, descriptor)
 
     def merge_partitioned_state(self, descriptor):
-        self.op.trigger_state.merge(self.window, self.merged, descriptor)
+        self.op.trigger_state.merge(self.current_window, self.merged, descriptor)
 
     # ProcessWindowFunction.Context
+    def window(self):
+        return self.current_window
+
     def current_watermark(self) -> int:
         return self.get_current_watermark()
 
@@ -147,7 +150,7 @@ class _Context:
         return self.get_current_processing_time()
 
     def window_state(self):
-        return _KeyedStateStore(self.op.function_state, self.window)
+        return _KeyedStateStore(self.op.function_state, self.current_window)
 
     def global_state(self):
         return _KeyedStateStore(self.op.function_state, "global")
@@ -266,12 +269,12 @@ class _Operator:
             else:
                 state = self.spec.contents.add(state, e.value)
             self.contents[state_window] = (state, seqs + [e.seq])
-            self.ctx.window = window
+            self.ctx.current_window = window
             result = self.trigger.on_element(e.value, e.timestamp, window, self.ctx)
             self.apply(result, window, state_window)
             cleanup = self.cleanup_time(window)
             if cleanup != MAX_TIME:
-                self.ctx.window = window
+                self.ctx.current_window = window
                 (self.ctx.register_event_time_timer if self.event_time
                  else self.ctx.register_processing_time_timer)(cleanup)
         if skipped:
@@ -305,11 +308,11 @@ class _Operator:
             raise KitError(f"The end timestamp of a processing-time window cannot become earlier than the "
                            f"current processing time by merging. Current processing time: {self.proctime} "
                            f"window: {merged}")
-        self.ctx.window, self.ctx.merged = merged, merged_windows
+        self.ctx.current_window, self.ctx.merged = merged, merged_windows
         self.trigger.on_merge(merged, self.ctx)
         self.ctx.merged = ()
         for w in merged_windows:
-            self.ctx.window = w
+            self.ctx.current_window = w
             self.trigger.clear(w, self.ctx)
             cleanup = self.cleanup_time(w)
             (self.timers[0] if self.event_time else self.timers[1]).delete(cleanup, w)
@@ -340,7 +343,7 @@ class _Operator:
         else:
             state_window = window
         self.current = ("event-time timer" if event_time else "processing-time timer", time, None)
-        self.ctx.window = window
+        self.ctx.current_window = window
         result = (self.trigger.on_event_time(time, window, self.ctx) if event_time
                   else self.trigger.on_processing_time(time, window, self.ctx))
         self.apply(result, window, state_window)
@@ -359,7 +362,7 @@ class _Operator:
 
     def clear_all(self, window, state_window):
         self.drop_contents(state_window)
-        self.ctx.window = window
+        self.ctx.current_window = window
         self.trigger.clear(window, self.ctx)
         function = self.spec.function
         if function is not None and function[0].startswith("process"):
@@ -376,7 +379,7 @@ class _Operator:
         if self.spec.evictor is not None:
             # EvictingWindowOperator: evict, run the function, evict, rewrite the state
             elements = list(state)
-            self.ctx.window = window
+            self.ctx.current_window = window
             self.spec.evictor.evict_before(elements, len(elements), window, self.ctx)
             fired = [t.seq for t in elements]
             self.evicted_seqs.update(set(seqs) - set(fired))
@@ -420,7 +423,7 @@ class _Operator:
         if function is None:
             return list(values)
         kind, f = function
-        self.ctx.window = window
+        self.ctx.current_window = window
         if kind == "process":
             out = f.process(self.key, self.ctx, values) if hasattr(f, "process") else f(self.key, self.ctx, values)
         elif kind == "apply":
