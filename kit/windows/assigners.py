@@ -121,7 +121,8 @@ class MergingWindowAssigner(WindowAssigner):
         for w in sorted(windows, key=lambda w: w.start):
             if current is not None and current.intersects(w):
                 current = current.cover(w)
-                members.append(w)
+                if w not in members:   # a set: an equal window is the same window
+                    members.append(w)
             else:
                 if len(members) > 1:
                     out.append((current, members))
