@@ -34,6 +34,10 @@ one group). ``result.df`` columns:
 ``result.late`` (= the late side output) has the dropped elements with their ``seq``
 and the ``watermark`` that made them late; ``result.elements()`` every element with its
 ``fate`` (see ``operator.FATES``): nothing is lost silently.
+
+One difference from a single Flink operator: inside a function run by an event-time timer,
+``context.current_watermark()`` is the watermark the key sees at its next arrival (or the
+end), not the possibly lower one that crossed the timer -- the columns above are exact.
 """
 
 from __future__ import annotations
@@ -293,7 +297,10 @@ class WindowResult:
     @property
     def late(self) -> DataFrame:
         """The elements dropped as late: their columns, ``seq`` and the ``watermark`` then."""
-        return self._run("late")
+        late = self._run("late")
+        if isinstance(self.time_type, T.IntegralType):
+            return late
+        return late.withColumn("watermark", F.timestamp_millis("watermark"))
 
     def get_side_output(self, output_tag: OutputTag) -> DataFrame:
         if output_tag != self.windowed._late_tag:
