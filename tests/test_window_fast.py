@@ -41,7 +41,7 @@ def scenarios(draw):
             times.append(case * SPAN + t - draw(st.sampled_from([0, 0, 3, 9, 25])))
             values.append(draw(st.one_of(st.none(), st.integers(-5, 5))))
     return dict(keys=keys, times=times, values=values, assigner=assigner,
-                lateness=draw(st.sampled_from([0, 3, 10])), delay=draw(st.sampled_from([0, 2, 5])))
+                lateness=draw(st.sampled_from([0, 0, 3, 10])), delay=draw(st.sampled_from([0, 2, 5])))
 
 
 AGG = Aggregates(Count(alias="n"), Sum("v", alias="total"), Max("v", alias="top"), Avg("v", alias="mean"))

@@ -51,6 +51,67 @@ def _own_watermark(stream):
     return F.lit(None).cast("long")
 
 
+_ENTRY = "array<struct<tag:int,at:bigint>>"
+_MAX_PASSED = 256   # window ends one arrival may pass before it counts as a jump
+
+
+def _on_time_only(result, rows: DataFrame, keys, size, slide) -> DataFrame:
+    """Without allowed lateness every accepted element is in its window's on-time firing,
+    so one aggregation does it all: the windows' aggregates and -- from the same arrivals --
+    where the watermark passed each window's end. An arrival moves the watermark from
+    ``_wmb`` to ``max(_wmb, _own)``, passing the window ends (every ``slide``) in between;
+    the arrival that sets the first watermark passes every end below it."""
+    a, agg = result.spec.assigner, result.spec.contents._agg
+    ts, wmb, own = F.col("_ts"), F.col("_wmb"), F.col("_own")
+    after = F.greatest(wmb, own)
+    last_start = ts - F.pmod(ts - F.lit(a.offset), F.lit(slide))
+    starts = F.filter(F.transform(F.sequence(F.lit(0), F.lit(-(-size // slide) - 1)),
+                                  lambda k: last_start - k * F.lit(slide)),
+                      lambda st: (st > ts - F.lit(size)) & (st + F.lit(size - 1) > wmb))   # accepted
+    first_end = wmb + 1 + F.pmod(F.lit((a.offset + size - 1) % slide) - (wmb + 1), F.lit(slide))
+    moved = (wmb != MIN_TIME) & own.isNotNull() & (after >= first_end)
+    # a jump over more than _MAX_PASSED window ends (a gap in the data) is one row (tag 3,
+    # at = the watermark before it): windows ending inside it are found by a range join
+    small = (after - first_end) < F.lit(_MAX_PASSED * slide)
+    entries = F.concat(
+        F.transform(starts, lambda st: F.struct(F.lit(0).alias("tag"), st.alias("at"))),
+        F.transform(F.when(moved & small, F.sequence(first_end, after, F.lit(slide)))
+                     .otherwise(F.array().cast("array<long>")),
+                    lambda t: F.struct(F.lit(1).alias("tag"), t.alias("at"))),
+        F.when((wmb == MIN_TIME) & own.isNotNull(), F.array(F.struct(F.lit(2).alias("tag"), own.alias("at"))))
+         .when(moved & ~small, F.array(F.struct(F.lit(3).alias("tag"), wmb.alias("at"))))
+         .otherwise(F.array().cast(_ENTRY)))
+    tagged = rows.withColumn("_e", F.explode(entries))
+    is_element = F.col("_e.tag") == 0
+    hit = F.struct(F.col("seq"), after.alias("after"), F.col("_pt").alias("pt"))
+    grouped = tagged.groupBy(
+        F.col("_e.tag").alias("_tag"), *[F.when(is_element, F.col(k)).alias(k) for k in keys],
+        F.col("_e.at").alias("_at")).agg(
+        *[c.alias(n) for n, c in agg.to_spark(mask=is_element)],
+        F.count(F.when(is_element, 1)).alias("contents"),
+        F.min(F.when(~is_element, hit)).alias("_hit"))
+    windows = grouped.filter(F.col("_tag") == 0).drop("_hit")
+    passes = grouped.filter(F.col("_tag") == 1).select(F.col("_at").alias("_max"), "_hit")
+    first = (grouped.filter(F.col("_tag") == 2)
+             .agg(F.min(F.struct(F.col("_hit.seq").alias("seq"), F.col("_at").alias("wm"), F.col("_hit").alias("hit")))
+                  .alias("_f"))
+             .select(F.col("_f.wm").alias("_first_wm"), F.col("_f.hit").alias("_first_hit")))
+    jumps = grouped.filter(F.col("_tag") == 3).select(F.col("_at").alias("_from"), F.col("_hit").alias("_jump"))
+    out = (windows.withColumn("_max", F.col("_at") + F.lit(size - 1))
+           .join(F.broadcast(passes), "_max", "left").crossJoin(F.broadcast(first))
+           .join(F.broadcast(jumps), (F.col("_max") > F.col("_from")) & (F.col("_max") <= F.col("_jump.after")), "left")
+           .withColumn("_hit", F.coalesce(F.col("_hit"), F.col("_jump"),
+                                          F.when(F.col("_max") <= F.col("_first_wm"), F.col("_first_hit")))))
+    key = ([F.col(keys[0]).alias("key")] if len(keys) == 1 else [F.struct(*keys).alias("key")] if keys else [])
+    return out.select(*key, F.col("_at").alias("window_start"), (F.col("_at") + F.lit(size)).alias("window_end"),
+                      *[p.alias for p in agg.parts], F.lit("on-time").alias("firing"),
+                      F.lit(0).cast("long").alias("pane"), F.lit("event-time timer").alias("cause"),
+                      F.col("_max").alias("timer"), F.col("_hit.after").alias("watermark"),
+                      F.col("_hit.pt").alias("proctime"), F.col("_hit.seq").alias("fired_after"), "contents",
+                      F.struct(F.coalesce("_hit.seq", F.lit(MAX_TIME)).alias("a"), F.lit(1).alias("phase"),
+                               F.col("_max").alias("t"), (-F.col("_at")).alias("s")).alias("_order"))
+
+
 def firings(result) -> DataFrame:
     """The firings of ``result`` (a ``WindowResult``), times in ms, with a sort key ``_order``."""
     s, spec, keys = result.stream, result.spec, list(result.keys)
@@ -66,6 +127,8 @@ def firings(result) -> DataFrame:
                        s.millis(s.time).alias("_ts"),
                        F.coalesce(s.millis("watermark"), F.lit(MIN_TIME)).alias("_wmb"),
                        pt.alias("_pt"), _own_watermark(s).alias("_own"))
+    if lateness == 0:
+        return _on_time_only(result, rows, keys, size, slide)
     # the windows of each element: starts last_start, last_start - slide, ... > ts - size
     last_start = F.col("_ts") - F.pmod(F.col("_ts") - F.lit(a.offset), F.lit(slide))
     per_element = -(-size // slide)

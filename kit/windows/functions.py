@@ -210,12 +210,15 @@ class SqlAggregate(AggregateFunction):
                 values[part.alias] = acc
         return Row(**values)
 
-    def to_spark(self) -> list:
-        """The same aggregates as Spark columns: ``[(alias, column)]``."""
+    def to_spark(self, mask=None) -> list:
+        """The same aggregates as Spark columns: ``[(alias, column)]``; with ``mask`` (a
+        boolean column) over the rows where it holds."""
         from pyspark.sql import functions as F
         out = []
         for part in self.parts:
             col = F.lit(1) if part.column is None else F.col(part.column)
+            if mask is not None:
+                col = F.when(mask, col)
             f = {"count": F.count, "sum": F.sum, "min": F.min, "max": F.max, "avg": F.avg}[part.function]
             out.append((part.alias, f(col)))
         return out
