@@ -67,6 +67,11 @@ class Stream:
         """True for TIMESTAMP time columns, False for BIGINT epoch milliseconds."""
         return not isinstance(self.source.schema[self.time].dataType, T.IntegralType)
 
+    def unordered(self) -> DataFrame:
+        """``df`` without its final sort by ``seq``: the same rows, for operators that group
+        them anyway (it saves a sort of the whole stream)."""
+        return _annotate(self, ordered=False)
+
     def key_by(self, *columns: str):
         """``KeyedStream``: windows per value of ``columns`` (``.window(...)``, ``.count_window(n)``)."""
         from .windows.datastream import KeyedStream
@@ -169,7 +174,7 @@ def _candidate(s: Stream, ts_ms: Column) -> Column:
     return F.lit(None).cast("long")
 
 
-def _annotate(s: Stream) -> DataFrame:
+def _annotate(s: Stream, ordered: bool = True) -> DataFrame:
     df = s.source
     if s.order:
         df = (df.withColumn("_in", F.monotonically_increasing_id())
@@ -195,7 +200,8 @@ def _annotate(s: Stream) -> DataFrame:
     columns = [c for c in s.source.columns if c not in _ADDED] + ["seq", "watermark", "late"]
     if s.proctime is not None:
         columns.append("proctime")
-    return out.select(*columns).orderBy("seq")
+    out = out.select(*columns)
+    return out.orderBy("seq") if ordered else out
 
 
 def _scan(df: DataFrame, running: dict[str, tuple[str, bool]]) -> DataFrame:

@@ -123,7 +123,7 @@ def firings(result) -> DataFrame:
     inputs = sorted({p.column for p in spec.contents._agg.parts if p.column is not None})
     has_clock = "proctime" in s.df.columns
     pt = F.unix_millis("proctime") if has_clock else F.lit(None).cast("long")
-    rows = s.df.select(*keys, *[c for c in inputs if c not in keys], "seq",
+    rows = s.unordered().select(*keys, *[c for c in inputs if c not in keys], "seq",
                        s.millis(s.time).alias("_ts"),
                        F.coalesce(s.millis("watermark"), F.lit(MIN_TIME)).alias("_wmb"),
                        pt.alias("_pt"), _own_watermark(s).alias("_own"))
