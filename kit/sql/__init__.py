@@ -18,8 +18,13 @@ replaced by a view of its rows; the rest of the query (projection, WHERE, joins,
 ORDER BY) runs as Spark SQL. Errors, Spark's included, are ``SqlError``s that point at the
 line and column of ``query``.
 
+Window TVFs (``FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(cTime), INTERVAL '1' HOUR))``, HOP,
+CUMULATE, SESSION) become views with ``window_start``, ``window_end``, ``window_time``; a
+window aggregation over a stream drops the rows late for their window into
+``result.late_rows``, as Flink does (``windows.py``).
+
 Not translated: a MATCH_RECOGNIZE whose input is a CTE name (use a subquery), Flink
-functions Spark spells differently, window TVFs (``TABLE(TUMBLE(...))``).
+functions Spark spells differently, the legacy ``GROUP BY TUMBLE(...)`` group windows.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import pandas
 from pyspark.errors import AnalysisException, ParseException
 from pyspark.errors.exceptions.base import QueryContextType
 from pyspark.sql import DataFrame
+from pyspark.sql import types as T
 
 from ..errors import KitError
 from .. import match_recognize as matching  # looked up per call, so tests can stand in
@@ -42,6 +48,7 @@ from .format import to_sql
 from .lexer import tokenize
 from .match_recognize import parse_match_recognize
 from .query import Resolver, Rewritten, clauses, rewrite
+from .windows import time_is_timestamp, windowed
 
 __all__ = ["SEMANTICS", "SqlError", "clauses", "parse_match_recognize", "sql", "to_sql"]
 
@@ -131,6 +138,27 @@ class _Run(Resolver):
         if result.late is not None:
             self.late.append(result.late)
         return self._temp_view(result.rows, "match", "MATCH_RECOGNIZE")
+
+    def window(self, call, drop_late):
+        name = call.table.lower()
+        if name not in self.views:
+            raise SqlError(f"unknown table {call.table}: pass it as kit.sql(..., {call.table}=df)",
+                           call.table_token.line, call.table_token.column, self.query)
+        frame = self.spark.table(self.views[name])
+        for col, tok in [(call.time, call.time_token)] + list(zip(call.partition, call.partition_tokens)):
+            if col not in frame.columns:
+                raise SqlError(f"column {col!r} is not in table {call.table}; columns are "
+                               f"{[c for c in frame.columns]}", tok.line, tok.column, self.query)
+        dtype = frame.schema[call.time].dataType
+        if not isinstance(dtype, (T.TimestampType, T.TimestampNTZType, T.IntegralType)):
+            raise SqlError(f"the DESCRIPTOR column {call.time!r} must be a time attribute (TIMESTAMP or BIGINT "
+                           f"epoch milliseconds); it is {dtype.simpleString()}",
+                           call.time_token.line, call.time_token.column, self.query)
+        rows, late = windowed(frame, call, time_is_timestamp(frame, call.time),
+                              drop_late and name in self.streams)
+        if late is not None:
+            self.late.append(late)
+        return self._temp_view(rows, call.kind.lower(), f"{call.kind}({call.table})")
 
     def sql(self, rewritten: Rewritten):
         """``spark.sql`` of ``rewritten``, its errors turned into SqlErrors on the user's text."""

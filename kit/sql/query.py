@@ -1,12 +1,14 @@
 """A Flink SQL query rewritten into Spark SQL, with a map back to the user's text.
 
-Three rewrites, all on tokens of the original text (comments and layout are kept):
+Four rewrites, all on tokens of the original text (comments and layout are kept):
 
 - each ``<table_ref> MATCH_RECOGNIZE ( ... )`` (``table_ref`` a name or a parenthesised
   subquery) becomes the name of a view holding the clause's result (``[AS] alias`` stays);
 - a registered table named in a FROM list or JOIN becomes its internal view, aliased to the
   name the user wrote (``FROM Ticker`` -> ``FROM __kit_v1 AS `Ticker```) so ``Ticker.price``
   still resolves;
+- each window TVF ``TABLE(TUMBLE(TABLE t, DESCRIPTOR(c), ...))`` becomes the name of a view
+  of ``t`` with its windows (``windows.py``);
 - Flink type spellings Spark lacks, in CAST: ``TIMESTAMP(3)`` -> ``TIMESTAMP``, ``VARCHAR``
   -> ``STRING``, ``BYTES`` -> ``BINARY``, ``... WITH LOCAL TIME ZONE`` -> ``TIMESTAMP_LTZ``.
 
@@ -25,6 +27,7 @@ from .errors import SqlError
 from .expressions import ExpressionParser
 from .lexer import Token, tokenize
 from .match_recognize import MatchRecognizeParser
+from .windows import find_windows, groups_by_window
 
 __all__ = ["Resolver", "Rewritten", "clauses", "rewrite"]
 
@@ -77,6 +80,11 @@ class Resolver:
     def match(self, source, spec, at: Token) -> str:
         """Run ``spec`` on ``source`` (a table name, or a ``Rewritten`` subquery) whose first
         token is ``at``; return the view that holds the result."""
+        raise NotImplementedError
+
+    def window(self, call, drop_late: bool) -> str:
+        """The view of a window TVF ``call`` (``windows.WindowCall``); ``drop_late``: the
+        query aggregates per window, so rows late for their window are dropped."""
         raise NotImplementedError
 
 
@@ -134,6 +142,8 @@ class _Renderer:
     def __init__(self, query, tokens, found, resolver):
         self.query, self.tokens, self.found, self.resolver = query, tokens, found, resolver
         self.types = _cast_types(query, tokens)
+        self.windows = find_windows(query, tokens)
+        self.per_window = groups_by_window(tokens)
 
     def render(self, lo: int, hi: int) -> Rewritten:
         toks = self.tokens
@@ -154,6 +164,12 @@ class _Renderer:
                 view = self.resolver.match(source, spec, tok)
                 out.copy(done, tok.start)
                 out.replace(view, tok.start)
+                done, i = toks[end - 1].end, end
+                continue
+            if i in self.windows:                # TABLE(TUMBLE(...)) and friends
+                end, call = self.windows[i]
+                out.copy(done, tok.start)
+                out.replace(self.resolver.window(call, self.per_window), tok.start)
                 done, i = toks[end - 1].end, end
                 continue
             if tok.kind == "OP" and tok.value == "(":
