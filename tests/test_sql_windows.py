@@ -82,3 +82,21 @@ def test_window_errors_point_at_the_text(spark, query, message):
     with pytest.raises(SqlError, match=message) as error:
         kit.sql(query, t=_ints(spark, [1]))
     assert "^" in str(error.value)
+
+
+def test_legacy_group_windows(spark):
+    golden, pdf = _golden_clicks(spark)
+    stream = kit.stream(pdf, time="cTime", watermark=WatermarkStrategy.for_sql_delay(Duration.of_seconds(0)))
+    rows = kit.sql("""
+        SELECT `user`, TUMBLE_START(cTime, INTERVAL '1' HOUR) AS wstart,
+               TUMBLE_END(cTime, INTERVAL '1' HOUR) AS wend, COUNT(url) AS cnt
+        FROM clicks GROUP BY TUMBLE(cTime, INTERVAL '1' HOUR), `user`""", clicks=stream).collect()
+    streaming = next(r for r in golden["runs"] if r["mode"] == "streaming")
+    assert sorted((r.user, str(r.wstart), r.cnt) for r in rows) == sorted(
+        (v[0], v[1].replace(".000", ""), v[3]) for v in (row["values"] for row in streaming["rows"]))
+    hop = kit.sql("SELECT HOP_START(t, INTERVAL '0.005' SECOND, INTERVAL '0.01' SECOND) AS s, COUNT(*) AS n "
+                  "FROM t GROUP BY HOP(t, INTERVAL '0.005' SECOND, INTERVAL '0.01' SECOND) ORDER BY s",
+                  t=_ints(spark, [0, 7, 12])).collect()
+    assert [tuple(r) for r in hop] == [(-5, 1), (0, 2), (5, 2), (10, 1)]
+    with pytest.raises(SqlError, match="TUMBLE_START needs the query to GROUP BY its window"):
+        kit.sql("SELECT TUMBLE_START(t, INTERVAL '1' HOUR) FROM t", t=_ints(spark, [0]))

@@ -23,8 +23,11 @@ CUMULATE, SESSION) become views with ``window_start``, ``window_end``, ``window_
 window aggregation over a stream drops the rows late for their window into
 ``result.late_rows``, as Flink does (``windows.py``).
 
+The legacy group windows (``GROUP BY TUMBLE(cTime, INTERVAL '1' HOUR), user`` with
+``TUMBLE_START``/``TUMBLE_END``/``TUMBLE_ROWTIME``, ``HOP``, ``SESSION``) run the same way.
+
 Not translated: a MATCH_RECOGNIZE whose input is a CTE name (use a subquery), Flink
-functions Spark spells differently, the legacy ``GROUP BY TUMBLE(...)`` group windows.
+functions Spark spells differently.
 """
 
 from __future__ import annotations

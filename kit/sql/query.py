@@ -8,7 +8,8 @@ Four rewrites, all on tokens of the original text (comments and layout are kept)
   name the user wrote (``FROM Ticker`` -> ``FROM __kit_v1 AS `Ticker```) so ``Ticker.price``
   still resolves;
 - each window TVF ``TABLE(TUMBLE(TABLE t, DESCRIPTOR(c), ...))`` becomes the name of a view
-  of ``t`` with its windows (``windows.py``);
+  of ``t`` with its windows (``windows.py``); so does the table of a legacy group window
+  (``GROUP BY TUMBLE(c, ...)``, whose ``TUMBLE_START(...)`` etc. become column names);
 - Flink type spellings Spark lacks, in CAST: ``TIMESTAMP(3)`` -> ``TIMESTAMP``, ``VARCHAR``
   -> ``STRING``, ``BYTES`` -> ``BINARY``, ``... WITH LOCAL TIME ZONE`` -> ``TIMESTAMP_LTZ``.
 
@@ -27,7 +28,7 @@ from .errors import SqlError
 from .expressions import ExpressionParser
 from .lexer import Token, tokenize
 from .match_recognize import MatchRecognizeParser
-from .windows import find_windows, groups_by_window
+from .windows import find_group_window, find_windows, groups_by_window
 
 __all__ = ["Resolver", "Rewritten", "clauses", "rewrite"]
 
@@ -144,6 +145,7 @@ class _Renderer:
         self.types = _cast_types(query, tokens)
         self.windows = find_windows(query, tokens)
         self.per_window = groups_by_window(tokens)
+        self.group_window = find_group_window(query, tokens)
 
     def render(self, lo: int, hi: int) -> Rewritten:
         toks = self.tokens
@@ -166,6 +168,12 @@ class _Renderer:
                 out.replace(view, tok.start)
                 done, i = toks[end - 1].end, end
                 continue
+            if self.group_window and i in self.group_window[1]:   # GROUP BY TUMBLE(...), TUMBLE_START(...)
+                end, text = self.group_window[1][i]
+                out.copy(done, tok.start)
+                out.replace(text, tok.start)
+                done, i = toks[end - 1].end, end
+                continue
             if i in self.windows:                # TABLE(TUMBLE(...)) and friends
                 end, call = self.windows[i]
                 out.copy(done, tok.start)
@@ -181,6 +189,10 @@ class _Renderer:
                 context[-1] = tok.value
             elif self._is_table(i, context[-1]):
                 view = self.resolver.view(tok.value)
+                if view is not None and self.group_window:   # the table the group window groups
+                    call = self.group_window[0]
+                    call.table, call.table_token = tok.value, tok
+                    view = self.resolver.window(call, True)
                 if view is not None:
                     nxt = toks[i + 1]
                     aliased = nxt.is_word("AS") or (nxt.kind == "IDENT" and not nxt.is_word(*_JOIN_WORDS))

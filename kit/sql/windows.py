@@ -186,3 +186,62 @@ def windowed(df: DataFrame, call: WindowCall, time_is_timestamp: bool,
 
 def time_is_timestamp(df: DataFrame, column: str) -> bool:
     return not isinstance(df.schema[column].dataType, T.IntegralType)
+
+
+_AUX = {"_START": "window_start", "_END": "window_end", "_ROWTIME": "window_time"}
+
+
+def find_group_window(query: str, tokens: list):
+    """The legacy group window of a query, ``GROUP BY TUMBLE(cTime, INTERVAL '1' HOUR), ...``
+    (or ``HOP(time, slide, size)``, ``SESSION(time, gap)``): ``(WindowCall without its table,
+    {index: (end index, replacement)})`` -- the call itself becomes ``window_start,
+    window_end`` and ``TUMBLE_START(...)``, ``TUMBLE_END(...)``, ``TUMBLE_ROWTIME(...)``
+    become ``window_start``, ``window_end``, ``window_time`` -- or None."""
+    call, replace = None, {}
+    grouping = False
+    for i, tok in enumerate(tokens[:-1]):
+        if tok.is_word("GROUP") and tokens[i + 1].is_word("BY"):
+            grouping = True
+            continue
+        if tok.is_word("SELECT", "HAVING", "ORDER", "LIMIT"):
+            grouping = False
+        opens = tokens[i + 1].kind == "OP" and tokens[i + 1].value == "("
+        word = tok.value.upper() if tok.kind in ("IDENT", "KEYWORD") and not getattr(tok, "quoted", False) else ""
+        if not opens:
+            continue
+        if grouping and word in ("TUMBLE", "HOP", "SESSION") and not (i > 1 and tokens[i - 2].is_word("TABLE")):
+            cur = Cursor(query, tokens, i + 2)
+            time_tok = cur.identifier("the time column")
+            sizes = {}
+            for name in {"TUMBLE": ("size",), "HOP": ("slide", "size"), "SESSION": ("gap",)}[word]:
+                cur.expect_op(",")
+                sizes[name] = _interval(cur, f"the {name}")
+            cur.expect_op(")")
+            _check(cur, word, sizes, tok)
+            found = WindowCall(word, "", time_tok.value, sizes, 0, (), None, time_tok)
+            if call is not None and (call.kind, call.time, call.sizes) != (found.kind, found.time, found.sizes):
+                raise cur.error("a query can group by one window only", tok, found=False)
+            call = found
+            replace[i] = (cur.i, "window_start, window_end")
+        for base in ("TUMBLE", "HOP", "SESSION"):
+            for suffix, column in _AUX.items():
+                if word == base + suffix:
+                    cur = Cursor(query, tokens, i + 1)
+                    depth = 0
+                    while True:
+                        t = cur.next()
+                        if t.kind == "OP" and t.value == "(":
+                            depth += 1
+                        elif t.kind == "OP" and t.value == ")":
+                            depth -= 1
+                            if depth == 0:
+                                break
+                        elif t.kind == "EOF":
+                            raise cur.error(f"unclosed {word}(", tok, found=False)
+                    replace[i] = (cur.i, column)
+    if replace and call is None:
+        first = min(replace)
+        raise Cursor(query, tokens, first).error(
+            f"{tokens[first].value.upper()} needs the query to GROUP BY its window, e.g. "
+            "GROUP BY TUMBLE(cTime, INTERVAL '1' HOUR)", found=False)
+    return (call, replace) if call is not None else None
