@@ -3,7 +3,8 @@
 from . import render
 from .match import match_timeline
 from .stream import stream_timeline
+from .window import window_timeline
 
 render.enable()
 
-__all__ = ["match_timeline", "stream_timeline"]
+__all__ = ["match_timeline", "stream_timeline", "window_timeline"]
