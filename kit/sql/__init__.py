@@ -19,15 +19,18 @@ ORDER BY) runs as Spark SQL. Errors, Spark's included, are ``SqlError``s that po
 line and column of ``query``.
 
 Window TVFs (``FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(cTime), INTERVAL '1' HOUR))``, HOP,
-CUMULATE, SESSION) become views with ``window_start``, ``window_end``, ``window_time``; a
-window aggregation over a stream drops the rows late for their window into
-``result.late_rows``, as Flink does (``windows.py``).
+CUMULATE, SESSION; arguments by position or by name) become views with ``window_start``,
+``window_end``, ``window_time``; a window aggregation over a stream drops the rows late for
+their window into ``result.late_rows``, as Flink does (``windows.py``).
 
 The legacy group windows (``GROUP BY TUMBLE(cTime, INTERVAL '1' HOUR), user`` with
 ``TUMBLE_START``/``TUMBLE_END``/``TUMBLE_ROWTIME``, ``HOP``, ``SESSION``) run the same way.
 
-Not translated: a MATCH_RECOGNIZE whose input is a CTE name (use a subquery), Flink
-functions Spark spells differently.
+Not translated: a MATCH_RECOGNIZE whose input is a CTE name (use a subquery); a window
+TVF or group window over anything but a table passed to ``kit.sql`` (a CTE, view or
+subquery); processing-time windows (``PROCTIME()``, ``*_PROCTIME``); Flink functions Spark
+spells differently. Window joins, Top-N and deduplication over a TVF run as plain Spark SQL
+(no late rows are dropped for them).
 """
 
 from __future__ import annotations
@@ -39,7 +42,6 @@ import pandas
 from pyspark.errors import AnalysisException, ParseException
 from pyspark.errors.exceptions.base import QueryContextType
 from pyspark.sql import DataFrame
-from pyspark.sql import types as T
 
 from ..errors import KitError
 from .. import match_recognize as matching  # looked up per call, so tests can stand in
@@ -51,7 +53,7 @@ from .format import to_sql
 from .lexer import tokenize
 from .match_recognize import parse_match_recognize
 from .query import Resolver, Rewritten, clauses, rewrite
-from .windows import time_is_timestamp, windowed
+from .windows import validate, windowed
 
 __all__ = ["SEMANTICS", "SqlError", "clauses", "parse_match_recognize", "sql", "to_sql"]
 
@@ -148,17 +150,8 @@ class _Run(Resolver):
             raise SqlError(f"unknown table {call.table}: pass it as kit.sql(..., {call.table}=df)",
                            call.table_token.line, call.table_token.column, self.query)
         frame = self.spark.table(self.views[name])
-        for col, tok in [(call.time, call.time_token)] + list(zip(call.partition, call.partition_tokens)):
-            if col not in frame.columns:
-                raise SqlError(f"column {col!r} is not in table {call.table}; columns are "
-                               f"{[c for c in frame.columns]}", tok.line, tok.column, self.query)
-        dtype = frame.schema[call.time].dataType
-        if not isinstance(dtype, (T.TimestampType, T.TimestampNTZType, T.IntegralType)):
-            raise SqlError(f"the DESCRIPTOR column {call.time!r} must be a time attribute (TIMESTAMP or BIGINT "
-                           f"epoch milliseconds); it is {dtype.simpleString()}",
-                           call.time_token.line, call.time_token.column, self.query)
-        rows, late = windowed(frame, call, time_is_timestamp(frame, call.time),
-                              drop_late and name in self.streams)
+        validate(call, frame, self.streams.get(name), self.query)
+        rows, late = windowed(frame, call, drop_late and name in self.streams)
         if late is not None:
             self.late.append(late)
         return self._temp_view(rows, call.kind.lower(), f"{call.kind}({call.table})")
