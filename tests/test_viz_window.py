@@ -1,31 +1,75 @@
-"""window_timeline: lanes per key, window bars, firing marks, fates, the watermark panel."""
+"""window_timeline: lanes per key, window spans, firing marks where they fired, fates,
+late elements marked, the watermark panel, bounded data."""
 
 import pandas as pd
 
 import kit
 from kit.time import Duration
-from kit.windows import EventTimeSessionWindows, TumblingEventTimeWindows
+from kit.windows.assigners import EventTimeSessionWindows, GlobalWindows, TumblingEventTimeWindows
+from kit.windows.triggers import CountTrigger
 
 
-def _layers(chart):
-    return {tuple(sorted(layer.data.columns)) if hasattr(layer.data, "columns") else None: layer
-            for layer in chart.vconcat[0].layer}
+def _by_mark(layer_chart):
+    """{mark type: [layers]} of a layered panel."""
+    out = {}
+    for layer in layer_chart.layer:
+        out.setdefault(layer.mark.type, []).append(layer)
+    return out
 
 
-def test_window_timeline_draws_windows_firings_and_late_elements(spark):
-    pdf = pd.DataFrame({"user": ["a", "b", "a", "a"], "ts": [1000, 2000, 12000, 500]})
+def _counter():
+    # made here, not at module level: the workers unpickle it by value
+    return lambda key, ctx, elements: [(len(list(elements)),)]
+
+
+def test_lanes_windows_firings_and_late_elements(spark):
+    # a@1 b@2 a@12 a@0.5 (late: the watermark is 11.999 s) a@25 a@13 (late too)
+    pdf = pd.DataFrame({"user": ["a", "b", "a", "a", "a", "a"], "ts": [1000, 2000, 12000, 500, 25000, 13000]})
     stream = kit.stream(pdf, time="ts", watermark=Duration.of_seconds(0))
     result = stream.key_by("user").window(TumblingEventTimeWindows.of(Duration.of_seconds(10))).process(
-        lambda key, ctx, elements: [(len(list(elements)),)], output_type="n bigint")
+        _counter(), output_type="n bigint")
     chart = kit.viz.window_timeline(result)
     top, bottom = chart.vconcat
-    bars, points, marks, labels = top.layer
-    assert sorted(map(tuple, bars.data[["lane", "window_start", "window_end"]].values.tolist())) == [
-        ("a", 0, 10000), ("a", 10000, 20000), ("b", 0, 10000)]
-    assert dict(zip(points.data["seq"], points.data["fate"])) == {0: "fired", 1: "fired", 2: "fired", 3: "late"}
-    assert sorted(marks.data["firing"]) == ["on-time"] * 3 and list(labels.data["label"]) == ["0", "0", "0"]
-    assert "1 late element (×)" in str(chart.to_dict()["vconcat"][0]["title"])
-    assert list(bottom.data["seq"]) == [0, 1, 2, 3]
+    layers = _by_mark(top)
+    (bars,) = layers["bar"]
+    assert bars.data[["lane", "window_start", "window_end", "status"]].values.tolist() == [
+        ["a", 0, 10000, "fired"], ["a", 10000, 20000, "fired"], ["a", 20000, 30000, "fired"],
+        ["b", 0, 10000, "fired"]]
+    points, ring, marks = layers["point"]
+    assert dict(zip(points.data["seq"], points.data["fate"])) == {
+        0: "fired", 1: "fired", 2: "fired", 3: "late", 4: "fired", 5: "late"}
+    assert ring.to_dict()["transform"] == [{"filter": "datum.fate == 'late'"}]
+    # on-time firings at the windows' ends, labelled with their pane; the last at the end of input
+    assert marks.data[["lane", "at", "firing", "label", "watermark_text", "fired_after", "result"]].values.tolist() == [
+        ["a", 10000, "on-time", "0", "11999", "2", "n=1"], ["a", 20000, "on-time", "0", "24999", "4", "n=1"],
+        ["a", 30000, "on-time", "0", "end of input", "end of input", "n=1"],
+        ["b", 10000, "on-time", "0", "11999", "2", "n=1"]]
+    spec = chart.to_dict()
+    assert "2 late elements dropped" in str(spec["vconcat"][0]["title"])
+    assert spec["vconcat"][0]["layer"][0]["encoding"]["y"]["sort"] == ["a", "b"]
+    assert list(bottom.data["seq"]) == [0, 1, 2, 3, 4, 5]
+    assert list(bottom.data["watermark"].fillna(-1)) == [-1, 999, 1999, 11999, 11999, 24999]
+
+
+def test_early_and_late_firings_sit_where_they_fired(spark):
+    # CountTrigger(2): fired by the second element, at that element's time; with lateness a late
+    # element refires the window at its own time
+    pdf = pd.DataFrame({"k": ["x"] * 4, "ts": [1000, 3000, 12000, 4000]})
+    stream = kit.stream(pdf, time="ts", watermark=Duration.of_seconds(0))
+    counted = stream.key_by("k").window(TumblingEventTimeWindows.of(Duration.of_seconds(10))).trigger(
+        CountTrigger.of(2)).process(_counter(), output_type="n bigint")
+    marks = _by_mark(kit.viz.window_timeline(counted).vconcat[0])["point"][2]
+    assert marks.data[["at", "firing", "pane", "cause", "contents"]].values.tolist() == [
+        [3000, "early", 0, "element", 2]]
+    bars = _by_mark(kit.viz.window_timeline(counted).vconcat[0])["bar"][0]
+    # the window of 12 s never fired (one element short): drawn hollow
+    assert bars.data[["window_start", "status"]].values.tolist() == [[0, "fired"], [10000, "never fired"]]
+
+    lenient = stream.key_by("k").window(TumblingEventTimeWindows.of(Duration.of_seconds(10))).allowed_lateness(
+        Duration.of_seconds(5)).process(_counter(), output_type="n bigint")
+    marks = _by_mark(kit.viz.window_timeline(lenient).vconcat[0])["point"][2]
+    assert marks.data[["at", "firing", "label", "contents"]].values.tolist() == [
+        [10000, "on-time", "0", 2], [4000, "late", "1", 3], [20000, "on-time", "0", 1]]
 
 
 def test_sessions_show_the_merged_window(spark):
@@ -33,5 +77,39 @@ def test_sessions_show_the_merged_window(spark):
     stream = kit.stream(pdf, time="ts", watermark=Duration.of_seconds(10))
     result = stream.key_by("user").window(EventTimeSessionWindows.with_gap(Duration.of_seconds(3))).reduce(
         lambda x, y: x)
-    bars = kit.viz.window_timeline(result).vconcat[0].layer[0]
-    assert bars.data[["window_start", "window_end"]].values.tolist() == [[1000, 10000]]
+    bars = _by_mark(kit.viz.window_timeline(result).vconcat[0])["bar"][0]
+    assert bars.data[["window_start", "window_end", "firings"]].values.tolist() == [[1000, 10000, 1]]
+
+
+def test_global_windows_span_their_elements_and_timestamps_are_utc_text(spark):
+    pdf = pd.DataFrame({"k": ["x"] * 3, "t": pd.to_datetime(["2024-01-01 12:00", "2024-01-01 12:05",
+                                                            "2024-01-01 12:07"])})
+    stream = kit.stream(pdf, time="t", watermark=Duration.of_minutes(1))
+    result = stream.key_by("k").window(GlobalWindows.create()).trigger(CountTrigger.of(2)).process(
+        _counter(), output_type="n bigint")
+    top = _by_mark(kit.viz.window_timeline(result).vconcat[0])
+    bars = top["bar"][0].data
+    assert bars[["window_start", "window", "firings"]].values.tolist() == [
+        ["2024-01-01T12:00:00.000Z", "GlobalWindow", 1]]
+    points, _, marks = top["point"]
+    assert list(points.data["fate"]) == ["fired", "fired", "pending"]
+    assert marks.data[["at", "firing", "window"]].values.tolist() == [
+        ["2024-01-01T12:05:00.000Z", "early", "GlobalWindow"]]
+
+
+def test_keys_and_rows_are_bounded(spark):
+    pdf = pd.DataFrame({"user": [f"u{i}" for i in range(6)] * 2, "ts": range(0, 12000, 1000)})
+    stream = kit.stream(pdf, time="ts", watermark=Duration.of_seconds(0))
+    result = stream.key_by("user").window(TumblingEventTimeWindows.of(Duration.of_seconds(5))).process(
+        _counter(), output_type="n bigint")
+    chart = kit.viz.window_timeline(result, max_keys=2, max_rows=3)
+    top, bottom = chart.vconcat
+    layers = _by_mark(top)
+    assert sorted(set(layers["point"][0].data["lane"])) == ["u0", "u1"]
+    assert len(layers["point"][0].data) <= 3 and len(layers["point"][2].data) <= 3
+    assert len(bottom.data) == 3
+    assert "the first 2 keys of more" in str(chart.to_dict()["vconcat"][0]["title"])
+    # no key: one lane
+    everyone = stream.window_all(TumblingEventTimeWindows.of(Duration.of_seconds(5))).process(
+        lambda ctx, elements: [(len(list(elements)),)], output_type="n bigint")
+    assert set(_by_mark(kit.viz.window_timeline(everyone).vconcat[0])["bar"][0].data["lane"]) == {"all"}
