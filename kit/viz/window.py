@@ -37,7 +37,7 @@ __all__ = ["window_timeline"]
 
 FATES = ["fired", "late", "evicted", "expired", "pending", "no window"]
 FATE_COLORS = ["#1f77b4", LATE_COLOR, "#9467bd", "#8c564b", "#ff7f0e", "#7f7f7f"]
-FATE_SHAPES = ["circle", "cross", "diamond", "square", "triangle-up", "stroke"]
+FATE_SHAPES = ["circle", "cross", "diamond", "square", "triangle-up", "circle"]
 KINDS = ["early", "on-time", "late"]
 KIND_COLORS = ["#e69f00", "#2ca02c", LATE_COLOR]
 KIND_SHAPES = ["triangle-left", "triangle-down", "triangle-right"]
@@ -97,7 +97,7 @@ def window_timeline(result, max_keys: int = 12, max_rows: int = 2000, width: int
                                     title="event time"))
     points = alt.Chart(el).encode(x=x, y=lane)
     layers.append(points.mark_point(filled=True, size=70, yOffset=8, opacity=0.9).encode(
-        color=fate, shape=alt.Shape("fate:N", legend=None, scale=alt.Scale(domain=FATES, range=FATE_SHAPES)),
+        color=fate, shape=alt.Shape("fate:N", title="element fate", scale=alt.Scale(domain=FATES, range=FATE_SHAPES)),
         tooltip=etips))
     layers.append(points.mark_point(size=330, strokeWidth=2, yOffset=8, color=LATE_COLOR).encode(
         tooltip=etips).transform_filter("datum.fate == 'late'"))
@@ -123,9 +123,9 @@ def window_timeline(result, max_keys: int = 12, max_rows: int = 2000, width: int
         notes.append(f"drawn: the first {len(lanes)} key{'s' if len(lanes) != 1 else ''}"
                      f"{' of more' if more_keys else ''}, at most {max_rows} rows each of elements, "
                      "firings and arrivals")
-    lateness = f", allowed lateness {spec.allowed_lateness} ms" if spec.allowed_lateness else ""
+    lateness = f", allowed lateness {_duration(spec.allowed_lateness)}" if spec.allowed_lateness else ""
     evictor = f", {spec.evictor!r}" if spec.evictor is not None else ""
-    top = alt.layer(*layers).properties(
+    top = alt.layer(*layers).resolve_scale(color="independent", shape="independent").properties(
         width=width, height=lane_height * max(len(lanes), 1),
         title=alt.TitleParams(f"{spec.assigner!r}, {spec.trigger!r}{evictor}{lateness}",
                               anchor="start", subtitle=notes))
@@ -294,6 +294,13 @@ def _marks(result, elements, firings, x_col):
     keep = ["lane", "at", "window", "firing", "pane", "label", "cause", "watermark_text", "fired_after",
             "contents", "result"]
     return out[keep]
+
+
+def _duration(ms: int) -> str:
+    for unit, size in (("h", 3_600_000), ("min", 60_000), ("s", 1000)):
+        if ms % size == 0:
+            return f"{ms // size} {unit}"
+    return f"{ms} ms"
 
 
 def _text(v):
