@@ -171,6 +171,10 @@ def test_tumble_aggregation_drops_late_rows_and_shows_them(spark):
         (3000, 2, 11000, 0, 10000), (9000, 3, 11000, 0, 10000)]
     plain = kit.sql("SELECT t FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(t), INTERVAL '10' SECOND))", s=stream)
     assert plain.count() == 5 and not hasattr(plain, "late_rows")   # the TVF alone drops nothing
+    # grouping by window_start alone is a regular aggregation in Flink: it drops nothing either
+    regular = kit.sql("SELECT window_start, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(t), "
+                      "INTERVAL '10' SECOND)) GROUP BY window_start ORDER BY window_start", s=stream)
+    assert _rows(regular) == [(0, 3), (10000, 1), (20000, 1)] and not hasattr(regular, "late_rows")
 
 
 def test_the_same_rows_as_a_batch_table_drop_nothing(spark):

@@ -24,7 +24,7 @@ Windows, as Flink assigns them (``ts`` the row's time in ms, ``%`` non-negative)
 - SESSION: per partition, ``[t1, tn + gap)`` for rows in time order where each is at most
   ``gap`` after the one before (Flink merges windows that touch).
 
-A window aggregation (a GROUP BY naming ``window_start``/``window_end``) over a
+A window aggregation (a GROUP BY naming ``window_start`` and ``window_end``) over a
 ``kit.Stream`` drops what Flink's window operator drops: a row for a window that has fired
 (``window_end - 1 ms <= watermark`` when the row arrived; HOP and CUMULATE judge each of the
 row's windows apart); those rows come back in ``result.late_rows`` with the window they
@@ -189,15 +189,19 @@ def _check(cur: Cursor, kind: str, sizes: dict, tok) -> None:
 
 
 def groups_by_window(tokens: list) -> bool:
-    """Whether a GROUP BY of the query names ``window_start``, ``window_end`` or ``window_time``."""
-    grouping = False
+    """Whether a GROUP BY of the query names both ``window_start`` and ``window_end``: Flink's
+    window aggregation (grouping by one of them alone is a regular aggregation, which drops
+    nothing)."""
+    grouping, named = False, set()
     for k, tok in enumerate(tokens):
         if tok.is_word("GROUP") and tokens[k + 1].is_word("BY"):
-            grouping = True
-        elif tok.is_word("SELECT", "HAVING", "ORDER", "LIMIT", "WINDOW"):
+            grouping, named = True, set()
+        elif tok.is_word("SELECT", "FROM", "WHERE", "JOIN", "ON", "HAVING", "ORDER", "LIMIT", "WINDOW", "UNION"):
             grouping = False
-        elif grouping and tok.kind == "IDENT" and tok.value.lower() in ("window_start", "window_end", "window_time"):
-            return True
+        elif grouping and tok.kind == "IDENT" and tok.value.lower() in ("window_start", "window_end"):
+            named.add(tok.value.lower())
+            if len(named) == 2:
+                return True
     return False
 
 
