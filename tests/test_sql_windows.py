@@ -251,6 +251,14 @@ def test_legacy_hop_and_session(spark):
     assert _rows(session) == [("a", 0, 5, 1), ("a", 7, 17, 2)]
 
 
+def test_legacy_window_over_a_join_windows_the_first_table(spark):
+    users = pd.DataFrame({"k": ["a", "b"], "name": ["A", "B"]})
+    rows = kit.sql(f"SELECT u.name, TUMBLE_START(t, {MS(10)}) AS s, COUNT(*) AS n FROM t JOIN u ON t.k = u.k "
+                   f"GROUP BY u.name, TUMBLE(t, {MS(10)}) ORDER BY s, name",
+                   t=_ints(spark, [0, 7, 12], keys=["a", "a", "b"]), u=users)
+    assert _rows(rows) == [("A", 0, 2), ("B", 10, 1)]
+
+
 def test_legacy_window_on_a_stream_drops_late_rows(spark):
     result = kit.sql("SELECT TUMBLE_START(t, INTERVAL '10' SECOND) AS s, COUNT(*) AS n FROM s "
                      "GROUP BY TUMBLE(t, INTERVAL '10' SECOND) ORDER BY s",

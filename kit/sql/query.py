@@ -189,7 +189,7 @@ class _Renderer:
                 context[-1] = tok.value
             elif self._is_table(i, context[-1]):
                 view = self.resolver.view(tok.value)
-                if view is not None and self.group_window:   # the table the group window groups
+                if view is not None and self.group_window and not self.group_window[0].table:   # its table: the first
                     call = self.group_window[0]
                     call.table, call.table_token = tok.value, tok
                     view = self.resolver.window(call, True)
