@@ -85,10 +85,12 @@ def window_timeline(result, max_keys: int = 12, max_rows: int = 2000, width: int
                  alt.Tooltip("firings:Q"), alt.Tooltip("status:N")]
         bars = alt.Chart(_plain(windows)).encode(
             x=alt.X(f"window_start:{t}", scale=scale), x2="window_end", y=lane, tooltip=wtips)
-        layers.append(bars.mark_bar(height=12, cornerRadius=2, yOffset=-8).encode(
-            opacity=alt.Opacity("status:N", title="window", scale=alt.Scale(
-                domain=["fired", "never fired"], range=[0.35, 0.06])),
-            stroke=alt.value("#3b5b8f"), strokeWidth=alt.value(1), color=alt.value("#6b8fbf")))
+        layers.append(bars.mark_bar(height=12, cornerRadius=2, yOffset=-8, stroke="#3b5b8f", strokeWidth=1,
+                                    strokeOpacity=0.8, color="#6b8fbf").encode(
+            fillOpacity=alt.FillOpacity("status:N", title="window", scale=alt.Scale(
+                domain=["fired", "never fired"], range=[0.35, 0.0])),
+            strokeDash=alt.StrokeDash("status:N", legend=None, scale=alt.Scale(
+                domain=["fired", "never fired"], range=[[1, 0], [3, 2]]))))
     el = _plain(elements)
     etips = [alt.Tooltip("seq:Q", title="arrival"), when(x_col, "processing time" if proc else "event time"),
              alt.Tooltip("fate:N")] + ([alt.Tooltip("lane:N", title="key")] if keys else [])
