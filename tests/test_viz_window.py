@@ -113,3 +113,21 @@ def test_keys_and_rows_are_bounded(spark):
     everyone = stream.window_all(TumblingEventTimeWindows.of(Duration.of_seconds(5))).process(
         lambda ctx, elements: [(len(list(elements)),)], output_type="n bigint")
     assert set(_by_mark(kit.viz.window_timeline(everyone).vconcat[0])["bar"][0].data["lane"]) == {"all"}
+
+
+def test_processing_time_windows_are_drawn_on_the_processing_clock(spark):
+    from datetime import datetime
+
+    from kit.time import Clock
+    from kit.windows.assigners import TumblingProcessingTimeWindows
+
+    pdf = pd.DataFrame({"k": ["x"] * 4, "ts": [5000, 1000, 9000, 2000]})
+    stream = kit.stream(pdf, time="ts", proctime=Clock(datetime(2024, 1, 1, 12), Duration.of_seconds(20)))
+    result = stream.key_by("k").window(TumblingProcessingTimeWindows.of(Duration.of_minutes(1))).process(
+        _counter(), output_type="n bigint")
+    top = _by_mark(kit.viz.window_timeline(result).vconcat[0])
+    points = top["point"][0].data
+    assert list(points["proctime"]) == ["2024-01-01T12:00:00.000Z", "2024-01-01T12:00:20.000Z",
+                                        "2024-01-01T12:00:40.000Z", "2024-01-01T12:01:00.000Z"]
+    bars = top["bar"][0].data
+    assert bars["window_start"].tolist() == ["2024-01-01T12:00:00.000Z", "2024-01-01T12:01:00.000Z"]
