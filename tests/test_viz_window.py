@@ -131,3 +131,14 @@ def test_processing_time_windows_are_drawn_on_the_processing_clock(spark):
                                         "2024-01-01T12:00:40.000Z", "2024-01-01T12:01:00.000Z"]
     bars = top["bar"][0].data
     assert bars["window_start"].tolist() == ["2024-01-01T12:00:00.000Z", "2024-01-01T12:01:00.000Z"]
+
+
+def test_windows_that_never_fired_are_bounded(spark):
+    # a 100 s window sliding by 1 s: each element is in 100 windows, none of which fires
+    pdf = pd.DataFrame({"k": ["x"] * 3, "ts": [1000, 2000, 3000]})
+    stream = kit.stream(pdf, time="ts", watermark=Duration.of_seconds(0))
+    from kit.windows.assigners import SlidingEventTimeWindows
+    result = stream.key_by("k").window(SlidingEventTimeWindows.of(Duration.of_seconds(100), Duration.of_seconds(1))) \
+        .trigger(CountTrigger.of(5)).process(_counter(), output_type="n bigint")
+    bars = _by_mark(kit.viz.window_timeline(result, max_rows=50).vconcat[0])["bar"][0].data
+    assert len(bars) == 50 and set(bars["status"]) == {"never fired"}

@@ -66,7 +66,7 @@ def window_timeline(result, max_keys: int = 12, max_rows: int = 2000, width: int
     firings = _firings(result, keys, lanes, max_rows)
     cut = cut or len(firings) > max_rows
     firings = firings.head(max_rows)
-    windows = _windows(result, elements, firings, x_col, proc)
+    windows = _windows(result, elements, firings, x_col, proc, max_rows)
     marks = _marks(result, elements, firings, x_col)
     arrivals = stream.df.select("seq", time, "watermark").limit(max_rows + 1).toPandas()
     cut = cut or len(arrivals) > max_rows
@@ -206,9 +206,10 @@ def _window_text(start, end):
     return f"[{_text(start)}, {_text(end)})"
 
 
-def _windows(result, elements, firings, x_col, proc):
+def _windows(result, elements, firings, x_col, proc, max_rows):
     """One row per window: fired windows from the firings, windows that never fired from
-    the assigner applied to their pending and expired elements (sessions merged)."""
+    the assigner applied to their pending and expired elements (sessions merged); at most
+    ``max_rows`` of those (a 1-day window sliding by 1 s puts each element in 86,400)."""
     assigner = result.spec.assigner
     like_ts = pd.api.types.is_datetime64_any_dtype(elements[x_col]) if len(elements) else False
     rows = []
@@ -240,10 +241,14 @@ def _windows(result, elements, firings, x_col, proc):
                 except Exception:   # a dynamic gap that fails here failed in the run too
                     continue
                 found += [(w.start, w.end) for w in ws]
+                if len(found) > max_rows:
+                    break
             if assigner.merging:
                 found = _merge(found)
             fired_spans = [(s, e) for (ln, s, e) in fired if ln == lane]
             for s, e in sorted(set(found)):
+                if len(rows) >= len(fired) + max_rows:
+                    break
                 if (s, e) in fired_spans or (assigner.merging and any(s <= fe and e >= fs for fs, fe in fired_spans)):
                     continue
                 rows.append((lane, _to_x(s, like_ts), _to_x(e, like_ts), 0, None))
