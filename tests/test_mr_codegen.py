@@ -3,10 +3,10 @@
 import math
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from kit.match_recognize.codegen import compile_fast
+from kit.match_recognize.codegen import compile_blocks, compile_fast, compile_source, expand
 from kit.match_recognize.expressions import Env, compile_expr
 from kit.match_recognize.spec import (Binary, Call, Case, Classifier, Column, IsNull, Literal,
                                       MatchNumber, Nav, Semantics, Unary)
@@ -79,3 +79,49 @@ def test_errors_are_the_reference_errors():
     env = Env({"price": [1]}, variables=("A",))
     with pytest.raises(Exception, match="unknown column 'volume'"):
         compile_fast(Column("volume", "A"), env, "A")
+
+
+@st.composite
+def block_matches(draw):
+    """A contiguous match as blocks ``M`` of the variables in pattern order (optional ones may
+    be missing), ending at row ``r``; the last block's variable is the one being classified."""
+    sizes = draw(st.lists(st.integers(0, 3), min_size=len(PATTERN), max_size=len(PATTERN)))
+    start = draw(st.integers(0, 2))
+    M, row = [], start
+    for (var, minimum), size in zip(PATTERN, sizes):
+        size = max(size, minimum)
+        if size:
+            M.append((var, row))
+            row += size
+    assume(M and row - 1 < N)
+    return row - 1, tuple(M)
+
+
+PATTERN = (("A", 1), ("B", 0), ("C", 1))   # A B* C: B's block may be missing
+
+
+@settings(max_examples=400, deadline=None)
+@given(columns, expressions_abc := st.recursive(
+    st.one_of(st.builds(Column, st.sampled_from(("a", "b")), st.sampled_from((None, "A", "B", "C"))),
+              st.builds(Literal, st.one_of(st.none(), st.booleans(), st.integers(-2, 2)), st.just("INT")),
+              st.builds(Nav, st.sampled_from(("FIRST", "LAST")),
+                        st.builds(Column, st.sampled_from(("a", "b")), st.sampled_from((None, "A", "B", "C"))),
+                        st.integers(0, 2)),
+              st.builds(Classifier)),
+    _extend, max_leaves=8), block_matches())
+def test_block_conditions_equal_the_reference(cols, expr, match):
+    """``compile_blocks``' code is ``reference(R, L) is True`` on every contiguous match, or
+    raises the same error."""
+    r, M = match
+    current = M[-1][0]
+    env = Env(cols, variables=("A", "B", "C"), clause="DEFINE")
+    code, names = compile_blocks(expr, env, current, PATTERN, tag="_x_")
+    R, L = expand(r, M)
+    assert len(R) == len(L) and L[-1] == current
+    reference = _outcome(compile_fast(expr, env, current), R, L)
+    if reference[0] == "raises":
+        with pytest.raises(reference[1]):
+            eval(compile_source(code, "<test>", "eval"), dict(names, r=r, M=M))  # noqa: S307
+    else:
+        fast = eval(compile_source(code, "<test>", "eval"), dict(names, r=r, M=M))  # noqa: S307
+        assert fast is (reference == (bool, True))

@@ -3,6 +3,8 @@ mr_* output of real Flink 2.3, and every planning/runtime error Flink raises."""
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from goldens import load
 from kit.match_recognize.errors import MatchRecognizeError, MatchRuntimeError, NotSupportedByFlink
@@ -408,3 +410,52 @@ def test_within_needs_a_time_column():
     spec = MatchRecognize(pattern=pat("A", "B"), within_ms=10)
     with pytest.raises(MatchRecognizeError, match="WITHIN needs the time column"):
         run_partition(ticker([1]), spec)
+
+
+# ---------------------------------------------------------------- the generated runner
+
+_VARS = ("A", "B", "C")
+_QUANTIFIERS = [(1, 1, True), (1, None, True), (0, None, True), (0, 1, True), (2, 2, True),
+                (1, 2, True), (1, None, False), (0, None, False), (1, 3, False)]
+
+
+def _random_spec(draw):
+    n = draw(st.integers(1, 3))
+    items = [q(v, *draw(st.sampled_from(_QUANTIFIERS))) for v in _VARS[:n]]
+    column = st.builds(Column, st.just("price"), st.sampled_from(_VARS[:n] + (None,)))
+    value = st.one_of(column, st.builds(Nav, st.sampled_from(("FIRST", "LAST")), column, st.integers(0, 2)),
+                      st.builds(Literal, st.integers(8, 12), st.just("BIGINT")))
+    condition = st.one_of(
+        st.builds(Binary, st.sampled_from(("<", ">", "<=", ">=", "=")), value, value),
+        st.builds(IsNull, value, st.booleans()))
+    condition = st.recursive(condition, lambda inner: st.builds(Binary, st.sampled_from(("AND", "OR")),
+                                                                inner, inner), max_leaves=3)
+    define = [(v, draw(condition)) for v in _VARS[:n] if draw(st.booleans())]
+    skip = draw(st.sampled_from([("PAST LAST ROW",), ("TO NEXT ROW",)] +
+                                [(k, v) for k in ("TO FIRST", "TO LAST") for v in _VARS[:n]]))
+    return mr(pat(*items), define=define, after=skip, within_ms=draw(st.sampled_from((None, 2000, 4000))),
+              measures=[("first_price", first("price")), ("last_price", last("price"))])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data(), st.lists(st.integers(8, 12), min_size=0, max_size=14))
+def test_generated_runner_equals_the_reference_runner(data, prices):
+    """``flink.run_blocks`` (the generated loop over blocks) finds the same matches in the
+    same order as ``flink.run`` (the state table over rows and labels), errors included."""
+    spec = _random_spec(data.draw)
+    cols = ticker(prices)
+    try:
+        fast = run_partition(cols, spec, "flink")
+    except (MatchRecognizeError, MatchRuntimeError) as e:
+        fast = ("raises", str(e))
+    try:
+        reference = run_partition(cols, spec, "flink", trace=[])
+    except (MatchRecognizeError, MatchRuntimeError) as e:
+        reference = ("raises", str(e))
+    if isinstance(fast, tuple):
+        assert fast == reference
+    else:
+        assert not isinstance(reference, tuple), reference
+        assert fast.rows == reference.rows
+        assert [(m.rows, m.classifiers) for m in fast.matches] == \
+               [(m.rows, m.classifiers) for m in reference.matches]

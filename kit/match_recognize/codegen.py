@@ -22,7 +22,7 @@ import functools
 from .expressions import _ARITH, Env, compile_expr
 from .spec import Binary, Classifier, Column, IsNull, Literal, MatchNumber, Nav, Semantics, Unary
 
-__all__ = ["compile_fast"]
+__all__ = ["compile_fast", "compile_blocks", "compile_source", "expand"]
 
 _COMPARE = {"=": "==", "<>": "!=", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 
@@ -60,36 +60,94 @@ def _first_in(L, labels, n):
 
 
 @functools.lru_cache(maxsize=256)
-def _compile(source: str, filename: str):
-    """Python's compile, once per expression: every partition compiles the same source."""
-    return compile(source, filename, "exec")
+def compile_source(source: str, filename: str, mode: str = "exec"):
+    """Python's compile, once per source: every partition compiles the same code."""
+    return compile(source, filename, mode)
+
 
 
 def compile_fast(expr, env: Env, current: str | None = None):
     """``compile_expr(expr, env)``, generated as one function (see the module docstring)."""
     reference = compile_expr(expr, env)  # raises the reference's errors, unchanged
-    gen = _Generator(env, current if env.clause == "DEFINE" else None)
+    fast = _generate(_Generator(env, current if env.clause == "DEFINE" else None), expr,
+                     "R, L, m, F", f"<{env.clause} {current or ''}>")
+    return reference if fast is None else fast
+
+
+def compile_blocks(expr, env: Env, current: str, elements, tag: str = ""):
+    """A DEFINE condition of ``current`` for Flink's contiguous matches, as the Python
+    expression ``(code, names)`` over ``r`` and ``M`` (``flink.run_blocks`` writes it into
+    its loop; ``names`` are the values the code refers to, each name containing ``tag``).
+    It equals ``compile_fast(expr, env, current)(*expand(r, M), 0, None) is True``, where ``M``
+    holds the match's blocks ``(variable, first row)`` in pattern order and ``r`` is the row
+    being classified, the last row of the last block. Navigation becomes index arithmetic on
+    the blocks: no list of labels is built or searched per row. ``elements``: the pattern's
+    ``(variable, min)`` in order.
+
+        PATTERN (START_ROW PRICE_DOWN+ PRICE_UP), DEFINE PRICE_UP AS PRICE_UP.price > LAST(PRICE_DOWN.price, 1)
+        ->  ((t1 := c_2_0[r]) is not None and
+             (t2 := (c_2_1[t3] if (t3 := M[2][1] - 1 - 1) >= M[1][1] else None)) is not None and t1 > t2)
+    """
+    compile_expr(expr, env)  # raises the reference's errors, unchanged
+    gen = _Blocks(env, current, elements, tag)
     try:
-        body = gen.expr(expr)
-        source = f"def fast(R, L, m, F):\n    return {body}\n"
-        code = _compile(source, f"<{env.clause} {current or ''}>")
+        code = gen.truth(expr)
+        compile_source(code, "<DEFINE>", "eval")
     except (RecursionError, SyntaxError, MemoryError):  # too deep for Python's parser
-        return reference
+        reference, name = compile_fast(expr, env, current), f"f{tag}"
+        return f"({name}(*expand(r, M), 0, None) is True)", {name: reference, "expand": expand}
+    return code, dict(gen.names, expand=expand, block_last=_block_last, block_first=_block_first)
+
+
+def expand(r, M):
+    """The rows and labels ``(R, L)`` of a match given as blocks ``M`` ending at row ``r``."""
+    L = []
+    for k, (var, first) in enumerate(M):
+        L += [var] * ((M[k + 1][1] if k + 1 < len(M) else r + 1) - first)
+    return range(M[0][1], r + 1), tuple(L)
+
+
+def _block_last(M, r, var, n):
+    """The ``n``-th last row of ``var``'s block in ``M``, or -1."""
+    for k in range(len(M) - 1, -1, -1):
+        if M[k][0] == var:
+            i = (M[k + 1][1] - 1 if k + 1 < len(M) else r) - n
+            return i if i >= M[k][1] else -1
+    return -1
+
+
+def _block_first(M, r, var, n):
+    """The ``n``-th first row of ``var``'s block in ``M``, or -1."""
+    for k in range(len(M)):
+        if M[k][0] == var:
+            i = M[k][1] + n
+            return i if i <= (M[k + 1][1] - 1 if k + 1 < len(M) else r) else -1
+    return -1
+
+
+def _generate(gen, expr, params: str, filename: str):
+    """``gen``'s code for ``expr`` as the function ``fast(params)``, or None when Python's
+    parser cannot take it."""
+    try:
+        source = f"def fast({params}):\n    return {gen.expr(expr)}\n"
+        code = compile_source(source, filename)
+    except (RecursionError, SyntaxError, MemoryError):  # too deep for Python's parser
+        return None
     namespace = dict(gen.names, last=_last, last_in=_last_in, first_in=_first_in)
-    exec(code, namespace)  # noqa: S102 -- source built above from the expression tree only
+    exec(code, namespace)  # noqa: S102 -- source built from the expression tree only
     fast = namespace["fast"]
     fast.source = source
     return fast
 
 
 class _Generator:
-    def __init__(self, env: Env, current):
-        self.env, self.current = env, current
+    def __init__(self, env: Env, current, tag: str = ""):
+        self.env, self.current, self.tag = env, current, tag
         self.names = {}   # name in the generated code -> value (columns, constants, closures)
         self.temps = 0
 
     def bind(self, value, prefix):
-        name = f"{prefix}{len(self.names)}"
+        name = f"{prefix}{self.tag}{len(self.names)}"
         self.names[name] = value
         return name
 
@@ -97,28 +155,34 @@ class _Generator:
         self.temps += 1
         return f"t{self.temps}"
 
+    CALL = "R, L, m, F"   # the arguments of a reference closure, in the generated code
+
     def expr(self, e) -> str:
         method = getattr(self, "_" + type(e).__name__.lower(), None)
         code = method(e) if method is not None else None
         if code is None:  # not generated: call the reference closure for this node
             f = self.bind(compile_expr(e, self.env), "f")
-            return f"{f}(R, L, m, F)"
+            return f"{f}({self.CALL})"
         return code
 
     def _literal(self, e: Literal):
         return self.bind(compile_expr(e, self.env)(None, None, None, None), "k")
 
-    def _at(self, col, index_code):
-        return f"{col}[R[{index_code}]]"
-
     def _column(self, e: Column):
         col = self.bind(self.env.column(e.name, e.pos), "c")
         if e.var is None:
-            return f"({col}[R[-1]] if R else None)"
+            return self._whole(col, 0, last=True)
         labels = self.env.labels(e.var, e.pos)
         if self.current is not None and self.current in labels:
-            return f"{col}[R[-1]]"   # in DEFINE of the current variable: the row being classified
+            return self._row(col)   # in DEFINE of the current variable: the row being classified
         return self._located(col, labels, 0, last=True)
+
+    def _row(self, col):
+        return f"{col}[R[-1]]"
+
+    def _whole(self, col, n, last):
+        """The ``n``-th last (first) row of the whole match."""
+        return f"({col}[R[{f'-1 - {n}' if last else n}]] if {n} < len(R) else None)"
 
     def _located(self, col, labels, n, last):
         i = self.temp()
@@ -134,11 +198,33 @@ class _Generator:
         if kind not in ("FIRST", "LAST") or not isinstance(e.arg, Column) or e.offset < 0:
             return None
         col = self.bind(self.env.column(e.arg.name, e.arg.pos), "c")
-        n = e.offset
         if e.arg.var is None:
-            index = f"-1 - {n}" if kind == "LAST" else f"{n}"
-            return f"({col}[R[{index}]] if {n} < len(R) else None)"
-        return self._located(col, self.env.labels(e.arg.var, e.arg.pos), n, last=kind == "LAST")
+            return self._whole(col, e.offset, last=kind == "LAST")
+        return self._located(col, self.env.labels(e.arg.var, e.arg.pos), e.offset, last=kind == "LAST")
+
+    def truth(self, e, want: bool = True) -> str:
+        """Code for ``(value of e) is want`` -- the test a DEFINE needs -- without building
+        the three-valued value where the node's shape allows; operands are evaluated exactly
+        when ``expr(e)`` evaluates them, so the same errors are raised."""
+        if isinstance(e, Semantics) and e.kind.upper() == "RUNNING":
+            return self.truth(e.arg, want)
+        if isinstance(e, IsNull):
+            return f"({self.expr(e.arg)} is {'' if e.negated != want else 'not '}None)"
+        if isinstance(e, Unary) and e.op.upper() == "NOT" and _boolean(e.arg):
+            return self.truth(e.arg, not want)
+        op = e.op.upper() if isinstance(e, Binary) else None
+        if op in ("AND", "OR"):
+            if (op == "AND") != want:   # AND is False / OR is True: when one side is
+                return f"({self.truth(e.left, want)} or {self.truth(e.right, want)})"
+            ta, tb = self.temp(), self.temp()   # AND is True / OR is False: both sides, not NULL
+            return (f"(({ta} := {self.expr(e.left)}) is not {not want} and ({tb} := {self.expr(e.right)}) "
+                    f"is not {not want} and {ta} is not None and {tb} is not None)")
+        if op in _COMPARE:
+            ta, tb = self.temp(), self.temp()
+            test = f"{ta} {_COMPARE[op]} {tb}"
+            return (f"(({ta} := {self.expr(e.left)}) is not None and ({tb} := {self.expr(e.right)}) is not None "
+                    f"and {test if want else f'not ({test})'})")
+        return f"({self.expr(e)} is {want})"
 
     def _binary(self, e: Binary):
         op = e.op.upper()
@@ -180,3 +266,65 @@ class _Generator:
 
     def _matchnumber(self, e: MatchNumber):
         return "m"
+
+
+def _boolean(e) -> bool:
+    """Whether ``e``'s value is always True, False or None (NULL)."""
+    if isinstance(e, Semantics):
+        return e.kind.upper() == "RUNNING" and _boolean(e.arg)
+    if isinstance(e, Binary):
+        return e.op.upper() in ("AND", "OR") or e.op.upper() in _COMPARE
+    return isinstance(e, IsNull) or (isinstance(e, Unary) and e.op.upper() == "NOT")
+
+
+class _Blocks(_Generator):
+    """Code over the blocks ``M`` of a contiguous match (see ``compile_blocks``). A block
+    whose place in ``M`` is fixed -- the current variable's (the last), or one in the
+    pattern's leading run of mandatory variables -- is read at that place; a variable after
+    the current one has no rows yet; any other is looked up."""
+
+    CALL = "*expand(r, M), 0, None"
+
+    def __init__(self, env: Env, current: str, elements, tag: str):
+        super().__init__(env, current, tag)
+        self.order = {var: k for k, (var, _) in enumerate(elements)}
+        self.place = {}
+        for k, (var, minimum) in enumerate(elements):
+            if minimum < 1:
+                break
+            self.place[var] = k
+
+    def _row(self, col):
+        return f"{col}[r]"
+
+    def _whole(self, col, n, last):
+        i = self.temp()
+        if last:
+            return f"({col}[{i}] if ({i} := r - {n}) >= M[0][1] else None)"
+        return f"({col}[{i}] if ({i} := M[0][1] + {n}) <= r else None)"
+
+    def _located(self, col, labels, n, last):
+        if len(labels) != 1:
+            return None
+        (var,) = labels
+        if var == self.current:
+            first, end = "M[-1][1]", "r"
+        elif self.order[var] > self.order[self.current]:
+            return "None"                  # a later variable: no rows yet
+        elif var in self.place:
+            k = self.place[var]
+            first, end = f"M[{k}][1]", f"M[{k + 1}][1] - 1"
+        else:
+            i = self.temp()
+            find = f"{'block_last' if last else 'block_first'}(M, r, {self.bind(var, 'v')}, {n})"
+            return f"({col}[{i}] if ({i} := {find}) >= 0 else None)"
+        i = self.temp()
+        if last:
+            return f"({col}[{i}] if ({i} := {end} - {n}) >= {first} else None)"
+        return f"({col}[{i}] if ({i} := {first} + {n}) <= {end} else None)"
+
+    def _classifier(self, e: Classifier):
+        return "M[-1][0]"
+
+    def _matchnumber(self, e: MatchNumber):
+        return None

@@ -47,12 +47,13 @@ Documented behaviour (``semantics="flink"``) vs the 2.3 runtime (``"flink-2.3"``
 
 from __future__ import annotations
 
+from .codegen import compile_blocks, compile_source, expand
 from .errors import MatchRuntimeError, NotSupportedByFlink, MatchRecognizeError
 from .expressions import variables_of, walk
 from .spec import (ONE_ROW, Aggregate, AfterMatch, Alternation, Anchor, Classifier, Concat, Empty,
                    Exclusion, Label, MatchNumber, Nav, Permute, Quantified, Semantics)
 
-__all__ = ["validate", "compile_nfa", "run", "default_after_match"]
+__all__ = ["validate", "compile_nfa", "run", "run_blocks", "default_after_match"]
 
 FINAL = -1
 
@@ -180,22 +181,23 @@ def compile_nfa(elements):
             for o in order], index[sink]
 
 
-def run(elements, conditions, times, nrows, after_match, within_ms=None, within_inclusive=False):
-    """Matches of one partition in emission order, each ``(R, L)``.
+class _Matches:
+    """The completed matches of one partition: they wait, ordered by first row, until no
+    partial match that started earlier is alive, then AFTER MATCH prunes and they are
+    emitted. ``partial`` is the runner's list of partial matches, each starting with its
+    first row."""
 
-    ``conditions[var](R, L, m, F)`` is the compiled DEFINE condition (True classifies the
-    row); ``times``
-    the time column (epoch ms) for WITHIN.
-    """
-    states, start_state = compile_nfa(elements)
-    kind = after_match.kind.upper()
-    skip_var = after_match.var
-    partial = []          # (start_row, state, L)
-    waiting = []          # completed matches: [start_row, seq, R, L]
-    emitted = []
-    seq = 0
+    def __init__(self, after_match, times, within_ms, within_inclusive):
+        self.kind, self.skip_var = after_match.kind.upper(), after_match.var
+        self.times, self.within_ms, self.inclusive = times, within_ms, within_inclusive
+        self.partial, self.waiting, self.emitted, self.seq = [], [], [], 0
 
-    def release():
+    def complete(self, start, R, L):
+        self.seq += 1
+        self.waiting.append([start, self.seq, R, L])
+
+    def release(self):
+        waiting, partial = self.waiting, self.partial
         while waiting:
             waiting.sort(key=lambda w: (w[0], w[1]))
             first = waiting[0]
@@ -203,49 +205,72 @@ def run(elements, conditions, times, nrows, after_match, within_ms=None, within_
                 return
             waiting.pop(0)
             R, L = first[2], first[3]
-            if kind == "PAST LAST ROW":
+            if self.kind == "PAST LAST ROW":
                 drop = lambda s, last=R[-1]: s <= last  # noqa: E731
-            elif kind == "TO NEXT ROW":
+            elif self.kind == "TO NEXT ROW":
                 drop = lambda s, f=R[0]: s <= f  # noqa: E731
             else:
-                rows = [r for r, lab in zip(R, L) if lab == skip_var]
+                rows = [r for r, lab in zip(R, L) if lab == self.skip_var]
                 if not rows:
-                    raise MatchRuntimeError("AFTER MATCH", f"Could not skip to {skip_var}. No such "
+                    raise MatchRuntimeError("AFTER MATCH", f"Could not skip to {self.skip_var}. No such "
                                                            f"element in the found match (rows {list(R)})")
-                target = rows[0] if kind == "TO FIRST" else rows[-1]
+                target = rows[0] if self.kind == "TO FIRST" else rows[-1]
                 if target == R[0]:
                     raise MatchRuntimeError("AFTER MATCH", "Could not skip to first element of a "
-                                                           f"match (SKIP {kind} {skip_var} would restart "
-                                                           f"at row {target}, where the match began)")
+                                                           f"match (SKIP {self.kind} {self.skip_var} would "
+                                                           f"restart at row {target}, where the match began)")
                 drop = lambda s, t=target: s < t  # noqa: E731
             partial[:] = [p for p in partial if not drop(p[0])]
             waiting[:] = [w for w in waiting if not drop(w[0])]
-            emitted.append((tuple(R), L))
+            self.emitted.append((tuple(R), L))
 
-    def expire(t):
-        if within_ms is None or not partial:
+    def expire(self, r):
+        """WITHIN, before row ``r``: drop the partial matches started too long ago."""
+        partial, times = self.partial, self.times
+        if not partial:
             return
-        if within_inclusive:
-            keep = [p for p in partial if t - times[p[0]] <= within_ms]
+        t = times[r]
+        if self.inclusive:
+            keep = [p for p in partial if t - times[p[0]] <= self.within_ms]
         else:
-            keep = [p for p in partial if t - times[p[0]] < within_ms]
+            keep = [p for p in partial if t - times[p[0]] < self.within_ms]
         if len(keep) != len(partial):
             partial[:] = keep
-            release()
+            self.release()
 
-    # per state: (var, its DEFINE or None when always true, take target, proceed target or
-    # None, proceed needs "not take", whether the take target reaches the end); variables
-    # are unique, so a row's condition is evaluated at most once per partial match.
-    # Strict contiguity: the rows of a partial match are range(start, r + 1).
-    table = [(var, conditions.get(var), take, None if proceed == FINAL else proceed, not_take,
-              take != FINAL and _reaches_final(states, take))
-             for var, take, proceed, not_take, _ in states]
+    def finish(self):
+        """End of input: with WITHIN, every partial match expires and releases the waiting."""
+        if self.within_ms is not None:
+            self.partial.clear()
+            self.release()
+        return self.emitted
+
+
+def _table(states, conditions):
+    """Per state: (var, its DEFINE or None when always true, take target, proceed target or
+    None, proceed needs "not take", whether the take target reaches the end)."""
+    return [(var, conditions.get(var), take, None if proceed == FINAL else proceed, not_take,
+             take != FINAL and _reaches_final(states, take))
+            for var, take, proceed, not_take, _ in states]
+
+
+def run(elements, conditions, times, nrows, after_match, within_ms=None, within_inclusive=False):
+    """Matches of one partition in emission order, each ``(R, L)``: the reference runner.
+
+    ``conditions[var](R, L, m, F)`` is the compiled DEFINE condition (True classifies the
+    row); ``times`` the time column (epoch ms) for WITHIN. A partial match is
+    ``(start, state, L)``: variables are unique, so a row's condition is evaluated at most
+    once per partial match, and with strict contiguity its rows are ``range(start, r + 1)``.
+    """
+    states, start_state = compile_nfa(elements)
+    table = _table(states, conditions)
+    out = _Matches(after_match, times, within_ms, within_inclusive)
     for r in range(nrows):
         if within_ms is not None:
-            expire(times[r])
+            out.expire(r)
         new_partial = []
-        partial.append((r, start_state, ()))
-        for start, state, L in partial:
+        out.partial.append((r, start_state, ()))
+        for start, state, L in out.partial:
             R1 = range(start, r + 1)
             while state is not None:   # a concatenation: PROCEEDs form a chain
                 var, condition, take, proceed, not_take, ends = table[state]
@@ -253,21 +278,96 @@ def run(elements, conditions, times, nrows, after_match, within_ms=None, within_
                 ok = condition is None or condition(R1, L1, 0, None) is True
                 state = None if not_take and ok else proceed
                 if ok:
-                    seq += 1
                     if take == FINAL:
-                        waiting.append([start, seq, R1, L1])
+                        out.complete(start, R1, L1)
                         break
                     new_partial.append((start, take, L1))
                     if ends:
-                        seq += 1
-                        waiting.append([start, seq, R1, L1])
-        partial = new_partial
-        if waiting:
-            release()
-    if within_ms is not None:
-        partial.clear()
-        release()
-    return emitted
+                        out.complete(start, R1, L1)
+        out.partial[:] = new_partial
+        if out.waiting:
+            out.release()
+    return out.finish()
+
+
+def run_blocks(elements, defines: dict, env, times, nrows, after_match, within_ms=None,
+               within_inclusive=False):
+    """``run``, generated for one pattern: the same matches, several times faster.
+
+    ``defines``: the DEFINE expression per variable (``env`` resolves their columns). A
+    partial match is ``(start, state, B)`` where ``B`` holds its blocks ``(variable, first
+    row)``: taking one more row of the last block's variable leaves ``B`` as it is, so a
+    row costs no copy of the match's labels, and the DEFINE conditions
+    (``codegen.compile_blocks``) navigate by index arithmetic. The state table becomes one
+    branch per state where a partial match can rest, each with its chain of PROCEEDs
+    unrolled and the conditions written inline, in one generated loop::
+
+        elif state == 2:                   # resting in PRICE_DOWN+ (a greedy loop)
+            M = B                          # one more PRICE_DOWN row
+            if <PRICE_DOWN's DEFINE over r, M is TRUE>:
+                append((start, 2, M))
+                continue                   # greedy: no PROCEED once taken
+            M = B + ((V2, r),)             # PROCEED: the row starts a PRICE_UP block
+            if <PRICE_UP's DEFINE over r, M is TRUE>:
+                complete(start, r, M)
+    """
+    states, start_state = compile_nfa(elements)
+    shape = [(var, mn) for var, mn, _, _, _ in elements]
+    index = {var: k for k, (var, _) in enumerate(shape)}
+    names, code = {}, {}
+    for var, expr in defines.items():
+        code[var], more = compile_blocks(expr, env, var, shape, tag=f"_{index[var]}_")
+        names.update(more)
+    def chain(state, last):
+        """Code for a partial match whose blocks ``B`` end with a ``last`` block (empty: no
+        block yet) meeting row ``r`` in ``state``: its TAKE, then its PROCEEDs, unrolled."""
+        var, take, proceed, not_take, _ = states[state]
+        label = f"V{index[var]}"
+        names[label] = var
+        if not last:
+            blocks = f"(({label}, r),)"
+        elif last == {var}:
+            blocks = "B"
+        elif var not in last:
+            blocks = f"B + (({label}, r),)"
+        else:
+            blocks = f"B if B[-1][0] == {label} else B + (({label}, r),)"
+        step = ["complete(start, r, M)"] if take == FINAL else [f"append((start, {take}, M))"] + (
+            ["complete(start, r, M)"] if _reaches_final(states, take) else [])
+        stops = take == FINAL or not_take      # a taken row ends the chain
+        rest = [] if proceed in (None, FINAL) else chain(proceed, last)
+        if var not in code:                    # no DEFINE: always true
+            return [f"M = {blocks}"] + step + ([] if stops else rest)
+        indent = lambda lines: ["    " + line for line in lines]  # noqa: E731
+        return ([f"M = {blocks}", f"if {code[var]}:"] + indent(step) +
+                ((["else:"] + indent(rest) if rest else []) if stops else rest))
+
+    # where a partial match rests between rows: the TAKE targets, each with the variable
+    # of its last block; a new partial match starts at every row in the start state
+    before = {}
+    for var, take, _, _, _ in states:
+        if take != FINAL:
+            before.setdefault(take, set()).add(var)
+    body = []
+    for rest, last in sorted(before.items()):
+        body += [f"{'if' if not body else 'elif'} state == {rest}:"] + ["    " + x for x in chain(rest, last)]
+    source = "\n".join([
+        "def runner(nrows, out, complete):",
+        "    partial = out.partial",
+        "    for r in range(nrows):",
+        "        if out.within_ms is not None:",
+        "            out.expire(r)",
+        "        new = []",
+        "        append = new.append",
+        "        for start, state, B in partial:"] + ["            " + line for line in body or ["pass"]] + [
+        "        start = r"] + ["        " + line for line in chain(start_state, set())] + [
+        "        partial[:] = new",
+        "        if out.waiting:",
+        "            out.release()",
+        "    return out.finish()", ""])
+    exec(compile_source(source, "<MATCH_RECOGNIZE>"), names)  # noqa: S102 -- built above
+    out = _Matches(after_match, times, within_ms, within_inclusive)
+    return names["runner"](nrows, out, lambda start, r, M: out.complete(start, *expand(r, M)))
 
 
 def _reaches_final(states, s):

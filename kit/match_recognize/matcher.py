@@ -109,8 +109,11 @@ def run_partition(columns: dict, spec, semantics: str = "flink", aggregates: dic
     define_env = Env(lists, clause="DEFINE", **common)
     measures = Measures(spec, Env(lists, clause="MEASURES", **common))
     number = [1]
+    # Flink's matches are contiguous blocks of unique variables: its DEFINEs read blocks
+    # (``run_blocks``), unless a trace wants every evaluation's rows and labels
+    blocks = is_flink and trace is None
     conditions = {}
-    for var, expr in spec.define:
+    for var, expr in ([] if blocks else spec.define):
         conditions[var] = compile_fast(expr, define_env, var)
     if trace is not None:
         for var in variables:
@@ -128,8 +131,12 @@ def run_partition(columns: dict, spec, semantics: str = "flink", aggregates: dic
         times = define_env.column(time_col)
 
     if is_flink:
-        found = flink.run(elements, conditions, times, nrows, after, spec.within_ms,
-                          within_inclusive=semantics == "flink")
+        if blocks:
+            found = flink.run_blocks(elements, dict(spec.define), define_env, times, nrows, after,
+                                     spec.within_ms, within_inclusive=semantics == "flink")
+        else:
+            found = flink.run(elements, conditions, times, nrows, after, spec.within_ms,
+                              within_inclusive=semantics == "flink")
         matches, rows = [], []
         for i, (R, L) in enumerate(found, 1):
             matches.append(Match(i, R, L, (False,) * len(R), R[0]))

@@ -1,9 +1,10 @@
 """MATCH_RECOGNIZE on Spark: one partition per PARTITION BY key, matched in Python over Arrow.
 
-``match_recognize(table, spec)`` groups the input by the PARTITION BY columns and runs
-the matcher (``matcher.run_partition``) once per group with ``applyInPandas``; the
-columns reach the matcher as numpy arrays, never as per-row pandas objects. Partitions
-are independent, so the same plan scales out on a cluster.
+``match_recognize(table, spec)`` spreads the input over tasks by the PARTITION BY columns,
+sorts each task's rows by PARTITION BY then ORDER BY in the JVM, and runs the matcher
+(``matcher.run_partition``) once per group in a ``mapInArrow``: the columns reach the
+matcher as numpy arrays, never as per-row pandas objects, and the output is built as
+Arrow columns. Partitions are independent, so the same plan scales out on a cluster.
 
 Row order inside a partition is the ORDER BY, ties broken by arrival. For a
 ``kit.Stream`` (event time), Flink's CEP operator buffers rows until the watermark
@@ -26,9 +27,12 @@ from typing import Optional
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from ..errors import KitError
 from ..stream import Stream
@@ -88,22 +92,43 @@ def _check(table, spec: MatchRecognize, semantics: str) -> tuple[DataFrame, Opti
     return df, stream
 
 
-def _take(pdf: pd.DataFrame, index: list, columns: list, schema: T.StructType) -> dict:
-    """Columns of ``pdf`` at row positions ``index`` (None: a NULL row), typed by ``schema``."""
-    return {c: _coerce([None if i is None else pdf[c].iat[i] for i in index], schema[c].dataType)
-            for c in columns}
+def _groups(table: pa.Table, keys: list):
+    """``(start, length)`` of each run of equal ``keys`` in ``table`` (sorted by them); NULLs
+    equal NULLs and NaN equals NaN, as in Spark's GROUP BY."""
+    n = table.num_rows
+    if n == 0:
+        return []
+    change = np.zeros(n - 1, dtype=bool)
+    for key in keys:
+        col = table.column(key)
+        a, b = col.slice(1), col.slice(0, n - 1)
+        differ = pc.fill_null(pc.not_equal(a, b), False)
+        if pa.types.is_floating(col.type):
+            differ = pc.and_(differ, pc.invert(pc.and_(pc.is_nan(a), pc.is_nan(b))))
+        differ = pc.or_(differ, pc.xor(a.is_null(), b.is_null()))
+        change |= differ.to_numpy(zero_copy_only=False)
+    bounds = np.concatenate([[0], np.flatnonzero(change) + 1, [n]]).tolist()
+    return [(s, e - s) for s, e in zip(bounds, bounds[1:])]
 
 
-def _coerce(values: list, dtype: T.DataType) -> pd.Series:
-    """Values as a column Arrow accepts for ``dtype``, empty or not (integers truncate like Java)."""
+def _numpy(col: pa.ChunkedArray) -> np.ndarray:
+    """A column for the matcher: integers with NULLs stay integers (None), not float64 NaN."""
+    if col.null_count and pa.types.is_integer(col.type):
+        return np.array(col.to_pylist(), dtype=object)
+    return col.to_numpy()
+
+
+def _coerce(values: list, dtype: T.DataType, arrow: pa.DataType) -> pa.Array:
+    """Python values as an Arrow column of ``dtype`` (integers truncate like Java; NaN -> NULL)."""
     if isinstance(dtype, T.IntegralType):
-        return pd.Series([None if v is None or v != v else int(v) for v in values], dtype=object)
-    if isinstance(dtype, (T.FloatType, T.DoubleType)):
-        return pd.Series([np.nan if v is None else float(v) for v in values], dtype="float64")
-    if isinstance(dtype, T.TimestampType):
-        return pd.Series(pd.to_datetime([v if v is None or not isinstance(v, (int, np.integer)) else
-                                         pd.Timestamp(int(v), unit="ms") for v in values]))
-    return pd.Series(values, dtype=object)
+        values = [None if v is None or v != v else int(v) for v in values]
+    elif isinstance(dtype, (T.FloatType, T.DoubleType)):
+        values = [None if v is None or v != v else float(v) for v in values]
+    elif isinstance(dtype, T.TimestampType):
+        return pa.Array.from_pandas(pd.Series(pd.to_datetime(
+            [v if v is None or not isinstance(v, (int, np.integer)) else pd.Timestamp(int(v), unit="ms")
+             for v in values])), type=arrow)
+    return pa.array(values, type=arrow)
 
 
 def match_recognize(table, spec: MatchRecognize, semantics: str = "flink",
@@ -140,15 +165,18 @@ class _Plan:
         run_partition({c: np.array([], dtype=object) for c in self.inputs}, spec, semantics,
                       aggregates=aggregates, rowtime=self.rowtime)
 
-    def _grouped(self, columns: list):
-        """The input, only ``columns`` of it, grouped by PARTITION BY."""
+    def _sorted(self, columns: list) -> DataFrame:
+        """The input, only ``columns`` of it, spread over tasks by PARTITION BY and sorted by
+        PARTITION BY then ORDER BY (NULLs last) then arrival, in the JVM."""
         df = self.df.select(*dict.fromkeys(self.partition_by + columns + [_SEQ]))
+        order = [F.col(c).asc_nulls_last() if up else F.col(c).desc_nulls_last()
+                 for c, up in zip(self.order, self.ascending)]
         if not self.partition_by:
-            return df.withColumn(_ALL, F.lit(0)).groupBy(_ALL)
+            return df.repartition(1).sortWithinPartitions(*order)
         # a few tasks per core: partitions differ in size, and whole partitions go to one
         # task, so with one task per core the biggest share would set the pace
         tasks = 4 * int(df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
-        return df.repartition(tasks, *self.partition_by).groupBy(*self.partition_by)
+        return df.repartition(tasks, *self.partition_by).sortWithinPartitions(*self.partition_by, *order)
 
     def _referenced(self) -> list:
         """The input columns the matcher reads: ORDER BY, DEFINE, MEASURES, WITHIN's time."""
@@ -164,34 +192,41 @@ class _Plan:
         return [c for c in self.inputs if c.lower() in names]
 
     def _run(self, out_schema: T.StructType, emit, columns: list):
-        """``applyInPandas`` of the matcher over ``columns`` of the input; ``emit(pdf, result)``
-        builds a partition's output columns; a partition's run-time error fails the query
-        with its message."""
+        """The matcher over ``columns`` of the input, one PARTITION BY group at a time, in a
+        ``mapInArrow`` over the sorted input; ``emit(group, result)`` builds a group's output
+        columns (Arrow arrays); a group's run-time error fails the query with its message."""
         spec, semantics, aggregates, rowtime = self.spec, self.semantics, self.aggregates, self.rowtime
-        order, ascending, partition_by = self.order, self.ascending, self.partition_by
+        partition_by = self.partition_by
         inputs = [c for c in columns if c not in partition_by or c in self._referenced()]
         schema = T.StructType(out_schema.fields + [T.StructField("_kit_order", T.LongType()),
                                                    T.StructField(_ERROR, T.StringType())])
+        arrow = to_arrow_schema(schema, timezone="UTC")
 
-        def per_partition(pdf: pd.DataFrame) -> pd.DataFrame:
-            pdf = pdf.sort_values(order, ascending=ascending, kind="stable", ignore_index=True)
-            try:
-                result = run_partition({c: pdf[c].to_numpy() for c in inputs}, spec, semantics,
-                                       aggregates=aggregates, rowtime=rowtime)
-            except KitError as e:  # e.g. SKIP TO FIRST onto the match's first row: Flink fails the job
-                where = ", ".join(f"{c}={pdf[c].iat[0]!r}" for c in partition_by)
-                return pd.DataFrame({_ERROR: [f"{e} (partition {where or 'all rows'})"]},
-                                    columns=schema.fieldNames())
-            out = emit(pdf, result)
-            n = len(next(iter(out.values()))) if out else 0
-            out["_kit_order"] = list(range(n))  # emission order inside the partition
-            out[_ERROR] = pd.Series([None] * n, dtype=object)
-            return pd.DataFrame(out, columns=schema.fieldNames())
+        def per_task(batches):
+            batches = list(batches)
+            if not batches:
+                return
+            table = pa.Table.from_batches(batches)
+            for start, length in _groups(table, partition_by):
+                group = table.slice(start, length)
+                try:
+                    result = run_partition({c: _numpy(group.column(c)) for c in inputs}, spec, semantics,
+                                           aggregates=aggregates, rowtime=rowtime)
+                except KitError as e:  # e.g. SKIP TO FIRST onto the match's first row: Flink fails the job
+                    where = ", ".join(f"{c}={group.column(c)[0].as_py()!r}" for c in partition_by)
+                    message = pa.array([f"{e} (partition {where or 'all rows'})"])
+                    yield pa.RecordBatch.from_arrays([pa.nulls(1, f.type) for f in arrow][:-1] + [message],
+                                                     schema=arrow)
+                    continue
+                out = emit(group, result, arrow)
+                n = len(out[0]) if out else 0
+                out += [pa.array(range(n), pa.int64()), pa.nulls(n, pa.string())]  # emission order
+                yield from pa.Table.from_arrays(out, schema=arrow).to_batches()
 
         error = F.col(_ERROR)
         # one partition, then a sort inside it: a total order without the sampling job of a
         # global orderBy, which would run the matcher twice
-        return (self._grouped(columns).applyInPandas(per_partition, schema)
+        return (self._sorted(columns).mapInArrow(per_task, schema)
                     .filter(F.when(error.isNull(), F.lit(True)).otherwise(F.raise_error(error).cast("boolean")))
                     .repartition(1).sortWithinPartitions(*partition_by, "_kit_order")
                     .drop("_kit_order", _ERROR))
@@ -201,36 +236,31 @@ class _Plan:
                     for m in self.spec.measures]
         one_row = self.spec.rows_per_match == ONE_ROW
         keep = self.partition_by if one_row else self.inputs
-        schema = self.schema  # the closures below go to Spark's workers: no reference to self
 
-        def emit(pdf, result):
+        def emit(group, result, arrow):
             if one_row:
                 index, values = [0] * len(result.rows), [list(r) for r in result.rows]
             else:
                 index, values = [r[0] for r in result.rows], [list(r[1:]) for r in result.rows]
-            out = _take(pdf, index, keep, schema)
-            for j, (name, dtype) in enumerate(measures):
-                out[name] = _coerce([v[j] for v in values], dtype)
-            return out
+            taken = group.select(keep).take(pa.array(index, pa.int64()))  # None: a NULL row
+            return taken.columns + [_coerce([v[j] for v in values], dtype, arrow.field(name).type)
+                                    for j, (name, dtype) in enumerate(measures)]
 
         return self._run(T.StructType([self.schema[c] for c in keep] + [
             T.StructField(name, dtype, True) for name, dtype in measures]), emit,
             self._referenced() if one_row else self.inputs)
 
     def details(self) -> DataFrame:
-        inputs, schema = self.inputs, self.schema
+        inputs = self.inputs
 
-        def emit(pdf, result):
+        def emit(group, result, arrow):
             entries = [(i, m.number, c) for m in result.matches for i, c in zip(m.rows, m.classifiers)]
             matched = {i for i, _, _ in entries}
-            entries += [(i, None, None) for i in range(len(pdf)) if i not in matched]
+            entries += [(i, None, None) for i in range(group.num_rows) if i not in matched]
             entries.sort(key=lambda e: (e[0], e[1] or 0))  # row order, then match
             index, number, label = zip(*entries) if entries else ((), (), ())
-            out = _take(pdf, list(index), inputs, schema)
-            out["match_number"] = _coerce(list(number), T.LongType())
-            out["classifier"] = pd.Series(label, dtype=object)
-            out["late"] = pd.Series([False] * len(index), dtype=bool)
-            return out
+            return group.select(inputs).take(pa.array(index, pa.int64())).columns + [
+                pa.array(number, pa.int64()), pa.array(label, pa.string()), pa.array([False] * len(index))]
 
         details = self._run(T.StructType([self.schema[c] for c in self.inputs] + [
             T.StructField("match_number", T.LongType()), T.StructField("classifier", T.StringType()),
