@@ -152,3 +152,13 @@ def test_rows_in_several_matches_appear_once_per_match(spark):
     counts = {r.t: r.n for r in details.groupBy(F.col("rowtime").alias("t"))
               .count().withColumnRenamed("count", "n").collect()}
     assert sorted(counts.values(), reverse=True)[0] == 4  # 10:00:04 is in four matches (#1..#4)
+
+
+def test_nullable_integers_stay_integers(spark):
+    """A BIGINT column with NULLs reaches the matcher as integers and None (not float64 NaN):
+    CAST prints 5, not 5.0, and the NULL row is found by IS NULL."""
+    df = spark.createDataFrame([("A", 1, 5), ("A", 2, None), ("A", 3, 7)], "symbol string, t int, qty bigint")
+    rows = kit.sql("SELECT * FROM T MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY t "
+                   "MEASURES CAST(A.qty AS STRING) AS a, B.qty AS b, C.qty / 2 AS c "
+                   "PATTERN (A B C) DEFINE B AS B.qty IS NULL)", T=df).collect()
+    assert [tuple(r) for r in rows] == [("A", "5", None, 3)]

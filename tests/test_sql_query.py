@@ -210,6 +210,18 @@ def test_match_recognize_in_a_cte_and_on_a_match_recognize(ticker, matcher):
     assert [spec.pattern for spec, _ in matcher] == [S.Label("A"), S.Label("A"), S.Label("B")]
 
 
+def test_match_recognize_on_a_with_query(ticker, matcher):
+    """A WITH query's name as the input: the query (and the WITH queries before it) runs."""
+    df = sql("WITH cheap (symbol, rowtime, price) AS (SELECT symbol, rowtime, price FROM Ticker),\n"
+             "  dear AS (SELECT * FROM cheap WHERE price > 10)\n"
+             "SELECT * FROM dear MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY rowtime PATTERN (A)) M",
+             Ticker=ticker)
+    assert rows(df) == [("ACME", 17)]
+    assert sql("WITH dear AS (SELECT * FROM Ticker WHERE price > 15) SELECT * FROM Ticker "
+               "MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY rowtime PATTERN (A)) M ORDER BY 1",
+               Ticker=ticker).collect()[1].top == 10     # a table that is not a WITH query: itself
+
+
 def test_errors_after_the_clause_point_into_the_users_text(ticker, matcher):
     with pytest.raises(SqlError) as info:
         sql(MR.replace("WHERE T.top", "WHERE T.bottom"), Ticker=ticker, Names=NAMES)

@@ -19,44 +19,12 @@ from __future__ import annotations
 
 import functools
 
-from .expressions import _ARITH, Env, compile_expr
+from .expressions import _ARITH, Env, compile_expr, first_index_in, last_index, last_index_in
 from .spec import Binary, Classifier, Column, IsNull, Literal, MatchNumber, Nav, Semantics, Unary
 
 __all__ = ["compile_fast", "compile_blocks", "compile_source", "expand"]
 
 _COMPARE = {"=": "==", "<>": "!=", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
-
-
-def _last(L, var, n):
-    """Index in ``L`` of the ``n``-th last ``var`` (0 = the last one), or -1."""
-    i = len(L) - 1
-    while i >= 0:
-        if L[i] == var:
-            if n == 0:
-                return i
-            n -= 1
-        i -= 1
-    return -1
-
-
-def _last_in(L, labels, n):
-    i = len(L) - 1
-    while i >= 0:
-        if L[i] in labels:
-            if n == 0:
-                return i
-            n -= 1
-        i -= 1
-    return -1
-
-
-def _first_in(L, labels, n):
-    for i, label in enumerate(L):
-        if label in labels:
-            if n == 0:
-                return i
-            n -= 1
-    return -1
 
 
 @functools.lru_cache(maxsize=256)
@@ -133,7 +101,7 @@ def _generate(gen, expr, params: str, filename: str):
         code = compile_source(source, filename)
     except (RecursionError, SyntaxError, MemoryError):  # too deep for Python's parser
         return None
-    namespace = dict(gen.names, last=_last, last_in=_last_in, first_in=_first_in)
+    namespace = dict(gen.names, last=last_index, last_in=last_index_in, first_in=first_index_in)
     exec(code, namespace)  # noqa: S102 -- source built from the expression tree only
     fast = namespace["fast"]
     fast.source = source

@@ -1,8 +1,9 @@
 """Errors raised by the MATCH_RECOGNIZE layer; each names the clause and, when known, the
 line and column of the offending text.
 
-    >>> raise NotSupportedByFlink("PATTERN", "alternation '|'")   # doctest: +SKIP
-    NotSupportedByFlink: PATTERN: alternation '|' is not supported by Flink; use semantics="standard"
+    >>> raise NotSupportedByFlink("PATTERN", "alternation '|'")
+    Traceback (most recent call last):
+    kit.match_recognize.errors.NotSupportedByFlink: PATTERN: alternation '|' is not supported by Flink; use semantics="standard" for the SQL standard behaviour
 """
 
 from __future__ import annotations

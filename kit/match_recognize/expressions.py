@@ -154,18 +154,38 @@ def _literal(e: Literal, env, inner):
     return lambda R, L, m, F: v
 
 
-def _last_index(L, var):
+def last_index(L, var, n=0):
+    """Index in the labels ``L`` of the ``n``-th last row of ``var`` (0: the last), or -1."""
     i = len(L) - 1
-    while i >= 0 and L[i] != var:
+    while i >= 0:
+        if L[i] == var:
+            if n == 0:
+                return i
+            n -= 1
         i -= 1
-    return i
+    return -1
 
 
-def _last_index_in(L, labels):
+def last_index_in(L, labels, n=0):
+    """``last_index`` for a set of labels (a SUBSET)."""
     i = len(L) - 1
-    while i >= 0 and L[i] not in labels:
+    while i >= 0:
+        if L[i] in labels:
+            if n == 0:
+                return i
+            n -= 1
         i -= 1
-    return i
+    return -1
+
+
+def first_index_in(L, labels, n=0):
+    """Index in ``L`` of the ``n``-th first row labelled one of ``labels`` (0: the first), or -1."""
+    for i, label in enumerate(L):
+        if label in labels:
+            if n == 0:
+                return i
+            n -= 1
+    return -1
 
 
 def _column(e: Column, env, inner):
@@ -175,20 +195,8 @@ def _column(e: Column, env, inner):
     labels = env.labels(e.var, e.pos)
     if len(labels) == 1:
         (var,) = labels
-
-        def f(R, L, m, F):
-            i = len(L) - 1
-            while i >= 0:
-                if L[i] == var:
-                    return col[R[i]]
-                i -= 1
-            return None
-        return f
-
-    def g(R, L, m, F):
-        i = _last_index_in(L, labels)
-        return col[R[i]] if i >= 0 else None
-    return g
+        return lambda R, L, m, F: col[R[i]] if (i := last_index(L, var)) >= 0 else None
+    return lambda R, L, m, F: col[R[i]] if (i := last_index_in(L, labels)) >= 0 else None
 
 
 def _single_label_set(expr, env, what):
@@ -220,38 +228,12 @@ def _logical_locator(e: Nav, env):
 
     if last and len(labels) == 1:
         (var,) = labels
-
-        def loc(R, L):
-            k = n
-            i = len(L) - 1
-            while i >= 0:
-                if L[i] == var:
-                    if k == 0:
-                        return R[i]
-                    k -= 1
-                i -= 1
-            return None
+        find = lambda L: last_index(L, var, n)  # noqa: E731
     elif last:
-        def loc(R, L):
-            k = n
-            i = len(L) - 1
-            while i >= 0:
-                if L[i] in labels:
-                    if k == 0:
-                        return R[i]
-                    k -= 1
-                i -= 1
-            return None
+        find = lambda L: last_index_in(L, labels, n)  # noqa: E731
     else:
-        def loc(R, L):
-            k = n
-            for i, lab in enumerate(L):
-                if lab in labels:
-                    if k == 0:
-                        return R[i]
-                    k -= 1
-            return None
-    return loc
+        find = lambda L: first_index_in(L, labels, n)  # noqa: E731
+    return lambda R, L: R[i] if (i := find(L)) >= 0 else None
 
 
 def _nodes(expr):
@@ -311,9 +293,7 @@ def _nav(e: Nav, env, inner):
         if labels is None:
             loc = lambda R, L: R[-1] if R else None  # noqa: E731
         else:
-            def loc(R, L):
-                i = _last_index_in(L, labels)
-                return R[i] if i >= 0 else None
+            loc = lambda R, L: R[i] if (i := last_index_in(L, labels)) >= 0 else None  # noqa: E731
     g = compile_expr(arg, env, inner=True)
     nrows = env.nrows
 

@@ -354,14 +354,14 @@ def run_blocks(elements, defines: dict, env, times, nrows, after_match, within_m
     source = "\n".join([
         "def runner(nrows, out, complete):",
         "    partial = out.partial",
-        "    for r in range(nrows):",
-        "        if out.within_ms is not None:",
-        "            out.expire(r)",
+        "    for r in range(nrows):"] + ([
+        "        out.expire(r)",
+        "        partial = out.partial"] if within_ms is not None else []) + [
         "        new = []",
         "        append = new.append",
         "        for start, state, B in partial:"] + ["            " + line for line in body or ["pass"]] + [
         "        start = r"] + ["        " + line for line in chain(start_state, set())] + [
-        "        partial[:] = new",
+        "        out.partial = partial = new",
         "        if out.waiting:",
         "            out.release()",
         "    return out.finish()", ""])

@@ -137,6 +137,37 @@ def _table_ref_start(query, tokens, m) -> int:
         "MATCH_RECOGNIZE needs a table or a parenthesised subquery before it", found=False)
 
 
+def _ctes(tokens) -> dict:
+    """The queries of a leading ``WITH name [(columns)] AS (query), ...``: name (lower case)
+    -> the index of the token after its closing parenthesis (``WITH`` is token 0)."""
+    def opens(i):
+        return tokens[i].kind == "OP" and tokens[i].value == "("
+
+    def after_parens(i):
+        depth = 0
+        while True:
+            if tokens[i].kind == "OP" and tokens[i].value in ("(", ")"):
+                depth += 1 if tokens[i].value == "(" else -1
+            i += 1
+            if depth == 0 or tokens[i].kind == "EOF":
+                return i
+
+    found, i = {}, 1
+    if not tokens[0].is_word("WITH"):
+        return found
+    while tokens[i].kind == "IDENT":
+        name, i = tokens[i].value.lower(), i + 1
+        if opens(i):                              # a column list
+            i = after_parens(i)
+        if not (tokens[i].is_word("AS") and opens(i + 1)):
+            break
+        i = found[name] = after_parens(i + 1)
+        if not (tokens[i].kind == "OP" and tokens[i].value == ","):
+            break
+        i += 1
+    return found
+
+
 class _Renderer:
     """Walks tokens once, copying the text between rewrites verbatim."""
 
@@ -146,6 +177,7 @@ class _Renderer:
         self.windows = find_windows(query, tokens)
         self.per_window = groups_by_window(tokens)
         self.group_window = find_group_window(query, tokens)
+        self.ctes = _ctes(tokens)
 
     def render(self, lo: int, hi: int) -> Rewritten:
         toks = self.tokens
@@ -161,6 +193,10 @@ class _Renderer:
                 m, end, spec = self.found[i]
                 if tok.kind == "OP":              # (subquery) MATCH_RECOGNIZE
                     source = self.render(i + 1, m - 1)
+                elif m == i + 1 and tok.value.lower() in self.ctes:   # a WITH query's name
+                    source = self.render(0, self.ctes[tok.value.lower()])
+                    source.replace(" SELECT * FROM ", tok.start)
+                    source.copy(tok.start, tok.end)
                 else:
                     source = self.query[tok.start:toks[m - 1].end]
                 view = self.resolver.match(source, spec, tok)
