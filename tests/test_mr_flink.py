@@ -412,6 +412,25 @@ def test_within_needs_a_time_column():
         run_partition(ticker([1]), spec)
 
 
+# ---------------------------------------------------------------- checked on real Flink
+
+@pytest.mark.parametrize("prices, expected", [
+    ([10, 15, 20], [(10, None, 15, 10, 10)]),   # B? does not take 15: C completes first
+    ([10, 20], [(10, None, 20, 10, 10)]),
+])
+def test_optional_variable_navigation_as_real_flink(prices, expected):
+    """The seed's ``PATTERN (A B? C)`` navigation example (001, «Logical Offsets») under Flink:
+    ``B?`` keeps both branches and the shorter match A C completes first, so B stays empty.
+    These rows are what Apache Flink 2.3 returned for this query, in streaming and batch mode
+    (run through PyFlink on 2026-11-23; the seed's own table shows the standard A B C)."""
+    spec = mr(pat("A", q("B", 0, 1), "C"),
+              define=[("B", b("<", "B.price", lit(20))), ("C", b("<", last("price", 1), "C.price"))],
+              measures=[("a", c("A.price")), ("b", c("B.price")), ("c", c("C.price")),
+                        ("f", first("price")), ("l1", last("price", 1))],
+              after=("PAST LAST ROW",))
+    assert run(spec, ticker(prices)) == expected
+
+
 # ---------------------------------------------------------------- the generated runner
 
 _VARS = ("A", "B", "C")
