@@ -52,11 +52,11 @@ def _windowed(case, stream=None):
     else:
         windowed = WindowedStream(stream, keys, _eval(case["assigner"]))
     if case.get("trigger"):
-        windowed.trigger(_eval(case["trigger"]))
+        windowed = windowed.trigger(_eval(case["trigger"]))
     if case.get("evictor"):
-        windowed.evictor(_eval(case["evictor"]))
+        windowed = windowed.evictor(_eval(case["evictor"]))
     if case.get("lateness"):
-        windowed.allowed_lateness(case["lateness"])
+        windowed = windowed.allowed_lateness(case["lateness"])
     return windowed
 
 

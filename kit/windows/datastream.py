@@ -42,6 +42,7 @@ end), not the possibly lower one that crossed the timer -- the columns above are
 
 from __future__ import annotations
 
+import copy
 import datetime as _dt
 import warnings
 from decimal import Decimal
@@ -130,7 +131,15 @@ def _ms(value, name):
 class WindowedStream:
     """``key_by(...).window(assigner)`` or ``window_all(assigner)``, then optional
     ``trigger``, ``evictor``, ``allowed_lateness``, ``side_output_late_data``, then a function
-    (``reduce``, ``aggregate``, ``process``, ``apply``, ``fold``) giving a ``WindowResult``."""
+    (``reduce``, ``aggregate``, ``process``, ``apply``, ``fold``) giving a ``WindowResult``.
+
+    Unlike PyFlink, each call returns a new WindowedStream; chaining works the same. The
+    original is unchanged, so re-running a notebook cell does not stack settings and one
+    windowed stream can be configured two ways::
+
+        hourly = keyed.window(TumblingEventTimeWindows.of(Time.hours(1)))
+        early = hourly.trigger(CountTrigger.of(100))    # hourly keeps its EventTimeTrigger
+    """
 
     def __init__(self, stream, keys: tuple, assigner: WindowAssigner):
         if not isinstance(assigner, WindowAssigner):
@@ -145,27 +154,28 @@ class WindowedStream:
         if self.assigner.merging and not trigger.can_merge():
             raise KitError(f"A merging window assigner cannot be used with a trigger that does not support "
                            f"merging: {trigger!r} (implement can_merge() and on_merge())")
-        self._trigger = trigger
-        return self
+        return self._with(_trigger=trigger)
 
     def evictor(self, evictor: Evictor) -> "WindowedStream":
         if not isinstance(evictor, Evictor):
             raise KitError(f"evictor(...) needs an Evictor (e.g. CountEvictor.of(2)); got {evictor!r}")
-        self._evictor = evictor
-        return self
+        return self._with(_evictor=evictor)
 
     def allowed_lateness(self, lateness) -> "WindowedStream":
         ms = _ms(lateness, "allowed_lateness")
         if ms < 0:
             raise KitError(f"allowed_lateness must be >= 0 ms; got {ms}")
-        self._lateness = ms
-        return self
+        return self._with(_lateness=ms)
 
     def side_output_late_data(self, output_tag: OutputTag) -> "WindowedStream":
         if not isinstance(output_tag, OutputTag):
             raise KitError(f"side_output_late_data needs an OutputTag; got {output_tag!r}")
-        self._late_tag = output_tag
-        return self
+        return self._with(_late_tag=output_tag)
+
+    def _with(self, **setting) -> "WindowedStream":
+        changed = copy.copy(self)
+        vars(changed).update(setting)
+        return changed
 
     # ---------------------------------------------------------------- functions
 
@@ -260,7 +270,9 @@ def _row_values(value, schema: T.StructType) -> list:
 class WindowResult:
     """What a windowed transformation produced: ``df`` (the firings, see the module doc;
     the result also answers DataFrame methods like ``show`` and ``toPandas``), ``late``
-    (the late side output) and ``elements()`` (every element and its fate)."""
+    (the late side output) and ``elements()`` (every element and its fate). One replay of
+    each key gives all three, kept once computed (the firings by the fast path, when it
+    applies, need no replay)."""
 
     def __init__(self, windowed: WindowedStream, spec: WindowSpec, output_type):
         self.windowed, self.spec = windowed, spec
@@ -284,7 +296,7 @@ class WindowResult:
             raise KitError(f"output column(s) {clash} clash with the result's own columns; give them "
                            "other names in output_type")
         self.output = output
-        self._df = None
+        self._df = self._tagged = None
 
     # ------------------------------------------------------------ public
 
@@ -297,7 +309,7 @@ class WindowResult:
     @property
     def late(self) -> DataFrame:
         """The elements dropped as late: their columns, ``seq`` and the ``watermark`` then."""
-        late = self._run("late")
+        late = self._in_arrival_order("late")
         if isinstance(self.time_type, T.IntegralType):
             return late
         return late.withColumn("watermark", F.timestamp_millis("watermark"))
@@ -311,7 +323,10 @@ class WindowResult:
     def elements(self) -> DataFrame:
         """Every input element with its ``seq`` and ``fate``: fired, late, evicted, expired,
         pending or no window."""
-        return self._run("elements")
+        return self._in_arrival_order("element")
+
+    def _in_arrival_order(self, kind: str) -> DataFrame:
+        return self._replayed(kind).repartition(1).sortWithinPartitions("seq")
 
     def __getattr__(self, name):
         if name.startswith("_"):
@@ -342,26 +357,35 @@ class WindowResult:
     def _time(self, nullable=True):
         return T.StructField("", self.time_type, nullable).dataType
 
-    def _run(self, mode: str) -> DataFrame:
+    def _columns(self) -> dict:
+        """Each kind of row the replay emits (``firing``, ``late``, ``element``) and its columns."""
+        src, long = self.stream.source.schema, T.LongType()
+        firing = ([T.StructField("key", self._key_type())] if self.keys else []) + [
+            T.StructField("window_start", self.time_type), T.StructField("window_end", self.time_type)]
+        firing += self.output.fields + [T.StructField(c, T.StringType() if c in ("firing", "cause") else long)
+                                        for c in _METADATA + ("_order",)]
+        element = [src[c] for c in self.values] + [T.StructField("seq", long)]
+        return {"firing": firing, "late": element + [T.StructField("watermark", long)],
+                "element": element + [T.StructField("fate", T.StringType())]}
+
+    def _replayed(self, kind: str) -> DataFrame:
+        """The rows of one ``kind`` with its own columns. Every key is replayed once for all
+        three kinds, and the tagged rows are kept once computed: the timer placement reads
+        the firings twice, and ``df``, ``late`` and ``elements()`` read the same replay."""
+        columns = self._columns()
+        if self._tagged is None:
+            self._tagged = self._run(columns).persist(StorageLevel.MEMORY_AND_DISK)
+        return self._tagged.filter(F.col("_kind") == kind).select(
+            *[F.col(_column(kind, i)).alias(f.name) for i, f in enumerate(columns[kind])])
+
+    def _run(self, columns: dict) -> DataFrame:
+        """Replay each key: its firings, late elements and elements' fates as rows tagged by
+        ``_kind``, each kind in its own columns (``_column(kind, i)``, NULL in other rows)."""
         spec, keys, values, output = self.spec, self.keys, self.values, self.output
+        schema = T.StructType([T.StructField("_kind", T.StringType())] + [
+            T.StructField(_column(kind, i), f.dataType) for kind, fields in columns.items()
+            for i, f in enumerate(fields)])
         is_ts = not isinstance(self.time_type, T.IntegralType)
-        src = self.stream.source.schema
-        if mode == "firings":
-            fields = ([T.StructField("key", self._key_type())] if keys else []) + [
-                T.StructField("window_start", self.time_type), T.StructField("window_end", self.time_type)]
-            fields += output.fields + [
-                T.StructField("firing", T.StringType()), T.StructField("pane", T.LongType()),
-                T.StructField("cause", T.StringType()), T.StructField("timer", T.LongType()),
-                T.StructField("watermark", T.LongType()), T.StructField("proctime", T.LongType()),
-                T.StructField("fired_after", T.LongType()), T.StructField("contents", T.LongType()),
-                T.StructField("_order", T.LongType())]
-        elif mode == "late":
-            fields = [src[c] for c in values] + [T.StructField("seq", T.LongType()),
-                                                 T.StructField("watermark", T.LongType())]
-        else:
-            fields = [src[c] for c in values] + [T.StructField("seq", T.LongType()),
-                                                 T.StructField("fate", T.StringType())]
-        schema = T.StructType(fields)
         to_time = (lambda ms: None if ms is None else pd.Timestamp(ms, unit="ms")) if is_ts else (lambda ms: ms)
 
         def per_key(pdf: pd.DataFrame) -> pd.DataFrame:
@@ -370,29 +394,36 @@ class WindowResult:
             key = (None if not keys else _plain(key_values[0]) if len(keys) == 1
                    else tuple(_plain(v) for v in key_values))
             result = run_key(key, _elements(pdf, values), spec)
-            rows = []
-            if mode == "firings":
-                for f in result.firings:
-                    start = to_time(f.window.start) if f.window.start is not None else None
-                    end = to_time(f.window.end) if f.window.end is not None else None
-                    meta = [f.kind, f.pane, f.cause, f.timer,
-                            None if f.watermark in (MIN_TIME, 2 ** 63 - 1) else f.watermark,
-                            f.proctime, f.fired_after, len(f.seqs)]
-                    head = ([key if len(keys) == 1 else dict(zip(keys, key))] if keys else []) + [start, end]
-                    for value in f.outputs:
-                        rows.append(head + _row_values(value, output) + meta + [len(rows)])
-            elif mode == "late":
-                by_seq = dict(zip(pdf["seq"].tolist(), range(len(pdf))))
-                for seq, watermark in result.late:
-                    i = by_seq[seq]
-                    rows.append([_plain(pdf[c].iat[i]) for c in values] + [seq, watermark])
-            else:
-                for i, seq in enumerate(pdf["seq"].tolist()):
-                    rows.append([_plain(pdf[c].iat[i]) for c in values] + [seq, result.fates[seq]])
-            return pd.DataFrame(rows, columns=schema.fieldNames())
+            firings = []
+            for f in result.firings:
+                start = to_time(f.window.start) if f.window.start is not None else None
+                end = to_time(f.window.end) if f.window.end is not None else None
+                meta = [f.kind, f.pane, f.cause, f.timer,
+                        None if f.watermark in (MIN_TIME, 2 ** 63 - 1) else f.watermark,
+                        f.proctime, f.fired_after, len(f.seqs)]
+                head = ([key if len(keys) == 1 else dict(zip(keys, key))] if keys else []) + [start, end]
+                for value in f.outputs:
+                    firings.append(head + _row_values(value, output) + meta + [len(firings)])
+            seqs = pdf["seq"].tolist()
+            row_of = dict(zip(seqs, range(len(pdf))))
+            element = [[_plain(pdf[c].iat[i]) for c in values] + [seq] for i, seq in enumerate(seqs)]
+            rows = {"firing": firings,
+                    "late": [element[row_of[seq]] + [watermark] for seq, watermark in result.late],
+                    "element": [e + [result.fates[e[-1]]] for e in element]}
+            frames = []
+            for kind, kind_rows in rows.items():
+                if kind_rows:
+                    frame = pd.DataFrame(kind_rows, columns=[_column(kind, i) for i in range(len(columns[kind]))])
+                    # integers as objects: a column NULL in the other kinds' rows stays exact
+                    frame = frame.astype({c: object for c in frame.columns if frame[c].dtype.kind in "iub"})
+                    frames.append(frame.assign(_kind=kind))
+            out = pd.concat(frames, ignore_index=True).reindex(columns=schema.fieldNames())
+            # NULL as None: NaN is no struct, and a column of NaN (a kind without rows) no timestamp
+            for c in out.columns[(out.dtypes == object) | out.isna().all()]:
+                out[c] = out[c].astype(object).where(out[c].notna(), None)
+            return out
 
-        out = self._grouped(self._prepared()).applyInPandas(per_key, schema)
-        return out if mode == "firings" else out.repartition(1).sortWithinPartitions("seq")
+        return self._grouped(self._prepared()).applyInPandas(per_key, schema)
 
     def _firings(self, engine: str = "auto") -> DataFrame:
         """The firings, by the fast path when it applies (``engine="auto"``), else by
@@ -403,9 +434,7 @@ class WindowResult:
                 for c in ("window_start", "window_end"):
                     df = df.withColumn(c, F.timestamp_millis(c))
         else:
-            # kept once computed: the timer placement reads the firings again, and each read
-            # would replay every key again
-            df = place_timers(self._run("firings").persist(StorageLevel.MEMORY_AND_DISK), self.stream)
+            df = place_timers(self._replayed("firing"), self.stream)
         # per key, in the order the operator emitted
         df = df.repartition(1).sortWithinPartitions(*(["key"] if self.keys else []), "_order").drop("_order")
         if not isinstance(self.time_type, T.IntegralType):
@@ -428,6 +457,11 @@ class WindowResult:
                     return _infer(f.outputs[0])
         raise KitError("cannot tell the output columns: the window function produced nothing on the "
                        "first 1000 elements; pass output_type='name type, ...'")
+
+
+def _column(kind: str, i: int) -> str:
+    """The replay's name for column ``i`` of a kind of row (user column names may clash)."""
+    return f"_{kind}{i}"
 
 
 def _plain(v):
