@@ -8,7 +8,8 @@ from pyspark.sql import Row
 import kit
 from kit.errors import KitError
 from kit.time import Clock, Duration, Time
-from kit.windows import (AggregateFunction, ContinuousProcessingTimeTrigger, Count, CountTrigger,
+import kit.windows
+from kit.windows import (AggregateFunction, ContinuousProcessingTimeTrigger, Count, CountEvictor, CountTrigger,
                          EventTimeSessionWindows, GlobalWindows, OutputTag, ProcessWindowFunction,
                          ReducingStateDescriptor, SlidingEventTimeWindows, Trigger, TriggerResult,
                          TumblingEventTimeWindows, TumblingProcessingTimeWindows, ValueStateDescriptor,
@@ -165,3 +166,43 @@ def test_count_window_on_a_stream_with_a_clock(spark):
         (3, 0, 1, "2024-01-01 00:00:01"), (7, 1, 3, "2024-01-01 00:00:03")]
     assert [r.fate for r in result.elements().collect()] == ["fired"] * 4 + ["pending"]
     assert GlobalWindows.create().assign_windows(None, 1, None)[0].max_timestamp() == 2 ** 63 - 1
+
+
+def test_configuring_a_windowed_stream_returns_a_copy_and_leaves_the_original(clicks):
+    hourly = clicks.key_by("user").window(TumblingEventTimeWindows.of(Time.hours(1)))
+    tag = OutputTag("late")
+    configured = (hourly.trigger(CountTrigger.of(2)).evictor(CountEvictor.of(1)).allowed_lateness(Time.minutes(1))
+                  .side_output_late_data(tag))
+    assert configured is not hourly
+    assert (hourly._trigger, hourly._evictor, hourly._lateness, hourly._late_tag) == (None, None, 0, None)
+    assert (repr(configured._trigger), repr(configured._evictor), configured._lateness, configured._late_tag) == (
+        "CountTrigger.of(2)", "CountEvictor.of(1)", 60000, tag)
+    assert repr(hourly.aggregate(Count()).spec.trigger) == "EventTimeTrigger.create()"
+    with pytest.raises(KitError, match="no side output"):
+        hourly.aggregate(Count()).get_side_output(tag)
+
+
+REPRS = ["TumblingEventTimeWindows.of(Time.minutes(1))",
+         "TumblingProcessingTimeWindows.of(Time.days(1), Time.hours(-8))",
+         "SlidingEventTimeWindows.of(Time.minutes(10), Time.minutes(1))",
+         "SlidingProcessingTimeWindows.of(Time.days(2), Time.days(1), Time.hours(-8))",
+         "EventTimeSessionWindows.with_gap(Time.seconds(30))",
+         "ProcessingTimeSessionWindows.with_gap(Time.milliseconds(1500))",
+         "GlobalWindows.create()",
+         "CountEvictor.of(3)", "CountEvictor.of(3, do_evict_after=True)", "TimeEvictor.of(Time.seconds(5))",
+         "DeltaEvictor.of(2.5, abs)",
+         "EventTimeTrigger.create()", "ProcessingTimeTrigger.create()", "CountTrigger.of(5)",
+         "PurgingTrigger.of(CountTrigger.of(5))", "ContinuousEventTimeTrigger.of(Time.seconds(10))",
+         "ContinuousProcessingTimeTrigger.of(Time.hours(1))"]
+
+
+@pytest.mark.parametrize("text", REPRS)
+def test_reprs_are_the_constructor_call(text):
+    namespace = {**vars(kit.windows), "Time": Time}
+    assert repr(eval(text, namespace)) == text
+
+
+def test_reprs_pick_the_largest_unit_that_divides():
+    assert repr(TumblingEventTimeWindows.of(90_000)) == "TumblingEventTimeWindows.of(Time.seconds(90))"
+    assert repr(TumblingEventTimeWindows.of(Time.minutes(60))) == "TumblingEventTimeWindows.of(Time.hours(1))"
+    assert repr(EventTimeSessionWindows.with_dynamic_gap(len)) == "EventTimeSessionWindows.with_dynamic_gap(len)"

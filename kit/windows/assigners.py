@@ -38,6 +38,20 @@ def _ms(value, name: str) -> int:
     raise KitError(f"{name} must be a Duration (e.g. Time.seconds(5)) or milliseconds; got {value!r}")
 
 
+_UNITS = (("days", 86_400_000), ("hours", 3_600_000), ("minutes", 60_000), ("seconds", 1_000))
+
+
+def time_repr(ms: int) -> str:
+    """Milliseconds as the ``Time`` call a user would type, in the largest unit that divides
+    them: ``time_repr(60000) == "Time.minutes(1)"``."""
+    unit = next((f"{name}({ms // size})" for name, size in _UNITS if ms and ms % size == 0), None)
+    return f"Time.{unit or f'milliseconds({ms})'}"
+
+
+def _function_repr(f) -> str:
+    return getattr(f, "__name__", None) or repr(f)
+
+
 @dataclass(frozen=True, order=True)
 class TimeWindow:
     """``[start, end)`` in epoch milliseconds."""
@@ -146,7 +160,7 @@ class _Tumbling(WindowAssigner):
         return [TimeWindow(start, start + self.size)]
 
     def __repr__(self):
-        return f"{type(self).__name__}(size={self.size}, offset={self.offset})"
+        return f"{type(self).__name__}.of({_times(self.size, offset=self.offset)})"
 
 
 class _Sliding(WindowAssigner):
@@ -168,7 +182,7 @@ class _Sliding(WindowAssigner):
         return out
 
     def __repr__(self):
-        return f"{type(self).__name__}(size={self.size}, slide={self.slide}, offset={self.offset})"
+        return f"{type(self).__name__}.of({_times(self.size, self.slide, offset=self.offset)})"
 
 
 class _Session(MergingWindowAssigner):
@@ -189,8 +203,9 @@ class _Session(MergingWindowAssigner):
         return [TimeWindow(t, t + gap)]
 
     def __repr__(self):
-        what = f"gap={self.gap}" if self.extractor is None else "dynamic gap"
-        return f"{type(self).__name__}({what})"
+        if self.extractor is None:
+            return f"{type(self).__name__}.with_gap({time_repr(self.gap)})"
+        return f"{type(self).__name__}.with_dynamic_gap({_function_repr(self.extractor)})"
 
 
 class _EventTime:
@@ -259,4 +274,9 @@ class GlobalWindows(WindowAssigner):
         return NeverTrigger()
 
     def __repr__(self):
-        return "GlobalWindows()"
+        return "GlobalWindows.create()"
+
+
+def _times(*ms: int, offset: int = 0) -> str:
+    """The arguments of ``of(...)``: the times, then the offset when it is not zero."""
+    return ", ".join(time_repr(t) for t in ms + ((offset,) if offset else ()))

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import KitError
-from .assigners import _ms
+from .assigners import _function_repr, _ms, time_repr
 
 __all__ = ["TimestampedValue", "Evictor", "CountEvictor", "DeltaEvictor", "TimeEvictor"]
 
@@ -62,6 +62,10 @@ class _Builtin(Evictor):
         if self.do_evict_after:
             self.evict(elements, size, window, ctx)
 
+    def _repr(self, *args) -> str:
+        after = ", do_evict_after=True" if self.do_evict_after else ""
+        return f"{type(self).__name__}.of({', '.join(args)}{after})"
+
 
 class CountEvictor(_Builtin):
     def __init__(self, max_count: int, do_evict_after: bool = False):
@@ -78,11 +82,12 @@ class CountEvictor(_Builtin):
             del elements[:size - self.max_count]
 
     def __repr__(self):
-        return f"CountEvictor.of({self.max_count}{', do_evict_after=True' if self.do_evict_after else ''})"
+        return self._repr(str(self.max_count))
 
 
 class DeltaEvictor(_Builtin):
     def __init__(self, threshold: float, delta_function, do_evict_after: bool = False):
+        self.delta_function = delta_function
         self.delta = getattr(delta_function, "get_delta", delta_function)
         if not callable(self.delta):
             raise KitError(f"DeltaEvictor.of(threshold, delta_function): delta_function must be callable "
@@ -100,7 +105,7 @@ class DeltaEvictor(_Builtin):
         elements[:] = [e for e in elements if self.delta(e.value, last) < self.threshold]
 
     def __repr__(self):
-        return f"DeltaEvictor.of({self.threshold}, ...)"
+        return self._repr(repr(self.threshold), _function_repr(self.delta_function))
 
 
 class TimeEvictor(_Builtin):
@@ -121,4 +126,4 @@ class TimeEvictor(_Builtin):
         elements[:] = [e for e in elements if e.timestamp > cutoff]
 
     def __repr__(self):
-        return f"TimeEvictor.of({self.window_size})"
+        return self._repr(time_repr(self.window_size))

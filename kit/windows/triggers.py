@@ -23,7 +23,7 @@ from __future__ import annotations
 from enum import Enum
 
 from ..errors import KitError
-from .assigners import _ms
+from .assigners import _ms, time_repr
 from .state import ReducingStateDescriptor
 
 __all__ = ["TriggerResult", "Trigger", "EventTimeTrigger", "ProcessingTimeTrigger",
@@ -94,6 +94,9 @@ class EventTimeTrigger(Trigger):
     def clear(self, window, ctx):
         ctx.delete_event_time_timer(window.max_timestamp())
 
+    def __repr__(self):
+        return "EventTimeTrigger.create()"
+
 
 class ProcessingTimeTrigger(Trigger):
     @classmethod
@@ -116,6 +119,9 @@ class ProcessingTimeTrigger(Trigger):
 
     def clear(self, window, ctx):
         ctx.delete_processing_time_timer(window.max_timestamp())
+
+    def __repr__(self):
+        return "ProcessingTimeTrigger.create()"
 
 
 def _sum(a, b):
@@ -230,7 +236,7 @@ class _Continuous(Trigger):
             state.clear()
 
     def __repr__(self):
-        return f"{type(self).__name__}.of({self.interval})"
+        return f"{type(self).__name__}.of({time_repr(self.interval)})"
 
 
 class ContinuousEventTimeTrigger(_Continuous):
