@@ -174,6 +174,18 @@ def _candidate(s: Stream, ts_ms: Column) -> Column:
     return F.lit(None).cast("long")
 
 
+def epoch_ms(dt) -> int:
+    """A naive datetime (UTC) as epoch milliseconds."""
+    return calendar.timegm(dt.timetuple()) * 1000 + dt.microsecond // 1000
+
+
+def null_time_error(column: str, where: Column) -> Column:
+    """Fails the query: Flink rejects rows without an event time. ``where``: the row."""
+    return F.raise_error(F.concat(
+        F.lit("row "), where, F.lit(f" has NULL event time in column {column!r}; Flink rejects such rows: "
+                                    "filter or fill them first")))
+
+
 def _annotate(s: Stream, ordered: bool = True) -> DataFrame:
     df = s.source
     if s.order:
@@ -187,13 +199,11 @@ def _annotate(s: Stream, ordered: bool = True) -> DataFrame:
         running["_proc"] = ("_p", True)  # a clock never goes back
     out = _scan(df, running)
     out = out.withColumn("watermark", F.timestamp_millis("_wm") if s.time_is_timestamp else F.col("_wm"))
-    null_time = F.raise_error(F.concat(
-        F.lit("row seq="), F.col("seq").cast("string"),
-        F.lit(f" has NULL event time in column {s.time!r}; Flink rejects such rows: filter or fill them first")))
+    null_time = null_time_error(s.time, F.concat(F.lit("seq="), F.col("seq").cast("string")))
     out = out.withColumn("late", F.when(F.col("_ts").isNull(), null_time.cast("boolean"))
                                    .otherwise(F.coalesce(F.col("_ts") <= F.col("_wm"), F.lit(False))))
     if isinstance(s.proctime, Clock):
-        start = calendar.timegm(s.proctime.start.timetuple()) * 1000 + s.proctime.start.microsecond // 1000
+        start = epoch_ms(s.proctime.start)
         out = out.withColumn("proctime", F.timestamp_millis(F.lit(start) + F.col("seq") * F.lit(s.proctime.step.millis)))
     elif isinstance(s.proctime, str):
         out = out.withColumn("proctime", F.timestamp_millis("_proc"))

@@ -92,3 +92,22 @@ def test_the_fast_path_is_taken_only_for_the_common_case(spark):
     assert not fast.eligible(keyed.window(TumblingEventTimeWindows.of(10)).reduce(lambda a, b: a).spec)
     with pytest.raises(KitError, match="Sum\\('price'\\): no such column"):
         keyed.window(TumblingEventTimeWindows.of(10)).aggregate(Sum("price"))
+
+
+def test_fast_path_equals_the_reference_on_timestamps_and_a_clock(spark):
+    """Sliding windows over TIMESTAMP event time, without keys (``window_all``), with a
+    processing-time clock: the fast path's rows (watermark, proctime, fired_after included)
+    equal the replay's. (The property test above covers keys and BIGINT times.)"""
+    times = [5, 12, 3, 31, 30, 44, 8, 61, 59, 75, 20, 90]
+    pdf = pd.DataFrame({"v": range(12), "ts": pd.to_datetime("2024-01-01") + pd.to_timedelta(times, unit="s")})
+    stream = kit.stream(pdf, time="ts", watermark=Duration.of_seconds(4),
+                        proctime=kit.Clock("2024-01-01 12:00:00", Duration.of_seconds(1)))
+    with pytest.warns(UserWarning, match="one group"):
+        result = (stream.window_all(SlidingEventTimeWindows.of(Duration.of_seconds(20), Duration.of_seconds(15)))
+                  .aggregate(Aggregates(Count(alias="n"), Sum("v", alias="total"))))
+    assert fast.eligible(result.spec)
+    fast_rows = result._firings("fast").collect()
+    assert [tuple(r) for r in fast_rows] == [tuple(r) for r in result._firings("reference").collect()]
+    clock = pd.Timestamp("2024-01-01 12:00:00")
+    assert [(r.fired_after, r.proctime) for r in fast_rows] == [   # arrival i at 12:00:00 + i s
+        (i, clock + pd.Timedelta(seconds=i)) for i in (3, 5, 7, 9, 11)] + [(None, None)] * 2

@@ -16,6 +16,11 @@ Then Flink's operator reduces to arithmetic on each element and its watermark:
                                  a@5 (seq 2)
     -> on-time, pane 0, after seq 1: count 1;  late, pane 1, after seq 2: count 2
 
+Without allowed lateness, on a stream in input order (no ``order=``, no processing-time
+column), no element needs its own watermark: ``_in_input_order`` finds each window's
+first arrival past its end in one small aggregation and counts what arrived by then, with
+no sort and no scan of the stream. Otherwise the annotated stream (``Stream.df``) is read.
+
 Property tests (tests/test_window_fast.py) check it against the reference replay.
 """
 
@@ -28,6 +33,7 @@ from .assigners import MAX_TIME, MIN_TIME, SlidingEventTimeWindows, TumblingEven
 from .functions import SqlAggregate
 from .placement import first_at_least
 from .triggers import EventTimeTrigger
+from ..stream import _CHUNK_BITS, epoch_ms, null_time_error
 
 __all__ = ["eligible", "firings"]
 
@@ -112,6 +118,80 @@ def _on_time_only(result, rows: DataFrame, keys, size, slide) -> DataFrame:
                                F.col("_max").alias("t"), (-F.col("_at")).alias("s")).alias("_order"))
 
 
+def _in_input_order(result, keys, size, slide) -> DataFrame:
+    """``_on_time_only`` for a stream in input order (no ``order=``), from its source rows:
+    no sort, no scan, two passes. The watermark only grows, so window ``w`` accepts exactly
+    the elements that arrive up to and with ``A(w)``, the first arrival whose own watermark
+    reaches ``max_timestamp(w)``; the firing happens right after ``A(w)``, under the
+    watermark ``A(w)`` left (its own: every earlier one is below ``max_timestamp(w)``).
+
+    Pass 1, one aggregation with a tiny result: per grid value ``g`` (window maxima lie on
+    one grid, every ``slide``) the first arrival whose own watermark's highest grid value
+    passed is ``g``; the windows' maxima; each input partition's row count. A suffix minimum
+    over that small table gives ``A`` for every window maximum. Pass 2: every element with
+    its windows, kept when it arrived by ``A``, aggregated per key and window.
+
+        delay 0, window [0, 10):  a@2 (arrival 0), a@12 (1: own watermark 11), a@5 (2)
+        -> A = arrival 1: a@2 is in, a@5 came after A; fires after arrival 1, watermark 11
+    """
+    s, a = result.stream, result.spec.assigner
+    agg = result.spec.contents._agg
+    base = (a.offset + size - 1) % slide
+    ts = s.millis(s.time)
+    source = (s.source.withColumn("_in", F.monotonically_increasing_id())
+              .withColumn("_ts", F.when(ts.isNull(), null_time_error(
+                  s.time, F.concat(F.lit("_in="), F.col("_in").cast("string"))).cast("long")).otherwise(ts)))
+    own = _own_watermark(s)
+    ts = F.col("_ts")
+    last_start = ts - F.pmod(ts - F.lit(a.offset), F.lit(slide))
+    starts = F.filter(F.transform(F.sequence(F.lit(0), F.lit(-(-size // slide) - 1)),
+                                  lambda k: last_start - k * F.lit(slide)),
+                      lambda st: st > ts - F.lit(size))
+    # pass 1: entries (tag, value, arrival): 0 = the grid value own passed last, 1 = a window
+    # maximum, 2 = the input partition (its rows are counted)
+    entry = "array<struct<tag:int,v:bigint>>"
+    entries = F.concat(
+        F.when(own.isNotNull(), F.array(F.struct(F.lit(0).alias("tag"), (own - F.pmod(own - F.lit(base), F.lit(slide)))
+                                                 .alias("v")))).otherwise(F.array().cast(entry)),
+        F.transform(starts, lambda st: F.struct(F.lit(1).alias("tag"), (st + F.lit(size - 1)).alias("v"))),
+        F.array(F.struct(F.lit(2).alias("tag"), F.shiftright("_in", _CHUNK_BITS).alias("v"))))
+    hit = F.struct(F.col("_in"), own.alias("after"))
+    summary = (source.select(F.explode(entries).alias("_e"), hit.alias("_hit"))
+               .groupBy(F.col("_e.tag").alias("tag"), F.col("_e.v").alias("v"))
+               .agg(F.min(F.when(F.col("_e.tag") == 0, F.col("_hit"))).alias("_hit"), F.count(F.lit(1)).alias("_n")))
+    # A for every window maximum: the first arrival over the grid values at or above it
+    suffix = Window.orderBy(F.col("v").desc(), F.col("tag").asc()).rowsBetween(Window.unboundedPreceding, 0)
+    first = (summary.filter(F.col("tag") < 2).withColumn("_a", F.min("_hit").over(suffix))
+             .filter(F.col("tag") == 1).select(F.col("v").alias("_max"), "_a"))
+    before = Window.orderBy("v").rowsBetween(Window.unboundedPreceding, -1)
+    offsets = (summary.filter(F.col("tag") == 2)
+               .select(F.col("v").alias("_chunk"), F.coalesce(F.sum("_n").over(before), F.lit(0)).alias("_offset")))
+    # pass 2: the accepted elements of every window
+    inputs = sorted({p.column for p in agg.parts if p.column is not None})
+    rows = (source.select(*keys, *[c for c in inputs if c not in keys], "_in", F.explode(starts).alias("_at"))
+            .withColumn("_max", F.col("_at") + F.lit(size - 1))
+            .join(F.broadcast(first), "_max")
+            .filter(F.col("_a").isNull() | (F.col("_in") <= F.col("_a._in"))))
+    windows = rows.groupBy(*keys, "_at", "_max").agg(*[c.alias(n) for n, c in agg.to_spark()],
+                                                     F.count(F.lit(1)).alias("contents"))
+    chunk = F.shiftright("_a._in", _CHUNK_BITS)
+    fired = (first.withColumn("_chunk", chunk).join(F.broadcast(offsets), "_chunk", "left")
+             .select("_max", F.col("_a.after").alias("_after"),
+                     (F.col("_offset") + F.col("_a._in").bitwiseAND((1 << _CHUNK_BITS) - 1)).alias("_seq")))
+    out = windows.join(F.broadcast(fired), "_max")
+    clock = s.proctime
+    pt = (F.lit(epoch_ms(clock.start)) + F.col("_seq") * F.lit(clock.step.millis)) if clock is not None \
+        else F.lit(None).cast("long")
+    key = ([F.col(keys[0]).alias("key")] if len(keys) == 1 else [F.struct(*keys).alias("key")] if keys else [])
+    return out.select(*key, F.col("_at").alias("window_start"), (F.col("_at") + F.lit(size)).alias("window_end"),
+                      *[p.alias for p in agg.parts], F.lit("on-time").alias("firing"),
+                      F.lit(0).cast("long").alias("pane"), F.lit("event-time timer").alias("cause"),
+                      F.col("_max").alias("timer"), F.col("_after").alias("watermark"),
+                      pt.alias("proctime"), F.col("_seq").alias("fired_after"), "contents",
+                      F.struct(F.coalesce("_seq", F.lit(MAX_TIME)).alias("a"), F.lit(1).alias("phase"),
+                               F.col("_max").alias("t"), (-F.col("_at")).alias("s")).alias("_order"))
+
+
 def firings(result) -> DataFrame:
     """The firings of ``result`` (a ``WindowResult``), times in ms, with a sort key ``_order``."""
     s, spec, keys = result.stream, result.spec, list(result.keys)
@@ -127,6 +207,8 @@ def firings(result) -> DataFrame:
                        s.millis(s.time).alias("_ts"),
                        F.coalesce(s.millis("watermark"), F.lit(MIN_TIME)).alias("_wmb"),
                        pt.alias("_pt"), _own_watermark(s).alias("_own"))
+    if lateness == 0 and not s.order and not isinstance(s.proctime, str):
+        return _in_input_order(result, keys, size, slide)
     if lateness == 0:
         return _on_time_only(result, rows, keys, size, slide)
     # the windows of each element: starts last_start, last_start - slide, ... > ts - size
