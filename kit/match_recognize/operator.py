@@ -44,7 +44,6 @@ from .types import measure_type
 __all__ = ["match_recognize", "MatchResult", "SEMANTICS", "MatchRecognizeWarning"]
 
 _SEQ = "_kit_seq"
-_ALL = "_kit_all"  # the one group when there is no PARTITION BY
 _ERROR = "_kit_error"  # a partition's run-time error, raised by Spark with its message
 
 

@@ -199,6 +199,8 @@ def firings(result) -> DataFrame:
     size = a.size
     slide = getattr(a, "slide", size)
     lateness = spec.allowed_lateness
+    if lateness == 0 and not s.order and not isinstance(s.proctime, str):
+        return _in_input_order(result, keys, size, slide)   # no annotated stream needed
     aggs = spec.contents._agg.to_spark()   # [(alias, column)]
     inputs = sorted({p.column for p in spec.contents._agg.parts if p.column is not None})
     has_clock = "proctime" in s.df.columns
@@ -207,8 +209,6 @@ def firings(result) -> DataFrame:
                        s.millis(s.time).alias("_ts"),
                        F.coalesce(s.millis("watermark"), F.lit(MIN_TIME)).alias("_wmb"),
                        pt.alias("_pt"), _own_watermark(s).alias("_own"))
-    if lateness == 0 and not s.order and not isinstance(s.proctime, str):
-        return _in_input_order(result, keys, size, slide)
     if lateness == 0:
         return _on_time_only(result, rows, keys, size, slide)
     # the windows of each element: starts last_start, last_start - slide, ... > ts - size
