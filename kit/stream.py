@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import calendar
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -57,10 +58,12 @@ class Stream:
     watermark: WatermarkStrategy
     order: tuple[str, ...] = ()
     proctime: str | Clock | None = None
-    df: DataFrame = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self):
-        object.__setattr__(self, "df", _annotate(self))
+    @cached_property
+    def df(self) -> DataFrame:
+        """The annotated rows, built when first read (operators that need no watermark
+        per row never read it)."""
+        return _annotate(self)
 
     @property
     def time_is_timestamp(self) -> bool:

@@ -18,8 +18,8 @@ Then Flink's operator reduces to arithmetic on each element and its watermark:
 
 Without allowed lateness, on a stream in input order (no ``order=``, no processing-time
 column), no element needs its own watermark: ``_in_input_order`` finds each window's
-first arrival past its end in one small aggregation and counts what arrived by then, with
-no sort and no scan of the stream. Otherwise the annotated stream (``Stream.df``) is read.
+first arrival past its end in one aggregation with a small result and counts what arrived
+by then, with no sort and no scan of the stream. Otherwise the annotated stream (``Stream.df``) is read.
 
 Property tests (tests/test_window_fast.py) check it against the reference replay.
 """
@@ -125,60 +125,52 @@ def _in_input_order(result, keys, size, slide) -> DataFrame:
     reaches ``max_timestamp(w)``; the firing happens right after ``A(w)``, under the
     watermark ``A(w)`` left (its own: every earlier one is below ``max_timestamp(w)``).
 
-    Pass 1, one aggregation with a tiny result: per grid value ``g`` (window maxima lie on
-    one grid, every ``slide``) the first arrival whose own watermark's highest grid value
-    passed is ``g``; the windows' maxima; each input partition's row count. A suffix minimum
-    over that small table gives ``A`` for every window maximum. Pass 2: every element with
-    its windows, kept when it arrived by ``A``, aggregated per key and window.
+    Pass 1 is one aggregation, run when the firings are asked for, with a small result
+    brought to the driver: per input partition, grid value ``g`` (window maxima lie on one
+    grid, every ``slide``) of the own watermark and maximum of the element's last window,
+    the first arrival, its watermark and the row count (about one row per partition and
+    window end). There ``_fired`` finds ``A`` for every window maximum. Pass 2, lazy like
+    any DataFrame: every element with its windows, kept when it arrived by ``A``,
+    aggregated per key and window.
 
         delay 0, window [0, 10):  a@2 (arrival 0), a@12 (1: own watermark 11), a@5 (2)
         -> A = arrival 1: a@2 is in, a@5 came after A; fires after arrival 1, watermark 11
     """
     s, a = result.stream, result.spec.assigner
     agg = result.spec.contents._agg
-    base = (a.offset + size - 1) % slide
     ts = s.millis(s.time)
     source = (s.source.withColumn("_in", F.monotonically_increasing_id())
               .withColumn("_ts", F.when(ts.isNull(), null_time_error(
                   s.time, F.concat(F.lit("_in="), F.col("_in").cast("string"))).cast("long")).otherwise(ts)))
-    own = _own_watermark(s)
-    ts = F.col("_ts")
+    own, ts = _own_watermark(s), F.col("_ts")
     last_start = ts - F.pmod(ts - F.lit(a.offset), F.lit(slide))
-    starts = F.filter(F.transform(F.sequence(F.lit(0), F.lit(-(-size // slide) - 1)),
-                                  lambda k: last_start - k * F.lit(slide)),
-                      lambda st: st > ts - F.lit(size))
-    # pass 1: entries (tag, value, arrival): 0 = the grid value own passed last, 1 = a window
-    # maximum, 2 = the input partition (its rows are counted)
-    entry = "array<struct<tag:int,v:bigint>>"
-    entries = F.concat(
-        F.when(own.isNotNull(), F.array(F.struct(F.lit(0).alias("tag"), (own - F.pmod(own - F.lit(base), F.lit(slide)))
-                                                 .alias("v")))).otherwise(F.array().cast(entry)),
-        F.transform(starts, lambda st: F.struct(F.lit(1).alias("tag"), (st + F.lit(size - 1)).alias("v"))),
-        F.array(F.struct(F.lit(2).alias("tag"), F.shiftright("_in", _CHUNK_BITS).alias("v"))))
-    hit = F.struct(F.col("_in"), own.alias("after"))
-    summary = (source.select(F.explode(entries).alias("_e"), hit.alias("_hit"))
-               .groupBy(F.col("_e.tag").alias("tag"), F.col("_e.v").alias("v"))
-               .agg(F.min(F.when(F.col("_e.tag") == 0, F.col("_hit"))).alias("_hit"), F.count(F.lit(1)).alias("_n")))
-    # A for every window maximum: the first arrival over the grid values at or above it
-    suffix = Window.orderBy(F.col("v").desc(), F.col("tag").asc()).rowsBetween(Window.unboundedPreceding, 0)
-    first = (summary.filter(F.col("tag") < 2).withColumn("_a", F.min("_hit").over(suffix))
-             .filter(F.col("tag") == 1).select(F.col("v").alias("_max"), "_a"))
-    before = Window.orderBy("v").rowsBetween(Window.unboundedPreceding, -1)
-    offsets = (summary.filter(F.col("tag") == 2)
-               .select(F.col("v").alias("_chunk"), F.coalesce(F.sum("_n").over(before), F.lit(0)).alias("_offset")))
+    per_element = -(-size // slide)
+    # pass 1
+    base = (a.offset + size - 1) % slide
+    summary = (source.groupBy(F.shiftright("_in", _CHUNK_BITS).alias("chunk"),
+                              (own - F.pmod(own - F.lit(base), F.lit(slide))).alias("g"),
+                              (last_start + F.lit(size - 1)).alias("last"))
+               .agg(F.min("_in").alias("first"), F.min_by(own, F.col("_in")).alias("after"),
+                    F.count(F.lit(1)).alias("n"))).collect()
+    fired = _fired(summary, per_element, slide)
+    first = s.source.sparkSession.createDataFrame(
+        fired, "_max long, _a long, _after long, _seq long").hint("broadcast")
     # pass 2: the accepted elements of every window
     inputs = sorted({p.column for p in agg.parts if p.column is not None})
-    rows = (source.select(*keys, *[c for c in inputs if c not in keys], "_in", F.explode(starts).alias("_at"))
-            .withColumn("_max", F.col("_at") + F.lit(size - 1))
-            .join(F.broadcast(first), "_max")
-            .filter(F.col("_a").isNull() | (F.col("_in") <= F.col("_a._in"))))
-    windows = rows.groupBy(*keys, "_at", "_max").agg(*[c.alias(n) for n, c in agg.to_spark()],
-                                                     F.count(F.lit(1)).alias("contents"))
-    chunk = F.shiftright("_a._in", _CHUNK_BITS)
-    fired = (first.withColumn("_chunk", chunk).join(F.broadcast(offsets), "_chunk", "left")
-             .select("_max", F.col("_a.after").alias("_after"),
-                     (F.col("_offset") + F.col("_a._in").bitwiseAND((1 << _CHUNK_BITS) - 1)).alias("_seq")))
-    out = windows.join(F.broadcast(fired), "_max")
+    rows = source.select(*keys, *[c for c in inputs if c not in keys], "_in", "_ts")
+    if size <= slide:   # one window at most; none when the element falls in a gap between windows
+        rows = rows.withColumn("_at", last_start)
+        rows = rows if size == slide else rows.filter(F.col("_at") > ts - F.lit(size))
+    else:
+        starts = F.filter(F.transform(F.sequence(F.lit(0), F.lit(per_element - 1)),
+                                      lambda k: last_start - k * F.lit(slide)),
+                          lambda st: st > ts - F.lit(size))
+        rows = rows.withColumn("_at", F.explode(starts))
+    rows = (rows.withColumn("_max", F.col("_at") + F.lit(size - 1)).join(first.select("_max", "_a"), "_max")
+            .filter(F.col("_a").isNull() | (F.col("_in") <= F.col("_a"))))
+    windows = rows.groupBy(*keys, "_at").agg(*[c.alias(n) for n, c in agg.to_spark()],
+                                             F.count(F.lit(1)).alias("contents"))
+    out = windows.withColumn("_max", F.col("_at") + F.lit(size - 1)).join(first.drop("_a"), "_max")
     clock = s.proctime
     pt = (F.lit(epoch_ms(clock.start)) + F.col("_seq") * F.lit(clock.step.millis)) if clock is not None \
         else F.lit(None).cast("long")
@@ -190,6 +182,36 @@ def _in_input_order(result, keys, size, slide) -> DataFrame:
                       pt.alias("proctime"), F.col("_seq").alias("fired_after"), "contents",
                       F.struct(F.coalesce("_seq", F.lit(MAX_TIME)).alias("a"), F.lit(1).alias("phase"),
                                F.col("_max").alias("t"), (-F.col("_at")).alias("s")).alias("_order"))
+
+
+def _fired(summary, per_element: int, slide: int) -> list:
+    """From pass 1's rows (input partition, grid value ``g`` of the own watermark, maximum of
+    the last window, first arrival, its watermark, count): ``(max, A, watermark, seq)`` for
+    every window maximum, ``A`` the first arrival whose own watermark reaches the maximum
+    (None: the end of input) and ``seq`` its place in the stream."""
+    counts = {}
+    for r in summary:
+        counts[r.chunk] = counts.get(r.chunk, 0) + r.n
+    offset, total = {}, 0
+    for chunk in sorted(counts):
+        offset[chunk], total = total, total + counts[chunk]
+    grid = {}
+    for r in summary:
+        if r.g is not None and (r.g not in grid or r.first < grid[r.g][0]):
+            grid[r.g] = (r.first, r.after)
+    maxima = sorted({r.last - k * slide for r in summary for k in range(per_element)}, reverse=True)
+    cells = sorted(grid.items(), reverse=True)
+    out, best, i = [], None, 0
+    for m in maxima:   # descending: the first arrival over the grid values >= m
+        while i < len(cells) and cells[i][0] >= m:
+            if best is None or cells[i][1][0] < best[0]:
+                best = cells[i][1]
+            i += 1
+        if best is None:
+            out.append((m, None, None, None))
+        else:
+            out.append((m, best[0], best[1], offset[best[0] >> _CHUNK_BITS] + (best[0] & ((1 << _CHUNK_BITS) - 1))))
+    return out
 
 
 def firings(result) -> DataFrame:
