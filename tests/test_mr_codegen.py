@@ -6,7 +6,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from kit.match_recognize.codegen import compile_blocks, compile_fast, compile_source, expand
+from kit.match_recognize.codegen import (compile_blocks, compile_fast, compile_source, expand,
+                                         vector_condition)
 from kit.match_recognize.expressions import Env, compile_expr
 from kit.match_recognize.spec import (Binary, Call, Case, Classifier, Column, IsNull, Literal,
                                       MatchNumber, Nav, Semantics, Unary)
@@ -125,3 +126,63 @@ def test_block_conditions_equal_the_reference(cols, expr, match):
     else:
         fast = eval(compile_source(code, "<test>", "eval"), dict(names, r=r, M=M))  # noqa: S307
         assert fast is (reference == (bool, True))
+
+
+_EDGE = (2 ** 53 - 1, 2 ** 53, 2 ** 53 + 1)   # from 2**53 on, an integer and a float compare inexactly in float64
+_column_abc = st.builds(Column, st.sampled_from(("a", "b")), st.sampled_from((None, "A", "B", "C")))
+_value = st.one_of(_column_abc, st.builds(Nav, st.sampled_from(("FIRST", "LAST")), _column_abc, st.integers(0, 3)),
+                   st.builds(Literal, st.one_of(st.none(), st.integers(-2, 2)), st.just("BIGINT")),
+                   st.builds(Literal, st.sampled_from((0.5, 2.0 ** 53)), st.just("DOUBLE")))
+_condition = st.recursive(   # mostly inside vector_condition's subset
+    st.one_of(st.builds(Binary, st.sampled_from(("=", "<>", "<", "<=", ">", ">=")), _value, _value),
+              st.builds(IsNull, _value, st.booleans())),
+    lambda inner: st.one_of(st.builds(Binary, st.sampled_from(("AND", "OR")), inner, inner),
+                            st.builds(Unary, st.just("NOT"), inner), st.builds(Semantics, st.just("RUNNING"), inner)),
+    max_leaves=6)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.fixed_dictionaries({
+    "a": st.one_of(st.lists(st.integers(-3, 3), min_size=N, max_size=N), columns.map(lambda c: c["a"]),
+                   st.lists(st.sampled_from(_EDGE), min_size=N, max_size=N)),
+    "b": st.one_of(st.lists(st.sampled_from((-1.5, 0.0, 2.0, float(2 ** 53))), min_size=N, max_size=N),
+                   columns.map(lambda c: c["b"]))}),
+    st.one_of(_condition, expressions_abc), st.lists(st.sampled_from(("A", "B", "C")), min_size=1, max_size=3).map(sorted))
+def test_vector_conditions_equal_the_reference(cols, expr, labels):
+    """``vector_condition`` is ``reference(range(s, s + k), labels) is True`` for every start
+    row ``s``, where the reference cannot raise; or None."""
+    labels = tuple(labels)
+    env = Env(cols, variables=("A", "B", "C"), clause="DEFINE")
+    ok = vector_condition(expr, env, labels[-1], labels, N)
+    if ok is not None:
+        reference = compile_fast(expr, env, labels[-1])
+        assert ok.tolist() == [s + len(labels) <= N and _outcome(reference, range(s, s + len(labels)), labels)
+                               == (bool, True) for s in range(N)]
+
+
+def test_vector_condition_of_the_seed_define():
+    """PRICE_DOWN of the V-shape on its first row: a drop from START_ROW, from numpy."""
+    env = Env({"price": [10, 9, 11, 7]}, variables=("START_ROW", "PRICE_DOWN", "PRICE_UP"), clause="DEFINE")
+    down, start = Column("price", "PRICE_DOWN"), Column("price", "START_ROW")
+    previous = Nav("LAST", down, 1)
+    expr = Binary("OR", Binary("AND", IsNull(previous, False), Binary("<", down, start)),
+                  Binary("<", down, previous))
+    ok = vector_condition(expr, env, "PRICE_DOWN", ("START_ROW", "PRICE_DOWN"), 4)
+    assert ok.tolist() == [True, False, True, False]
+    beyond = IsNull(Nav("FIRST", Column("price"), 2), False)   # a two-row match has no third row
+    assert vector_condition(beyond, env, "PRICE_DOWN", ("START_ROW", "PRICE_DOWN"), 4).tolist() == [True] * 3 + [False]
+    assert vector_condition(expr, Env({"price": [10, None]}, variables=("START_ROW", "PRICE_DOWN"), clause="DEFINE"),
+                            "PRICE_DOWN", ("START_ROW", "PRICE_DOWN"), 2) is None   # NULLs: not from numpy
+
+
+def test_vector_condition_leaves_what_float64_would_round():
+    """Past 2**53 Python compares an integer and a float exactly, float64 does not: not from numpy."""
+    env = Env({"a": [2 ** 53 + 1], "b": [2.0 ** 53]}, variables=("A",), clause="DEFINE")
+    big, rounded = Literal(2 ** 53 + 1, "BIGINT"), Literal(2.0 ** 53, "DOUBLE")
+    for left, right in ((Column("a"), Column("b")), (Column("a"), rounded), (big, Column("b"))):
+        assert compile_fast(Binary(">", left, right), env, "A")(range(1), ("A",), 0, None) is True
+        assert vector_condition(Binary(">", left, right), env, "A", ("A",), 1) is None
+    mixed = Env({"a": [2 ** 53 + 1, 2 ** 53, 0.5]}, variables=("A", "B"), clause="DEFINE")  # float64: 2**53 twice
+    drop = Binary(">", Column("a", "A"), Column("a", "B"))
+    assert compile_fast(drop, mixed, "B")(range(2), ("A", "B"), 0, None) is True
+    assert vector_condition(drop, mixed, "B", ("A", "B"), 3) is None

@@ -438,9 +438,13 @@ _QUANTIFIERS = [(1, 1, True), (1, None, True), (0, None, True), (0, 1, True), (2
                 (1, 2, True), (1, None, False), (0, None, False), (1, 3, False)]
 
 
-def _random_spec(draw):
-    n = draw(st.integers(1, 3))
+def _random_spec(draw, head=False):
+    """A random pattern of A, B, C; ``head``: A once without DEFINE, then B with one (without
+    WITHIN the generated runner then starts partial matches inline, B's first row from numpy)."""
+    n = draw(st.integers(2 if head else 1, 3))
     items = [q(v, *draw(st.sampled_from(_QUANTIFIERS))) for v in _VARS[:n]]
+    if head:
+        items[0] = q("A", 1, 1)
     column = st.builds(Column, st.just("price"), st.sampled_from(_VARS[:n] + (None,)))
     value = st.one_of(column, st.builds(Nav, st.sampled_from(("FIRST", "LAST")), column, st.integers(0, 2)),
                       st.builds(Literal, st.integers(8, 12), st.just("BIGINT")))
@@ -449,19 +453,32 @@ def _random_spec(draw):
         st.builds(IsNull, value, st.booleans()))
     condition = st.recursive(condition, lambda inner: st.builds(Binary, st.sampled_from(("AND", "OR")),
                                                                 inner, inner), max_leaves=3)
-    define = [(v, draw(condition)) for v in _VARS[:n] if draw(st.booleans())]
+    defined = {v: draw(st.booleans()) for v in _VARS[:n]}
+    if head:
+        defined.update(A=False, B=True)
+    define = [(v, draw(condition)) for v in _VARS[:n] if defined[v]]
     skip = draw(st.sampled_from([("PAST LAST ROW",), ("TO NEXT ROW",)] +
                                 [(k, v) for k in ("TO FIRST", "TO LAST") for v in _VARS[:n]]))
     return mr(pat(*items), define=define, after=skip, within_ms=draw(st.sampled_from((None, 2000, 4000))),
               measures=[("first_price", first("price")), ("last_price", last("price"))])
 
 
+def test_within_expires_the_partial_matches_a_plain_start_began():
+    """A B+ C, A without DEFINE: the match from row 0 is 5 s long; WITHIN 2 s keeps only the
+    one from row 3 (both runners)."""
+    spec = mr(pat("A", q("B", 1, None), "C"), define=[("B", b("<", "B.price", lit(10)))],
+              measures=[("first", first("price")), ("last", last("price"))], after=("PAST LAST ROW",), within_ms=2000)
+    for trace in (None, []):
+        assert run(spec, ticker([11, 9, 8, 8, 8, 12]), trace=trace) == [(8, 12)]
+
+
+@pytest.mark.parametrize("head", [False, True])
 @settings(max_examples=300, deadline=None)
 @given(st.data(), st.lists(st.integers(8, 12), min_size=0, max_size=14))
-def test_generated_runner_equals_the_reference_runner(data, prices):
+def test_generated_runner_equals_the_reference_runner(head, data, prices):
     """``flink.run_blocks`` (the generated loop over blocks) finds the same matches in the
     same order as ``flink.run`` (the state table over rows and labels), errors included."""
-    spec = _random_spec(data.draw)
+    spec = _random_spec(data.draw, head)
     cols = ticker(prices)
     try:
         fast = run_partition(cols, spec, "flink")

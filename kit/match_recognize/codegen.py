@@ -18,11 +18,14 @@ the variable whose DEFINE this is: its columns are then the row being classified
 from __future__ import annotations
 
 import functools
+import operator
+
+import numpy as np
 
 from .expressions import _ARITH, Env, compile_expr, first_index_in, last_index, last_index_in
 from .spec import Binary, Classifier, Column, IsNull, Literal, MatchNumber, Nav, Semantics, Unary
 
-__all__ = ["compile_fast", "compile_blocks", "compile_source", "expand"]
+__all__ = ["compile_fast", "compile_blocks", "compile_source", "expand", "vector_condition"]
 
 _COMPARE = {"=": "==", "<>": "!=", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 
@@ -296,3 +299,86 @@ class _Blocks(_Generator):
 
     def _matchnumber(self, e: MatchNumber):
         return None
+
+
+def vector_condition(expr, env: Env, current: str, labels: tuple, nrows: int):
+    """``compile_fast(expr, env, current)(range(s, s + k), labels, 0, None) is True`` for every
+    start row ``s`` at once (``k = len(labels)``; False when ``s + k > nrows``), as a numpy
+    bool array of ``nrows``; None when ``expr`` leaves the subset numpy evaluates exactly and
+    where the reference cannot raise: comparisons, AND, OR, NOT and IS NULL of number literals,
+    columns and FIRST/LAST of columns, whose values are integers or floats (no NULLs) with
+    ``|x| < 2**53``, so that an integer and a float compare in float64 as in Python (and no
+    integer of a mixed column was rounded to reach its float64 array)."""
+    ok = np.zeros(nrows, bool)
+    n = nrows - len(labels) + 1
+    if n > 0:
+        try:
+            ok[:n] = _Vector(env, current, labels, n).truth(expr) == 2
+        except _Outside:
+            return None
+    return ok
+
+
+class _Outside(Exception):
+    """The expression leaves ``vector_condition``'s subset."""
+
+
+_VECTOR_COMPARE = {"=": operator.eq, "<>": operator.ne, "!=": operator.ne, "<": operator.lt,
+                   "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+_EXACT = 2 ** 53
+
+
+class _Vector:
+    """Values of the rows ``s + i`` for every ``s`` as numpy arrays (a static NULL: None);
+    truth values as 0 (FALSE), 1 (NULL), 2 (TRUE): AND is the minimum, OR the maximum, NOT
+    ``2 - x``."""
+
+    def __init__(self, env: Env, current: str, labels: tuple, n: int):
+        self.env, self.current, self.labels, self.n = env, current, labels, n
+        self.columns = {}
+
+    def truth(self, e):
+        if isinstance(e, Semantics) and e.kind.upper() == "RUNNING":
+            return self.truth(e.arg)
+        if isinstance(e, IsNull):
+            return 2 * ((self.value(e.arg) is None) != e.negated)
+        if isinstance(e, Unary) and e.op.upper() == "NOT":
+            return 2 - self.truth(e.arg)
+        op = e.op.upper() if isinstance(e, Binary) else None
+        if op in ("AND", "OR"):
+            return (np.minimum if op == "AND" else np.maximum)(self.truth(e.left), self.truth(e.right))
+        if op in _VECTOR_COMPARE:
+            a, b = self.value(e.left), self.value(e.right)
+            return 1 if a is None or b is None else np.where(_VECTOR_COMPARE[op](a, b), 2, 0)
+        raise _Outside
+
+    def value(self, e):
+        if isinstance(e, Semantics) and e.kind.upper() == "RUNNING":
+            return self.value(e.arg)
+        if isinstance(e, Literal):
+            v = compile_expr(e, self.env)(None, None, None, None)
+            if v is None or (type(v) in (int, float) and abs(v) < _EXACT):
+                return v
+        elif isinstance(e, Column):
+            if e.var is None or self.current in self.env.labels(e.var):
+                return self.row(e.name, len(self.labels) - 1)
+            return self.row(e.name, last_index_in(self.labels, self.env.labels(e.var)))
+        elif isinstance(e, Nav) and e.kind.upper() in ("FIRST", "LAST") and isinstance(e.arg, Column) \
+                and e.offset >= 0:
+            last, n, var = e.kind.upper() == "LAST", e.offset, e.arg.var
+            if var is None:
+                return self.row(e.arg.name, (len(self.labels) - 1 - n if last else n) if n < len(self.labels) else -1)
+            find = last_index_in if last else first_index_in
+            return self.row(e.arg.name, find(self.labels, self.env.labels(var), n))
+        raise _Outside
+
+    def row(self, name, i):
+        """Column ``name`` at rows ``s + i``; None when ``i`` is -1 (no such row)."""
+        if i < 0:
+            return None
+        if name not in self.columns:
+            col = np.asarray(self.env.column(name))
+            if col.dtype.kind not in "if" or not ((col > -_EXACT) & (col < _EXACT)).all():
+                raise _Outside
+            self.columns[name] = col
+        return self.columns[name][i:i + self.n]

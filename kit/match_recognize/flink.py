@@ -47,7 +47,9 @@ Documented behaviour (``semantics="flink"``) vs the 2.3 runtime (``"flink-2.3"``
 
 from __future__ import annotations
 
-from .codegen import compile_blocks, compile_source, expand
+import numpy as np
+
+from .codegen import compile_blocks, compile_source, expand, vector_condition
 from .errors import MatchRuntimeError, NotSupportedByFlink, MatchRecognizeError
 from .expressions import variables_of, walk
 from .spec import (ONE_ROW, Aggregate, AfterMatch, Alternation, Anchor, Classifier, Concat, Empty,
@@ -185,12 +187,14 @@ class _Matches:
     """The completed matches of one partition: they wait, ordered by first row, until no
     partial match that started earlier is alive, then AFTER MATCH prunes and they are
     emitted. ``partial`` is the runner's list of partial matches, each starting with its
-    first row."""
+    first row. AFTER MATCH drops the partial and waiting matches that start before ``floor``;
+    ``floor`` only rises, as an emitted match starts at or after the last one and its own
+    floor is past its first row."""
 
     def __init__(self, after_match, times, within_ms, within_inclusive):
         self.kind, self.skip_var = after_match.kind.upper(), after_match.var
         self.times, self.within_ms, self.inclusive = times, within_ms, within_inclusive
-        self.partial, self.waiting, self.emitted, self.seq = [], [], [], 0
+        self.partial, self.waiting, self.emitted, self.seq, self.floor = [], [], [], 0, 0
 
     def complete(self, start, R, L):
         self.seq += 1
@@ -206,9 +210,9 @@ class _Matches:
             waiting.pop(0)
             R, L = first[2], first[3]
             if self.kind == "PAST LAST ROW":
-                drop = lambda s, last=R[-1]: s <= last  # noqa: E731
+                floor = R[-1] + 1
             elif self.kind == "TO NEXT ROW":
-                drop = lambda s, f=R[0]: s <= f  # noqa: E731
+                floor = R[0] + 1
             else:
                 rows = [r for r, lab in zip(R, L) if lab == self.skip_var]
                 if not rows:
@@ -219,9 +223,10 @@ class _Matches:
                     raise MatchRuntimeError("AFTER MATCH", "Could not skip to first element of a "
                                                            f"match (SKIP {self.kind} {self.skip_var} would "
                                                            f"restart at row {target}, where the match began)")
-                drop = lambda s, t=target: s < t  # noqa: E731
-            partial[:] = [p for p in partial if not drop(p[0])]
-            waiting[:] = [w for w in waiting if not drop(w[0])]
+                floor = target
+            self.floor = floor
+            partial[:] = [p for p in partial if p[0] >= floor]
+            waiting[:] = [w for w in waiting if w[0] >= floor]
             self.emitted.append((tuple(R), L))
 
     def expire(self, r):
@@ -310,6 +315,10 @@ def run_blocks(elements, defines: dict, env, times, nrows, after_match, within_m
             M = B + ((V2, r),)             # PROCEED: the row starts a PRICE_UP block
             if <PRICE_UP's DEFINE over r, M is TRUE>:
                 complete(start, r, M)
+
+    START_ROW, without DEFINE, is not in the list: the partial match started at the row
+    before runs last (see "the head" below), its first PRICE_DOWN found by numpy for all
+    rows at once (``codegen.vector_condition``).
     """
     states, start_state = compile_nfa(elements)
     shape = [(var, mn) for var, mn, _, _, _ in elements]
@@ -318,56 +327,87 @@ def run_blocks(elements, defines: dict, env, times, nrows, after_match, within_m
     for var, expr in defines.items():
         code[var], more = compile_blocks(expr, env, var, shape, tag=f"_{index[var]}_")
         names.update(more)
-    def chain(state, last):
+    def label(var):
+        names[f"V{index[var]}"] = var
+        return f"V{index[var]}"
+
+    def chain(state, last, test=None):
         """Code for a partial match whose blocks ``B`` end with a ``last`` block (empty: no
-        block yet) meeting row ``r`` in ``state``: its TAKE, then its PROCEEDs, unrolled."""
+        block yet) meeting row ``r`` in ``state``: its TAKE, then its PROCEEDs, unrolled;
+        ``test``, when given, is the code of the TAKE's condition."""
         var, take, proceed, not_take, _ = states[state]
-        label = f"V{index[var]}"
-        names[label] = var
         if not last:
-            blocks = f"(({label}, r),)"
+            blocks = f"(({label(var)}, r),)"
         elif last == {var}:
             blocks = "B"
         elif var not in last:
-            blocks = f"B + (({label}, r),)"
+            blocks = f"B + (({label(var)}, r),)"
         else:
-            blocks = f"B if B[-1][0] == {label} else B + (({label}, r),)"
+            blocks = f"B if B[-1][0] == {label(var)} else B + (({label(var)}, r),)"
         step = ["complete(start, r, M)"] if take == FINAL else [f"append((start, {take}, M))"] + (
             ["complete(start, r, M)"] if _reaches_final(states, take) else [])
         stops = take == FINAL or not_take      # a taken row ends the chain
         rest = [] if proceed in (None, FINAL) else chain(proceed, last)
-        if var not in code:                    # no DEFINE: always true
+        test = test or code.get(var)
+        if test is None:                       # no DEFINE: always true
             return [f"M = {blocks}"] + step + ([] if stops else rest)
-        indent = lambda lines: ["    " + line for line in lines]  # noqa: E731
-        return ([f"M = {blocks}", f"if {code[var]}:"] + indent(step) +
-                ((["else:"] + indent(rest) if rest else []) if stops else rest))
+        return ([f"M = {blocks}", f"if {test}:"] + _indent(step) +
+                ((["else:"] + _indent(rest) if rest else []) if stops else rest))
 
+    # the head: with a start state without DEFINE nor PROCEED, whose row alone completes no
+    # match, the partial match started at r - 1 is (r - 1, take0, ((V, r - 1),)) unless AFTER
+    # MATCH dropped it; row r runs it inline after the others (last, as in ``run``), not
+    # from the list; its TAKE's condition comes from numpy when it can (``ok``), and then
+    # rows where no partial match is alive are skipped up to the next start that passes it
+    var0, take0, proceed0, _, _ = states[start_state]
+    head = (within_ms is None and var0 not in code and proceed0 is None and take0 != FINAL
+            and not _reaches_final(states, take0))
+    var1 = states[take0][0] if head else None
+    ok = vector_condition(defines[var1], env, var1, (var0, var1), nrows) \
+        if head and var1 in defines and states[take0][2] is None else None
     # where a partial match rests between rows: the TAKE targets, each with the variable
     # of its last block; a new partial match starts at every row in the start state
     before = {}
-    for var, take, _, _, _ in states:
-        if take != FINAL:
+    for state, (var, take, _, _, _) in enumerate(states):
+        if take != FINAL and not (head and state == start_state):
             before.setdefault(take, set()).add(var)
     body = []
     for rest, last in sorted(before.items()):
-        body += [f"{'if' if not body else 'elif'} state == {rest}:"] + ["    " + x for x in chain(rest, last)]
-    source = "\n".join([
-        "def runner(nrows, out, complete):",
-        "    partial = out.partial",
-        "    for r in range(nrows):"] + ([
+        body += [f"{'if' if not body else 'elif'} state == {rest}:"] + _indent(chain(rest, last))
+    if head:
+        starts = ["start = r - 1", "if start >= out.floor:", f"    B = (({label(var0)}, start),)"] + \
+            _indent(chain(take0, {var0}, None if ok is None else "ok[start]"))
+    else:
+        starts = ["start = r"] + chain(start_state, set())
+    loop = ["    for r in range(nrows):"] + ([
         "        out.expire(r)",
-        "        partial = out.partial"] if within_ms is not None else []) + [
+        "        partial = out.partial"] if within_ms is not None else [])
+    if ok is not None:   # nothing waits when no partial match is alive (release emitted it)
+        loop = ["    r = 1", "    while r < nrows:", "        if not partial:",
+                "            r = following[r - 1] + 1",
+                "            if r >= nrows:", "                break"]
+    source = "\n".join(["def runner(nrows, out, complete, ok, following):", "    partial = out.partial"] + loop + [
         "        new = []",
         "        append = new.append",
-        "        for start, state, B in partial:"] + ["            " + line for line in body or ["pass"]] + [
-        "        start = r"] + ["        " + line for line in chain(start_state, set())] + [
+        "        for start, state, B in partial:"] + _indent(body or ["pass"], 3) + _indent(starts, 2) + [
         "        out.partial = partial = new",
         "        if out.waiting:",
-        "            out.release()",
+        "            out.release()"] + (["        r += 1"] if ok is not None else []) + [
         "    return out.finish()", ""])
     exec(compile_source(source, "<MATCH_RECOGNIZE>"), names)  # noqa: S102 -- built above
     out = _Matches(after_match, times, within_ms, within_inclusive)
-    return names["runner"](nrows, out, lambda start, r, M: out.complete(start, *expand(r, M)))
+    return names["runner"](nrows, out, lambda start, r, M: out.complete(start, *expand(r, M)),
+                           *((None, None) if ok is None else (ok.tolist(), _following(ok))))
+
+
+def _indent(lines, depth=1):
+    return ["    " * depth + line for line in lines]
+
+
+def _following(ok):
+    """Per row ``x``: the first row ``s >= x`` where ``ok[s]``, or ``len(ok)``."""
+    rows = np.where(ok, np.arange(len(ok)), len(ok))
+    return np.minimum.accumulate(rows[::-1])[::-1].tolist()
 
 
 def _reaches_final(states, s):
