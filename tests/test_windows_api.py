@@ -1,9 +1,12 @@
 """The DataStream window API: functions, contexts, custom triggers, errors (the reference
 operator directly where Spark adds nothing; Spark where the API is the point)."""
 
+import datetime
+
 import pandas as pd
 import pytest
 from pyspark.sql import Row
+from pyspark.sql import functions as F
 
 import kit
 from kit.errors import KitError
@@ -155,6 +158,29 @@ def test_window_all_fold_and_window_function_on_spark(clicks):
         ("Bob", 60000, 1, "on-time"), ("Mary", 60000, 1, "on-time"), ("Mary", 120000, 1, "on-time")]
     assert [(r.seq, r.fate) for r in per_user.elements().collect()] == [(0, "fired"), (1, "fired"), (2, "fired"),
                                                                         (3, "late")]
+
+
+def test_values_pass_through_the_replay_exactly(spark):
+    """A BIGINT with NULLs stays an exact integer (not float64, where 2**53 + 1 rounds), a
+    DECIMAL a Decimal, a TIMESTAMP the same instant: in ``reduce``'s output (the reducer sees
+    them as Python values), the late side output and ``elements()``."""
+    from decimal import Decimal
+    big = 2 ** 53 + 1
+    df = spark.createDataFrame(
+        [("a", 1000, big, Decimal("1.10")), ("a", 1200, None, None), ("a", 9000, None, Decimal("2.25")),
+         ("a", 500, 7, None)], "k string, ts bigint, v bigint, d decimal(10, 2)")
+    df = df.withColumn("at", F.timestamp_millis("ts"))
+
+    def first_exact(a, b):
+        assert a.v == big and b.v is None and a.d == Decimal("1.10") and b.d is None
+        assert a.at == datetime.datetime(1970, 1, 1, 0, 0, 1) and a.at.tzinfo is None
+        return a
+    result = kit.stream(df, time="ts").key_by("k").window(TumblingEventTimeWindows.of(5000)).reduce(first_exact)
+    assert [(r.v, r.d, r.at.second) for r in result.df.collect()] == [(big, Decimal("1.10"), 1),
+                                                                     (None, Decimal("2.25"), 9)]
+    assert [(r.v, r.d, r.watermark) for r in result.late.collect()] == [(7, None, 8999)]
+    assert [(r.v, r.fate) for r in result.elements().collect()] == [
+        (big, "fired"), (None, "fired"), (None, "fired"), (7, "late")]
 
 
 def test_count_window_on_a_stream_with_a_clock(spark):

@@ -26,14 +26,13 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from ..arrow import column, groups
 from ..errors import KitError
 from ..stream import Stream
 from .matcher import SEMANTICS, run_partition
@@ -91,43 +90,11 @@ def _check(table, spec: MatchRecognize, semantics: str) -> tuple[DataFrame, Opti
     return df, stream
 
 
-def _groups(table: pa.Table, keys: list):
-    """``(start, length)`` of each run of equal ``keys`` in ``table`` (sorted by them); NULLs
-    equal NULLs and NaN equals NaN, as in Spark's GROUP BY."""
-    n = table.num_rows
-    if n == 0:
-        return []
-    change = np.zeros(n - 1, dtype=bool)
-    for key in keys:
-        col = table.column(key)
-        a, b = col.slice(1), col.slice(0, n - 1)
-        differ = pc.fill_null(pc.not_equal(a, b), False)
-        if pa.types.is_floating(col.type):
-            differ = pc.and_(differ, pc.invert(pc.and_(pc.is_nan(a), pc.is_nan(b))))
-        differ = pc.or_(differ, pc.xor(a.is_null(), b.is_null()))
-        change |= differ.to_numpy(zero_copy_only=False)
-    bounds = np.concatenate([[0], np.flatnonzero(change) + 1, [n]]).tolist()
-    return [(s, e - s) for s, e in zip(bounds, bounds[1:])]
-
-
 def _numpy(col: pa.ChunkedArray) -> np.ndarray:
     """A column for the matcher: integers with NULLs stay integers (None), not float64 NaN."""
     if col.null_count and pa.types.is_integer(col.type):
         return np.array(col.to_pylist(), dtype=object)
     return col.to_numpy()
-
-
-def _coerce(values: list, dtype: T.DataType, arrow: pa.DataType) -> pa.Array:
-    """Python values as an Arrow column of ``dtype`` (integers truncate like Java; NaN -> NULL)."""
-    if isinstance(dtype, T.IntegralType):
-        values = [None if v is None or v != v else int(v) for v in values]
-    elif isinstance(dtype, (T.FloatType, T.DoubleType)):
-        values = [None if v is None or v != v else float(v) for v in values]
-    elif isinstance(dtype, T.TimestampType):
-        return pa.Array.from_pandas(pd.Series(pd.to_datetime(
-            [v if v is None or not isinstance(v, (int, np.integer)) else pd.Timestamp(int(v), unit="ms")
-             for v in values])), type=arrow)
-    return pa.array(values, type=arrow)
 
 
 def match_recognize(table, spec: MatchRecognize, semantics: str = "flink",
@@ -206,7 +173,7 @@ class _Plan:
             if not batches:
                 return
             table = pa.Table.from_batches(batches)
-            for start, length in _groups(table, partition_by):
+            for start, length in groups(table, partition_by):
                 group = table.slice(start, length)
                 try:
                     result = run_partition({c: _numpy(group.column(c)) for c in inputs}, spec, semantics,
@@ -242,7 +209,7 @@ class _Plan:
             else:
                 index, values = [r[0] for r in result.rows], [list(r[1:]) for r in result.rows]
             taken = group.select(keep).take(pa.array(index, pa.int64()))  # None: a NULL row
-            return taken.columns + [_coerce([v[j] for v in values], dtype, arrow.field(name).type)
+            return taken.columns + [column([v[j] for v in values], dtype, arrow.field(name).type)
                                     for j, (name, dtype) in enumerate(measures)]
 
         return self._run(T.StructType([self.schema[c] for c in keep] + [

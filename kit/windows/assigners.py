@@ -15,7 +15,7 @@ non-negative), so an offset of ``Time.hours(-8)`` aligns daily windows to UTC+8 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from ..errors import KitError
 from ..time import Duration
@@ -52,9 +52,9 @@ def _function_repr(f) -> str:
     return getattr(f, "__name__", None) or repr(f)
 
 
-@dataclass(frozen=True, order=True)
-class TimeWindow:
-    """``[start, end)`` in epoch milliseconds."""
+class TimeWindow(NamedTuple):
+    """``[start, end)`` in epoch milliseconds (a tuple: windows are hashed and compared
+    for every element, and a tuple does both in C)."""
     start: int
     end: int
 

@@ -10,8 +10,9 @@
     result.get_side_output(OutputTag("late"))
 
 Each key's elements are replayed through the reference ``WindowOperator``
-(``operator.py``) in arrival order, one ``applyInPandas`` group per key (``window_all``:
-one group). ``result.df`` columns:
+(``operator.py``) in arrival order: the JVM spreads the keys over tasks and sorts each
+task's rows by key and arrival, and one ``mapInArrow`` per task replays its keys with
+the values as plain Python values (``window_all``: one task). ``result.df`` columns:
 
 =================  ===========================================================
 ``key``            the ``key_by`` value (a struct for several columns); absent
@@ -47,12 +48,14 @@ import datetime as _dt
 import warnings
 from decimal import Decimal
 
-import pandas as pd
+import pyarrow as pa
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 
+from ..arrow import column, groups, python_values
 from ..errors import KitError
 from ..time import Duration
 from .assigners import MIN_TIME, GlobalWindows, WindowAssigner
@@ -338,24 +341,18 @@ class WindowResult:
 
     # ------------------------------------------------------------ the replay
 
-    def _prepared(self) -> DataFrame:
+    def _time_columns(self) -> list:
+        """``_ts``, ``_wm``, ``_pt``: event time, watermark met and processing time, in ms."""
         s = self.stream
-        df = s.df.withColumn("_ts", s.millis(s.time)).withColumn("_wm", s.millis("watermark"))
-        df = df.withColumn("_pt", F.unix_millis("proctime") if "proctime" in s.df.columns
-                           else F.lit(None).cast("long"))
-        return df
+        return [s.millis(s.time).alias("_ts"), s.millis("watermark").alias("_wm"),
+                (F.unix_millis("proctime") if s.proctime is not None else F.lit(None).cast("long")).alias("_pt")]
 
-    def _grouped(self, df):
-        if self.keys:
-            return df.groupBy(*self.keys)
-        return df.withColumn("_all", F.lit(0)).groupBy("_all")
+    def _prepared(self) -> DataFrame:
+        return self.stream.df.select("*", *self._time_columns())
 
     def _key_type(self):
         fields = [self.stream.source.schema[k] for k in self.keys]
         return fields[0].dataType if len(fields) == 1 else T.StructType(fields)
-
-    def _time(self, nullable=True):
-        return T.StructField("", self.time_type, nullable).dataType
 
     def _columns(self) -> dict:
         """Each kind of row the replay emits (``firing``, ``late``, ``element``) and its columns."""
@@ -380,50 +377,46 @@ class WindowResult:
 
     def _run(self, columns: dict) -> DataFrame:
         """Replay each key: its firings, late elements and elements' fates as rows tagged by
-        ``_kind``, each kind in its own columns (``_column(kind, i)``, NULL in other rows)."""
-        spec, keys, values, output = self.spec, self.keys, self.values, self.output
-        schema = T.StructType([T.StructField("_kind", T.StringType())] + [
-            T.StructField(_column(kind, i), f.dataType) for kind, fields in columns.items()
-            for i, f in enumerate(fields)])
-        is_ts = not isinstance(self.time_type, T.IntegralType)
-        to_time = (lambda ms: None if ms is None else pd.Timestamp(ms, unit="ms")) if is_ts else (lambda ms: ms)
+        ``_kind``, each kind in its own columns (``_column(kind, i)``, NULL in other rows).
+        The JVM spreads the keys over tasks and sorts each task's rows by key and arrival;
+        one ``mapInArrow`` per task replays its keys one after the other."""
+        spec, keys, values, output = self.spec, list(self.keys), self.values, self.output
+        fields = [T.StructField("_kind", T.StringType())] + [
+            T.StructField(_column(kind, i), f.dataType) for kind, kind_fields in columns.items()
+            for i, f in enumerate(kind_fields)]
+        arrow = to_arrow_schema(T.StructType(fields), timezone="UTC")
 
-        def per_key(pdf: pd.DataFrame) -> pd.DataFrame:
-            pdf = pdf.sort_values("seq", kind="stable", ignore_index=True)
-            key_values = [pdf[k].iat[0] for k in keys]
-            key = (None if not keys else _plain(key_values[0]) if len(keys) == 1
-                   else tuple(_plain(v) for v in key_values))
-            result = run_key(key, _elements(pdf, values), spec)
-            firings = []
-            for f in result.firings:
-                start = to_time(f.window.start) if f.window.start is not None else None
-                end = to_time(f.window.end) if f.window.end is not None else None
-                meta = [f.kind, f.pane, f.cause, f.timer,
-                        None if f.watermark in (MIN_TIME, 2 ** 63 - 1) else f.watermark,
-                        f.proctime, f.fired_after, len(f.seqs)]
-                head = ([key if len(keys) == 1 else dict(zip(keys, key))] if keys else []) + [start, end]
-                for value in f.outputs:
-                    firings.append(head + _row_values(value, output) + meta + [len(firings)])
-            seqs = pdf["seq"].tolist()
-            row_of = dict(zip(seqs, range(len(pdf))))
-            element = [[_plain(pdf[c].iat[i]) for c in values] + [seq] for i, seq in enumerate(seqs)]
-            rows = {"firing": firings,
-                    "late": [element[row_of[seq]] + [watermark] for seq, watermark in result.late],
-                    "element": [e + [result.fates[e[-1]]] for e in element]}
-            frames = []
+        def per_task(batches):
+            batches = list(batches)
+            if not batches:
+                return
+            table = pa.Table.from_batches(batches)
+            rows = {kind: [] for kind in columns}
+            for key, elements in _keyed_elements(table, keys, values):
+                result = run_key(key, elements, spec)
+                head = [key if len(keys) == 1 else dict(zip(keys, key))] if keys else []
+                for f in result.firings:
+                    meta = [f.kind, f.pane, f.cause, f.timer,
+                            None if f.watermark in (MIN_TIME, 2 ** 63 - 1) else f.watermark,
+                            f.proctime, f.fired_after, len(f.seqs)]
+                    for value in f.outputs:
+                        rows["firing"].append(head + [f.window.start, f.window.end] + _row_values(value, output)
+                                              + meta + [len(rows["firing"])])
+                late = dict(result.late)
+                for e in elements:
+                    values_of = list(e.value)
+                    if e.seq in late:
+                        rows["late"].append(values_of + [e.seq, late[e.seq]])
+                    rows["element"].append(values_of + [e.seq, result.fates[e.seq]])
             for kind, kind_rows in rows.items():
                 if kind_rows:
-                    frame = pd.DataFrame(kind_rows, columns=[_column(kind, i) for i in range(len(columns[kind]))])
-                    # integers as objects: a column NULL in the other kinds' rows stays exact
-                    frame = frame.astype({c: object for c in frame.columns if frame[c].dtype.kind in "iub"})
-                    frames.append(frame.assign(_kind=kind))
-            out = pd.concat(frames, ignore_index=True).reindex(columns=schema.fieldNames())
-            # NULL as None: NaN is no struct, and a column of NaN (a kind without rows) no timestamp
-            for c in out.columns[(out.dtypes == object) | out.isna().all()]:
-                out[c] = out[c].astype(object).where(out[c].notna(), None)
-            return out
+                    yield _batch(kind, kind_rows, arrow, fields)
 
-        return self._grouped(self._prepared()).applyInPandas(per_key, schema)
+        df = self.stream.unordered()
+        df = df.select(*values, "seq", *self._time_columns())
+        spread = (df.repartition(4 * int(df.sparkSession.conf.get("spark.sql.shuffle.partitions")), *keys)
+                  if keys else df.repartition(1))
+        return spread.sortWithinPartitions(*keys, "seq").mapInArrow(per_task, T.StructType(fields))
 
     def _firings(self, engine: str = "auto") -> DataFrame:
         """The firings, by the fast path when it applies (``engine="auto"``), else by
@@ -444,15 +437,9 @@ class WindowResult:
 
     def _infer_output(self) -> T.StructType:
         """Run the operator on the driver over the first rows to see what the function returns."""
-        sample = self._prepared().limit(1000).toPandas()
-        groups = sample.groupby(list(self.keys), sort=False) if self.keys else [(None, sample)]
-        for _, pdf in groups:
-            pdf = pdf.sort_values("seq", kind="stable", ignore_index=True)
-            key = None
-            if self.keys:
-                vals = [_plain(pdf[k].iat[0]) for k in self.keys]
-                key = vals[0] if len(vals) == 1 else tuple(vals)
-            for f in run_key(key, _elements(pdf, self.values), self.spec).firings:
+        sample = self._prepared().limit(1000).orderBy(*self.keys, "seq").toArrow()
+        for key, elements in _keyed_elements(sample, list(self.keys), self.values):
+            for f in run_key(key, elements, self.spec).firings:
                 if f.outputs:
                     return _infer(f.outputs[0])
         raise KitError("cannot tell the output columns: the window function produced nothing on the "
@@ -464,28 +451,25 @@ def _column(kind: str, i: int) -> str:
     return f"_{kind}{i}"
 
 
-def _plain(v):
-    """A pandas/numpy value as a plain Python value (NaN/NaT -> None)."""
-    if v is None or v is pd.NaT:
-        return None
-    if isinstance(v, float) and v != v:
-        return None
-    if isinstance(v, pd.Timestamp):
-        return v.to_pydatetime()
-    if hasattr(v, "item") and not isinstance(v, (str, bytes)):
-        return v.item()
-    return v
+def _batch(kind: str, rows: list, arrow: pa.Schema, fields: list) -> pa.RecordBatch:
+    """Rows of one kind as a batch of the tagged schema: its own columns, NULL in the others."""
+    n = len(rows)
+    mine = {_column(kind, i): values for i, values in enumerate(zip(*rows))}
+    return pa.RecordBatch.from_arrays(
+        [pa.array([kind] * n, pa.string()) if f.name == "_kind"
+         else column(list(mine[f.name]), f.dataType, arrow.field(f.name).type) if f.name in mine
+         else pa.nulls(n, arrow.field(f.name).type) for f in fields], schema=arrow)
 
 
-def _elements(pdf: pd.DataFrame, values: list) -> list:
-    columns = [pdf[c].tolist() for c in values]
-    ts, wm, pt, seq = (pdf[c].tolist() for c in ("_ts", "_wm", "_pt", "seq"))
-    out = []
-    for i in range(len(pdf)):
-        row = Row(**{c: _plain(col[i]) for c, col in zip(values, columns)})
-        w = wm[i]
-        p = pt[i]
-        out.append(Element(int(seq[i]), int(ts[i]),
-                           MIN_TIME if w is None or w != w else int(w),
-                           None if p is None or p != p else int(p), row))
-    return out
+def _keyed_elements(table: pa.Table, keys: list, values: list):
+    """``(key, elements)`` for each key of ``table`` (sorted by key, then arrival ``seq``;
+    columns ``values`` and ``_ts``, ``_wm``, ``_pt``): a key is a value, a tuple for
+    several columns, None without keys; each element's value a ``Row`` of ``values``."""
+    cols = {c: python_values(table.column(c)) for c in dict.fromkeys([*values, "seq", "_ts", "_wm", "_pt"])}
+    element_row = Row(*values)
+    for start, length in groups(table, keys):
+        key = (None if not keys else cols[keys[0]][start] if len(keys) == 1
+               else tuple(cols[k][start] for k in keys))
+        yield key, [Element(cols["seq"][i], cols["_ts"][i], MIN_TIME if cols["_wm"][i] is None else cols["_wm"][i],
+                            cols["_pt"][i], element_row(*[cols[c][i] for c in values]))
+                    for i in range(start, start + length)]

@@ -225,7 +225,7 @@ def firings(result) -> DataFrame:
         return _in_input_order(result, keys, size, slide)   # no annotated stream needed
     aggs = spec.contents._agg.to_spark()   # [(alias, column)]
     inputs = sorted({p.column for p in spec.contents._agg.parts if p.column is not None})
-    has_clock = "proctime" in s.df.columns
+    has_clock = s.proctime is not None
     pt = F.unix_millis("proctime") if has_clock else F.lit(None).cast("long")
     rows = s.unordered().select(*keys, *[c for c in inputs if c not in keys], "seq",
                        s.millis(s.time).alias("_ts"),
@@ -245,7 +245,7 @@ def firings(result) -> DataFrame:
     accepted = rows.filter(cleanup > F.col("_wmb"))
 
     # when did the watermark pass each window's end?
-    arrivals = s.df.select(F.lit("event-time timer").alias("kind"), "seq", _own_watermark(s).alias("v"),
+    arrivals = s.unordered().select(F.lit("event-time timer").alias("kind"), "seq", _own_watermark(s).alias("v"),
                            F.greatest(F.coalesce(s.millis("watermark"), F.lit(MIN_TIME)),
                                       _own_watermark(s)).alias("after"), pt.alias("pt"))
     thresholds = accepted.select(F.lit("event-time timer").alias("kind"), F.col("_max").alias("t")).distinct()

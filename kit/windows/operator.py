@@ -204,7 +204,7 @@ class _Operator:
         self.watermark, self.proctime = MIN_TIME, None
         self.timers = (_Timers(), _Timers())
         self.trigger_state, self.function_state = StateStore(), StateStore()
-        self.contents = {}        # state window -> (state, seqs)
+        self.contents = {}        # state window -> [state, seqs], updated in place
         self.mapping = {}         # merging: window -> state window
         self.panes = {}           # window -> firings so far
         self.on_time_done = set()
@@ -261,14 +261,16 @@ class _Operator:
                     continue
                 state_window = window
             skipped = False
-            state, seqs = self.contents.get(state_window, (None, []))
+            entry = self.contents.get(state_window)
+            if entry is None:
+                entry = self.contents[state_window] = [[] if self.spec.evictor is not None else None, []]
             if self.spec.evictor is not None:
                 value = TimestampedValue(e.value, e.timestamp)
                 value.seq = e.seq
-                state = (state or []) + [value]
+                entry[0].append(value)
             else:
-                state = self.spec.contents.add(state, e.value)
-            self.contents[state_window] = (state, seqs + [e.seq])
+                entry[0] = self.spec.contents.add(entry[0], e.value)
+            entry[1].append(e.seq)
             self.ctx.current_window = window
             result = self.trigger.on_element(e.value, e.timestamp, window, self.ctx)
             self.apply(result, window, state_window)
@@ -328,7 +330,7 @@ class _Operator:
         if merged_value is not None:
             target_state = merged_value if target_state is None else self._merge_values(target_state, merged_value)
         if target_state is not None or target_seqs or merged_seqs:
-            self.contents[state_window] = (target_state, target_seqs + merged_seqs)
+            self.contents[state_window] = [target_state, target_seqs + merged_seqs]
 
     def _merge_values(self, a, b):
         return a + b if self.spec.evictor is not None else self.spec.contents.merge(a, b)
@@ -386,7 +388,7 @@ class _Operator:
             outputs = self.run_function(window, self.spec.contents.of_elements([t.value for t in elements]))
             self.spec.evictor.evict_after(elements, len(elements), window, self.ctx)
             if elements:
-                self.contents[state_window] = (elements, [t.seq for t in elements])
+                self.contents[state_window] = [elements, [t.seq for t in elements]]
             else:
                 del self.contents[state_window]
         else:

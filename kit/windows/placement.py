@@ -75,9 +75,9 @@ def place_timers(firings: DataFrame, stream) -> DataFrame:
         own = s.millis(wm.column)
     else:
         own = F.lit(None).cast("long")
-    has_clock = "proctime" in s.df.columns
+    has_clock = s.proctime is not None
     before = s.millis("watermark")
-    arrivals = s.df.select(
+    arrivals = s.unordered().select(
         F.col("seq"),
         own.alias("own"),
         before.alias("before"),

@@ -1,0 +1,64 @@
+"""Arrow in and out of the operators that run Python per group (MATCH_RECOGNIZE, windows).
+
+Both run inside one ``mapInArrow`` per task: the task's rows arrive sorted by the group
+keys, ``groups`` splits them into runs of equal keys, ``python_values`` gives a column as
+plain Python values, and ``column`` turns the values an operator produced back into an
+Arrow column of the output's Spark type.
+
+>>> import pyarrow as pa
+>>> groups(pa.table({"k": ["a", "a", None, None, "b"]}), ["k"])
+[(0, 2), (2, 2), (4, 1)]
+>>> python_values(pa.chunked_array([pa.array([1, None], pa.int64())]))
+[1, None]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import types as T
+
+__all__ = ["groups", "python_values", "column"]
+
+
+def groups(table: pa.Table, keys: list) -> list:
+    """``(start, length)`` of each run of equal ``keys`` in ``table`` (sorted by them); NULLs
+    equal NULLs and NaN equals NaN, as in Spark's GROUP BY. No keys: one run."""
+    n = table.num_rows
+    if n == 0:
+        return []
+    change = np.zeros(n - 1, dtype=bool)
+    for key in keys:
+        col = table.column(key)
+        a, b = col.slice(1), col.slice(0, n - 1)
+        differ = pc.fill_null(pc.not_equal(a, b), False)
+        if pa.types.is_floating(col.type):
+            differ = pc.and_(differ, pc.invert(pc.and_(pc.is_nan(a), pc.is_nan(b))))
+        differ = pc.or_(differ, pc.xor(a.is_null(), b.is_null()))
+        change |= differ.to_numpy(zero_copy_only=False)
+    bounds = np.concatenate([[0], np.flatnonzero(change) + 1, [n]]).tolist()
+    return [(s, e - s) for s, e in zip(bounds, bounds[1:])]
+
+
+def python_values(col: pa.ChunkedArray) -> list:
+    """A column as plain Python values: NULL is None, integers stay exact, timestamps are
+    naive ``datetime``s in UTC (the session time zone), as Spark's ``Row``s give them."""
+    if pa.types.is_timestamp(col.type) and col.type.tz is not None:
+        col = col.cast(pa.timestamp(col.type.unit))
+    return col.to_pylist()
+
+
+def column(values: list, dtype: T.DataType, arrow: pa.DataType) -> pa.Array:
+    """Python values as an Arrow column of ``dtype`` (integers truncate like Java; NaN ->
+    NULL; integers in a TIMESTAMP column are epoch milliseconds)."""
+    if isinstance(dtype, T.IntegralType):
+        values = [None if v is None or v != v else int(v) for v in values]
+    elif isinstance(dtype, (T.FloatType, T.DoubleType)):
+        values = [None if v is None or v != v else float(v) for v in values]
+    elif isinstance(dtype, T.TimestampType):
+        return pa.Array.from_pandas(pd.Series(pd.to_datetime(
+            [v if v is None or not isinstance(v, (int, np.integer)) else pd.Timestamp(int(v), unit="ms")
+             for v in values])), type=arrow)
+    return pa.array(values, type=arrow)
