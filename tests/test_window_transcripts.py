@@ -138,3 +138,17 @@ def test_spark_execution_equals_the_transcripts(spark):
         assert [r.seq for r in result.get_side_output(tag).collect()] == case["late"], case["name"]
         if "fates" in case:
             assert {r.seq: r.fate for r in result.elements().collect()} == case["fates"], case["name"]
+
+
+def test_first_at_least_finds_the_first_arrival_at_or_above_each_threshold(spark):
+    """The timer placement's lookup: ties count (a value equal to the threshold reaches it),
+    the first arrival wins over a later, higher one, NULLs reach nothing, and a threshold
+    no arrival reaches gives None -- across input partitions."""
+    from kit.windows.placement import first_at_least
+    values = [5, None, 12, 9, 12, 20, 3]
+    arrivals = spark.createDataFrame([(i, v, 100 + i) for i, v in enumerate(values)],
+                                     "seq long, v long, pt long").repartition(3)
+    hits = first_at_least(arrivals, {"v": [12, 5, 9, 10, 12, 21, 4, 20]})
+    assert {t: None if h is None else (h.seq, h.pt) for (_, t), h in hits.items()} == {
+        4: (0, 100), 5: (0, 100), 9: (2, 102), 10: (2, 102), 12: (2, 102), 20: (5, 105), 21: None}
+    assert first_at_least(arrivals, {"v": []}) == {}

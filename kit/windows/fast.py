@@ -245,13 +245,12 @@ def firings(result) -> DataFrame:
     accepted = rows.filter(cleanup > F.col("_wmb"))
 
     # when did the watermark pass each window's end?
-    arrivals = s.unordered().select(F.lit("event-time timer").alias("kind"), "seq", _own_watermark(s).alias("v"),
-                           F.greatest(F.coalesce(s.millis("watermark"), F.lit(MIN_TIME)),
-                                      _own_watermark(s)).alias("after"), pt.alias("pt"))
-    thresholds = accepted.select(F.lit("event-time timer").alias("kind"), F.col("_max").alias("t")).distinct()
-    passed = first_at_least(arrivals, thresholds).select(
-        F.col("t").alias("_max"), F.col("hit.seq").alias("_j"), F.col("hit.after").alias("_jwm"),
-        F.col("hit.pt").alias("_jpt"))
+    arrivals = s.unordered().select("seq", _own_watermark(s).alias("own"), F.greatest(
+        F.coalesce(s.millis("watermark"), F.lit(MIN_TIME)), _own_watermark(s)).alias("after"), pt.alias("pt"))
+    hits = first_at_least(arrivals, {"own": [r._max for r in accepted.select("_max").distinct().collect()]})
+    passed = s.source.sparkSession.createDataFrame(
+        [(t, None, None, None) if h is None else (t, h.seq, h.after, h.pt) for (_, t), h in hits.items()],
+        "_max long, _j long, _jwm long, _jpt long").hint("broadcast")
     accepted = accepted.join(passed, "_max", "left").withColumn(
         "_on_time", F.col("_j").isNull() | (F.col("seq") <= F.col("_j")))
 

@@ -12,54 +12,63 @@ with ``proctime >= t``, under the watermark that arrival met.
                         2    5   4
                         3    12  11
 
-Each lookup ("the smallest ``seq`` whose value is >= t") runs without a global sort:
-thresholds and arrivals are put in buckets of the thresholds' range (about one threshold
-per bucket); the answer is the first arrival in the threshold's bucket at or above it,
-else the first arrival of any later bucket (a suffix minimum over the few buckets).
+Each lookup ("the smallest ``seq`` whose value is >= t") takes one pass over the stream
+and no sort: the thresholds (the distinct timer times, brought to the driver) go to every
+task as a sorted array; each arrival finds the greatest threshold at or below its value
+(a binary search) and each task keeps, per threshold, its first such arrival; on the
+driver, a suffix minimum over the thresholds gives the answer for each.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 __all__ = ["place_timers", "first_at_least"]
 
 
-def first_at_least(arrivals: DataFrame, thresholds: DataFrame) -> DataFrame:
-    """For each ``(kind, t)`` of ``thresholds``, the arrival of that ``kind`` with the smallest
-    ``seq`` whose ``v >= t``, as columns ``kind, t, hit`` (``hit`` a struct of the arrival's
-    columns, NULL when none). One pass over ``arrivals``; everything else is per threshold."""
-    stats = thresholds.groupBy("kind").agg(F.min("t").alias("_lo"), F.max("t").alias("_hi"),
-                                           F.count("t").alias("_n"))
-    width = F.greatest(F.lit(1), ((F.col("_hi") - F.col("_lo")) / F.col("_n")).cast("long") + 1)
-    last = ((F.col("_hi") - F.col("_lo")) / width).cast("long") + 1
+def first_at_least(arrivals: DataFrame, thresholds: dict) -> dict:
+    """For each ``column: [t, ...]`` of ``thresholds`` and each ``t``, the arrival (a Row of
+    ``arrivals``' columns, ``seq`` first) with the smallest ``seq`` whose ``column >= t``;
+    None when there is none. ``{(column, t): Row or None}``; one pass over ``arrivals``."""
+    grids = {c: np.unique(np.asarray(ts, dtype=np.int64)) for c, ts in thresholds.items() if len(ts)}
+    if not grids:
+        return {}
+    names, payload = list(grids), ["seq"] + [c for c in arrivals.columns if c != "seq"]
+    arrivals = arrivals.select(*payload)
+    schema = T.StructType([T.StructField("_c", T.IntegerType()), T.StructField("_i", T.LongType())]
+                          + list(arrivals.schema.fields))
 
-    def bucket(col):
-        return F.least(F.floor((F.col(col) - F.col("_lo")) / width), last).cast("long")
+    def per_task(batches):
+        for b in batches:
+            seq = b.column("seq").to_numpy(zero_copy_only=False)
+            for k, c in enumerate(names):
+                col = b.column(c)
+                i = np.searchsorted(grids[c], col.fill_null(np.iinfo(np.int64).min).to_numpy(), side="right") - 1
+                keep = np.flatnonzero(i >= 0)   # NULL: below every threshold
+                if not len(keep):
+                    continue
+                order = keep[np.lexsort((seq[keep], i[keep]))]   # per threshold index, by arrival
+                first = order[np.r_[True, i[order][1:] != i[order][:-1]]]
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array(np.full(len(first), k, np.int32)), pa.array(i[first])]
+                    + [b.column(p).take(pa.array(first)) for p in payload], schema=pa.schema(
+                        [("_c", pa.int32()), ("_i", pa.int64())] + [b.schema.field(p) for p in payload]))
 
-    hit = F.struct(*[F.col(c) for c in arrivals.columns if c != "kind"])
-    t = thresholds.join(F.broadcast(stats), "kind").withColumn("_b", bucket("t"))
-    # one pass: every arrival at or above its kind's lowest threshold, with the thresholds of
-    # its bucket; per (bucket, threshold): the first arrival at or above the threshold, and
-    # the first arrival of the bucket
-    a = (arrivals.join(F.broadcast(stats), "kind").filter(F.col("v") >= F.col("_lo"))
-         .withColumn("_b", bucket("v")).withColumn("_hit", hit)
-         .join(F.broadcast(t.select("kind", "_b", "t")), ["kind", "_b"], "left")
-         .groupBy("kind", "_b", "t")
-         .agg(F.min(F.when(F.col("v") >= F.col("t"), F.col("_hit"))).alias("_same"),
-              F.min("_hit").alias("_first")))
-    # every bucket's first arrival, then the first arrival of any later bucket
-    buckets = (a.groupBy("kind", "_b").agg(F.min("_first").alias("_first"))
-               .unionByName(t.select("kind", "_b").withColumn("_first", F.lit(None).cast(a.schema["_first"].dataType)))
-               .groupBy("kind", "_b").agg(F.min("_first").alias("_first"))
-               .withColumn("_after", F.min("_first").over(
-                   Window.partitionBy("kind").orderBy(F.col("_b").desc())
-                         .rowsBetween(Window.unboundedPreceding, -1))))
-    same = a.filter(F.col("t").isNotNull()).select("kind", "t", "_same")
-    return (t.select("kind", "t", "_b").join(same, ["kind", "t"], "left")
-            .join(buckets.select("kind", "_b", "_after"), ["kind", "_b"], "left")
-            .select("kind", "t", F.least(F.col("_same"), F.col("_after")).alias("hit")))
+    found = {(r._c, r._i): r.hit for r in arrivals.mapInArrow(per_task, schema).groupBy("_c", "_i")
+             .agg(F.min(F.struct(*payload)).alias("hit")).collect()}
+    out = {}
+    for k, c in enumerate(names):
+        hit = None
+        for i in range(len(grids[c]) - 1, -1, -1):   # the first arrival at or above grids[c][i]
+            h = found.get((k, i))
+            if h is not None and (hit is None or h.seq < hit.seq):
+                hit = h
+            out[(c, int(grids[c][i]))] = hit
+    return out
 
 
 def place_timers(firings: DataFrame, stream) -> DataFrame:
@@ -75,32 +84,32 @@ def place_timers(firings: DataFrame, stream) -> DataFrame:
         own = s.millis(wm.column)
     else:
         own = F.lit(None).cast("long")
-    has_clock = s.proctime is not None
-    before = s.millis("watermark")
+    kinds = {"event-time timer": "own"}
+    if s.proctime is not None:
+        kinds["processing-time timer"] = "pt"
+    wanted = firings.filter(F.col("cause").isin(list(kinds))).select("cause", "timer").distinct().collect()
+    if not wanted:
+        return firings
     arrivals = s.unordered().select(
-        F.col("seq"),
-        own.alias("own"),
-        before.alias("before"),
-        (F.unix_millis("proctime") if has_clock else F.lit(None).cast("long")).alias("pt"))
-
-    kinds = ["event-time timer"] + (["processing-time timer"] if has_clock else [])
-    thresholds = (firings.filter(F.col("cause").isin(kinds))
-                  .select(F.col("cause").alias("kind"), F.col("timer").alias("t")).distinct())
-    payload = [F.greatest("before", "own").alias("after"), F.col("before"), F.col("pt")]
-    # each arrival once per kind of timer, in one scan of the stream
-    per_kind = F.explode(F.array(*[F.struct(F.lit(k).alias("kind"), F.col("own" if k == kinds[0] else "pt").alias("v"))
-                                   for k in kinds]))
-    found = first_at_least(arrivals.select("seq", per_kind.alias("_k"), *payload)
-                           .select("_k.kind", "seq", "_k.v", "after", "before", "pt"), thresholds)
+        "seq", own.alias("own"), s.millis("watermark").alias("before"),
+        (F.unix_millis("proctime") if s.proctime is not None else F.lit(None).cast("long")).alias("pt"))
+    hits = first_at_least(arrivals, {column: [r.timer for r in wanted if r.cause == kind]
+                                     for kind, column in kinds.items()})
     # an event-time timer fired right after the arrival that passed it, under the watermark
     # that arrival left; a processing-time timer just before it, under the one it met
-    is_event = F.col("kind") == "event-time timer"
-    found = found.select(
-        F.col("kind").alias("_kind"), F.col("t").alias("_t"),
-        F.when(is_event, F.col("hit.seq")).otherwise(F.col("hit.seq") - 1).alias("_seq"),
-        F.when(is_event, F.col("hit.after")).otherwise(F.col("hit.before")).alias("_wm"),
-        F.when(is_event, F.col("hit.pt")).otherwise(F.col("t")).alias("_pt"))
-    timer = F.col("cause").isin(kinds)
+    placed = []
+    for kind, column in kinds.items():
+        for t in sorted({r.timer for r in wanted if r.cause == kind}):
+            hit = hits[(column, t)]
+            if hit is None:
+                placed.append((kind, t, None, None, None if kind == "event-time timer" else t))
+            elif kind == "event-time timer":
+                placed.append((kind, t, hit.seq, max(v for v in (hit.before, hit.own) if v is not None), hit.pt))
+            else:
+                placed.append((kind, t, hit.seq - 1, hit.before, t))
+    found = s.source.sparkSession.createDataFrame(
+        placed, "_kind string, _t long, _seq long, _wm long, _pt long").hint("broadcast")
+    timer = F.col("cause").isin(list(kinds))
     out = firings.join(found, (F.col("cause") == F.col("_kind")) & (F.col("timer") == F.col("_t")), "left")
     for column, value in (("fired_after", "_seq"), ("watermark", "_wm"), ("proctime", "_pt")):
         out = out.withColumn(column, F.when(timer, F.col(value)).otherwise(F.col(column)))
