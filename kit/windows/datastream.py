@@ -58,7 +58,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from ..arrow import column, groups, python_values
 from ..errors import KitError
 from ..time import Duration
-from .assigners import MIN_TIME, GlobalWindows, WindowAssigner
+from .assigners import MAX_TIME, MIN_TIME, GlobalWindows, WindowAssigner
 from .evictors import CountEvictor, Evictor
 from . import fast
 from .functions import Contents, SqlAggregate
@@ -397,7 +397,7 @@ class WindowResult:
                 head = [key if len(keys) == 1 else dict(zip(keys, key))] if keys else []
                 for f in result.firings:
                     meta = [f.kind, f.pane, f.cause, f.timer,
-                            None if f.watermark in (MIN_TIME, 2 ** 63 - 1) else f.watermark,
+                            None if f.watermark in (MIN_TIME, MAX_TIME) else f.watermark,
                             f.proctime, f.fired_after, len(f.seqs)]
                     for value in f.outputs:
                         rows["firing"].append(head + [f.window.start, f.window.end] + _row_values(value, output)
