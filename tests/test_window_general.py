@@ -1,0 +1,79 @@
+"""The general path on Spark (each key replayed alone, then its timer firings placed on
+the whole stream) equals one operator over the whole stream (``operator.replay``), row
+for row: random streams with disorder and late elements, sessions and time windows with
+non-default triggers, evictors and allowed lateness."""
+
+import pandas as pd
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pyspark.sql import Row
+
+import kit
+from kit.time import Duration
+from kit.windows import fast
+from kit.windows.assigners import MAX_TIME, MIN_TIME, EventTimeSessionWindows, TumblingEventTimeWindows
+from kit.windows.evictors import CountEvictor
+from kit.windows.functions import Contents, Count
+from kit.windows.operator import Element, WindowSpec, replay
+from kit.windows.triggers import ContinuousEventTimeTrigger, CountTrigger, EventTimeTrigger
+
+SPAN = 100_000   # each of the stacked streams in its own stretch of time
+
+
+@st.composite
+def scenarios(draw):
+    """A window setup that the fast path does not take, and 8 small streams one after the
+    other in one input (keys differ per stream, so one Spark job checks them all)."""
+    if draw(st.booleans()):
+        assigner, trigger = EventTimeSessionWindows.with_gap(draw(st.integers(2, 8))), EventTimeTrigger.create()
+    else:
+        assigner = TumblingEventTimeWindows.of(draw(st.integers(3, 12)))
+        trigger = draw(st.sampled_from([CountTrigger.of(2), ContinuousEventTimeTrigger.of(4)]))
+    evictor = draw(st.sampled_from([None, None, CountEvictor.of(2)]))
+    keys, times = [], []
+    for case in range(8):
+        t = draw(st.integers(0, 20))
+        for _ in range(draw(st.integers(1, 10))):
+            t += draw(st.integers(0, 5))
+            keys.append(f"{case}{draw(st.sampled_from('ab'))}")
+            times.append(case * SPAN + t - draw(st.sampled_from([0, 0, 2, 7, 20])))
+    return dict(keys=keys, times=times, assigner=assigner, trigger=trigger, evictor=evictor,
+                lateness=draw(st.sampled_from([0, 0, 4])), delay=draw(st.sampled_from([0, 3])))
+
+
+def _spec(case):
+    return WindowSpec(case["assigner"], case["trigger"], Contents("aggregate", Count(alias="n")),
+                      evictor=case["evictor"], allowed_lateness=case["lateness"])
+
+
+def _reference(case):
+    arrivals, watermark = [], MIN_TIME
+    for seq, (k, ts) in enumerate(zip(case["keys"], case["times"])):
+        arrivals.append((k, Element(seq, ts, watermark, None, Row(k=k, ts=ts))))
+        watermark = max(watermark, ts - case["delay"] - 1)
+    rows = []
+    for key, result in sorted(replay(arrivals, _spec(case), lambda e: e.timestamp - case["delay"] - 1).items()):
+        for f in result.firings:
+            rows.append((key, f.window.start, f.window.end, f.outputs[0].n, f.kind, f.pane, f.cause, f.timer,
+                         None if f.watermark in (MIN_TIME, MAX_TIME) else f.watermark, f.fired_after,
+                         len(f.seqs)))
+    return rows
+
+
+def _spark(case):
+    pdf = pd.DataFrame({"k": case["keys"], "ts": case["times"]})
+    windowed = (kit.stream(pdf, time="ts", watermark=Duration.of_millis(case["delay"])).key_by("k")
+                .window(case["assigner"]).trigger(case["trigger"]).allowed_lateness(case["lateness"]))
+    if case["evictor"] is not None:
+        windowed = windowed.evictor(case["evictor"])
+    result = windowed.aggregate(Count(alias="n"))
+    assert not fast.eligible(result.spec)
+    return [tuple(r) for r in result.df.select(
+        "key", "window_start", "window_end", "n", "firing", "pane", "cause", "timer", "watermark",
+        "fired_after", "contents").collect()]
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_general_path_equals_the_whole_stream_replay(spark, case):
+    assert _spark(case) == _reference(case)
