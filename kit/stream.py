@@ -75,6 +75,10 @@ class Stream:
         them anyway (it saves a sort of the whole stream)."""
         return _annotate(self, ordered=False)
 
+    def own_watermark(self) -> Column:
+        """The watermark each row emits (before the running maximum), in ms; NULL for none."""
+        return _candidate(self, self.millis(self.time))
+
     def key_by(self, *columns: str):
         """``KeyedStream``: windows per value of ``columns`` (``.window(...)``, ``.count_window(n)``)."""
         from .windows.datastream import KeyedStream

@@ -46,17 +46,6 @@ def eligible(spec) -> bool:
             and isinstance(spec.contents._agg, SqlAggregate))
 
 
-def _own_watermark(stream):
-    wm, ts = stream.watermark, stream.millis(stream.time)
-    if wm.kind == "bounded":
-        return ts - F.lit(wm.delay.millis + 1)
-    if wm.kind == "sql":
-        return ts - F.lit(wm.delay.millis)
-    if wm.kind == "column":
-        return stream.millis(wm.column)
-    return F.lit(None).cast("long")
-
-
 _ENTRY = "array<struct<tag:int,at:bigint>>"
 _MAX_PASSED = 256   # window ends one arrival may pass before it counts as a jump
 
@@ -142,7 +131,7 @@ def _in_input_order(result, keys, size, slide) -> DataFrame:
     source = (s.source.withColumn("_in", F.monotonically_increasing_id())
               .withColumn("_ts", F.when(ts.isNull(), null_time_error(
                   s.time, F.concat(F.lit("_in="), F.col("_in").cast("string"))).cast("long")).otherwise(ts)))
-    own, ts = _own_watermark(s), F.col("_ts")
+    own, ts = s.own_watermark(), F.col("_ts")
     last_start = ts - F.pmod(ts - F.lit(a.offset), F.lit(slide))
     per_element = -(-size // slide)
     # pass 1
@@ -230,7 +219,7 @@ def firings(result) -> DataFrame:
     rows = s.unordered().select(*keys, *[c for c in inputs if c not in keys], "seq",
                        s.millis(s.time).alias("_ts"),
                        F.coalesce(s.millis("watermark"), F.lit(MIN_TIME)).alias("_wmb"),
-                       pt.alias("_pt"), _own_watermark(s).alias("_own"))
+                       pt.alias("_pt"), s.own_watermark().alias("_own"))
     if lateness == 0:
         return _on_time_only(result, rows, keys, size, slide)
     # the windows of each element: starts last_start, last_start - slide, ... > ts - size
@@ -245,8 +234,8 @@ def firings(result) -> DataFrame:
     accepted = rows.filter(cleanup > F.col("_wmb"))
 
     # when did the watermark pass each window's end?
-    arrivals = s.unordered().select("seq", _own_watermark(s).alias("own"), F.greatest(
-        F.coalesce(s.millis("watermark"), F.lit(MIN_TIME)), _own_watermark(s)).alias("after"), pt.alias("pt"))
+    arrivals = s.unordered().select("seq", s.own_watermark().alias("own"), F.greatest(
+        F.coalesce(s.millis("watermark"), F.lit(MIN_TIME)), s.own_watermark()).alias("after"), pt.alias("pt"))
     hits = first_at_least(arrivals, {"own": [r._max for r in accepted.select("_max").distinct().collect()]})
     passed = s.source.sparkSession.createDataFrame(
         [(t, None, None, None) if h is None else (t, h.seq, h.after, h.pt) for (_, t), h in hits.items()],

@@ -74,16 +74,6 @@ def first_at_least(arrivals: DataFrame, thresholds: dict) -> dict:
 def place_timers(firings: DataFrame, stream) -> DataFrame:
     """Fill ``fired_after``, ``watermark`` and ``proctime`` of timer firings (columns in ms)."""
     s = stream
-    wm = s.watermark
-    ts = s.millis(s.time)
-    if wm.kind == "bounded":
-        own = ts - F.lit(wm.delay.millis + 1)
-    elif wm.kind == "sql":
-        own = ts - F.lit(wm.delay.millis)
-    elif wm.kind == "column":
-        own = s.millis(wm.column)
-    else:
-        own = F.lit(None).cast("long")
     kinds = {"event-time timer": "own"}
     if s.proctime is not None:
         kinds["processing-time timer"] = "pt"
@@ -91,7 +81,7 @@ def place_timers(firings: DataFrame, stream) -> DataFrame:
     if not wanted:
         return firings
     arrivals = s.unordered().select(
-        "seq", own.alias("own"), s.millis("watermark").alias("before"),
+        "seq", s.own_watermark().alias("own"), s.millis("watermark").alias("before"),
         (F.unix_millis("proctime") if s.proctime is not None else F.lit(None).cast("long")).alias("pt"))
     hits = first_at_least(arrivals, {column: [r.timer for r in wanted if r.cause == kind]
                                      for kind, column in kinds.items()})
