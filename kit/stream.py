@@ -58,6 +58,7 @@ class Stream:
     watermark: WatermarkStrategy
     order: tuple[str, ...] = ()
     proctime: str | Clock | None = None
+    primary_key: tuple[str, ...] = ()
 
     @cached_property
     def df(self) -> DataFrame:
@@ -102,7 +103,7 @@ class Stream:
 
 def stream(df, time: str, watermark: WatermarkStrategy | Duration | None = None,
            order: str | list[str] | None = None,
-           proctime: str | Clock | None = None) -> Stream:
+           proctime: str | Clock | None = None, primary_key: str | list[str] | None = None) -> Stream:
     """Replay ``df`` as a stream.
 
     - ``df``: a Spark or pandas DataFrame.
@@ -114,6 +115,10 @@ def stream(df, time: str, watermark: WatermarkStrategy | Duration | None = None,
       Ties in ``order`` keep input order.
     - ``proctime``: the processing time of each arrival, a TIMESTAMP column or a
       ``Clock``; a clock never goes back, so a column is made non-decreasing.
+    - ``primary_key``: column(s) that make the stream a versioned table (Flink's ``PRIMARY
+      KEY ... NOT ENFORCED``): each row is the version of its key from its time on, for
+      temporal joins; an ``op`` column (``+I``, ``-U``, ``+U``, ``-D``) makes it an upsert
+      changelog.
     """
     from .spark import spark
 
@@ -135,8 +140,12 @@ def stream(df, time: str, watermark: WatermarkStrategy | Duration | None = None,
             "watermark must be a WatermarkStrategy or a Duration, e.g. "
             f"WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_seconds(5)); got {watermark!r}")
     order = (order,) if isinstance(order, str) else tuple(order or ())
+    primary_key = (primary_key,) if isinstance(primary_key, str) else tuple(primary_key or ())
     _check_columns(df, time, watermark, order, proctime)
-    return Stream(df, time, watermark, order, proctime)
+    for col in primary_key:
+        if col not in df.columns:
+            raise KitError(f"primary key column {col!r} is not a column; columns are {df.columns}")
+    return Stream(df, time, watermark, order, proctime, primary_key)
 
 
 def _check_columns(df: DataFrame, time, watermark, order, proctime) -> None:
@@ -193,16 +202,24 @@ def null_time_error(column: str, where: Column) -> Column:
                                     "filter or fill them first")))
 
 
-def _annotate(s: Stream, ordered: bool = True) -> DataFrame:
+def prepared(s: Stream) -> DataFrame:
+    """The source in arrival order (not yet numbered) with ``_ts`` (event time, ms), ``_g``
+    (the watermark the row emits, ms) and, for a proctime column, ``_p`` (ms)."""
     df = s.source
     if s.order:
         df = (df.withColumn("_in", F.monotonically_increasing_id())
                 .orderBy(*[F.col(c).asc_nulls_last() for c in s.order], "_in").drop("_in"))
     ts_ms = F.unix_millis(F.col(s.time).cast("timestamp")) if s.time_is_timestamp else F.col(s.time).cast("long")
     df = df.withColumn("_ts", ts_ms).withColumn("_g", _candidate(s, F.col("_ts")))
-    running = {"_wm": ("_g", False)}
     if isinstance(s.proctime, str):
         df = df.withColumn("_p", F.unix_millis(F.col(s.proctime).cast("timestamp")))
+    return df
+
+
+def _annotate(s: Stream, ordered: bool = True) -> DataFrame:
+    df = prepared(s)
+    running = {"_wm": ("_g", False)}
+    if isinstance(s.proctime, str):
         running["_proc"] = ("_p", True)  # a clock never goes back
     out = _scan(df, running)
     out = out.withColumn("watermark", F.timestamp_millis("_wm") if s.time_is_timestamp else F.col("_wm"))

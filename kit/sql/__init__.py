@@ -53,6 +53,8 @@ from .format import to_sql
 from .lexer import tokenize
 from .match_recognize import parse_match_recognize
 from .query import Resolver, Rewritten, clauses, rewrite
+from .temporal import join_options, plan as plan_temporal
+from ..joins.versioned import VERSION, TemporalTableFunction
 from .windows import validate, windowed
 
 __all__ = ["SEMANTICS", "SqlError", "clauses", "parse_match_recognize", "sql", "to_sql"]
@@ -61,12 +63,18 @@ __all__ = ["SEMANTICS", "SqlError", "clauses", "parse_match_recognize", "sql", "
 _QUERIES = ("SELECT", "WITH", "VALUES", "TABLE", "FROM")
 
 
-def sql(query: str, semantics: str = "flink", aggregates: dict | None = None, **tables):
+def sql(query: str, semantics: str = "flink", aggregates: dict | None = None, config: dict | None = None,
+        **tables):
     """Run Flink SQL ``query`` over ``tables`` (Spark or pandas DataFrames, or ``kit.Stream``s,
     by the names the query uses) and return a Spark DataFrame.
 
     ``aggregates`` maps names to user aggregate functions (PyFlink's ``AggregateFunction``:
     ``create_accumulator``, ``accumulate``, ``get_value``) that MATCH_RECOGNIZE may call.
+
+    ``config`` holds table options: ``table.exec.state.ttl`` (a ``Duration``, milliseconds or
+    Flink's ``'2 h'``/``'30 min'``/``'10 s'``/``'500 ms'``), and for temporal joins
+    ``kit.join.interleave`` (``replay.INTERLEAVINGS``) and ``kit.join.clock`` (a ``Clock``
+    over the merged arrivals, for state retention).
 
     When a MATCH_RECOGNIZE reads a ``kit.Stream``, the rows it dropped as late (Flink drops
     them silently) are in ``result.late_rows``: a DataFrame of the input rows with their
@@ -79,6 +87,7 @@ def sql(query: str, semantics: str = "flink", aggregates: dict | None = None, **
         raise KitError(f"semantics={semantics!r} is not one of " + ", ".join(map(repr, SEMANTICS)))
     aggregates = {name.upper(): function for name, function in (aggregates or {}).items()}
     run = _Run(session(), query, semantics, aggregates)
+    run.options = join_options(config or {})
     keep = run.keeps_views()
     try:
         for name, table in tables.items():
@@ -92,6 +101,10 @@ def sql(query: str, semantics: str = "flink", aggregates: dict | None = None, **
         result.late_rows = run.late[0] if len(run.late) == 1 else run.late
     if len(run.matches) == 1:
         result.match_details = run.matches[0].details()
+    if VERSION in result.columns:                # the temporal joins' link, not the user's
+        result = result.drop(VERSION)
+    if run.temporal_joins:
+        result.temporal_joins = run.temporal_joins
     return result
 
 
@@ -107,8 +120,14 @@ class _Run(Resolver):
         self.streams = {}          # registered name, lower case -> kit.Stream
         self.late = []             # late rows of each stream a MATCH_RECOGNIZE read
         self.matches = []          # the MatchResult of each MATCH_RECOGNIZE
+        self.tables = {}           # registered name, lower case -> the table as given
+        self.joins = {}            # id(TemporalCall) -> (left view, right view, left qualifier)
+        self.temporal_joins = []   # each TemporalJoin run
 
     def register(self, name, table):
+        self.tables[name.lower()] = table
+        if isinstance(table, TemporalTableFunction):
+            return
         self.views[name.lower()] = self._temp_view(_frame(self.spark, name, table), name, name)
         if isinstance(table, Stream):
             self.streams[name.lower()] = table
@@ -155,6 +174,15 @@ class _Run(Resolver):
         if late is not None:
             self.late.append(late)
         return self._temp_view(rows, call.kind.lower(), f"{call.kind}({call.table})")
+
+    def temporal(self, call):
+        if id(call) not in self.joins:
+            join, qualifier = plan_temporal(call, self.tables, self.query, **self.options)
+            left, right = join.views()
+            self.temporal_joins.append(join)
+            self.joins[id(call)] = (self._temp_view(left, call.left, call.left),
+                                    self._temp_view(right, call.table, call.table), qualifier)
+        return self.joins[id(call)]
 
     def sql(self, rewritten: Rewritten):
         """``spark.sql`` of ``rewritten``, its errors turned into SqlErrors on the user's text."""

@@ -28,6 +28,7 @@ from .errors import SqlError
 from .expressions import ExpressionParser
 from .lexer import Token, tokenize
 from .match_recognize import MatchRecognizeParser
+from .temporal import find_temporal_joins
 from .windows import find_group_window, find_windows, groups_by_window
 
 __all__ = ["Resolver", "Rewritten", "clauses", "rewrite"]
@@ -86,6 +87,11 @@ class Resolver:
     def window(self, call, drop_late: bool) -> str:
         """The view of a window TVF ``call`` (``windows.WindowCall``); ``drop_late``: the
         query aggregates per window, so rows late for their window are dropped."""
+        raise NotImplementedError
+
+    def temporal(self, call) -> tuple[str, str, str]:
+        """Run the temporal join ``call`` (``temporal.TemporalCall``): the views of its left
+        and right rows, each with ``__kit_v``, and the left side's qualifier."""
         raise NotImplementedError
 
 
@@ -178,6 +184,10 @@ class _Renderer:
         self.per_window = groups_by_window(tokens)
         self.group_window = find_group_window(query, tokens)
         self.ctes = _ctes(tokens)
+        self.temporal = find_temporal_joins(query, tokens)
+        self.temporal_left = {c.left_index: c for c in self.temporal.values()}
+        self.temporal_cond = {c.cond_word: c for c in self.temporal.values() if c.cond}
+        self.temporal_end = {c.cond[1]: c for c in self.temporal.values() if c.cond}
 
     def render(self, lo: int, hi: int) -> Rewritten:
         toks = self.tokens
@@ -189,6 +199,24 @@ class _Renderer:
         i = lo
         while i < hi:
             tok = toks[i]
+            if i in self.temporal_end:            # close the condition opened at ON / WHERE
+                out.copy(done, toks[i - 1].end)
+                out.replace(")", toks[i - 1].end)
+                done = toks[i - 1].end
+            if i in self.temporal:                # the right side: its view
+                call = self.temporal[i]
+                _, right, _ = self.resolver.temporal(call)
+                out.copy(done, tok.start)
+                out.replace(f"{right} AS `{call.alias}`", tok.start)
+                done, i = toks[call.end - 1].end, call.end
+                continue
+            if i in self.temporal_cond:           # ON / WHERE: the version each left row met
+                call = self.temporal_cond[i]
+                _, _, lq = self.resolver.temporal(call)
+                out.copy(done, tok.end)
+                out.replace(f" `{lq}`.__kit_v = `{call.alias}`.__kit_v AND (", tok.end)
+                done, i = tok.end, i + 1
+                continue
             if i in self.found:
                 m, end, spec = self.found[i]
                 if tok.kind == "OP":              # (subquery) MATCH_RECOGNIZE
@@ -224,7 +252,8 @@ class _Renderer:
             elif tok.kind == "KEYWORD" and tok.value in _CLAUSE_WORDS:
                 context[-1] = tok.value
             elif self._is_table(i, context[-1]):
-                view = self.resolver.view(tok.value)
+                view = (self.resolver.temporal(self.temporal_left[i])[0] if i in self.temporal_left
+                        else self.resolver.view(tok.value))
                 if view is not None and self.group_window and not self.group_window[0].table:   # its table: the first
                     call = self.group_window[0]
                     call.table, call.table_token = tok.value, tok
@@ -244,6 +273,8 @@ class _Renderer:
                 continue
             i += 1
         out.copy(done, toks[hi - 1].end)
+        if hi in self.temporal_end:
+            out.replace(")", toks[hi - 1].end)
         return out
 
     def _is_table(self, i, clause) -> bool:

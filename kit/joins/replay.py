@@ -1,0 +1,195 @@
+"""Two streams replayed as one two-input operator (a join) sees them.
+
+A join reads two inputs at once; which row reaches it first depends, in Flink, on thread
+timing. The replay fixes that *interleaving* once, then gives every arrival its merged
+position ``pos`` and the operator watermark, which is the minimum of the two inputs'
+watermarks (``Long.MIN_VALUE`` until both have sent one; ``Long.MAX_VALUE`` at the end of
+input):
+
+================  ==================================================================
+``interleave=``   merged arrival order
+================  ==================================================================
+``"event_time"``  each input is read as far as its event time has come: by the running
+                  maximum of event time, the right input first on ties (default)
+``"proctime"``    by the inputs' processing times (both need ``proctime=``), right first
+``"left_first"``  all of the left input, then all of the right one
+``"right_first"``  all of the right input, then all of the left one
+================  ==================================================================
+
+Orders at 10:00 and 10:20, a rate at 10:10, both inputs ``for_sql_delay(0)``, interleaved
+by event time::
+
+    pos  side   time   watermark after (left, right -> operator)
+    0    left   10:00  10:00, none  -> none
+    1    right  10:10  10:00, 10:10 -> 10:00
+    2    left   10:20  10:20, 10:10 -> 10:10
+
+>>> arrivals, W = replay([(10, "o1"), (20, "o2")], [(15, "r1")], "LRL",
+...                      WatermarkStrategy.for_sql_delay(Duration(0)), WatermarkStrategy.for_sql_delay(Duration(0)))
+>>> [(a.pos, a.side, a.time) for a in arrivals]
+[(0, 0, 10), (1, 1, 15), (2, 0, 20)]
+>>> [W.after(p) for p in range(4)]  # doctest: +ELLIPSIS
+[-9223372036854775808, 10, 15, 9223372036854775807]
+>>> W.next_rise(0, 12)       # the first position whose watermark reaches 12
+(2, 15, None)
+
+Operators run per key over their key's arrivals; ``Watermarks`` tells them when the
+watermark, raised by any key's rows, passes a timer (``next_rise``). On Spark,
+``interleaved`` builds the merged rows and ``watermarks`` the rises, collected once (the
+rises are at most one per arrival, usually far fewer).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from ..errors import KitError
+from ..stream import Stream, _scan, epoch_ms, prepared
+from ..time import Clock, Duration, WatermarkStrategy
+
+__all__ = ["LEFT", "RIGHT", "MIN_TIME", "MAX_TIME", "INTERLEAVINGS", "Arrival", "Watermarks",
+           "replay", "interleaved", "watermarks"]
+
+LEFT, RIGHT = 0, 1
+MIN_TIME, MAX_TIME = -(1 << 63), (1 << 63) - 1
+INTERLEAVINGS = ("event_time", "proctime", "left_first", "right_first")
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """One row reaching the operator: its merged position, input side (``LEFT``/``RIGHT``)
+    and arrival ``seq`` on that side, event time (ms), values, whether it is late against
+    its own input's watermark, processing time (ms or None) and changelog kind."""
+    pos: int
+    side: int
+    seq: int
+    time: int | None
+    row: Any
+    late: bool = False
+    proctime: int | None = None
+    op: str = "+I"
+
+
+class Watermarks:
+    """The operator watermark after each merged position, kept as its rises: ``positions``
+    (increasing) where it rose to ``values`` (increasing), with the processing time then.
+    The end of input (position ``n``) raises it to ``MAX_TIME``."""
+
+    def __init__(self, positions, values, proctimes, n: int):
+        self.positions = np.append(np.asarray(positions, dtype=np.int64), n)
+        self.values = np.append(np.asarray(values, dtype=np.int64), np.int64(MAX_TIME))
+        self.proctimes = list(proctimes) + [proctimes[-1] if len(proctimes) else None]
+        self.n = n
+
+    def after(self, pos: int) -> int:
+        """The watermark once arrival ``pos`` is processed (``pos >= n``: end of input)."""
+        i = int(np.searchsorted(self.positions, pos, side="right")) - 1
+        return MIN_TIME if i < 0 else int(self.values[i])
+
+    def before(self, pos: int) -> int:
+        """The watermark in force when arrival ``pos`` comes."""
+        return self.after(pos - 1)
+
+    def next_rise(self, pos: int, threshold: int) -> tuple[int, int, int | None]:
+        """``(position, watermark, proctime)`` of the first rise at or after arrival ``pos``
+        to a watermark ``>= threshold``: when a timer at ``threshold`` registered while
+        processing ``pos`` fires. ``(n, MAX_TIME, last proctime)`` at the end of input."""
+        i = max(int(np.searchsorted(self.positions, pos, side="left")),
+                int(np.searchsorted(self.values, threshold, side="left")))
+        return int(self.positions[i]), int(self.values[i]), self.proctimes[i]
+
+
+def replay(left: list, right: list, sides: str, left_watermark: WatermarkStrategy,
+           right_watermark: WatermarkStrategy, clock: Clock | None = None):
+    """Arrivals and watermarks of two small inputs, on the driver: ``left`` and ``right``
+    are ``(time, row)`` or ``(time, row, op)`` in arrival order, ``sides`` the interleaving
+    as a string of ``L`` and ``R`` (``"LRL"``). For tests, docs and explanations."""
+    if sorted(sides) != sorted("L" * len(left) + "R" * len(right)):
+        raise KitError(f"sides must hold {len(left)} L and {len(right)} R; got {sides!r}")
+    inputs = {"L": (LEFT, iter(left), left_watermark), "R": (RIGHT, iter(right), right_watermark)}
+    seen = {"L": [None, None, 0], "R": [None, None, 0]}      # max time, own watermark, count
+    start = epoch_ms(clock.start) if clock else None
+    arrivals, rises, level = [], [], None
+    for pos, s in enumerate(sides):
+        side, rows, strategy = inputs[s]
+        time, row, *op = next(rows)
+        state = seen[s]
+        late = state[1] is not None and time <= state[1]
+        proctime = None if clock is None else start + pos * clock.step.millis
+        arrivals.append(Arrival(pos, side, state[2], time, row, late, proctime, *op))
+        state[0] = time if state[0] is None else max(state[0], time)
+        state[1] = strategy.watermark(state[0])
+        state[2] += 1
+        own = [seen["L"][1], seen["R"][1]]
+        now = None if None in own else min(own)
+        if now is not None and (level is None or now > level):
+            level = now
+            rises.append((pos, now, proctime))
+    positions, values, proctimes = zip(*rises) if rises else ((), (), ())
+    return arrivals, Watermarks(positions, values, proctimes, len(sides))
+
+
+def _side(s: Stream, side: int, columns: list) -> DataFrame:
+    """One input's rows with its arrival ``_seq``, event time, own-watermark progress and
+    lateness, and its values as struct ``_v``."""
+    df = prepared(s)
+    running = {"_wmb": ("_g", False), "_wmi": ("_g", True), "_mx": ("_ts", True)}
+    if "_p" in df.columns:
+        running["_pi"] = ("_p", True)
+    df = _scan(df, running)
+    if isinstance(s.proctime, Clock):
+        pt = F.lit(epoch_ms(s.proctime.start)) + F.col("seq") * F.lit(s.proctime.step.millis)
+    elif isinstance(s.proctime, str):
+        pt = F.col("_pi")
+    else:
+        pt = F.lit(None).cast("long")
+    return df.select(F.lit(side).alias("_side"), F.col("seq").alias("_seq"), "_ts",
+                     F.coalesce(F.col("_ts") <= F.col("_wmb"), F.lit(False)).alias("_late"),
+                     "_wmi", "_mx", pt.alias("_spt"), F.struct(*columns).alias("_v"))
+
+
+def interleaved(left: Stream, right: Stream, interleave: str = "event_time",
+                clock: Clock | None = None, left_columns=None, right_columns=None) -> DataFrame:
+    """Both inputs as one DataFrame in merged arrival order, numbered ``_pos``, with
+    ``_side``, ``_seq`` (arrival on its side), ``_ts``, ``_late`` (against its own input),
+    ``_W`` (operator watermark after the row, NULL = none yet), ``_pt`` (processing time,
+    ms: the ``clock`` over merged positions, else the inputs' own, never going back) and
+    ``_v`` (the row's values as a struct; ``left_columns``/``right_columns`` pick them).
+    Computed at once (``localCheckpoint``): the watermarks and the replay both read it."""
+    if interleave not in INTERLEAVINGS:
+        raise KitError(f"interleave={interleave!r} is not one of " + ", ".join(map(repr, INTERLEAVINGS)))
+    if interleave == "proctime" and (left.proctime is None or right.proctime is None):
+        raise KitError('interleave="proctime" needs both inputs with proctime= (a Clock or a column)')
+    sides = [_side(left, LEFT, left_columns or left.source.columns),
+             _side(right, RIGHT, right_columns or right.source.columns)]
+    a, b = sides
+    # the two structs differ, so each row carries both, the other one NULL
+    a = a.withColumn("_vr", F.lit(None).cast(b.schema["_v"].dataType)).withColumnRenamed("_v", "_vl")
+    b = b.withColumn("_vl", F.lit(None).cast(a.schema["_vl"].dataType)).withColumnRenamed("_v", "_vr")
+    merged = a.unionByName(b)
+    first = {"event_time": [F.col("_mx").asc_nulls_first()], "proctime": [F.col("_spt")],
+             "left_first": [], "right_first": []}[interleave]
+    side = F.col("_side").asc() if interleave == "left_first" else F.col("_side").desc()
+    merged = merged.orderBy(*first, side, "_seq").localCheckpoint()   # the scan reads it twice
+    merged = merged.withColumn("_lw", F.when(F.col("_side") == LEFT, F.col("_wmi"))) \
+                   .withColumn("_rw", F.when(F.col("_side") == RIGHT, F.col("_wmi")))
+    running = {"_L": ("_lw", True), "_R": ("_rw", True), "_P": ("_spt", True)}
+    out = _scan(merged, running).drop("_pos").withColumnRenamed("seq", "_pos")
+    W = F.when(F.col("_L").isNull() | F.col("_R").isNull(), F.lit(None)).otherwise(F.least("_L", "_R"))
+    pt = (F.lit(epoch_ms(clock.start)) + F.col("_pos") * F.lit(clock.step.millis)) if clock else F.col("_P")
+    return out.select("_pos", "_side", "_seq", "_ts", "_late", W.cast("long").alias("_W"),
+                      pt.cast("long").alias("_pt"), "_vl", "_vr").localCheckpoint()
+
+
+def watermarks(merged: DataFrame) -> Watermarks:
+    """The rises of ``_W`` over ``interleaved(...)`` rows, collected to the driver."""
+    rows = merged.groupBy("_W").agg(F.min("_pos").alias("p"), F.min_by("_pt", "_pos").alias("t"),
+                                    F.count(F.lit(1)).alias("n")).collect()
+    n = sum(r.n for r in rows)
+    rows = sorted((r for r in rows if r._W is not None), key=lambda r: r._W)
+    return Watermarks([r.p for r in rows], [r._W for r in rows], [r.t for r in rows], n)

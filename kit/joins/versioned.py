@@ -1,0 +1,296 @@
+"""The temporal join on Spark: a left stream against a versioned table (a right stream with
+a primary key), by event time or by processing time.
+
+``temporal_join(orders, rates, on="currency", how="left")`` returns a ``TemporalJoin``:
+
+=================  ===========================================================================
+member             what it holds
+=================  ===========================================================================
+``df``             the joined rows Flink emits: the left columns, then the right ones (a right
+                   column named like a left one gets ``_right``; the shared key once), sorted
+                   by the left time, the key, then the other left columns
+``fates()``        every arrival of both inputs and what became of it (``temporal.Fate``):
+                   ``side``, ``seq``, ``pos`` (merged arrival), ``fate``, ``at_pos`` and ``at``
+                   (watermark or processing time then), ``version_seq``, and the row values
+                   (``left``/``right`` structs)
+``emissions()``    the emitted left rows in Flink's emission order: ``seq``, ``version_seq``,
+                   ``emitted_pos``, ``watermark``, ``proctime``, ``version_time``
+=================  ===========================================================================
+
+Engines: the as-of fast path (``asof.py``) when it gives the replay's answer (event time,
+no state retention, no late row on either input), else the per-key replay (``temporal.py``):
+both inputs merged (``replay.interleaved``), spread over tasks by key and sorted by
+merged position, one ``mapInArrow`` per task runs its keys one after the other with the
+operator watermark's rises in hand. ``fates()`` and ``emissions()`` always replay.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from ..arrow import groups, python_values
+from ..errors import KitError
+from ..stream import Stream, prepared
+from ..time import Clock, Duration
+from . import asof
+from .replay import LEFT, MAX_TIME, MIN_TIME, RIGHT, Arrival, Watermarks, interleaved, watermarks
+from .temporal import HOWS, Fate, StateRetention, event_time_join, processing_time_join
+
+__all__ = ["TemporalJoin", "TemporalTableFunction", "temporal_join", "time_kind", "VERSION"]
+
+VERSION = "__kit_v"                  # the column that links a left row to its version
+_ENGINES = ("auto", "fast", "replay")
+_FATES = T.StructType([T.StructField(n, t) for n, t in (
+    ("_side", T.IntegerType()), ("_seq", T.LongType()), ("_pos", T.LongType()), ("_fate", T.StringType()),
+    ("_at_pos", T.LongType()), ("_at", T.LongType()), ("_vseq", T.LongType()), ("_vts", T.LongType()),
+    ("_timer", T.LongType()), ("_batch", T.LongType()))])
+
+
+def temporal_join(left: Stream, right: Stream, on, how: str = "inner", *, time: str = "event",
+                  interleave: str = "event_time", clock: Clock | None = None,
+                  state_ttl: Duration | None = None, engine: str = "auto") -> "TemporalJoin":
+    """Join each row of ``left`` with the version of ``right`` valid at its time.
+
+    - ``on``: the key: a column name both inputs have, or ``{left_column: right_column}``;
+      it must cover ``right``'s ``primary_key`` when it has one.
+    - ``how``: ``"inner"`` or ``"left"``.
+    - ``time``: ``"event"`` (``FOR SYSTEM_TIME AS OF o.rowtime``, waits for the watermark)
+      or ``"processing"`` (the temporal table function join: joins at arrival).
+    - ``interleave``, ``clock``: the merged arrival order and processing-time clock
+      (``replay.interleaved``); ``state_ttl``: ``table.exec.state.ttl``.
+    """
+    pairs = tuple(on.items()) if isinstance(on, dict) else \
+        tuple((c, c) for c in ((on,) if isinstance(on, str) else on))
+    return TemporalJoin(left, right, pairs, how, time, interleave, clock,
+                        StateRetention(state_ttl) if state_ttl is not None else None, engine)
+
+
+@dataclass(frozen=True)
+class TemporalTableFunction:
+    """PyFlink's ``create_temporal_table_function(time_attribute, primary_key)``: ``stream``
+    as a function of time, for ``LATERAL TABLE (Rates(o.proctime))`` in ``kit.sql``. By
+    processing time (``time_attribute`` is the stream's proctime) it runs
+    ``TemporalProcessTimeJoinOperator``; by event time, the event-time operator."""
+    stream: Stream
+    time_attribute: str
+    primary_key: tuple
+
+    def __post_init__(self):
+        if not isinstance(self.stream, Stream):
+            raise KitError(f"a temporal table function is made from a kit.stream(...); got {type(self.stream).__name__}")
+        key = (self.primary_key,) if isinstance(self.primary_key, str) else tuple(self.primary_key)
+        object.__setattr__(self, "primary_key", key)
+        for c in key:
+            if c not in self.stream.source.columns:
+                raise KitError(f"primary key {c!r} is not a column; columns are {self.stream.source.columns}")
+        if self.time is None:
+            raise KitError(f"time_attribute {self.time_attribute!r} is neither the stream's event time "
+                           f"({self.stream.time!r}) nor its processing time (proctime=)")
+
+    @property
+    def time(self) -> str | None:
+        """``"event"`` or ``"processing"``: which time ``time_attribute`` is."""
+        return time_kind(self.stream, self.time_attribute)
+
+
+def time_kind(s: Stream, column: str) -> str | None:
+    """``"event"`` when ``column`` is the event time of ``s``, ``"processing"`` when it is its
+    processing time (a proctime column, or ``proctime`` for a ``Clock``), else None."""
+    if column.lower() == s.time.lower():
+        return "event"
+    if s.proctime is not None and column.lower() == (s.proctime if isinstance(s.proctime, str) else "proctime").lower():
+        return "processing"
+    return None
+
+
+@dataclass(frozen=True)
+class TemporalJoin:
+    """A temporal join, built lazily (see the module doc)."""
+    left: Stream
+    right: Stream
+    keys: tuple                       # ((left column, right column), ...)
+    how: str = "inner"
+    time: str = "event"
+    interleave: str = "event_time"
+    clock: Clock | None = None
+    retention: StateRetention | None = None
+    engine: str = "auto"
+
+    def __post_init__(self):
+        for what, s in (("left", self.left), ("right", self.right)):
+            if not isinstance(s, Stream):
+                raise KitError(f"the {what} input must be a kit.stream(...); got {type(s).__name__}")
+        if self.how not in HOWS:
+            raise KitError(f"how={self.how!r}: a temporal join is 'inner' or 'left' (Flink supports "
+                           "no other join type for it)")
+        if self.time not in ("event", "processing"):
+            raise KitError(f"time={self.time!r} must be 'event' or 'processing'")
+        if self.engine not in _ENGINES:
+            raise KitError(f"engine={self.engine!r} is not one of " + ", ".join(map(repr, _ENGINES)))
+        if not self.keys:
+            raise KitError("on= names no key column")
+        for l, r in self.keys:
+            if l not in self.left.source.columns:
+                raise KitError(f"key {l!r} is not a column of the left input; columns are {self.left.source.columns}")
+            if r not in self.right.source.columns:
+                raise KitError(f"key {r!r} is not a column of the right input; columns are {self.right.source.columns}")
+        missing = [c for c in self.right.primary_key if c not in [r for _, r in self.keys]]
+        if missing:
+            raise KitError(f"the versioned table's primary key {list(self.right.primary_key)} must be in the "
+                           f"join key; {missing} is not (on={dict(self.keys)})")
+        if self.time == "processing" and self.retention is None and self.left.proctime is None \
+                and self.clock is None:
+            raise KitError("a processing-time join runs on processing time: give the inputs proctime= "
+                           "or the join clock=Clock(...)")
+
+    # -- the joined rows -----------------------------------------------------------------
+    @cached_property
+    def fast(self) -> bool:
+        """Whether the as-of fast path gives the answer (decided once, with a pass over the inputs)."""
+        if self.engine != "auto":
+            return self.engine == "fast"
+        return (self.time == "event" and not (self.retention and self.retention.enabled)
+                and not asof.has_late(self.left) and not asof.has_late(self.right))
+
+    def views(self) -> tuple[DataFrame, DataFrame]:
+        """The left rows Flink emits, each with ``__kit_v`` (the arrival ``seq`` of the version it
+        met, NULL for none), and the right rows with ``__kit_v`` (their ``seq``): joining
+        them on ``__kit_v`` and the key gives the result, and SQL adds its own condition."""
+        lcols, rcols = self.left.source.columns, self.right.source.columns
+        if self.fast:
+            right = self._right_rows()
+            right_view = right.select("_vr.*", F.col("_seq").alias(VERSION))
+            met = asof.versions(self._left_rows(), right, [r for _, r in self.keys])
+            left_view = met.select("_vl.*", F.col("_v").alias(VERSION))
+        else:
+            right_view = self.merged.where(F.col("_side") == RIGHT).select("_vr.*", F.col("_seq").alias(VERSION))
+            fates = self._replayed()
+            left_view = (fates.where((F.col("_side") == LEFT) & (F.col("_fate") != "expired"))
+                         .select(*[F.col("_vl")[c].alias(c) for c in lcols],
+                                 F.when(F.col("_fate") == "joined", F.col("_vseq")).alias(VERSION)))
+        return left_view.select(*lcols, VERSION), right_view.select(*rcols, VERSION)
+
+    @cached_property
+    def df(self) -> DataFrame:
+        left_view, right_view = self.views()
+        lcols = self.left.source.columns
+        shared = {r for l, r in self.keys if l == r}
+        cond = F.col("l." + VERSION) == F.col("r." + VERSION)
+        for l, r in self.keys:
+            cond = cond & (F.col(f"l.`{l}`") == F.col(f"r.`{r}`"))
+        out = left_view.alias("l").join(right_view.alias("r"), cond, self.how)
+        names = [F.col(f"l.`{c}`") for c in lcols] + [
+            F.col(f"r.`{c}`").alias(c + "_right" if c in lcols else c)
+            for c in self.right.source.columns if c not in shared]
+        order = [self.left.time] + [l for l, _ in self.keys] + [
+            f.name for f in self.left.source.schema.fields if not isinstance(f.dataType, T.MapType)]
+        return out.select(*names).orderBy(*dict.fromkeys(order))
+
+    def fates(self) -> DataFrame:
+        """Every arrival of both inputs and what became of it, by replaying (any engine):
+        ``side`` ('left'/'right'), ``seq``, ``pos`` (merged arrival), ``fate`` (see
+        ``temporal.Fate``), ``at_pos`` (merged position when it happened; NULL: kept to the
+        end), ``at`` (the watermark then, or the processing time; NULL at the end of input),
+        ``version_seq``/``version_time`` (the version a left row met), ``timer`` (the event
+        timer that emitted it), ``left``/``right`` (the values)."""
+        return self._replayed().select(
+            F.when(F.col("_side") == LEFT, "left").otherwise("right").alias("side"), F.col("_seq").alias("seq"),
+            F.col("_pos").alias("pos"), F.col("_fate").alias("fate"), F.col("_at_pos").alias("at_pos"),
+            F.col("_at").alias("at"), F.col("_vseq").alias("version_seq"), F.col("_vts").alias("version_time"),
+            F.col("_timer").alias("timer"), F.col("_batch").alias("batch"),
+            F.col("_vl").alias("left"), F.col("_vr").alias("right"))
+
+    def emissions(self) -> DataFrame:
+        """The left rows the operator emitted, in Flink's emission order: by the merged
+        position after which they left, then the timer, then per key firing (``batch``: its
+        first left arrival), then arrival; ``watermark`` is NULL at the end of input."""
+        emitted = ["joined"] + (["no_version", "deleted", "condition"] if self.how == "left" else [])
+        return (self.fates().where((F.col("side") == "left") & F.col("fate").isin(emitted))
+                .withColumnRenamed("at_pos", "emitted_pos").withColumnRenamed("at", "watermark")
+                .repartition(1).sortWithinPartitions("emitted_pos", "timer", "batch", "pos"))
+
+    # -- the replay ----------------------------------------------------------------------
+    def _left_rows(self) -> DataFrame:
+        """Left rows for the fast path: ``_k0..``, ``_ts``, ``_vl``."""
+        df = prepared(self.left)
+        return df.select(*[F.col(l).alias(f"_k{i}") for i, (l, _) in enumerate(self.keys)], "_ts",
+                         F.struct(*self.left.source.columns).alias("_vl"))
+
+    def _right_rows(self) -> DataFrame:
+        """Right rows numbered by arrival: ``_k0..``, ``_ts``, ``_seq``, ``_op``, ``_vr``."""
+        from .replay import _side
+        df = _side(self.right, RIGHT, self.right.source.columns)
+        lt = {f.name: f.dataType for f in self.left.source.schema.fields}
+        op = F.col("_v.op") if "op" in self.right.source.columns else F.lit("+I")
+        return df.select(*[F.col(f"_v.`{r}`").cast(lt[l]).alias(f"_k{i}") for i, (l, r) in enumerate(self.keys)],
+                         "_ts", "_seq", op.alias("_op"), F.col("_v").alias("_vr"))
+
+    @cached_property
+    def merged(self) -> DataFrame:
+        """Both inputs in merged arrival order (``replay.interleaved``) with the key ``_k0..``."""
+        m = interleaved(self.left, self.right, self.interleave, self.clock)
+        lt = {f.name: f.dataType for f in self.left.source.schema.fields}
+        return m.select("*", *[F.coalesce(F.col(f"_vl.`{l}`"), F.col(f"_vr.`{r}`").cast(lt[l])).alias(f"_k{i}")
+                               for i, (l, r) in enumerate(self.keys)])
+
+    @cached_property
+    def watermarks(self) -> Watermarks:
+        return watermarks(self.merged)
+
+    def _replayed(self) -> DataFrame:
+        """Every arrival's fate (schema ``_FATES``, plus ``_vl``/``_vr``), replayed per key."""
+        merged = self.merged
+        keys = [f"_k{i}" for i in range(len(self.keys))]
+        marks = self.watermarks if self.time == "event" else None
+        how, retention, event = self.how, self.retention, self.time == "event"
+        has_op = "op" in self.right.source.columns
+        schema = T.StructType(_FATES.fields + [merged.schema["_vl"], merged.schema["_vr"]])
+        arrow = to_arrow_schema(schema, timezone="UTC")
+
+        def per_task(batches):
+            batches = list(batches)
+            table = pa.Table.from_batches(batches) if batches else None
+            if table is None or not table.num_rows:
+                return
+            cols = {c: python_values(table.column(c)) for c in ("_pos", "_side", "_seq", "_ts", "_late",
+                                                                "_pt", "_vl", "_vr")}
+            out = []
+            for start, length in groups(table, keys):
+                arrivals = []
+                for i in range(start, start + length):
+                    row = cols["_vl"][i] if cols["_side"][i] == LEFT else cols["_vr"][i]
+                    op = (row.get("op") or "+I") if has_op and cols["_side"][i] == RIGHT else "+I"
+                    arrivals.append(Arrival(cols["_pos"][i], cols["_side"][i], cols["_seq"][i], cols["_ts"][i],
+                                            row, cols["_late"][i], cols["_pt"][i], op))
+                fates = []
+                if None in [table.column(k)[start].as_py() for k in keys]:   # NULL meets nothing
+                    fates = [Fate(a, "null_key", a.pos) for a in arrivals if a.side == RIGHT]
+                    arrivals = [a for a in arrivals if a.side == LEFT]
+                result = (event_time_join(arrivals, marks, how, None, retention) if event
+                          else processing_time_join(arrivals, how, None, retention))
+                batch = {}
+                for e in result.emitted:
+                    batch.setdefault((e.pos, e.timer), e.left.pos)
+                timers = {e.left.pos: e.timer for e in result.emitted}
+                for f in result.fates + fates:
+                    a, v = f.arrival, f.version
+                    at = None if f.at in (MIN_TIME, MAX_TIME) else f.at
+                    timer = timers.get(a.pos) if a.side == LEFT else None
+                    out.append((a.side, a.seq, a.pos, f.fate, f.pos, at, v and v.seq, v and v.time, timer,
+                                batch.get((f.pos, timer), a.pos) if a.side == LEFT else None,
+                                a.row if a.side == LEFT else None,
+                                (v.row if v else None) if a.side == LEFT else a.row))
+            if out:
+                yield pa.RecordBatch.from_arrays([pa.array(list(c), type=arrow.field(i).type)
+                                                  for i, c in enumerate(zip(*out))], schema=arrow)
+
+        tasks = 4 * int(merged.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+        return (merged.repartition(tasks, *keys).sortWithinPartitions(*keys, "_pos")
+                      .mapInArrow(per_task, schema))

@@ -1,0 +1,283 @@
+"""Temporal joins: the operators' rules (pure Python), the Flink 2.3 golden, SQL and its errors."""
+
+import itertools
+import json
+from collections import Counter
+from datetime import datetime
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import kit
+from kit import Clock, Duration, WatermarkStrategy
+from kit.joins.replay import LEFT, MAX_TIME, RIGHT, Arrival, replay
+from kit.joins.temporal import StateRetention, event_time_join, processing_time_join
+from kit.joins.versioned import TemporalTableFunction, temporal_join
+from kit.stream import epoch_ms
+
+GOLDEN = json.loads((Path(__file__).parents[2] / "shared/golden/flink-2.3/temporal_join.json").read_text())
+SQL0 = WatermarkStrategy.for_sql_delay(Duration(0))
+NONE = WatermarkStrategy.no_watermarks()
+
+
+def ms(text):
+    return epoch_ms(datetime.fromisoformat(text))
+
+
+def golden_inputs():
+    rates = [(ms(t), (c, r)) for t, c, r in GOLDEN["rates_file_order"]]
+    orders = [(ms(t), (oid, c)) for t, oid, c, _ in GOLDEN["orders_file_order"]]
+    return orders, rates
+
+
+def emitted(arrivals, W, how="left", key=lambda a: a.row[1] if a.side == 0 else a.row[0], **kw):
+    """Every key's emissions in Flink's order: ``order_id=rate`` as the golden writes them."""
+    rows = []
+    for k in sorted({key(a) for a in arrivals}):
+        for e in event_time_join([a for a in arrivals if key(a) == k], W, how, **kw).emitted:
+            rows.append(((e.pos, e.timer, e.left.pos), f"{e.left.row[0]}={e.right.row[1] if e.right else None}"))
+    return " ".join(r for _, r in sorted(rows))
+
+
+def outcomes(delay_minutes):
+    orders, rates = golden_inputs()
+    found = Counter()
+    for rights in itertools.combinations(range(len(orders) + len(rates)), len(rates)):
+        sides = "".join("R" if p in rights else "L" for p in range(len(orders) + len(rates)))
+        arrivals, W = replay(orders, rates, sides, SQL0, WatermarkStrategy.for_sql_delay(Duration.of_minutes(delay_minutes)))
+        found[emitted(arrivals, W)] += 1
+    return found
+
+
+def test_golden_every_interleaving_gives_flinks_rows_when_the_delay_covers_the_disorder():
+    expected = GOLDEN["repeats"][0]
+    assert expected["rates_watermark_delay_min"] == "60"
+    assert set(outcomes(60)) == set(expected["outcomes_order_id_eq_rate_in_emission_order"])
+
+
+def test_golden_each_result_flink_gave_with_late_versions_comes_from_some_interleaving():
+    expected = GOLDEN["repeats"][1]
+    assert expected["rates_watermark_delay_min"] == "0"
+    found = outcomes(0)
+    for outcome in expected["outcomes_order_id_eq_rate_in_emission_order"]:
+        assert found[outcome] > 0, outcome
+    assert len(found) > len(expected["outcomes_order_id_eq_rate_in_emission_order"])   # and a few Flink did not hit
+
+
+def test_the_version_at_the_left_time_counts_and_a_later_arrival_with_the_same_time_wins():
+    arrivals, W = replay([(10, "l")], [(10, "a"), (10, "b"), (11, "c")], "RRRL", NONE, NONE)
+    [e] = event_time_join(arrivals, W).emitted
+    assert (e.right.row, e.pos, e.watermark) == ("b", 4, MAX_TIME)      # end of input
+    fates = {f.arrival.row: f.fate for f in event_time_join(arrivals, W).fates}
+    assert fates == {"l": "joined", "a": "replaced", "b": "cleaned", "c": "kept"}   # the end cleans too
+
+
+def test_left_rows_wait_for_the_operator_watermark_then_leave_in_arrival_order():
+    # left 20 and 15 wait; the right side's watermark (min of both) releases them at once
+    arrivals, W = replay([(20, "x"), (15, "y"), (30, "z")], [(5, "v"), (25, "w")], "RLLLR", SQL0, SQL0)
+    out = event_time_join(arrivals, W, "left").emitted
+    assert [(e.left.row, e.right.row, e.pos, e.watermark) for e in out] == [
+        ("x", "v", 4, 25), ("y", "v", 4, 25), ("z", "w", 5, MAX_TIME)]
+
+
+def test_cleanup_keeps_the_newest_version_at_or_before_the_watermark_and_a_late_left_row_meets_that():
+    # versions 10, 20, 30; watermark 25 cleans 10 (20 stays: newest <= 25); a late left row at 12
+    # then finds no version <= 12 and is padded with NULL, though 10 was valid at 12
+    arrivals, W = replay([(25, "a"), (12, "late")], [(10, "v10"), (20, "v20"), (30, "v30")], "RRRLL", SQL0, SQL0)
+    result = event_time_join(arrivals, W, "left")
+    assert [(e.left.row, e.right and e.right.row) for e in result.emitted] == [("a", "v20"), ("late", None)]
+    fates = {f.arrival.row: (f.fate, f.at) for f in result.fates}
+    assert fates["v10"] == ("cleaned", 25) and fates["late"] == ("no_version", MAX_TIME)
+    assert fates["v20"][0] == "cleaned" and fates["v30"][0] == "kept"    # the end cleans up to 30 too
+    assert event_time_join(arrivals, W, "inner").emitted[-1].left.row == "a"   # INNER drops it
+
+
+def test_a_late_version_still_serves_left_rows_not_yet_emitted():
+    # the right input's own watermark is 30 when version 15 comes: late, yet left row 20, held
+    # back by its own input's watermark, uses it
+    arrivals, W = replay([(20, "l")], [(30, "v30"), (15, "v15")], "LRR", NONE, SQL0)
+    assert arrivals[2].late
+    [e] = event_time_join(arrivals, W).emitted
+    assert e.right.row == "v15"
+
+
+def test_a_deletion_as_version_means_no_version():
+    arrivals, W = replay([(5, "l1"), (15, "l2")], [(0, "v0", "+I"), (10, "gone", "-D")], "RRLL", NONE, NONE)
+    left = event_time_join(arrivals, W, "left")
+    assert [(e.left.row, e.right and e.right.row) for e in left.emitted] == [("l1", "v0"), ("l2", None)]
+    assert [f.fate for f in left.fates if f.arrival.side == 0] == ["joined", "deleted"]
+    assert [e.left.row for e in event_time_join(arrivals, W, "inner").emitted] == ["l1"]
+
+
+def test_the_join_condition_applies_to_the_version_met():
+    arrivals, W = replay([(5, 1), (6, 100)], [(0, 50)], "RLL", NONE, NONE)
+    out = event_time_join(arrivals, W, "left", condition=lambda l, r: l < r).emitted
+    assert [(e.left.row, e.right and e.right.row) for e in out] == [(1, 50), (100, None)]
+
+
+def test_state_retention_registers_at_now_plus_max_and_moves_only_when_now_plus_min_passes_it():
+    # the seed's picture: ttl 2 h -> min 2 h, max 3 h; rows at 10:00, 10:30, 11:30 (processing time)
+    hour = 3_600_000
+    from kit.joins.temporal import _Retention
+    ttl = _Retention(StateRetention(Duration.of_hours(2)))
+    ttl.register(10 * hour)
+    assert ttl.registered == 13 * hour
+    ttl.register(10 * hour + hour // 2)                   # 10:30 + 2 h = 12:30 <= 13:00: stays
+    assert ttl.registered == 13 * hour
+    ttl.register(11 * hour + hour // 2)                   # 11:30 + 2 h = 13:30 > 13:00: moves to 14:30
+    assert ttl.registered == 14 * hour + hour // 2 and ttl.timers == {ttl.registered}
+    assert ttl.due(14 * hour) == [] and ttl.due(15 * hour) == [14 * hour + hour // 2]
+    assert not _Retention(StateRetention(Duration(1))).on   # ttl must exceed 1 ms
+
+
+def test_expired_state_loses_left_rows_that_were_waiting():
+    # a clock of 1 min per arrival, ttl 2 min (max 3 min): the key's left row waits for a
+    # watermark that other keys' rows raise only after the key's state expired
+    clock = Clock(datetime(2024, 1, 1), Duration.of_minutes(1))
+    arrivals, W = replay([(100, "l")], [(50, "v"), (60, "w"), (70, "x"), (80, "y"), (200, "z")], "LRRRRR",
+                         SQL0, SQL0, clock=clock)
+    mine = arrivals[:2]
+    result = event_time_join(mine, W, "left", retention=StateRetention(Duration.of_minutes(2)))
+    assert result.emitted == []
+    assert [(f.arrival.row, f.fate) for f in result.fates] == [("l", "expired"), ("v", "expired")]
+    assert result.expirations == [(epoch_ms(datetime(2024, 1, 1)) + 3 * 60_000, 5)]
+    kept = event_time_join(mine, W, "left")
+    assert [(e.left.row, e.right.row, e.pos) for e in kept.emitted] == [("l", "v", 5)]
+
+
+def test_processing_time_join_misses_a_right_row_that_arrives_just_after():
+    arrivals, _ = replay([(0, "l1"), (0, "l2")], [(0, "v1"), (0, "v2")], "LRLR", NONE, NONE)
+    out = processing_time_join(arrivals, "left").emitted
+    assert [(e.left.row, e.right and e.right.row, e.pos) for e in out] == [("l1", None, 0), ("l2", "v1", 2)]
+    assert [e.left.row for e in processing_time_join(arrivals, "inner").emitted] == ["l2"]
+
+
+def test_processing_time_join_forgets_on_deletion_and_on_expiry():
+    clock = Clock(datetime(2024, 1, 1), Duration.of_minutes(1))
+    arrivals, _ = replay([(0, "a"), (0, "b"), (0, "c")], [(0, "v", "+I"), (0, "v", "-D"), (0, "w", "+I")],
+                         "RLRLRL", NONE, NONE, clock=clock)
+    assert [(e.left.row, e.right and e.right.row) for e in processing_time_join(arrivals, "left").emitted] == [
+        ("a", "v"), ("b", None), ("c", "w")]
+    # ttl 30 min (max 45 min): the rate seen at 10:00 serves a left row at 10:40, not one at 10:50
+    at = lambda m: epoch_ms(datetime(2024, 1, 1, 10)) + m * 60_000
+    arrivals = [Arrival(0, RIGHT, 0, 0, "v", proctime=at(0)), Arrival(1, LEFT, 0, 0, "a", proctime=at(20)),
+                Arrival(2, LEFT, 1, 0, "b", proctime=at(40)), Arrival(3, LEFT, 2, 0, "c", proctime=at(90))]
+    result = processing_time_join(arrivals, "left", retention=StateRetention(Duration.of_minutes(30)))
+    # 10:00 -> timer 10:45; 10:20 + 30 = 10:50 > 10:45 -> 11:05; 10:40 + 30 = 11:10 > 11:05 -> 11:25
+    assert [(e.left.row, e.right and e.right.row) for e in result.emitted] == [("a", "v"), ("b", "v"), ("c", None)]
+    assert result.expirations == [(at(85), 3)]
+
+
+def test_bad_arguments_say_what_to_fix():
+    with pytest.raises(kit.KitError, match="INNER or LEFT"):
+        event_time_join([], None, "right")
+    with pytest.raises(kit.KitError, match="state_ttl must be a Duration"):
+        StateRetention(5)
+    with pytest.raises(kit.KitError, match="sides must hold 1 L and 0 R"):
+        replay([(1, "a")], [], "R", NONE, NONE)
+
+
+# -- on Spark -----------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def golden_streams(spark):
+    rates = pd.DataFrame(GOLDEN["rates_file_order"], columns=GOLDEN["rates_columns"])
+    rates["update_time"] = pd.to_datetime(rates.update_time)
+    rates["rate"] = rates.rate.astype(float)
+    orders = pd.DataFrame(GOLDEN["orders_file_order"], columns=GOLDEN["orders_columns"])
+    orders["order_time"] = pd.to_datetime(orders.order_time)
+    return spark.createDataFrame(orders), spark.createDataFrame(rates)
+
+
+def rows_of(run):
+    return sorted((o, t.replace(".000", ""), c, None if r is None else float(r)) for o, t, c, r in
+                  (row["values"] for row in run["rows"]))
+
+
+def collected(df):
+    return sorted((r.order_id, str(r.order_time), r.currency, r.rate) for r in df.collect())
+
+
+@pytest.mark.parametrize("run", [0, 2])
+def test_golden_sql(golden_streams, run):
+    orders, rates = golden_streams
+    spec = GOLDEN["runs"][run]
+    o = kit.stream(orders, time="order_time", watermark=SQL0)
+    r = kit.stream(rates, time="update_time", watermark=WatermarkStrategy.for_sql_delay(Duration.of_minutes(60)),
+                   primary_key="currency")
+    result = kit.sql(spec["query"], orders=o, currency_rates=r)
+    assert result.columns == spec["columns"]
+    assert collected(result) == rows_of(spec)
+    assert result.temporal_joins[0].fast                 # no late row: the as-of path
+
+
+def test_golden_sql_with_late_versions_replays_the_interleaving_asked_for(golden_streams):
+    orders, rates = golden_streams
+    spec = GOLDEN["runs"][1]
+    o = kit.stream(orders, time="order_time", watermark=SQL0)
+    r = kit.stream(rates, time="update_time", watermark=SQL0, primary_key="currency")
+    # every rate first: the run Flink gave when the rates' reader was ahead
+    result = kit.sql(spec["query"], config={"kit.join.interleave": "right_first"}, orders=o, currency_rates=r)
+    assert not result.temporal_joins[0].fast
+    assert collected(result) == rows_of(GOLDEN["runs"][0])
+    # by event time (the default), o3 misses the late 10:15 version and o5 the late 10:45 one
+    by_time = {row[0]: row[3] for row in collected(kit.sql(spec["query"], orders=o, currency_rates=r))}
+    assert (by_time["o3"], by_time["o5"]) == (1.1, 1.3)
+
+
+def test_fast_path_and_replay_agree(golden_streams):
+    orders, rates = golden_streams
+    o = kit.stream(orders, time="order_time", watermark=SQL0)
+    r = kit.stream(rates, time="update_time", watermark=WatermarkStrategy.for_sql_delay(Duration.of_minutes(60)),
+                   primary_key="currency")
+    fast = temporal_join(o, r, on="currency", how="left", engine="fast").df
+    slow = temporal_join(o, r, on="currency", how="left", engine="replay")
+    assert fast.collect() == slow.df.collect()
+    assert fast.columns == ["order_time", "order_id", "currency", "amount", "update_time", "rate"]
+    emitted = slow.emissions().collect()
+    assert [row.left["order_id"] for row in emitted] == [f"o{i}" for i in range(1, 10)]
+    assert [row.watermark for row in emitted][-2:] == [None, None]      # end of input
+
+
+@pytest.mark.parametrize("query, at, message", [
+    ("SELECT * FROM orders o RIGHT JOIN rates FOR SYSTEM_TIME AS OF o.order_time AS r ON o.currency = r.currency",
+     "RIGHT", "Temporal table join currently only supports INNER and LEFT JOIN, not RIGHT JOIN"),
+    ("SELECT * FROM orders o JOIN rates FOR SYSTEM_TIME AS OF o.amount AS r ON o.currency = r.currency",
+     "o.amount", "Temporal table join currently only supports 'FOR SYSTEM_TIME AS OF' left table's time attribute"),
+    ("SELECT * FROM orders o JOIN rates FOR SYSTEM_TIME AS OF o.proctime AS r ON o.currency = r.currency",
+     "o.proctime", "Processing-time temporal join is not supported yet. (FLINK-19830"),
+    ("SELECT * FROM orders o JOIN nokey FOR SYSTEM_TIME AS OF o.order_time AS r ON o.currency = r.currency",
+     "nokey", "Temporal Table Join requires primary key in versioned table"),
+    ("SELECT * FROM orders o JOIN rates FOR SYSTEM_TIME AS OF o.order_time AS r ON o.amount = r.rate",
+     "ON", "Join key must be the same as temporal table's primary key in Event-time"),
+    ("SELECT * FROM orders o JOIN plain FOR SYSTEM_TIME AS OF o.order_time AS r ON o.currency = r.currency",
+     "plain", "plain is not a versioned table"),
+    ("SELECT * FROM plain p JOIN rates FOR SYSTEM_TIME AS OF p.update_time AS r ON p.currency = r.currency",
+     "p.update_time", "Temporal table join currently only supports 'FOR SYSTEM_TIME AS OF' left table's time "
+     "attribute field: pass plain as kit.stream"),
+    ("SELECT * FROM orders o, LATERAL TABLE (Rates(o.order_time)) r WHERE o.currency = r.currency",
+     "Rates", "Rates is not a temporal table function"),
+])
+def test_sql_errors_are_flinks_at_the_place(golden_streams, query, at, message):
+    orders, rates = golden_streams
+    o = kit.stream(orders, time="order_time", watermark=SQL0, proctime=Clock(datetime(2024, 1, 1)))
+    r = kit.stream(rates, time="update_time", watermark=SQL0, primary_key="currency")
+    nokey = kit.stream(rates, time="update_time", watermark=SQL0)
+    with pytest.raises(kit.SqlError) as error:
+        kit.sql(query, orders=o, rates=r, nokey=nokey, plain=rates, Rates=r)
+    assert f"line 1, column {query.index(at) + 1}: {message}" in str(error.value)
+
+
+def test_temporal_table_function_join_by_processing_time(spark):
+    at = pd.to_datetime
+    o = kit.stream(spark.createDataFrame(pd.DataFrame({
+        "t": at(["2024-01-01"] * 3), "id": ["a", "b", "c"], "cur": ["EUR"] * 3,
+        "p": at(["2024-01-01 10:00", "2024-01-01 10:02", "2024-01-01 10:04"])})), time="t", proctime="p")
+    r = kit.stream(spark.createDataFrame(pd.DataFrame({
+        "t": at(["2024-01-01"] * 2), "cur": ["EUR"] * 2, "rate": [1.0, 2.0],
+        "p": at(["2024-01-01 10:01", "2024-01-01 10:04"])})), time="t", proctime="p")
+    result = kit.sql("SELECT o.id, r.rate FROM orders AS o, LATERAL TABLE (Rates(o.p)) AS r WHERE o.cur = r.cur",
+                     orders=o, Rates=TemporalTableFunction(r, "p", "cur"))
+    # a comes before any rate (INNER drops it); at 10:04 the rate arrives first (ties: right first)
+    assert sorted(tuple(x) for x in result.collect()) == [("b", 1.0), ("c", 2.0)]
