@@ -54,6 +54,7 @@ from .lexer import tokenize
 from .match_recognize import parse_match_recognize
 from .query import Resolver, Rewritten, clauses, rewrite
 from .temporal import join_options, plan as plan_temporal
+from ..joins.lookup import LookupTable
 from ..joins.versioned import VERSION, TemporalTableFunction
 from .windows import validate, windowed
 
@@ -126,7 +127,7 @@ class _Run(Resolver):
 
     def register(self, name, table):
         self.tables[name.lower()] = table
-        if isinstance(table, TemporalTableFunction):
+        if isinstance(table, (TemporalTableFunction, LookupTable)):
             return
         self.views[name.lower()] = self._temp_view(_frame(self.spark, name, table), name, name)
         if isinstance(table, Stream):

@@ -218,6 +218,7 @@ def plan(call: TemporalCall, tables: dict, query: str, interleave=None, clock=No
     """The join ``call`` asks for, checked as Flink checks it: ``(TemporalJoin, left
     qualifier)``; ``tables`` maps lower-case names to what ``kit.sql`` was given; the
     options come from ``join_options``."""
+    from ..joins.lookup import LookupJoin, LookupTable
     from ..joins.versioned import TemporalJoin, TemporalTableFunction, time_kind
     from ..stream import Stream
     from .errors import SqlError
@@ -252,6 +253,15 @@ def plan(call: TemporalCall, tables: dict, query: str, interleave=None, clock=No
             raise error(f"{call.table} is a {right.time}-time temporal table function but {call.time_column} is "
                         f"{call.left}'s {time} time: both sides need the same kind of time", call.time_token)
         stream, key = right.stream, right.primary_key
+    elif isinstance(right, LookupTable):
+        if time != "processing":
+            raise error("Temporal table join currently only supports 'FOR SYSTEM_TIME AS OF' left table's "
+                        f"proctime field when joining the lookup table {call.table}", call.time_token)
+        pairs = _keys(call, left.source.columns, right.columns)
+        if not pairs:
+            raise error(f"a lookup join needs an equality between a column of {call.left} and one of "
+                        f"{call.table} in ON", call.cond_token or call.time_token)
+        return LookupJoin(left, right, tuple(pairs), call.how), call.time_qualifier or call.left
     else:
         if time == "processing" and isinstance(right, Stream):
             raise error("Processing-time temporal join is not supported yet. (FLINK-19830: the left rows would "
@@ -265,7 +275,7 @@ def plan(call: TemporalCall, tables: dict, query: str, interleave=None, clock=No
             raise error("Temporal Table Join requires primary key in versioned table, but no primary key can be "
                         f"found: pass {call.table} with kit.stream(..., primary_key=...)", call.table_token)
         stream, key = right, right.primary_key
-    pairs = _keys(call, left, stream)
+    pairs = _keys(call, left.source.columns, stream.source.columns)
     missing = [c for c in key if c.lower() not in [r.lower() for _, r in pairs]]
     if missing:
         raise error(f"Join key must be the same as temporal table's primary key in {time.capitalize()}-time "
@@ -276,11 +286,12 @@ def plan(call: TemporalCall, tables: dict, query: str, interleave=None, clock=No
     return join, call.time_qualifier or call.left
 
 
-def _keys(call: TemporalCall, left, right) -> list:
-    """``(left column, right column)`` for each ``left = right`` conjunct of the condition."""
+def _keys(call: TemporalCall, left: list, right: list) -> list:
+    """``(left column, right column)`` for each ``left = right`` conjunct of the condition;
+    ``left``, ``right``: the two sides' columns."""
     lq, rq = (call.time_qualifier or call.left).lower(), call.alias.lower()
-    lcols = {c.lower(): c for c in left.source.columns}
-    rcols = {c.lower(): c for c in right.source.columns}
+    lcols = {c.lower(): c for c in left}
+    rcols = {c.lower(): c for c in right}
 
     def side(ref):
         q, c, _ = ref
