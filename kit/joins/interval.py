@@ -1,0 +1,375 @@
+"""Flink SQL's event-time INTERVAL JOIN, one key at a time: the reference semantics.
+
+::
+
+    SELECT * FROM Orders o JOIN Shipments s
+      ON o.id = s.order_id
+     AND o.order_time BETWEEN s.ship_time - INTERVAL '4' HOUR AND s.ship_time
+
+is ``IntervalBounds(lower=-4h, upper=0)``: a left row ``l`` and a right row ``r`` of the
+same key join when ::
+
+    r.time + lower <= l.time <= r.time + upper            (IntervalBounds.contains)
+
+A strict edge is Flink's inclusive edge one millisecond in: ``l.time < r.time + u`` is
+``<= r.time + (u - 1)`` and ``l.time > r.time + v`` is ``>= r.time + (v + 1)`` (the planner's
+``IntervalJoinUtil.computeWindowBoundFromPredicate``). Flink's runtime operator
+(``TimeIntervalJoin`` / ``RowTimeIntervalJoin`` in ``flink-table-runtime``,
+``org.apache.flink.table.runtime.operators.join.interval``) then works with ::
+
+    leftRelativeSize  lrs = -lower     rightRelativeSize rrs = upper
+    operator time     T   = max(W, 0)  where W = min(left watermark, right watermark)
+
+(``lower``/``upper`` after strict edges are moved in: ``IntervalBounds.left_lower`` /
+``left_upper``) and ``allowedLateness = 0`` (SQL). ``run_key`` replays that operator for one key:
+
+* a left row at ``t`` joins the cached right rows in ``[t - rrs, t + lrs]`` (a right row
+  at ``t`` the cached left rows in ``[t - lrs, t + rrs]``), if the other side's
+  *expiration time* is below the window's upper end; the expiration time is ::
+
+      E_right = T - rrs - 1,   E_left = T - lrs - 1    (MAX_TIME once W = MAX_TIME)
+
+  and cached rows at or below it are removed during the same probe (after the join);
+* it is cached for later rows of the other side only if ``T < t + lrs`` (right row:
+  ``T < t + rrs``); otherwise no future row can join it: an outer join emits it
+  null-padded at once (if it joined nothing now), an inner join drops it without a trace
+  -- the kit lists it in ``dropped`` with the reason;
+* one cleanup timer per side and key, at ``t + lrs + 1`` for the left cache (``t + rrs + 1``
+  for the right one), for the first row cached while that side has none; when the watermark passes it,
+  every cached row at or below the expiration time is removed and, for the preserved
+  side of an outer join, emitted null-padded if it never joined; then a new timer for the
+  earliest row left. The end of input (``W = MAX_TIME``) removes (and pads) everything.
+
+A row that joined is never emitted null-padded. A cached row that did not join is emitted
+null-padded by LEFT/RIGHT/FULL (its side preserved) when its cache entry is removed: by the
+side's cleanup timer once the watermark passes ``t + lrs + 1`` (left) / ``t + rrs + 1``
+(right) -- the timer follows the earliest cached row, so a row cached after a later one
+waits for that row's timer --, by a probe of the other side that finds ``t <= E``, or at the
+end of input. A row not cached (too late) is padded at once if it joined nothing.
+The output watermark of the join is held back by ``max(lrs, rrs)`` (``output_delay``).
+
+Example: orders at 10 and 20, shipments at 12 and 30, ``lower=-4, upper=0`` (an order at
+most 4 ms before its shipment), both watermarks ``max time - 0``, LEFT JOIN:
+
+=====  =====  ====  ==============  ===================================================
+ pos   side   time  watermark       emitted / state
+=====  =====  ====  ==============  ===================================================
+ 0     left   10    none            o1 cached, left-cache timer at 10 + 4 + 1 = 15
+ 1     right  12    none -> 10      (o1, s1) joined; s1 cached, right-cache timer 13
+ 2     left   20    10 -> 12        o2 cached
+ 3     right  30    12 -> 20        s2 cached; the rise to 20 fires timers 13 and 15:
+                                    s1, o1 removed (both joined), new timers 31, 25
+ end                MAX_TIME        timer 25: (o2, None), o2 never joined; timer 31:
+                                    s2 removed (RIGHT/FULL would pad it)
+=====  =====  ====  ==============  ===================================================
+
+>>> from kit.time import WatermarkStrategy, Duration
+>>> wm = WatermarkStrategy.for_sql_delay(Duration(0))
+>>> arrivals, W = replay([(10, "o1"), (20, "o2")], [(12, "s1"), (30, "s2")], "LRLR", wm, wm)
+>>> result = run_key(arrivals, W, IntervalBounds(-4, 0), "left")
+>>> [(o.left, o.right, o.emitted_pos, o.kind) for o in result.outputs]
+[('o1', 's1', 1, 'joined'), ('o2', None, 4, 'left_unmatched')]
+>>> result.dropped
+[]
+
+Emission order (``Output.order``): ``(emitted_pos, phase, timer, index)``. ``phase`` 0 is
+output produced while the arrival at ``emitted_pos`` is processed, 1 output of a timer
+fired by the watermark rise right after it (Flink processes the element, then the
+watermark it raised). ``timer`` is the firing timer's timestamp (0 for phase 0): one rise
+fires all due timers of all keys in timestamp order. ``index`` counts the key's outputs.
+To merge keys, sort by ``merge_order(key, output)`` = ``(emitted_pos, phase, timer, key,
+index)``: timers of different keys with the same timestamp fire in an order Flink leaves
+to its priority queue; the kit puts them in key order (the one tie rule it chooses).
+
+Where this differs from a real Flink job (documented, deliberate):
+
+* Flink keeps the two expiration times in fields of the operator instance, not in keyed
+  state: another key on the same subtask can refresh them earlier. The kit keeps them
+  per key, as Flink does when the key is alone on its subtask. This only changes whether a
+  late row still joins right rows that have already expired but were not yet cleaned.
+* Flink's MapState is iterated in hash (heap backend) or key-byte (RocksDB) order; the
+  kit visits cached rows by ascending time, then arrival (RocksDB's order for times >= 0).
+* Times are epoch milliseconds: Flink clamps the operator time at 0 and treats a
+  cleanup with no row above time 0 as "cache empty", so rows at times <= 0 (or near 0
+  with large bounds) behave oddly; the kit replays that and lists rows cleared that way in
+  ``dropped``.
+* A negative window (``lower > upper``, also after strict edges) makes Flink plan a join
+  that emits nothing (inner) or every row null-padded (outer); the kit refuses the bounds.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from typing import Any, Callable, NamedTuple
+
+from ..errors import KitError
+from ..time import Duration
+from .replay import LEFT, MAX_TIME, MIN_TIME, RIGHT, Arrival, Watermarks, replay  # noqa: F401
+
+__all__ = ["IntervalBounds", "Output", "IntervalJoinResult", "run_key", "merge_order", "HOWS"]
+
+HOWS = ("inner", "left", "right", "full")
+JOINED, LEFT_UNMATCHED, RIGHT_UNMATCHED = "joined", "left_unmatched", "right_unmatched"
+
+
+def _millis(value, name: str) -> int:
+    if isinstance(value, Duration):
+        return value.millis
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise KitError(f"{name} must be an int (milliseconds) or a Duration; got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class IntervalBounds:
+    """``right.time + lower <= left.time <= right.time + upper`` (ms, or ``Duration``); a
+    bound with ``*_inclusive=False`` is strict (``<``), which Flink runs as the inclusive
+    bound one millisecond in."""
+    lower: int
+    upper: int
+    lower_inclusive: bool = True
+    upper_inclusive: bool = True
+
+    def __post_init__(self):
+        object.__setattr__(self, "lower", _millis(self.lower, "lower"))
+        object.__setattr__(self, "upper", _millis(self.upper, "upper"))
+        for name in ("lower_inclusive", "upper_inclusive"):
+            if not isinstance(getattr(self, name), bool):
+                raise KitError(f"{name} must be True or False; got {getattr(self, name)!r}")
+        if self.lower > self.upper:
+            raise KitError(f"lower must be <= upper; got lower={self.lower} ms > upper={self.upper} ms "
+                           "(Flink would plan a join that never matches)")
+        if self.left_lower > self.left_upper:
+            raise KitError(f"the bounds hold no time: lower={self.lower} ms "
+                           f"(lower_inclusive={self.lower_inclusive}) and upper={self.upper} ms "
+                           f"(upper_inclusive={self.upper_inclusive}); make one edge inclusive")
+
+    @property
+    def left_lower(self) -> int:
+        """Flink's ``leftLowerBound``: the inclusive lower bound."""
+        return self.lower if self.lower_inclusive else self.lower + 1
+
+    @property
+    def left_upper(self) -> int:
+        """Flink's ``leftUpperBound``: the inclusive upper bound."""
+        return self.upper if self.upper_inclusive else self.upper - 1
+
+    @property
+    def left_relative_size(self) -> int:
+        """``leftRelativeSize = -leftLowerBound``: how far a left row reaches forward."""
+        return -self.left_lower
+
+    @property
+    def right_relative_size(self) -> int:
+        """``rightRelativeSize = leftUpperBound``: how far a right row reaches forward."""
+        return self.left_upper
+
+    @property
+    def output_delay(self) -> int:
+        """How far Flink holds the join's output watermark back (``getMaxOutputDelay``)."""
+        return max(self.left_relative_size, self.right_relative_size)
+
+    def contains(self, left_time: int, right_time: int) -> bool:
+        """Whether rows at these times join (the definition, without any watermark)."""
+        return right_time + self.left_lower <= left_time <= right_time + self.left_upper
+
+
+class Output(NamedTuple):
+    """One row the join emits: ``left``/``right`` values (None when padded), after which
+    merged position (``n`` = end of input) and under which operator watermark
+    (``MIN_TIME``: none yet), ``kind`` (joined / left_unmatched / right_unmatched), the
+    rows' arrival ``seq`` on their sides and event times, and ``order`` (module doc)."""
+    left: Any
+    right: Any
+    emitted_pos: int
+    watermark: int
+    kind: str
+    left_seq: int | None
+    right_seq: int | None
+    left_time: int | None
+    right_time: int | None
+    order: tuple
+
+
+class IntervalJoinResult(NamedTuple):
+    """``outputs`` in emission order; ``dropped``: ``(arrival, reason)`` of the rows Flink
+    discards without a trace (too late to be cached and joined nothing, on a side that is
+    not null-padded; or cleared by Flink's cleanup with no time above 0)."""
+    outputs: list
+    dropped: list
+
+
+def merge_order(key, output: Output) -> tuple:
+    """Sort key to merge several keys' outputs into one emission order (module doc)."""
+    pos, phase, timer, index = output.order
+    return (pos, phase, timer, key, index)
+
+
+class _Cached:
+    __slots__ = ("arrival", "matched")
+
+    def __init__(self, arrival: Arrival, matched: bool):
+        self.arrival, self.matched = arrival, matched
+
+
+class _Operator:
+    """``TimeIntervalJoin`` for one key, with its timer service."""
+
+    def __init__(self, bounds: IntervalBounds, how: str, condition, watermarks: Watermarks,
+                 allowed_lateness: int, min_cleanup_interval: int):
+        self.size = {LEFT: bounds.left_relative_size, RIGHT: bounds.right_relative_size}
+        self.outer = {LEFT: how in ("left", "full"), RIGHT: how in ("right", "full")}
+        self.condition = condition
+        self.W = watermarks
+        self.lateness = allowed_lateness
+        self.min_cleanup = max(0, min_cleanup_interval)
+        self.cache = {LEFT: {}, RIGHT: {}}           # side -> {time: [_Cached, ...]}
+        self.expiration = {LEFT: 0, RIGHT: 0}        # Flink's leftExpirationTime / rightExpirationTime
+        self.cache_timer = {LEFT: None, RIGHT: None}  # timer cleaning that side's cache
+        self.timers = []                             # heap of (fire_pos, timestamp, fire_watermark)
+        self.pending = set()                         # registered timestamps (Flink dedups per key)
+        self.outputs, self.dropped = [], []
+        self.emit_at = (0, 0, 0, MIN_TIME)           # (pos, phase, timer, watermark) of current output
+
+    # -- output ---------------------------------------------------------------------
+    def _emit(self, left: Arrival | None, right: Arrival | None, kind: str):
+        pos, phase, timer, wm = self.emit_at
+        self.outputs.append(Output(
+            left.row if left else None, right.row if right else None, pos, wm, kind,
+            left.seq if left else None, right.seq if right else None,
+            left.time if left else None, right.time if right else None,
+            (pos, phase, timer, len(self.outputs))))
+
+    def _pad(self, side: int, arrival: Arrival):
+        if side == LEFT:
+            self._emit(arrival, None, LEFT_UNMATCHED)
+        else:
+            self._emit(None, arrival, RIGHT_UNMATCHED)
+
+    # -- Flink's helpers ------------------------------------------------------------
+    def _expiration_time(self, operator_time: int, size: int) -> int:
+        if operator_time < MAX_TIME:
+            return operator_time - size - self.lateness - 1
+        return MAX_TIME
+
+    def _register_cleanup(self, side: int, row_time: int, at_pos: int):
+        ts = row_time + self.size[side] + self.min_cleanup + self.lateness + 1
+        self.cache_timer[side] = ts
+        if ts not in self.pending:
+            self.pending.add(ts)
+            fire_pos, fire_wm, _ = self.W.next_rise(at_pos, ts)
+            heapq.heappush(self.timers, (fire_pos, ts, fire_wm))
+
+    # -- an arriving row ------------------------------------------------------------
+    def process(self, a: Arrival):
+        side, other = a.side, 1 - a.side
+        watermark = self.W.before(a.pos)
+        operator_time = max(watermark, 0)
+        self.emit_at = (a.pos, 0, 0, watermark)
+        t = a.time
+        low, high = t - self.size[other], t + self.size[side]  # window on the other side's times
+        joined = False
+        if self.expiration[other] < high:
+            self.expiration[other] = expired = self._expiration_time(operator_time, self.size[other])
+            cache = self.cache[other]
+            for other_time in sorted(cache):
+                entries = cache[other_time]
+                if low <= other_time <= high:
+                    for e in entries:
+                        pair = (a, e.arrival) if side == LEFT else (e.arrival, a)
+                        if self.condition is None or self.condition(pair[0].row, pair[1].row):
+                            self._emit(pair[0], pair[1], JOINED)
+                            joined = True
+                            e.matched = True
+                if other_time <= expired:             # eager cleanup while joining
+                    if self.outer[other]:
+                        for e in entries:
+                            if not e.matched:
+                                self._pad(other, e.arrival)
+                    del cache[other_time]
+        if operator_time < high:
+            self.cache[side].setdefault(t, []).append(_Cached(a, joined))
+            if self.cache_timer[side] is None:
+                self._register_cleanup(side, t, a.pos)
+        elif not joined:
+            if self.outer[side]:
+                self._pad(side, a)
+            else:
+                self.dropped.append((a, f"too late: operator time {operator_time} >= {high} "
+                                        f"(time {t} + {self.size[side]}); no cached row joined it "
+                                        "and no later row can"))
+
+    # -- timers -----------------------------------------------------------------------
+    def fire_until(self, pos: int):
+        """Fire the timers due at watermark rises before arrival ``pos``."""
+        while self.timers and self.timers[0][0] < pos:
+            fire_pos, ts, fire_wm = heapq.heappop(self.timers)
+            self.pending.discard(ts)
+            self.emit_at = (fire_pos, 1, ts, fire_wm)
+            operator_time = max(fire_wm, 0)
+            for side in (RIGHT, LEFT):                # Flink: right cache first, then left
+                if self.cache_timer[side] == ts:
+                    self.expiration[side] = self._expiration_time(operator_time, self.size[side])
+                    self._remove_expired(side, self.expiration[side], fire_pos)
+
+    def _remove_expired(self, side: int, expired: int, fire_pos: int):
+        cache, earliest = self.cache[side], -1
+        for row_time in sorted(cache):
+            if row_time <= expired:
+                if self.outer[side]:
+                    for e in cache[row_time]:
+                        if not e.matched:
+                            self._pad(side, e.arrival)
+                del cache[row_time]
+            elif row_time < earliest or earliest < 0:
+                earliest = row_time
+        if earliest > 0:
+            self._register_cleanup(side, earliest, fire_pos)
+        else:
+            self.cache_timer[side] = None
+            for entries in cache.values():            # Flink clears them (only times <= 0 left)
+                for e in entries:
+                    self.dropped.append((e.arrival, "cleared: Flink's cleanup found no cached time "
+                                                    "above 0 and cleared the cache"))
+            cache.clear()
+
+
+def run_key(arrivals: list, watermarks: Watermarks, bounds: IntervalBounds, how: str = "inner",
+            condition: Callable[[Any, Any], bool] | None = None, *, allowed_lateness: int = 0,
+            min_cleanup_interval: int = 0) -> IntervalJoinResult:
+    """Flink's event-time interval join over ONE key's ``arrivals`` (in merged arrival
+    order, from ``replay``/``interleaved``); ``watermarks`` are the operator watermark's
+    rises over all keys. ``how``: inner, left, right or full; ``condition(left_row,
+    right_row)`` an optional extra non-equi condition. ``allowed_lateness`` (0 in SQL) and
+    ``min_cleanup_interval`` (``table.exec.interval-join.min-cleanup-interval``, 0 since
+    Flink 1.18) are the operator's other two parameters."""
+    if not isinstance(bounds, IntervalBounds):
+        raise KitError(f"bounds must be an IntervalBounds(lower, upper); got {bounds!r}")
+    if how not in HOWS:
+        raise KitError(f"how={how!r} is not one of " + ", ".join(map(repr, HOWS)))
+    if condition is not None and not callable(condition):
+        raise KitError(f"condition must be a function (left_row, right_row) -> bool; got {condition!r}")
+    allowed_lateness = _millis(allowed_lateness, "allowed_lateness")
+    if allowed_lateness < 0:
+        raise KitError(f"allowed_lateness must be >= 0 ms; got {allowed_lateness}")
+    min_cleanup_interval = _millis(min_cleanup_interval, "min_cleanup_interval")
+    op = _Operator(bounds, how, condition, watermarks, allowed_lateness, min_cleanup_interval)
+    last = -1
+    for a in arrivals:
+        if a.pos <= last or a.pos >= watermarks.n:
+            raise KitError(f"arrivals must be in increasing merged position below {watermarks.n}; "
+                           f"got pos {a.pos} after {last}")
+        if a.side not in (LEFT, RIGHT):
+            raise KitError(f"arrival at pos {a.pos} has side {a.side!r}; expected LEFT (0) or RIGHT (1)")
+        if a.time is None:
+            raise KitError(f"arrival at pos {a.pos} ({a.row!r}) has no event time; "
+                           "an event-time interval join needs one on every row")
+        if a.op != "+I":
+            raise KitError(f"arrival at pos {a.pos} ({a.row!r}) is a {a.op} change; the interval "
+                           "join (like Flink's) consumes insert-only inputs")
+        last = a.pos
+        op.fire_until(a.pos)
+        op.process(a)
+    op.fire_until(watermarks.n + 1)
+    return IntervalJoinResult(op.outputs, op.dropped)

@@ -1,0 +1,342 @@
+"""The event-time interval join's reference semantics (kit/joins/interval.py), no Spark."""
+
+import dataclasses
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kit.errors import KitError
+from kit.joins.interval import HOWS, IntervalBounds, merge_order, run_key
+from kit.joins.replay import MAX_TIME, MIN_TIME, replay
+from kit.time import Duration, WatermarkStrategy
+
+NONE = WatermarkStrategy.no_watermarks()
+SQL0 = WatermarkStrategy.for_sql_delay(Duration(0))
+B = IntervalBounds(-4, 0)   # o.time BETWEEN s.time - 4 AND s.time
+
+
+def pairs(result):
+    return [(o.left, o.right) for o in result.outputs if o.kind == "joined"]
+
+
+def run(left, right, sides, bounds=B, how="inner", wm=(NONE, NONE), key=None, **kw):
+    """Replay, then run the join over the arrivals whose row starts with ``key`` (all if None):
+    the other keys' rows only move the watermark."""
+    arrivals, W = replay(left, right, sides, *wm)
+    mine = [a for a in arrivals if key is None or a.row.startswith(key)]
+    return run_key(mine, W, bounds, how, **kw)
+
+
+# -- bounds ---------------------------------------------------------------------------
+
+def test_bounds_relative_sizes_and_strict_edges():
+    b = IntervalBounds(-4, 0)
+    assert (b.left_relative_size, b.right_relative_size, b.output_delay) == (4, 0, 4)
+    strict = IntervalBounds(-4, 0, lower_inclusive=False, upper_inclusive=False)
+    assert (strict.left_lower, strict.left_upper) == (-3, -1)     # Flink: `<` is `<=` 1 ms in
+    assert (strict.left_relative_size, strict.right_relative_size) == (3, -1)
+    assert IntervalBounds(Duration.of_seconds(-1), Duration(0)).lower == -1000
+    assert b.contains(96, 100) and b.contains(100, 100)
+    assert not b.contains(95, 100) and not b.contains(101, 100)
+
+
+@pytest.mark.parametrize("args, kwargs, word", [
+    ((5, 4), {}, "lower must be <= upper"),
+    ((4, 4), {"lower_inclusive": False}, "lower_inclusive"),
+    ((3, 4), {"lower_inclusive": False, "upper_inclusive": False}, "upper_inclusive"),
+    ((1.5, 4), {}, "lower"),
+    ((1, "4"), {}, "upper"),
+    ((1, 4), {"upper_inclusive": 1}, "upper_inclusive"),
+])
+def test_bounds_validation_names_the_parameter(args, kwargs, word):
+    with pytest.raises(KitError, match=word):
+        IntervalBounds(*args, **kwargs)
+
+
+def test_bounds_are_frozen():
+    with pytest.raises(Exception):
+        B.lower = 3
+
+
+def test_run_key_validation():
+    arrivals, W = replay([(1000, "o")], [(1000, "s")], "LR", NONE, NONE)
+    with pytest.raises(KitError, match="how="):
+        run_key(arrivals, W, B, "outer")
+    with pytest.raises(KitError, match="bounds"):
+        run_key(arrivals, W, (-4, 0), "inner")
+    with pytest.raises(KitError, match="increasing"):
+        run_key(arrivals[::-1], W, B, "inner")
+    no_time = [dataclasses.replace(arrivals[0], time=None)]
+    with pytest.raises(KitError, match="no event time"):
+        run_key(no_time, W, B, "inner")
+    upd, W3 = replay([(1000, "o", "-U")], [(1000, "s")], "LR", NONE, NONE)
+    with pytest.raises(KitError, match="insert-only"):
+        run_key(upd, W3, B, "inner")
+
+
+# -- joining ---------------------------------------------------------------------------
+
+def test_inner_inclusive_edges():
+    left = [(995, "o-5"), (996, "o-4"), (998, "o-2"), (1000, "o0"), (1001, "o+1")]
+    r = run(left, [(1000, "s")], "LLLLLR")
+    assert sorted(pairs(r)) == [("o-2", "s"), ("o-4", "s"), ("o0", "s")]
+
+
+@pytest.mark.parametrize("lower_inclusive, upper_inclusive, expected", [
+    (False, True, ["o-1", "o-2", "o-3", "o0"]),   # o.time >  s.time - 4
+    (True, False, ["o-1", "o-2", "o-3", "o-4"]),  # o.time <  s.time
+    (False, False, ["o-1", "o-2", "o-3"]),
+])
+def test_inner_exclusive_edges(lower_inclusive, upper_inclusive, expected):
+    left = [(995, "o-5"), (996, "o-4"), (997, "o-3"), (998, "o-2"), (999, "o-1"), (1000, "o0"),
+            (1001, "o+1")]
+    bounds = IntervalBounds(-4, 0, lower_inclusive, upper_inclusive)
+    r = run(left, [(1000, "s")], "R" + "L" * len(left), bounds)
+    assert sorted(pairs(r)) == sorted((o, "s") for o in expected)
+
+
+@pytest.mark.parametrize("sides", ["LR", "RL"])
+def test_rows_join_whichever_comes_first(sides):
+    r = run([(998, "o")], [(1000, "s")], sides, wm=(SQL0, SQL0))
+    assert pairs(r) == [("o", "s")]
+    assert r.outputs[0].emitted_pos == 1 and r.outputs[0].kind == "joined"
+    assert (r.outputs[0].left_seq, r.outputs[0].right_seq) == (0, 0)
+    assert (r.outputs[0].left_time, r.outputs[0].right_time) == (998, 1000)
+    assert r.dropped == []
+
+
+def test_extra_condition():
+    left = [(1000, "o1"), (1000, "o2")]
+    right = [(1000, "s1"), (1001, "s2")]
+    cond = lambda l, r: l[-1] == r[-1]       # noqa: E731
+    r = run(left, right, "LRRL", how="left", condition=cond)
+    assert sorted(pairs(r)) == [("o1", "s1"), ("o2", "s2")]
+    r = run(left, right, "LRRL", how="full", condition=lambda l, r: l == "o1" and r == "s1")
+    kinds = sorted((o.kind, o.left, o.right) for o in r.outputs)
+    assert kinds == [("joined", "o1", "s1"), ("left_unmatched", "o2", None),
+                     ("right_unmatched", None, "s2")]
+
+
+# -- state cleanup, late rows, outer joins -----------------------------------------------
+# key "k" rows; the "x" rows belong to another key and only move the watermark.
+#   pos 0  R s k 1000   (right cache timer 1000 + 0 + 1 = 1001)
+#   pos 1  L x 1003     watermark -> 1000
+#   pos 2  R x 1002     watermark -> 1002: the timer 1001 fires, s is gone
+#   pos 3  L o k 1000   in bounds with s, but s was cleaned up
+CLEANUP = dict(left=[(1003, "x-o"), (1000, "k-o")], right=[(1000, "k-s"), (1002, "x-s")],
+               sides="RLRL", wm=(SQL0, SQL0), key="k")
+
+
+def test_old_row_no_longer_joins_after_watermark_passes():
+    r = run(**CLEANUP)
+    assert pairs(r) == [] and r.outputs == [] and r.dropped == []
+    # same rows, but o comes before the watermark passes 1001: they join
+    early = dict(CLEANUP, sides="RLLR")
+    assert pairs(run(**early)) == [("k-o", "k-s")]
+    # no watermark at all: they join
+    assert pairs(run(**dict(CLEANUP, wm=(NONE, NONE)))) == [("k-o", "k-s")]
+
+
+def test_unmatched_rows_of_outer_joins_are_padded_when_they_expire():
+    right = run(**CLEANUP, how="right").outputs
+    assert [(o.left, o.right, o.kind, o.emitted_pos, o.watermark) for o in right] == \
+        [(None, "k-s", "right_unmatched", 2, 1002)]            # on the rise that fired the timer
+    assert right[0].order == (2, 1, 1001, 0)
+    left = run(**CLEANUP, how="left").outputs
+    assert [(o.left, o.right, o.kind, o.emitted_pos, o.watermark) for o in left] == \
+        [("k-o", None, "left_unmatched", 4, MAX_TIME)]          # at the end of input
+    full = run(**CLEANUP, how="full").outputs
+    assert [(o.kind, o.emitted_pos) for o in full] == [("right_unmatched", 2), ("left_unmatched", 4)]
+
+
+def test_matched_rows_are_never_padded():
+    for how in HOWS:
+        r = run(**dict(CLEANUP, sides="RLLR"), how=how)
+        assert [o.kind for o in r.outputs] == ["joined"], how
+
+
+#   pos 0  L x 1003; pos 1  R x 1002 (watermark -> 1002); pos 2  L o k 990: 990 + 4 <= 1002
+LATE = dict(left=[(1003, "x-o"), (990, "k-o")], right=[(1002, "x-s")], sides="LRL",
+            wm=(SQL0, SQL0), key="k")
+
+
+@pytest.mark.parametrize("time", [990, 998])   # 998 + 4 == 1002: the edge is late too
+def test_too_late_row_is_dropped_for_inner_and_padded_at_once_for_outer(time):
+    late = dict(LATE, left=[(1003, "x-o"), (time, "k-o")])
+    r = run(**late)
+    assert r.outputs == []
+    [(arrival, reason)] = r.dropped
+    assert (arrival.row, arrival.pos) == ("k-o", 2) and "too late" in reason
+    for how in ("left", "full"):
+        out = run(**late, how=how)
+        assert [(o.left, o.right, o.kind, o.emitted_pos, o.watermark) for o in out.outputs] == \
+            [("k-o", None, "left_unmatched", 2, 1002)]
+        assert out.dropped == []
+    assert [a.row for a, _ in run(**late, how="right").dropped] == ["k-o"]
+
+
+def test_row_one_ms_inside_is_cached_not_late():
+    r = run(**dict(LATE, left=[(1003, "x-o"), (999, "k-o")]), how="left")
+    assert r.dropped == []
+    assert [(o.kind, o.emitted_pos, o.watermark) for o in r.outputs] == \
+        [("left_unmatched", 3, MAX_TIME)]
+
+
+def test_row_at_the_expiration_time_is_kept():
+    # watermark stays at 1000 (= s + rrs): s expires only when it passes 1000 (E = W - 0 - 1)
+    r = run([(1001, "x-o"), (1003, "k-o1"), (1000, "k-o2")], [(1000, "k-s")], "RLLL",
+            wm=(SQL0, SQL0), key="k")
+    assert pairs(r) == [("k-o2", "k-s")]
+
+
+def test_expired_row_is_removed_while_probing():
+    # s2 (1000) is cached after s1 (1010), so the only timer is s1's (1011); the watermark
+    # reaches 1001, so E_right = 1000 and the probe of o-a removes s2; the late o-b misses it
+    r = run([(1001, "x-o"), (1005, "k-oa"), (1000, "k-ob")], [(1010, "k-s1"), (1000, "k-s2")],
+            "RRLLL", wm=(SQL0, SQL0), key="k")
+    assert pairs(r) == []
+    assert [a.row for a, _ in r.dropped] == ["k-ob"]
+    r = run([(1001, "x-o"), (1005, "k-oa"), (1000, "k-ob")], [(1010, "k-s1"), (1000, "k-s2")],
+            "RRLLL", wm=(SQL0, SQL0), key="k", how="right")
+    assert [(o.right, o.kind, o.emitted_pos, o.order[1]) for o in r.outputs] == \
+        [("k-s2", "right_unmatched", 3, 0), ("k-s1", "right_unmatched", 5, 1)]
+
+
+def test_very_late_row_does_not_probe_the_cache():
+    # o-a's probe sets E_right = 1001 - 0 - 1 = 1000; o-c (window end 994 <= 1000) skips
+    # the right cache, so s2 (1003, no timer of its own) is not removed there and is padded
+    # at the end, by s1's timer; Flink drops o-a and o-c without a trace
+    r = run([(1001, "x-o"), (995, "k-oa"), (1006, "x-o2"), (990, "k-oc")],
+            [(1010, "k-s1"), (1003, "k-s2")], "RRLLLL", wm=(SQL0, SQL0), key="k", how="right")
+    assert [(o.right, o.kind, o.emitted_pos) for o in r.outputs] == \
+        [("k-s2", "right_unmatched", 6), ("k-s1", "right_unmatched", 6)]
+    assert [a.row for a, _ in r.dropped] == ["k-oa", "k-oc"]
+
+
+def test_a_row_sees_the_watermark_from_before_it():
+    # l.time BETWEEN r.time + 1 AND r.time + 5: a left row reaches 1 ms *back* (lrs = -1).
+    # o is processed under the watermark before it (none), so it is cached with a timer at
+    # 1000 - 1 + 1; the rise to 1000 that o itself causes fires that timer right after it.
+    bounds = IntervalBounds(1, 5)
+    r = run([(1000, "k-o")], [(1005, "x-s"), (997, "k-s")], "RLR", bounds, wm=(SQL0, SQL0),
+            key="k", how="left")
+    assert [(o.left, o.kind, o.emitted_pos, o.watermark, o.order) for o in r.outputs] == \
+        [("k-o", "left_unmatched", 1, 1000, (1, 1, 1000, 0))]
+    assert r.dropped == []          # k-s is cached (1000 < 997 + 5), then expires unmatched
+
+
+def test_late_row_still_joins_cached_rows_and_is_not_dropped():
+    # right row at 995 is kept until 995 + 10 + 1; the late left row at 997 still finds it
+    bounds = IntervalBounds(-4, 10)
+    r = run([(1003, "x-o"), (997, "k-o")], [(995, "k-s"), (1002, "x-s")], "RLRL",
+            bounds, wm=(SQL0, SQL0), key="k")
+    assert pairs(r) == [("k-o", "k-s")] and r.dropped == []
+    r = run([(1003, "x-o"), (997, "k-o")], [(995, "k-s"), (1002, "x-s")], "RLRL",
+            bounds, how="left", wm=(SQL0, SQL0), key="k")
+    assert [o.kind for o in r.outputs] == ["joined"]
+
+
+def test_timer_fires_at_the_rise_of_another_key_and_orders_merge():
+    W_rows = dict(left=[(1000, "a-o"), (1000, "b-o"), (1010, "x-o")],
+                  right=[(1010, "x-s")], sides="LLLR", wm=(SQL0, SQL0))
+    outs = []
+    for key in "ab":
+        outs += [(key, o) for o in run(**W_rows, how="left", key=key).outputs]
+    # both left rows expire at the rise to 1010 (pos 3), timers at 1000 + 4 + 1
+    assert [(k, o.emitted_pos, o.watermark, o.order[:3]) for k, o in outs] == \
+        [("a", 3, 1010, (3, 1, 1005)), ("b", 3, 1010, (3, 1, 1005))]
+    merged = sorted(outs, key=lambda ko: merge_order(*ko))
+    assert [k for k, _ in merged] == ["a", "b"]
+
+
+def test_watermark_of_output_is_min_time_before_any():
+    r = run([(1000, "o")], [(1000, "s")], "LR", wm=(SQL0, SQL0))
+    assert r.outputs[0].watermark == MIN_TIME
+
+
+# -- properties ---------------------------------------------------------------------------
+
+@st.composite
+def inputs(draw, max_rows=7):
+    n_left = draw(st.integers(0, max_rows))
+    n_right = draw(st.integers(0, max_rows))
+    times = st.integers(1000, 1040)
+    left = [(draw(times), f"L{i}") for i in range(n_left)]
+    right = [(draw(times), f"R{i}") for i in range(n_right)]
+    sides = list("L" * n_left + "R" * n_right)
+    sides = "".join(draw(st.permutations(sides)))
+    lower = draw(st.integers(-15, 15))
+    upper = lower + draw(st.integers(0, 15))
+    li, ui = draw(st.booleans()), draw(st.booleans())
+    if lower == upper:
+        li = ui = True
+    elif lower + 1 == upper and not li and not ui:
+        ui = True
+    use_condition = draw(st.booleans())
+    return left, right, sides, IntervalBounds(lower, upper, li, ui), use_condition
+
+
+def _condition(l, r):
+    return (int(l[1:]) + int(r[1:])) % 3 != 0
+
+
+def brute_force(left, right, bounds, condition):
+    return sorted((lv, rv) for lt, lv in left for rt, rv in right
+                  if bounds.contains(lt, rt) and (condition is None or condition(lv, rv)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(inputs())
+def test_without_watermarks_the_join_is_the_definition(case):
+    left, right, sides, bounds, use_condition = case
+    condition = _condition if use_condition else None
+    arrivals, W = replay(left, right, sides, NONE, NONE)
+    expected = brute_force(left, right, bounds, condition)
+    matched_l = {lv for lv, _ in expected}
+    matched_r = {rv for _, rv in expected}
+    un_l = sorted(lv for _, lv in left if lv not in matched_l)
+    un_r = sorted(rv for _, rv in right if rv not in matched_r)
+    got = {how: run_key(arrivals, W, bounds, how, condition) for how in HOWS}
+    for how, res in got.items():
+        assert sorted(pairs(res)) == expected, how
+        assert res.dropped == []
+        assert [o.order for o in res.outputs] == sorted(o.order for o in res.outputs)
+    assert [o for o in got["inner"].outputs if o.kind != "joined"] == []
+    assert sorted(o.left for o in got["left"].outputs if o.kind == "left_unmatched") == un_l
+    assert sorted(o.right for o in got["right"].outputs if o.kind == "right_unmatched") == un_r
+    full = got["full"].outputs
+    assert sorted(o.left for o in full if o.kind == "left_unmatched") == un_l
+    assert sorted(o.right for o in full if o.kind == "right_unmatched") == un_r
+    assert {o.kind for o in got["left"].outputs} <= {"joined", "left_unmatched"}
+    # nothing expires before the end: padded rows come out at the end of input
+    assert all(o.emitted_pos == len(sides) for res in got.values() for o in res.outputs
+               if o.kind != "joined")
+
+
+@settings(max_examples=300, deadline=None)
+@given(inputs(), st.integers(0, 12), st.integers(0, 12))
+def test_with_watermarks_every_row_is_accounted_for(case, delay_l, delay_r):
+    left, right, sides, bounds, use_condition = case
+    condition = _condition if use_condition else None
+    wm = (WatermarkStrategy.for_sql_delay(Duration(delay_l)),
+          WatermarkStrategy.for_sql_delay(Duration(delay_r)))
+    arrivals, W = replay(left, right, sides, *wm)
+    expected = set(brute_force(left, right, bounds, condition))
+    got = {how: run_key(arrivals, W, bounds, how, condition) for how in HOWS}
+    joined = sorted(pairs(got["inner"]))
+    assert set(joined) <= expected                       # never a wrong pair
+    assert len(set(joined)) == len(joined)               # never twice
+    for how, res in got.items():
+        assert sorted(pairs(res)) == joined, how          # padding never changes the pairs
+        assert [o.order for o in res.outputs] == sorted(o.order for o in res.outputs)
+        for o in res.outputs:
+            assert o.watermark == (W.before(o.emitted_pos) if o.order[1] == 0 else W.after(o.emitted_pos))
+    full = got["full"]
+    in_pairs = {v for p in joined for v in p}
+    padded = [o.left or o.right for o in full.outputs if o.kind != "joined"]
+    dropped = [a.row for a, _ in full.dropped]
+    for _, v in left + right:                            # every row: joined, padded once, or dropped
+        assert (v in in_pairs) + padded.count(v) + dropped.count(v) == 1, v
+    inner_dropped = {a.row for a, _ in got["inner"].dropped}
+    assert not inner_dropped & in_pairs
