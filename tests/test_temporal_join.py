@@ -281,3 +281,70 @@ def test_temporal_table_function_join_by_processing_time(spark):
                      orders=o, Rates=TemporalTableFunction(r, "p", "cur"))
     # a comes before any rate (INNER drops it); at 10:04 the rate arrives first (ties: right first)
     assert sorted(tuple(x) for x in result.collect()) == [("b", 1.0), ("c", 2.0)]
+
+
+# -- properties: the replay against pandas' merge_asof, the fast path against the replay ----
+
+from hypothesis import HealthCheck, given, settings, strategies as st   # noqa: E402
+
+
+@st.composite
+def two_streams(draw, delay=5):
+    """Rows ``(time, (key, id))`` of two inputs in arrival order, never behind their own
+    bounded watermark (``delay`` ms of disorder), and an interleaving."""
+    def side(prefix):
+        n = draw(st.integers(0, 12))
+        top, rows = 0, []
+        for i in range(n):
+            top += draw(st.integers(0, 4))
+            t = top - draw(st.integers(0, delay))          # within the allowed disorder
+            rows.append((t, (draw(st.sampled_from("ab")), f"{prefix}{i}")))
+            top = max(top, t)
+        return rows
+    left, right = side("l"), side("r")
+    sides = draw(st.permutations("L" * len(left) + "R" * len(right)))
+    return left, right, "".join(sides)
+
+
+def merge_asof(left, right):
+    """pandas' as-of join: each left row with the latest version at or before its time, the
+    later arrival among versions with the same time."""
+    l = pd.DataFrame([(t, k, i) for t, (k, i) in left], columns=["t", "k", "id"], dtype=object)
+    r = pd.DataFrame([(t, k, i) for t, (k, i) in right], columns=["t", "k", "version"], dtype=object)
+    if l.empty:
+        return set()
+    l["t"], r["t"] = l.t.astype("int64"), r.t.astype("int64")
+    out = pd.merge_asof(l.sort_values("t", kind="mergesort"), r.sort_values("t", kind="mergesort"),
+                        on="t", by="k", direction="backward", allow_exact_matches=True)
+    return {(i, None if pd.isna(v) else v) for i, v in zip(out.id, out.version)}
+
+
+@settings(max_examples=300, deadline=None)
+@given(two_streams())
+def test_without_late_rows_the_replay_equals_merge_asof_whatever_the_interleaving(streams):
+    left, right, sides = streams
+    bounded = WatermarkStrategy.for_bounded_out_of_orderness(Duration(5))
+    arrivals, W = replay(left, right, sides, bounded, bounded)
+    assert not any(a.late for a in arrivals)
+    got = set()
+    for k in "ab":
+        for e in event_time_join([a for a in arrivals if a.row[0] == k], W, "left").emitted:
+            got.add((e.left.row[1], e.right and e.right.row[1]))
+    assert got == merge_asof(left, right)
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(two_streams(), st.sampled_from(["inner", "left"]))
+def test_fast_path_equals_the_replay_on_spark(spark, streams, how):
+    left, right, _ = streams
+    frame = lambda rows, name: spark.createDataFrame(
+        [(t, k, i) for t, (k, i) in rows], f"t long, k string, {name} string")
+    bounded = WatermarkStrategy.for_bounded_out_of_orderness(Duration(5))
+    l = kit.stream(frame(left, "id"), time="t", watermark=bounded)
+    r = kit.stream(frame(right, "version"), time="t", watermark=bounded, primary_key="k")
+    fast = temporal_join(l, r, on="k", how=how)
+    assert fast.fast                                       # no late row: auto picks the as-of path
+    replayed = temporal_join(l, r, on="k", how=how, engine="replay")
+    assert fast.df.collect() == replayed.df.collect()
+    expected = {p for p in merge_asof(left, right) if how == "left" or p[1] is not None}
+    assert {(row.id, row.version) for row in fast.df.collect()} == expected
