@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from . import match_recognize, windows
+from . import joins, match_recognize, windows
 
-WORKLOADS = {"mr_vshape": match_recognize.vshape, "windows": windows.windows}
+WORKLOADS = {"mr_vshape": match_recognize.vshape, "windows": windows.windows, "temporal_join": joins.temporal_join}
 
 
 def main() -> None:

@@ -16,14 +16,14 @@ from .stream import Stream, stream
 from .time import Clock, Duration, Time, WatermarkStrategy
 
 __all__ = ["KitError", "SqlError", "explain_match", "spark", "sql", "stream", "Stream", "Clock", "Duration", "Time",
-           "WatermarkStrategy", "data", "viz", "widgets"]
+           "WatermarkStrategy", "data", "joins", "viz", "widgets"]
 __version__ = "0.1.0"
 
-_LAZY = ("data", "viz", "widgets", "windows")
+_LAZY = ("data", "joins", "viz", "widgets", "windows")
 
 
 def __getattr__(name):
-    """``kit.data``, ``kit.viz``, ``kit.widgets`` and ``kit.windows`` load on first use."""
+    """``kit.data``, ``kit.joins``, ``kit.viz``, ``kit.widgets`` and ``kit.windows`` load on first use."""
     if name in _LAZY:
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'kit' has no attribute {name!r}")

@@ -1,2 +1,21 @@
-"""Flink's joins over time (seed 002): event-time and processing-time temporal joins,
-lookup joins and interval joins, replayed on Spark (see ``replay.py``)."""
+"""Flink's joins over time (seed 002), replayed on Spark over two interleaved inputs
+(``replay.py``):
+
+- ``temporal_join`` / ``FOR SYSTEM_TIME AS OF o.rowtime``: the event-time temporal join
+  against a versioned table, and by processing time the temporal table function join
+  (``TemporalTableFunction``, ``LATERAL TABLE (Rates(o.proctime))``); ``versioned.py`` runs
+  them, ``temporal.py`` holds Flink's operators, ``asof.py`` the as-of fast path;
+- ``lookup_join`` / ``FOR SYSTEM_TIME AS OF o.proctime`` against a ``LookupTable`` (SQLite or
+  any DB-API database, with Flink's lookup cache);
+- ``interval.py``: the event-time interval join.
+
+In SQL (``kit.sql``) all of them take Flink's syntax.
+"""
+
+from .lookup import LookupCache, LookupTable, lookup_join
+from .replay import INTERLEAVINGS
+from .temporal import StateRetention
+from .versioned import TemporalJoin, TemporalTableFunction, temporal_join
+
+__all__ = ["INTERLEAVINGS", "LookupCache", "LookupTable", "StateRetention", "TemporalJoin",
+           "TemporalTableFunction", "lookup_join", "temporal_join"]

@@ -39,7 +39,10 @@ def has_late(s: Stream) -> bool:
     """Whether some row of ``s`` arrives with ``time <= `` the watermark before it."""
     if s.watermark.kind == "none":
         return False
-    df = prepared(s).select(F.spark_partition_id().alias("_part"), "_ts", F.col("_g").cast("long"))
+    # a bounded watermark is the time minus a constant: only the time crosses to Python
+    shift = {"bounded": s.watermark.delay.millis + 1, "sql": s.watermark.delay.millis}.get(s.watermark.kind)
+    g = F.lit(None).cast("long") if shift is not None else F.col("_g").cast("long")
+    df = prepared(s).select(F.spark_partition_id().alias("_part"), "_ts", g.alias("_g"))
     schema = "_part int, _min long, _max long, _late boolean"
 
     def per_task(batches):
@@ -52,8 +55,11 @@ def has_late(s: Stream) -> bool:
             if ts.null_count:
                 late = True                       # Flink rejects it; the replay says which row
             ts = ts.to_numpy(zero_copy_only=False).astype(np.float64)
-            g = g.to_numpy(zero_copy_only=False).astype(np.float64)  # NULL -> NaN
-            g = np.where(np.isnan(g), -np.inf, g)
+            if shift is not None:
+                g = ts - shift
+            else:
+                g = g.to_numpy(zero_copy_only=False).astype(np.float64)  # NULL -> NaN
+                g = np.where(np.isnan(g), -np.inf, g)
             before = np.maximum.accumulate(np.concatenate([[-np.inf if high is None else high], g]))[:-1]
             late = late or bool((ts <= before).any())
             low = float(np.nanmin(ts)) if low is None else min(low, float(np.nanmin(ts)))

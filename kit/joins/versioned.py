@@ -224,13 +224,14 @@ class TemporalJoin:
                          F.struct(*self.left.source.columns).alias("_vl"))
 
     def _right_rows(self) -> DataFrame:
-        """Right rows numbered by arrival: ``_k0..``, ``_ts``, ``_seq``, ``_op``, ``_vr``."""
-        from .replay import _side
-        df = _side(self.right, RIGHT, self.right.source.columns)
+        """Right rows for the fast path: ``_k0..``, ``_ts``, ``_seq`` (an id that grows with
+        arrival, not dense), ``_op``, ``_vr``."""
+        df = prepared(self.right)
         lt = {f.name: f.dataType for f in self.left.source.schema.fields}
-        op = F.col("_v.op") if "op" in self.right.source.columns else F.lit("+I")
-        return df.select(*[F.col(f"_v.`{r}`").cast(lt[l]).alias(f"_k{i}") for i, (l, r) in enumerate(self.keys)],
-                         "_ts", "_seq", op.alias("_op"), F.col("_v").alias("_vr"))
+        op = F.col("op") if "op" in self.right.source.columns else F.lit("+I")
+        return df.select(*[F.col(r).cast(lt[l]).alias(f"_k{i}") for i, (l, r) in enumerate(self.keys)],
+                         "_ts", F.monotonically_increasing_id().alias("_seq"), op.alias("_op"),
+                         F.struct(*self.right.source.columns).alias("_vr"))
 
     @cached_property
     def merged(self) -> DataFrame:
