@@ -1,0 +1,359 @@
+"""``version_timeline``: what an event-time temporal join did, per key, on event time.
+
+Top panel, one lane per key, each lane in sub-rows (two for versions, three for left rows):
+
+- every right row a **version** segment from its time to the next version's time (the
+  last one open to the right edge); a deletion (``-U``/``-D``) is drawn dashed; versions
+  alternate between two sub-rows so that each ends visibly;
+- every left row a point at its event time, coloured and shaped by its fate: **joined**,
+  **NULL-padded** (LEFT join: no version, a deletion, or the condition failed),
+  **dropped** (INNER join: the same, not emitted), **expired** (state retention cleared it
+  before the watermark passed it: never emitted);
+- a **link** (a rule) from the version a left row joined (its time) to the left row;
+- the **emission**: a hollow diamond at the watermark that emitted the row (``at`` of its
+  fate), connected to the row by a dashed rule; at the right edge when it left at the end
+  of input (the tooltip says so);
+- **late** arrivals (at or below the watermark of their input on arrival) in a red ring;
+- **state cleanups**: an X at the watermark that dropped a version from state (``cleaned``)
+  or at the processing time state retention cleared it (``expired``), on the version's
+  sub-row, with a dotted rule from the end of its segment ("kept in state until").
+
+Bottom panel (``watermark_panel=True``): the operator watermark over merged arrival order
+(a staircase), each arrival's event time above it (left rows circles, versions squares),
+late arrivals red crosses.
+
+    EUR | [==1.10==)       [==1.11==)  ···X
+        |        [==1.12==)·X      [==1.15======>
+        |   ●-- o2 - - ◇      ●--o3 - - - ◇
+
+At most ``max_rows`` fates are brought to the driver (a chart is for looking): over that
+it asks for ``key=`` instead of drawing a part of the story.
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+from pyspark.sql import functions as F
+
+from ..errors import KitError
+from .stream import LATE_COLOR, TEXT, _plain
+from .window import _short, _text
+
+__all__ = ["version_timeline", "MARKS"]
+
+VERSION, DELETION = "version (valid until the next)", "deletion version (-U/-D)"
+JOINED, PADDED, DROPPED, EXPIRED_LEFT = ("left row joined", "left row NULL-padded",
+                                        "left row dropped (no version)", "left row expired (never emitted)")
+LINK, EMITTED, LATE = "link: version → left row", "emitted (watermark passed)", "late arrival"
+CLEANED, EXPIRED_RIGHT = "version cleaned from state", "version expired (state TTL)"
+# every mark's meaning, in legend order: (label, colour, legend symbol)
+MARKS = [
+    (VERSION, "#6b8fbf", "M-1,0H1"),
+    (DELETION, "#7f7f7f", "M-1,0H-0.4M-0.1,0H0.1M0.4,0H1"),
+    (JOINED, "#1f77b4", "circle"),
+    (PADDED, "#ff7f0e", "square"),
+    (DROPPED, "#7f7f7f", "triangle-up"),
+    (EXPIRED_LEFT, "#8c564b", "diamond"),
+    (LINK, "#9ab3d5", "M-1,0H1"),
+    (EMITTED, "#2ca02c", "diamond"),
+    (LATE, LATE_COLOR, "circle"),
+    (CLEANED, "#555555", "M-1,-1L1,1M-1,1L1,-1"),
+    (EXPIRED_RIGHT, "#8c564b", "M-1,-1L1,1M-1,1L1,-1"),
+]
+SLOTS = ["v0", "v1", "l0", "l1", "l2"]
+END = "end of input"
+
+
+def version_timeline(join, key=None, max_rows: int = 5000, watermark_panel: bool = True,
+                     width: int = 640, lane_height: int = 90):
+    """Draw an event-time ``TemporalJoin`` (``kit.joins.temporal_join(...)``) from its
+    ``fates()``: versions, left rows, links, emissions, late rows and state cleanups.
+
+    ``key``: draw only this key (a value; a tuple of values for a key of several columns) or
+    these keys (a list); None: every key. ``max_rows``: fates (one per arrival) brought to
+    the driver at most; over it the function raises rather than draw part of a key's story.
+    ``watermark_panel``: add the operator watermark over merged arrival order below.
+    """
+    from ..joins.versioned import TemporalJoin
+
+    if not isinstance(join, TemporalJoin):
+        raise KitError(f"version_timeline draws a temporal join (kit.joins.temporal_join(...)); "
+                       f"got {type(join).__name__}")
+    if join.time != "event":
+        raise KitError("version_timeline draws an event-time temporal join; this one runs on processing "
+                       "time (its 'at' is not on the event-time axis)")
+    if not isinstance(max_rows, int) or isinstance(max_rows, bool) or max_rows < 1:
+        raise KitError(f"max_rows must be a positive int; got {max_rows!r}")
+    lanes_wanted = _wanted(key, len(join.keys))
+    fates, arrivals = _collect(join, lanes_wanted, max_rows)
+    if not fates:
+        raise KitError(f"no arrival has key {key!r}" if key is not None else "the join has no arrival")
+    is_ts = join.left.time_is_timestamp
+    versions, lefts, cleanups, (start, edge) = _shape(fates, arrivals, join.how, is_ts)
+    lanes = sorted(set(versions["lane"]) | set(lefts["lane"]))
+
+    t = "T" if is_ts else "Q"
+    domain = ([_plain(pd.DataFrame({"x": pd.to_datetime([start, edge], unit="ms")}))["x"].tolist()]
+              if is_ts else [[start, edge]])[0]
+    scale = alt.Scale(type="utc", domain=domain) if is_ts else alt.Scale(domain=domain, nice=False, zero=False)
+    conv = (lambda s: pd.to_datetime(s, unit="ms")) if is_ts else (lambda s: s.astype("Int64").astype(object))
+    for df, cols in ((versions, ["start", "end", "cleanup"]), (lefts, ["time", "version_time", "emit"]),
+                     (cleanups, ["at"])):
+        for c in cols:
+            df[c] = conv(df[c])
+    present = {*versions["mark"], *lefts["mark"], *cleanups["mark"]}
+    if len(lefts) and lefts["version_time"].notna().any():
+        present.add(LINK)
+    if len(lefts) and lefts["emit"].notna().any():
+        present.add(EMITTED)
+    if (len(lefts) and lefts["late"].any()) or (len(versions) and versions["late"].any()):
+        present.add(LATE)
+    legend = [m for m in MARKS if m[0] in present]
+    color = alt.Color("mark:N", title="marks", scale=alt.Scale(domain=[m[0] for m in legend],
+                                                                range=[m[1] for m in legend]),
+                      legend=alt.Legend(labelLimit=260, symbolStrokeWidth=2))
+    shape = alt.Shape("mark:N", title="marks", scale=alt.Scale(domain=[m[0] for m in legend],
+                                                                range=[m[2] for m in legend]))
+    key_title = ", ".join(l for l, _ in join.keys)
+    y = alt.Y("lane:N", title=key_title, sort=lanes, axis=alt.Axis(labelLimit=120))
+    y_off = alt.YOffset("slot:N", scale=alt.Scale(domain=SLOTS, paddingInner=0.15))
+    x_title = f"event time ({join.left.time} / {join.right.time})"
+
+    def x(col, title=x_title):
+        return alt.X(f"{col}:{t}", title=title, scale=scale)
+
+    def when(col, title):
+        return alt.Tooltip(f"{col}{TEXT}:N" if is_ts else f"{col}:Q", title=title)
+
+    V, L, C = _plain(versions), _plain(lefts), _plain(cleanups)
+    vtips = [alt.Tooltip("lane:N", title="key"), alt.Tooltip("seq:Q", title="right arrival"),
+             when("start", "valid from"), alt.Tooltip("until:N", title="valid until"),
+             alt.Tooltip("op:N"), alt.Tooltip("fate:N"), alt.Tooltip("late:N"), alt.Tooltip("row:N", title="values"),
+             alt.Tooltip("state:N", title="in state until")]
+    ltips = [alt.Tooltip("lane:N", title="key"), alt.Tooltip("seq:Q", title="left arrival"),
+             when("time", "event time"), alt.Tooltip("fate:N"), alt.Tooltip("late:N"),
+             alt.Tooltip("row:N", title="values"), alt.Tooltip("version:N", title="joined version"),
+             alt.Tooltip("emitted:N", title="emitted at watermark")]
+    layers = []
+    if len(V):
+        seg = alt.Chart(V).encode(x=x("start"), x2="end", y=y, yOffset=y_off, tooltip=vtips)
+        layers.append(seg.mark_rule(strokeWidth=7, opacity=0.85).encode(
+            color=color, strokeDash=alt.StrokeDash("mark:N", legend=None, scale=alt.Scale(
+                domain=[VERSION, DELETION], range=[[1, 0], [4, 3]]))).properties(name="versions"))
+        layers.append(alt.Chart(V).mark_point(shape="stroke", size=90, strokeWidth=2, filled=False).encode(
+            x=x("start"), y=y, yOffset=y_off, color=color, tooltip=vtips).properties(name="version starts"))
+        kept = alt.Chart(V).transform_filter("datum.cleanup != null").encode(
+            x=x("end"), x2="cleanup", y=y, yOffset=y_off, tooltip=vtips)
+        layers.append(kept.mark_rule(strokeDash=[1, 3], strokeWidth=1.5, color="#555").properties(name="kept in state"))
+        layers.append(alt.Chart(V).transform_filter("datum.late").transform_calculate(mark=f"'{LATE}'")
+                      .mark_point(size=260, strokeWidth=2, filled=False).encode(
+            x=x("start"), y=y, yOffset=y_off, color=color, shape=shape, tooltip=vtips).properties(name="late versions"))
+    if len(L):
+        link = alt.Chart(L).transform_filter("datum.version_time != null").transform_calculate(
+            mark=f"'{LINK}'").encode(x=x("version_time"), x2="time", y=y, yOffset=y_off, tooltip=ltips)
+        layers.append(link.mark_rule(strokeWidth=2).encode(color=color).properties(name="links"))
+        emit = alt.Chart(L).transform_filter("datum.emit != null").transform_calculate(mark=f"'{EMITTED}'")
+        layers.append(emit.mark_rule(strokeDash=[4, 3], strokeWidth=1.5).encode(
+            x=x("time"), x2="emit", y=y, yOffset=y_off, color=color, tooltip=ltips).properties(name="waits"))
+        layers.append(emit.mark_point(size=260, strokeWidth=2, filled=False).encode(
+            x=x("emit"), y=y, yOffset=y_off, color=color, shape=shape, tooltip=ltips).properties(name="emissions"))
+        layers.append(alt.Chart(L).mark_point(size=80, filled=True, opacity=1).encode(
+            x=x("time"), y=y, yOffset=y_off, color=color, shape=shape, tooltip=ltips).properties(name="left rows"))
+        layers.append(alt.Chart(L).transform_filter("datum.late").transform_calculate(mark=f"'{LATE}'")
+                      .mark_point(size=480, strokeWidth=2, filled=False).encode(
+            x=x("time"), y=y, yOffset=y_off, color=color, shape=shape, tooltip=ltips).properties(name="late left rows"))
+    if len(C):
+        ctips = [alt.Tooltip("lane:N", title="key"), alt.Tooltip("seq:Q", title="right arrival"),
+                 alt.Tooltip("version:N"), alt.Tooltip("fate:N"), alt.Tooltip("when:N", title="at")]
+        layers.append(alt.Chart(C).mark_point(size=110, strokeWidth=2.5, filled=False).encode(
+            x=x("at"), y=y, yOffset=y_off, color=color, shape=shape, tooltip=ctips).properties(name="cleanups"))
+
+    n_left, n_ver = len(lefts), len(versions)
+    n_late = int(lefts["late"].sum()) + int(versions["late"].sum())
+    notes = [f"{n_ver} version{'s' if n_ver != 1 else ''} (segments to the next; the last open), "
+             f"{n_left} left row{'s' if n_left != 1 else ''} (link: from the version joined)",
+             "◇ around a left row or to its right: where the watermark emitted it (right edge: end of input)",
+             f"{n_late} late arrival{'s' if n_late != 1 else ''} (red ring); X: a version dropped from state "
+             "(dotted: kept in state until then)"]
+    top = alt.layer(*layers).properties(
+        width=width, height=lane_height * len(lanes),
+        title=alt.TitleParams(f"Temporal join ({join.how.upper()}) on {key_title}: versions and left rows",
+                              anchor="start", subtitle=notes))
+    if not watermark_panel:
+        return top
+    return alt.vconcat(top, _watermark_panel(arrivals, max_rows, is_ts, width)).resolve_scale(
+        color="independent", shape="independent")
+
+
+# ---------------------------------------------------------------- data
+
+
+def _wanted(key, n_cols):
+    """The lane texts asked for, or None for every key."""
+    if key is None:
+        return None
+    keys = list(key) if isinstance(key, list) else [key]
+    out = []
+    for k in keys:
+        if n_cols > 1:
+            if not isinstance(k, tuple) or len(k) != n_cols:
+                raise KitError(f"key={k!r}: the join key has {n_cols} columns: give a tuple of {n_cols} values "
+                               "(or a list of such tuples)")
+            out.append(" / ".join(map(str, k)))
+        else:
+            if isinstance(k, (tuple, dict, set)):
+                raise KitError(f"key={k!r}: give one key value (or a list of them)")
+            out.append(str(k))
+    return out
+
+
+def _lane_col(join, prefix=""):
+    parts = [F.coalesce(F.col(f"{prefix}left")[l].cast("string"), F.col(f"{prefix}right")[r].cast("string"))
+             for l, r in join.keys]
+    return F.concat_ws(" / ", *parts) if len(parts) > 1 else F.coalesce(parts[0], F.lit("None"))
+
+
+def _collect(join, lanes, max_rows):
+    """The fates (of the keys asked for, as Rows with ``lane``) and the merged arrivals of
+    those keys (pandas: ``pos``, ``side``, ``seq``, ``ts`` in ms, ``late``, ``W``)."""
+    from ..joins.replay import LEFT
+
+    fates = join.fates().withColumn("lane", _lane_col(join))
+    merged = join.merged
+    if lanes is not None:
+        fates = fates.where(F.col("lane").isin(lanes))
+        parts = [F.col(f"_k{i}").cast("string") for i in range(len(join.keys))]
+        lane = F.concat_ws(" / ", *parts) if len(parts) > 1 else F.coalesce(parts[0], F.lit("None"))
+        merged = merged.where(lane.isin(lanes))
+    rows = fates.limit(max_rows + 1).collect()
+    if len(rows) > max_rows:
+        raise KitError(f"the join has more than {max_rows} arrivals{' of these keys' if lanes else ''}: "
+                       "draw some keys (key=value or key=[...]) or raise max_rows")
+    arrivals = (merged.select(F.col("_pos").alias("pos"),
+                              F.when(F.col("_side") == LEFT, "left").otherwise("right").alias("side"),
+                              F.col("_seq").alias("seq"), F.col("_ts").alias("ts"), F.col("_late").alias("late"),
+                              F.col("_W").alias("W"))
+                .orderBy("pos").limit(max_rows + 1).toPandas())
+    return rows, arrivals
+
+
+def _values(row) -> str:
+    return ", ".join(f"{c}={_short(_ts(v))}" for c, v in row.asDict().items()) if row is not None else ""
+
+
+def _ts(v):
+    return pd.Timestamp(v) if hasattr(v, "year") and hasattr(v, "hour") else v
+
+
+def _shape(rows, arrivals, how, is_ts):
+    """(versions, left rows, cleanups, (left edge, right edge) in ms) as pandas frames (times
+    in ms); event time and lateness from the merged ``arrivals``."""
+    vs, ls, cs = [], [], []
+    merged = {(s, q): (ts, late) for s, q, ts, late in
+              zip(arrivals["side"], arrivals["seq"], arrivals["ts"], arrivals["late"])}
+
+    def _text_ms(ms):
+        return _text(pd.Timestamp(ms, unit="ms")) if is_ts else str(int(ms))
+
+    wm = {p: (None if pd.isna(w) else int(w)) for p, w in zip(arrivals["pos"], arrivals["W"])}
+    ptime = {}
+    for r in rows:
+        ts, late = merged[(r.side, r.seq)]
+        if r.side == "right":
+            op = (r.right.asDict().get("op") or "+I") if r.right is not None else "+I"
+            at = r.at
+            if r.fate == "expired":       # at: the processing time of the TTL timer; draw it at
+                at = wm.get(r.at_pos)     # the operator watermark then, on the event-time axis
+                ptime[(r.lane, r.seq)] = r.at
+            vs.append(dict(lane=r.lane, seq=r.seq, start=ts, fate=r.fate, at=at, at_pos=r.at_pos,
+                           late=bool(late), op=op, row=_values(r.right),
+                           mark=VERSION if op in ("+I", "+U") else DELETION))
+        else:
+            emitted = r.fate == "joined" or (how == "left" and r.fate in ("no_version", "deleted", "condition"))
+            mark = (JOINED if r.fate == "joined" else EXPIRED_LEFT if r.fate == "expired"
+                    else PADDED if emitted else DROPPED)
+            ls.append(dict(lane=r.lane, seq=r.seq, time=ts, fate=r.fate, at=r.at, emitted_flag=emitted,
+                           late=bool(late), row=_values(r.left), version_seq=r.version_seq,
+                           version_time=r.version_time if r.fate == "joined" else None,
+                           version=_values(r.right) if r.fate == "joined" else "", mark=mark))
+    times = [v["start"] for v in vs] + [l["time"] for l in ls] + \
+        [v["at"] for v in vs if v["at"] is not None] + \
+        [x["at"] for x in ls if x["at"] is not None and x["fate"] != "expired"]   # expired: processing time
+    lo, hi = min(times), max(times)
+    pad = max((hi - lo) // 20, 1)
+    edge = hi + 2 * pad
+    versions = pd.DataFrame(vs, columns=["lane", "seq", "start", "fate", "at", "at_pos", "late", "op", "row", "mark"])
+    versions = versions.sort_values(["lane", "start", "seq"], ignore_index=True)
+    ends, slots, untils, cleanup, state = [], [], [], [], []
+    for lane, g in versions.groupby("lane", sort=False):
+        starts = g["start"].tolist()
+        for i, (s, fate, at) in enumerate(zip(starts, g["fate"], g["at"])):
+            later = [x for x in starts[i + 1:] if x > s]
+            end = later[0] if later else edge
+            ends.append(end)
+            slots.append(SLOTS[i % 2])
+            untils.append(_text_ms(end) if later else "open (the last version)")
+            gone = fate in ("cleaned", "expired")
+            c = (edge if pd.isna(at) else at) if gone else None
+            cleanup.append(c if c is not None and c > end else None)
+            state.append((END if pd.isna(at) else _text_ms(at)) if gone else
+                         ("the end (kept)" if fate == "kept" else fate))
+            if gone:
+                cs.append(dict(lane=lane, seq=g["seq"].iloc[i], at=c, fate=fate, slot=SLOTS[i % 2],
+                               mark=CLEANED if fate == "cleaned" else EXPIRED_RIGHT,
+                               version=f"valid from {_text_ms(s)}: {g['row'].iloc[i]}",
+                               when=(END if pd.isna(at) else _text_ms(at)) + (
+                                   f" (state TTL at processing time {ptime[(lane, g['seq'].iloc[i])]})"
+                                   if fate == "expired" else "")))
+    versions["end"], versions["slot"], versions["until"] = ends, slots, untils
+    versions["cleanup"], versions["state"] = cleanup, state
+    lefts = pd.DataFrame(ls, columns=["lane", "seq", "time", "fate", "at", "emitted_flag", "late", "row",
+                                      "version_seq", "version_time", "version", "mark"])
+    lefts = lefts.sort_values(["lane", "time", "seq"], ignore_index=True)
+    lefts["slot"] = [SLOTS[2 + i % 3] for i in lefts.groupby("lane").cumcount()]
+    lefts["emit"] = [(edge if pd.isna(at) else at) if e else None for e, at in zip(lefts["emitted_flag"], lefts["at"])]
+    lefts["emitted"] = [(END if pd.isna(at) else _text_ms(at)) if e else
+                        ("never (state expired)" if f == "expired" else "never (INNER: no version)")
+                        for e, at, f in zip(lefts["emitted_flag"], lefts["at"], lefts["fate"])]
+    lefts = lefts.drop(columns=["emitted_flag", "at"])
+    versions = versions.drop(columns=["at", "at_pos"])
+    cleanups = pd.DataFrame(cs, columns=["lane", "seq", "at", "fate", "slot", "mark", "version", "when"])
+    return versions, lefts, cleanups, (lo - pad, edge)
+
+
+def _watermark_panel(arrivals, max_rows, is_ts, width):
+    cut = len(arrivals) > max_rows
+    pdf = arrivals.head(max_rows).copy()
+    pdf["arrival"] = ["late" if late else ("left row" if side == "left" else "version")
+                      for side, late in zip(pdf["side"], pdf["late"])]
+    for c in ("ts", "W"):
+        pdf[c] = pd.to_datetime(pdf[c], unit="ms") if is_ts else pdf[c].astype("Int64").astype(object)
+    pdf = _plain(pdf.rename(columns={"ts": "time", "W": "watermark"}))
+    t = "T" if is_ts else "Q"
+    scale = alt.Scale(type="utc") if is_ts else alt.Undefined
+
+    def when(col, title):
+        return alt.Tooltip(f"{col}{TEXT}:N" if is_ts else f"{col}:Q", title=title)
+
+    base = alt.Chart(pdf).encode(x=alt.X("pos:Q", title="merged arrival order (pos)",
+                                         axis=alt.Axis(format="d", tickMinStep=1)))
+    steps = base.transform_filter("datum.watermark != null").mark_line(
+        interpolate="step-after", color="#555", strokeDash=[4, 3]).encode(
+        y=alt.Y(f"watermark:{t}", title="event time / watermark", scale=scale), order="pos:Q",
+        tooltip=[alt.Tooltip("pos:Q", title="arrival"), when("watermark", "operator watermark")])
+    tips = [alt.Tooltip("pos:Q", title="arrival"), alt.Tooltip("side:N"), alt.Tooltip("seq:Q"),
+            when("time", "event time"), when("watermark", "operator watermark after it"), alt.Tooltip("late:N")]
+    kinds = ["left row", "version", "late"]
+    dots = base.mark_point(filled=True, size=50, opacity=1).encode(
+        y=alt.Y(f"time:{t}", scale=scale),
+        color=alt.Color("arrival:N", title="arrival", scale=alt.Scale(domain=kinds,
+                                                                      range=["#1f77b4", "#6b8fbf", LATE_COLOR])),
+        shape=alt.Shape("arrival:N", title="arrival", scale=alt.Scale(domain=kinds,
+                                                                      range=["circle", "square", "cross"])),
+        tooltip=tips)
+    note = f" (the first {max_rows} arrivals)" if cut else ""
+    return alt.layer(steps, dots).properties(width=width, height=170, title=alt.TitleParams(
+        f"Operator watermark over merged arrival order{note}", anchor="start",
+        subtitle=["dashed staircase: min of both inputs' watermarks after each arrival; "
+                  "a late arrival (red ×) came at or below its input's watermark"]))
