@@ -1,4 +1,5 @@
-"""The event-time interval join's reference semantics (kit/joins/interval.py), no Spark."""
+"""The event-time interval join (kit/joins/interval.py): the reference semantics without Spark,
+finding it in SQL (kit/sql/interval.py), then a few small runs on Spark."""
 
 import dataclasses
 
@@ -6,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import kit
 from kit.errors import KitError
 from kit.joins.interval import HOWS, IntervalBounds, merge_order, run_key
 from kit.joins.replay import MAX_TIME, MIN_TIME, replay
@@ -340,3 +342,158 @@ def test_with_watermarks_every_row_is_accounted_for(case, delay_l, delay_r):
         assert (v in in_pairs) + padded.count(v) + dropped.count(v) == 1, v
     inner_dropped = {a.row for a, _ in got["inner"].dropped}
     assert not inner_dropped & in_pairs
+
+
+# -- finding interval joins in SQL (no Spark) ---------------------------------------------
+
+class _Src:
+    def __init__(self, columns):
+        self.columns = columns
+
+
+class _FakeStream:
+    def __init__(self, time, columns):
+        self.time, self.source = time, _Src(columns)
+
+
+def _found(query):
+    from kit.sql.interval import find_interval_joins
+    from kit.sql.lexer import tokenize
+    streams = {"orders": _FakeStream("t", ["t", "oid", "id"]), "ships": _FakeStream("st", ["st", "sid", "id"])}
+    return list(find_interval_joins(query, tokenize(query), lambda n: streams.get(n.lower())).values())
+
+
+@pytest.mark.parametrize("query, how, keys, bounds", [
+    ("SELECT * FROM Orders o, Ships s WHERE o.id = s.id AND o.t BETWEEN s.st - INTERVAL '4' SECOND AND s.st",
+     "inner", (("id", "id"),), IntervalBounds(-4000, 0)),
+    ("SELECT * FROM Orders AS o LEFT OUTER JOIN Ships AS s ON o.id = s.id AND o.t >= s.st - INTERVAL '4' SECOND "
+     "AND o.t < s.st", "left", (("id", "id"),), IntervalBounds(-4000, 0, upper_inclusive=False)),
+    # the right time in front, bounds flipped; the tighter of two lower bounds; no key
+    ("SELECT * FROM Orders o FULL JOIN Ships s ON s.st BETWEEN o.t AND o.t + INTERVAL '1' MINUTE "
+     "AND o.t > s.st - INTERVAL '30' SECOND", "full", (), IntervalBounds(-30000, 0, lower_inclusive=False)),
+    ("SELECT * FROM Orders o RIGHT JOIN Ships s ON o.id = s.id AND s.st < o.t + INTERVAL '1' SECOND "
+     "AND INTERVAL '1' SECOND + s.st >= o.t", "right", (("id", "id"),),
+     IntervalBounds(-1000, 1000, lower_inclusive=False)),
+])
+def test_sql_interval_join_forms_are_found(query, how, keys, bounds):
+    [call] = _found(query)
+    assert (call.how, call.keys, call.bounds) == (how, keys, bounds)
+
+
+@pytest.mark.parametrize("query", [
+    "SELECT * FROM Orders o JOIN Ships s ON o.id = s.id",                                # no bound
+    "SELECT * FROM Orders o JOIN Ships s ON o.id = s.id AND o.t <= s.st",                # one bound
+    "SELECT * FROM Orders o JOIN Plain p ON o.id = p.id AND o.t BETWEEN p.st AND p.st",  # not a stream
+    "SELECT * FROM Orders o JOIN Ships s ON o.id = s.id AND o.oid BETWEEN s.sid AND s.sid",  # not the times
+    "SELECT * FROM Orders o, Ships s WHERE o.t NOT BETWEEN s.st AND s.st + INTERVAL '1' SECOND",
+])
+def test_sql_joins_without_a_time_bound_stay_plain(query):
+    assert _found(query) == []
+
+
+def test_sql_bounds_that_hold_no_time_point_at_the_condition():
+    query = "SELECT *\nFROM Orders o JOIN Ships s\n  ON o.t BETWEEN s.st AND s.st - INTERVAL '1' SECOND"
+    with pytest.raises(kit.SqlError, match="line 3, column 3: the interval join of Orders and Ships"):
+        _found(query)
+
+
+# -- on Spark (few and small) -------------------------------------------------------------
+
+S = 1000
+
+
+def _at(seconds):
+    import pandas as pd
+    return pd.Timestamp("2024-01-01") + pd.Timedelta(seconds=seconds)
+
+
+@pytest.fixture(scope="module")
+def shop(spark):
+    """Orders and shipments, ``for_sql_delay(0)``, merged by event time:
+
+    pos 0 o1 a@10, 1 s1 a@11, 2 s2 a@12, 3 o2 b@20, 4 s3 b@22, 5 o3 a@30, 6 o4 a@12 (late: the
+    watermark is 22, and s1, s2 are gone), 7 o5 NULL@25, 8 s4 a@33, 9 s5 b@29 (late, fits nothing),
+    10 o6 c@40, 11 s6 c@40."""
+    import pandas as pd
+    orders = pd.DataFrame({"t": [_at(s) for s in (10, 20, 30, 12, 25, 40)],
+                           "oid": ["o1", "o2", "o3", "o4", "o5", "o6"], "id": ["a", "b", "a", "a", None, "c"]})
+    ships = pd.DataFrame({"st": [_at(s) for s in (11, 12, 22, 33, 29, 40)],
+                          "sid": ["s1", "s2", "s3", "s4", "s5", "s6"], "id": ["a", "a", "b", "a", "b", "c"]})
+    return (kit.stream(spark.createDataFrame(orders), time="t", watermark=SQL0),
+            kit.stream(spark.createDataFrame(ships), time="st", watermark=SQL0), orders, ships)
+
+
+def _driver(join):
+    """``run_key`` per key on the driver over the join's merged arrivals, in merge order."""
+    from kit.joins.replay import Arrival
+    by_key = {}
+    for r in join.merged.orderBy("_pos").collect():
+        row = (r._vl if r._side == 0 else r._vr).asDict()
+        by_key.setdefault(r._k0, []).append(Arrival(r._pos, r._side, r._seq, r._ts, row, r._late, r._pt))
+    outputs, dropped = [], []
+    for key, arrivals in by_key.items():
+        condition = (lambda l, r: False) if key is None else None
+        result = run_key(arrivals, join.watermarks, join.bounds, join.how, condition)
+        outputs += [((o.order[0], o.order[1], o.order[2], key is not None, key or "", o.order[3]), o)
+                    for o in result.outputs]
+        dropped += [(a.side, a.seq) for a, _ in result.dropped]
+    edge = lambda w: None if w in (MIN_TIME, MAX_TIME) else w
+    return ([(o.kind, o.emitted_pos, edge(o.watermark), o.left_seq, o.right_seq) for _, o in sorted(outputs)],
+            sorted(dropped))
+
+
+def test_spark_layer_equals_run_key_per_key_on_the_driver(shop):
+    from kit.joins.interval import interval_join
+    o, s, _, _ = shop
+    join = interval_join(o, s, "id", IntervalBounds(Duration.of_seconds(-4), Duration(0)), "full")
+    details = join.details().collect()
+    got = [(d.kind, d.emitted_pos, d.watermark, d.left_seq, d.right_seq) for d in details]
+    assert (got, []) == _driver(join)
+    assert join.df.columns == ["t", "oid", "id", "st", "sid", "id_right"]
+    assert [(r.oid, r.sid) for r in join.df.collect()] == [   # Flink's emission order
+        ("o1", "s1"), ("o1", "s2"), ("o2", "s3"), ("o4", None), ("o3", "s4"), ("o5", None), (None, "s5"),
+        ("o6", "s6")]
+    # padded: o4 and s5 (late) at once, o5 (NULL key: never joins) at its cleanup timer, 25 + 4 + 1
+    base = _at(0).value // 10**6
+    assert [r[:3] for r in got if r[0] != "joined"] == [
+        ("left_unmatched", 6, base + 22 * S), ("left_unmatched", 8, base + 30 * S),
+        ("right_unmatched", 9, base + 30 * S)]
+
+
+def _plain(spark, query, orders, ships):
+    """The same query as a plain Spark join over plain DataFrames (no streams)."""
+    return {(r.oid, r.sid) for r in kit.sql(query, Orders=spark.createDataFrame(orders),
+                                           Ships=spark.createDataFrame(ships)).collect()}
+
+
+def test_sql_between_form_gives_the_interval_join_not_the_plain_join(spark, shop):
+    o, s, orders, ships = shop
+    query = ("SELECT o.oid, s.sid FROM Orders o, Ships s "
+             "WHERE o.id = s.id AND o.t BETWEEN s.st - INTERVAL '4' SECOND AND s.st")
+    result = kit.sql(query, Orders=o, Ships=s)
+    assert result.columns == ["oid", "sid"]
+    got = sorted(tuple(r) for r in result.collect())
+    assert got == [("o1", "s1"), ("o1", "s2"), ("o2", "s3"), ("o3", "s4"), ("o6", "s6")]
+    # Spark alone would join the late o4 with s1 and s2: its times fit, but Flink dropped it
+    assert _plain(spark, query, orders, ships) - set(got) == {("o4", "s2")}
+    # nothing lost silently: the join lists the rows it dropped (o4, and s5 that is late and fits nothing)
+    dropped = [d for d in result.interval_joins[0].details().collect() if d.kind == "dropped"]
+    assert [(d.left_seq, d.right_seq) for d in dropped] == [(3, None), (None, 4)]
+    assert all(d.reason.startswith("too late") for d in dropped)
+
+
+def test_sql_outer_forms_pad_as_flink_does(spark, shop):
+    o, s, orders, ships = shop
+    # >= / < : o6 and s6 meet at the same time, which the strict upper bound excludes
+    query = ("SELECT o.oid, s.sid FROM Orders o LEFT JOIN Ships s ON o.id = s.id "
+             "AND o.t >= s.st - INTERVAL '4' SECOND AND o.t < s.st")
+    got = sorted(map(tuple, kit.sql(query, Orders=o, Ships=s).collect()), key=str)
+    assert got == sorted([("o1", "s1"), ("o1", "s2"), ("o2", "s3"), ("o3", "s4"), ("o4", None),
+                          ("o5", None), ("o6", None)], key=str)
+    # FULL with more in ON: o1 meets s2 only, so it is not padded for s1, which is padded alone
+    query = ("SELECT o.oid, s.sid FROM Orders o FULL OUTER JOIN Ships s ON o.id = s.id AND s.sid <> 's1' "
+             "AND o.t BETWEEN s.st - INTERVAL '4' SECOND AND s.st")
+    got = sorted(map(tuple, kit.sql(query, Orders=o, Ships=s).collect()), key=str)
+    assert got == sorted([("o1", "s2"), (None, "s1"), ("o2", "s3"), ("o3", "s4"), ("o6", "s6"), ("o4", None),
+                          ("o5", None), (None, "s5")], key=str)
+    assert ("o4", "s2") in _plain(spark, query, orders, ships)     # the plain join would match the late o4

@@ -81,6 +81,13 @@ To merge keys, sort by ``merge_order(key, output)`` = ``(emitted_pos, phase, tim
 index)``: timers of different keys with the same timestamp fire in an order Flink leaves
 to its priority queue; the kit puts them in key order (the one tie rule it chooses).
 
+On Spark, ``interval_join(orders, shipments, on="id", bounds=IntervalBounds(-4h, 0),
+how="left")`` returns an ``IntervalJoin``: ``df`` (the joined rows in Flink's emission order,
+``merge_order``), ``details()`` (when each row left, under which watermark, and the dropped
+rows with their reasons) and ``views()`` (both inputs linked pair by pair, for ``kit.sql``'s
+``FROM o, s WHERE ... BETWEEN ...`` form; ``kit/sql/interval.py``). A key holding a NULL never
+joins; its rows are cached and expire like others, so outer joins pad them when Flink would.
+
 Where this differs from a real Flink job (documented, deliberate):
 
 * Flink keeps the two expiration times in fields of the operator instance, not in keyed
@@ -101,13 +108,15 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Callable, NamedTuple
 
 from ..errors import KitError
 from ..time import Duration
 from .replay import LEFT, MAX_TIME, MIN_TIME, RIGHT, Arrival, Watermarks, replay  # noqa: F401
 
-__all__ = ["IntervalBounds", "Output", "IntervalJoinResult", "run_key", "merge_order", "HOWS"]
+__all__ = ["IntervalBounds", "Output", "IntervalJoinResult", "run_key", "merge_order", "HOWS",
+           "IntervalJoin", "interval_join"]
 
 HOWS = ("inner", "left", "right", "full")
 JOINED, LEFT_UNMATCHED, RIGHT_UNMATCHED = "joined", "left_unmatched", "right_unmatched"
@@ -373,3 +382,219 @@ def run_key(arrivals: list, watermarks: Watermarks, bounds: IntervalBounds, how:
         op.process(a)
     op.fire_until(watermarks.n + 1)
     return IntervalJoinResult(op.outputs, op.dropped)
+
+
+# -- on Spark ---------------------------------------------------------------------------
+
+LINK_LEFT, LINK_RIGHT = "__kit_l", "__kit_r"   # how kit.sql links the views of a pair (``IntervalJoin.views``)
+DROPPED = "dropped"
+
+
+def interval_join(left, right, on, bounds: IntervalBounds, how: str = "inner", *,
+                  interleave: str = "event_time", clock=None) -> "IntervalJoin":
+    """Flink's event-time interval join of two ``kit.stream``s on Spark.
+
+    - ``on``: the equi-join key: a column name both inputs have, a list of them,
+      ``{left_column: right_column}``, or ``()``/``None`` for none (Flink allows a join
+      with only the time bounds: every row is one key, run in one task);
+    - ``bounds``: ``IntervalBounds(lower, upper)`` over the two streams' event times
+      (``right.time + lower <= left.time <= right.time + upper``);
+    - ``how``: inner, left, right or full;
+    - ``interleave``, ``clock``: the merged arrival order (``replay.interleaved``).
+    """
+    if on is None:
+        pairs = ()
+    elif isinstance(on, dict):
+        pairs = tuple(on.items())
+    else:
+        pairs = tuple((c, c) for c in ((on,) if isinstance(on, str) else on))
+    return IntervalJoin(left, right, pairs, bounds, how, interleave, clock)
+
+
+def _never(left_row, right_row) -> bool:
+    """The condition of rows whose key holds a NULL: ``NULL = x`` is never true."""
+    return False
+
+
+@dataclass(frozen=True)
+class IntervalJoin:
+    """An interval join on Spark, built lazily. ``df`` holds the rows Flink emits, ``details()``
+    when and why; ``views()`` the two inputs linked pair by pair, for ``kit.sql``.
+
+    Runs as the temporal join does (``versioned.TemporalJoin``): both inputs merged
+    (``replay.interleaved``), the operator watermark's rises collected once
+    (``replay.watermarks``), rows spread over tasks by key and sorted by merged position,
+    and one ``mapInArrow`` per task calling ``run_key`` for each of its keys.
+
+    Order: Flink's emission order, ``merge_order`` -- by the merged position after which a
+    row left, elements before the timers fired by the watermark they raised, timers by
+    timestamp, then the key (Spark's ascending order, NULLs first) and the key's own
+    order. A key holding a NULL never joins (``NULL = x`` is unknown, as in Flink's
+    generated condition), but its rows are still cached and expire like any other key's,
+    so an outer join pads them when Flink would (at their cleanup timer, or at once when
+    late) and an inner join lists its late ones in ``details()``.
+    """
+    left: Any
+    right: Any
+    keys: tuple                       # ((left column, right column), ...); () for none
+    bounds: IntervalBounds
+    how: str = "inner"
+    interleave: str = "event_time"
+    clock: Any = None
+
+    def __post_init__(self):
+        from ..stream import Stream
+        for what, s in (("left", self.left), ("right", self.right)):
+            if not isinstance(s, Stream):
+                raise KitError(f"the {what} input must be a kit.stream(...); got {type(s).__name__}")
+        if not isinstance(self.bounds, IntervalBounds):
+            raise KitError(f"bounds must be an IntervalBounds(lower, upper); got {self.bounds!r}")
+        if self.how not in HOWS:
+            raise KitError(f"how={self.how!r} is not one of " + ", ".join(map(repr, HOWS)))
+        object.__setattr__(self, "keys", tuple(tuple(k) for k in self.keys))
+        for l, r in self.keys:
+            if l not in self.left.source.columns:
+                raise KitError(f"key {l!r} is not a column of the left input; columns are {self.left.source.columns}")
+            if r not in self.right.source.columns:
+                raise KitError(f"key {r!r} is not a column of the right input; columns are {self.right.source.columns}")
+
+    # -- the replay ----------------------------------------------------------------------
+    @cached_property
+    def merged(self):
+        """Both inputs in merged arrival order with the key ``_k0..`` (``replay.interleaved``)."""
+        from .replay import interleaved
+        return interleaved(self.left, self.right, self.interleave, self.clock, self.keys)
+
+    @cached_property
+    def watermarks(self) -> Watermarks:
+        from .replay import watermarks
+        return watermarks(self.merged)
+
+    @cached_property
+    def replayed(self):
+        """``_replayed()``, computed once when first read (``localCheckpoint``): ``df``,
+        ``details()`` and ``views()`` all read it."""
+        return self._replayed().localCheckpoint()
+
+    def _replayed(self):
+        """Every output row and every dropped row, with ``_kind``, ``_emitted_pos``, ``_watermark``
+        (ms; NULL: none yet or end of input), the merge order (``_phase``, ``_timer``, the
+        key ``_k0..``, ``_index``), ``_left_seq``/``_right_seq``, ``_left_time``/``_right_time``
+        (ms), ``_reason`` (dropped rows) and the values ``_vl``/``_vr``."""
+        import pyarrow as pa
+        from pyspark.sql import types as T
+        from pyspark.sql.pandas.types import to_arrow_schema
+        from ..arrow import groups, python_values
+
+        merged, marks, bounds, how = self.merged, self.watermarks, self.bounds, self.how
+        keys = [f"_k{i}" for i in range(len(self.keys))]
+        has_op = {LEFT: "op" in self.left.source.columns, RIGHT: "op" in self.right.source.columns}
+        L, S = T.LongType(), T.StringType()
+        schema = T.StructType(
+            [T.StructField(n, t) for n, t in (("_kind", S), ("_emitted_pos", L), ("_watermark", L),
+                                              ("_phase", T.IntegerType()), ("_timer", L), ("_index", L),
+                                              ("_left_seq", L), ("_right_seq", L), ("_left_time", L),
+                                              ("_right_time", L), ("_reason", S))]
+            + [merged.schema[k] for k in keys] + [merged.schema["_vl"], merged.schema["_vr"]])
+        arrow = to_arrow_schema(schema, timezone="UTC")
+
+        def edge(w):
+            return None if w in (MIN_TIME, MAX_TIME) else w
+
+        def per_task(batches):
+            batches = list(batches)
+            table = pa.Table.from_batches(batches) if batches else None
+            if table is None or not table.num_rows:
+                return
+            cols = {c: python_values(table.column(c)) for c in ["_pos", "_side", "_seq", "_ts", "_late",
+                                                                "_pt", "_vl", "_vr"] + keys}
+            out = []
+            for start, length in groups(table, keys):
+                arrivals = []
+                for i in range(start, start + length):
+                    row = cols["_vl"][i] if cols["_side"][i] == LEFT else cols["_vr"][i]
+                    op = (row.get("op") or "+I") if has_op[cols["_side"][i]] else "+I"   # run_key refuses changes
+                    arrivals.append(Arrival(cols["_pos"][i], cols["_side"][i], cols["_seq"][i], cols["_ts"][i],
+                                            row, cols["_late"][i], cols["_pt"][i], op))
+                key = [cols[k][start] for k in keys]
+                result = run_key(arrivals, marks, bounds, how, _never if None in key else None)
+                for o in result.outputs:
+                    pos, phase, timer, index = o.order
+                    out.append((o.kind, pos, edge(o.watermark), phase, timer, index, o.left_seq, o.right_seq,
+                                o.left_time, o.right_time, None, *key, o.left, o.right))
+                for a, reason in result.dropped:
+                    mine = (a.seq, a.time, a.row)
+                    l, r = (mine, (None,) * 3) if a.side == LEFT else ((None,) * 3, mine)
+                    out.append((DROPPED, None, None, None, None, None, l[0], r[0], l[1], r[1], reason, *key,
+                                l[2], r[2]))
+            if out:
+                yield pa.RecordBatch.from_arrays([pa.array(list(c), type=arrow.field(i).type)
+                                                  for i, c in enumerate(zip(*out))], schema=arrow)
+
+        if keys:
+            tasks = 4 * int(merged.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+            spread = merged.repartition(tasks, *keys)
+        else:
+            spread = merged.repartition(1)                 # one key: one task
+        return spread.sortWithinPartitions(*keys, "_pos").mapInArrow(per_task, schema)
+
+    def _ordered(self, frame):
+        from pyspark.sql import functions as F
+        keys = [F.col(f"_k{i}").asc_nulls_first() for i in range(len(self.keys))]
+        return frame.orderBy(F.col("_emitted_pos").asc_nulls_last(), "_phase", "_timer", *keys, "_index",
+                             F.col("_left_seq").asc_nulls_last(), "_right_seq")
+
+    # -- results -------------------------------------------------------------------------
+    @cached_property
+    def df(self):
+        """The joined rows in Flink's emission order (class doc): the left columns, then the
+        right ones (a right column named like a left one gets ``_right``); the padded side
+        of an outer join is NULL."""
+        from pyspark.sql import functions as F
+        lcols, rcols = self.left.source.columns, self.right.source.columns
+        rows = self._ordered(self.replayed.where(F.col("_kind") != DROPPED))
+        return rows.select(*[F.col("_vl")[c].alias(c) for c in lcols],
+                           *[F.col("_vr")[c].alias(c + "_right" if c in lcols else c) for c in rcols])
+
+    def details(self):
+        """Every output row's metadata, then the dropped rows (nothing lost silently):
+        ``kind`` (joined / left_unmatched / right_unmatched / dropped), ``emitted_pos``
+        (merged position after which it left; the number of arrivals = end of input; NULL
+        for dropped rows), ``watermark`` (operator watermark then, ms; NULL: none yet or end
+        of input), ``left_seq``/``right_seq`` (arrival on each side), ``left_time``/
+        ``right_time`` (ms), ``reason`` (why a row was dropped) and the values ``left``/``right``.
+        Same order as ``df``, dropped rows last."""
+        from pyspark.sql import functions as F
+        return self._ordered(self.replayed).select(
+            F.col("_kind").alias("kind"), F.col("_emitted_pos").alias("emitted_pos"),
+            F.col("_watermark").alias("watermark"), F.col("_left_seq").alias("left_seq"),
+            F.col("_right_seq").alias("right_seq"), F.col("_left_time").alias("left_time"),
+            F.col("_right_time").alias("right_time"), F.col("_reason").alias("reason"),
+            F.col("_vl").alias("left"), F.col("_vr").alias("right"))
+
+    def views(self, pairs=None):
+        """The two inputs for ``kit.sql``: each row once per pair it joined, with ``__kit_l``
+        (its left seq) and ``__kit_r`` (its right seq) naming the pair, or once with the
+        other side's seq NULL when it joined nothing; a row Flink dropped and that joined
+        nothing is left out. Joining the views on ``(__kit_l, __kit_r)`` gives exactly the
+        pairs, and the rows left alone are what an outer join pads. ``pairs``: a DataFrame
+        ``(__kit_l, __kit_r)`` to use instead of the operator's (``kit.sql`` passes the pairs
+        that also meet the rest of the ON condition)."""
+        from pyspark.sql import functions as F
+        replayed = self.replayed
+        if pairs is None:
+            pairs = replayed.where(F.col("_kind") == JOINED).select(
+                F.col("_left_seq").alias(LINK_LEFT), F.col("_right_seq").alias(LINK_RIGHT))
+        pairs = pairs.select(LINK_LEFT, LINK_RIGHT)
+        out = []
+        for side, own, other, columns, seq in (
+                ("_vl", LINK_LEFT, LINK_RIGHT, self.left.source.columns, "_left_seq"),
+                ("_vr", LINK_RIGHT, LINK_LEFT, self.right.source.columns, "_right_seq")):
+            rows = self.merged.where(F.col("_side") == (LEFT if side == "_vl" else RIGHT)).select(
+                *[F.col(side)[c].alias(c) for c in columns], F.col("_seq").alias(own))
+            linked = rows.join(pairs, own, "left")
+            dropped = replayed.where((F.col("_kind") == DROPPED) & F.col(seq).isNotNull()).select(
+                F.col(seq).alias("_dropped"))
+            linked = linked.join(dropped, F.col(other).isNull() & (F.col(own) == F.col("_dropped")), "left_anti")
+            out.append(linked.select(*columns, LINK_LEFT, LINK_RIGHT))
+        return tuple(out)

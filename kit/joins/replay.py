@@ -154,19 +154,20 @@ def _side(s: Stream, side: int, columns: list) -> DataFrame:
 
 
 def interleaved(left: Stream, right: Stream, interleave: str = "event_time",
-                clock: Clock | None = None, left_columns=None, right_columns=None) -> DataFrame:
+                clock: Clock | None = None, keys=()) -> DataFrame:
     """Both inputs as one DataFrame in merged arrival order, numbered ``_pos``, with
     ``_side``, ``_seq`` (arrival on its side), ``_ts``, ``_late`` (against its own input),
     ``_W`` (operator watermark after the row, NULL = none yet), ``_pt`` (processing time,
     ms: the ``clock`` over merged positions, else the inputs' own, never going back) and
-    ``_v`` (the row's values as a struct; ``left_columns``/``right_columns`` pick them).
-    Computed at once (``localCheckpoint``): the watermarks and the replay both read it."""
+    ``_vl``/``_vr`` (the row's values as a struct, NULL on the other side) and, for each
+    ``(left column, right column)`` of ``keys``, the key ``_k0..`` (the right one cast to the
+    left one's type). Computed at once (``localCheckpoint``): the watermarks and the replay
+    both read it."""
     if interleave not in INTERLEAVINGS:
         raise KitError(f"interleave={interleave!r} is not one of " + ", ".join(map(repr, INTERLEAVINGS)))
     if interleave == "proctime" and (left.proctime is None or right.proctime is None):
         raise KitError('interleave="proctime" needs both inputs with proctime= (a Clock or a column)')
-    sides = [_side(left, LEFT, left_columns or left.source.columns),
-             _side(right, RIGHT, right_columns or right.source.columns)]
+    sides = [_side(left, LEFT, left.source.columns), _side(right, RIGHT, right.source.columns)]
     a, b = sides
     # the two structs differ, so each row carries both, the other one NULL
     a = a.withColumn("_vr", F.lit(None).cast(b.schema["_v"].dataType)).withColumnRenamed("_v", "_vl")
@@ -182,8 +183,11 @@ def interleaved(left: Stream, right: Stream, interleave: str = "event_time",
     out = _scan(merged, running).drop("_pos").withColumnRenamed("seq", "_pos")
     W = F.when(F.col("_L").isNull() | F.col("_R").isNull(), F.lit(None)).otherwise(F.least("_L", "_R"))
     pt = (F.lit(epoch_ms(clock.start)) + F.col("_pos") * F.lit(clock.step.millis)) if clock else F.col("_P")
+    lt = {f.name: f.dataType for f in left.source.schema.fields}
+    key = [F.coalesce(F.col(f"_vl.`{l}`"), F.col(f"_vr.`{r}`").cast(lt[l])).alias(f"_k{i}")
+           for i, (l, r) in enumerate(keys)]
     return out.select("_pos", "_side", "_seq", "_ts", "_late", W.cast("long").alias("_W"),
-                      pt.cast("long").alias("_pt"), "_vl", "_vr").localCheckpoint()
+                      pt.cast("long").alias("_pt"), "_vl", "_vr", *key).localCheckpoint()
 
 
 def watermarks(merged: DataFrame) -> Watermarks:

@@ -235,11 +235,8 @@ class TemporalJoin:
 
     @cached_property
     def merged(self) -> DataFrame:
-        """Both inputs in merged arrival order (``replay.interleaved``) with the key ``_k0..``."""
-        m = interleaved(self.left, self.right, self.interleave, self.clock)
-        lt = {f.name: f.dataType for f in self.left.source.schema.fields}
-        return m.select("*", *[F.coalesce(F.col(f"_vl.`{l}`"), F.col(f"_vr.`{r}`").cast(lt[l])).alias(f"_k{i}")
-                               for i, (l, r) in enumerate(self.keys)])
+        """Both inputs in merged arrival order with the key ``_k0..`` (``replay.interleaved``)."""
+        return interleaved(self.left, self.right, self.interleave, self.clock, self.keys)
 
     @cached_property
     def watermarks(self) -> Watermarks:

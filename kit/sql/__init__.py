@@ -26,6 +26,15 @@ their window into ``result.late_rows``, as Flink does (``windows.py``).
 The legacy group windows (``GROUP BY TUMBLE(cTime, INTERVAL '1' HOUR), user`` with
 ``TUMBLE_START``/``TUMBLE_END``/``TUMBLE_ROWTIME``, ``HOP``, ``SESSION``) run the same way.
 
+Interval joins: a join of two ``kit.Stream``s whose condition bounds one's event time by the
+other's (``FROM Orders o, Shipments s WHERE o.id = s.order_id AND o.order_time BETWEEN
+s.ship_time - INTERVAL '4' HOUR AND s.ship_time``, or ``[LEFT|RIGHT|FULL] [OUTER] JOIN ... ON``
+with ``>=``/``>``/``<=``/``<`` pairs) run Flink's event-time interval join
+(``kit.joins.interval``): rows Flink drops as late never appear, even when their times fit,
+and outer joins pad what Flink pads (``interval.py``; ``result.interval_joins``). Joins
+of tables that are not both streams, or without both a lower and an upper bound on the
+two event times, stay plain Spark SQL joins (no late row is dropped for them).
+
 Not translated: a MATCH_RECOGNIZE whose input is a CTE name (use a subquery); a window
 TVF or group window over anything but a table passed to ``kit.sql`` (a CTE, view or
 subquery); processing-time windows (``PROCTIME()``, ``*_PROCTIME``); Flink functions Spark
@@ -54,6 +63,8 @@ from .lexer import tokenize
 from .match_recognize import parse_match_recognize
 from .query import Resolver, Rewritten, clauses, rewrite
 from .temporal import join_options, plan as plan_temporal
+from .interval import true_pairs
+from ..joins.interval import IntervalJoin, LINK_LEFT, LINK_RIGHT
 from ..joins.lookup import LookupTable
 from ..joins.versioned import VERSION, TemporalTableFunction
 from .windows import validate, windowed
@@ -75,14 +86,16 @@ def sql(query: str, semantics: str = "flink", aggregates: dict | None = None, co
     ``config`` holds table options: ``table.exec.state.ttl`` (a ``Duration``, milliseconds or
     Flink's ``'2 h'``/``'30 min'``/``'10 s'``/``'500 ms'``), and for temporal joins
     ``kit.join.interleave`` (``replay.INTERLEAVINGS``) and ``kit.join.clock`` (a ``Clock``
-    over the merged arrivals, for state retention).
+    over the merged arrivals, for state retention); interval joins take the interleaving
+    too (they clean their state by event time, so the TTL does not apply to them).
 
     When a MATCH_RECOGNIZE reads a ``kit.Stream``, the rows it dropped as late (Flink drops
     them silently) are in ``result.late_rows``: a DataFrame of the input rows with their
     ``seq`` and the ``watermark`` that made them late (a list when several inputs are streams).
     With one MATCH_RECOGNIZE, ``result.match_details`` has every input row with its
     ``match_number``, ``classifier`` and ``late`` (see ``MatchResult.details``), for
-    ``kit.viz.match_timeline``.
+    ``kit.viz.match_timeline``. Each interval join run is in ``result.interval_joins``
+    (``IntervalJoin``: ``details()`` has the rows it dropped as late).
     """
     if semantics not in SEMANTICS:
         raise KitError(f"semantics={semantics!r} is not one of " + ", ".join(map(repr, SEMANTICS)))
@@ -106,6 +119,10 @@ def sql(query: str, semantics: str = "flink", aggregates: dict | None = None, co
         result = result.drop(VERSION)
     if run.temporal_joins:
         result.temporal_joins = run.temporal_joins
+    if LINK_LEFT in result.columns or LINK_RIGHT in result.columns:   # the interval joins' link
+        result = result.drop(LINK_LEFT, LINK_RIGHT)
+    if run.interval_joins:
+        result.interval_joins = run.interval_joins
     return result
 
 
@@ -124,6 +141,7 @@ class _Run(Resolver):
         self.tables = {}           # registered name, lower case -> the table as given
         self.joins = {}            # id(TemporalCall) -> (left view, right view, left qualifier)
         self.temporal_joins = []   # each TemporalJoin run
+        self.interval_joins = []   # each IntervalJoin run
 
     def register(self, name, table):
         self.tables[name.lower()] = table
@@ -183,6 +201,24 @@ class _Run(Resolver):
             self.temporal_joins.append(join)
             self.joins[id(call)] = (self._temp_view(left, call.left, call.left),
                                     self._temp_view(right, call.table, call.table), qualifier)
+        return self.joins[id(call)]
+
+    def stream(self, name):
+        return self.streams.get(name.lower())
+
+    def interval(self, call):
+        if id(call) not in self.joins:
+            join = IntervalJoin(self.streams[call.left.lower()], self.streams[call.right.lower()], call.keys,
+                                call.bounds, call.how, self.options.get("interleave", "event_time"),
+                                self.options.get("clock"))
+            left, right = join.views()
+            if call.how != "inner":                # the pairs that meet all of ON (module doc of sql.interval)
+                views = (self._temp_view(left, call.left, call.left), self._temp_view(right, call.right, call.right))
+                met = self.sql(true_pairs(call, self.query, tokenize(self.query), *views))
+                left, right = join.views(met.toDF(LINK_LEFT, LINK_RIGHT))
+            self.interval_joins.append(join)
+            self.joins[id(call)] = (self._temp_view(left, call.left, call.left),
+                                    self._temp_view(right, call.right, call.right))
         return self.joins[id(call)]
 
     def sql(self, rewritten: Rewritten):

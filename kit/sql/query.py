@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from .cursor import Cursor
 from .errors import SqlError
 from .expressions import ExpressionParser
+from .interval import find_interval_joins
 from .lexer import Token, tokenize
 from .match_recognize import MatchRecognizeParser
 from .temporal import find_temporal_joins
@@ -92,6 +93,15 @@ class Resolver:
     def temporal(self, call) -> tuple[str, str, str]:
         """Run the temporal join ``call`` (``temporal.TemporalCall``): the views of its left
         and right rows, each with ``__kit_v``, and the left side's qualifier."""
+        raise NotImplementedError
+
+    def stream(self, name: str):
+        """The ``kit.Stream`` registered as ``name``, or None (interval joins need two)."""
+        return None
+
+    def interval(self, call) -> tuple[str, str]:
+        """Run the interval join ``call`` (``interval.IntervalCall``): the views of its left
+        and right rows, linked pair by pair with ``__kit_l``/``__kit_r``."""
         raise NotImplementedError
 
 
@@ -188,6 +198,10 @@ class _Renderer:
         self.temporal_left = {c.left_index: c for c in self.temporal.values()}
         self.temporal_cond = {c.cond_word: c for c in self.temporal.values() if c.cond}
         self.temporal_end = {c.cond[1]: c for c in self.temporal.values() if c.cond}
+        self.interval = find_interval_joins(query, tokens, resolver.stream)   # by ON / WHERE
+        self.interval_tables = {i: (c, k) for c in self.interval.values()
+                                for k, i in enumerate((c.left_index, c.right_index))}
+        self.temporal_end.update({c.cond[1]: c for c in self.interval.values()})   # closes it too
 
     def render(self, lo: int, hi: int) -> Rewritten:
         toks = self.tokens
@@ -215,6 +229,13 @@ class _Renderer:
                 _, _, lq = self.resolver.temporal(call)
                 out.copy(done, tok.end)
                 out.replace(f" `{lq}`.__kit_v = `{call.alias}`.__kit_v AND (", tok.end)
+                done, i = tok.end, i + 1
+                continue
+            if i in self.interval:                # ON / WHERE: the pair link
+                if tok.is_word("WHERE"):
+                    context[-1] = "WHERE"
+                out.copy(done, tok.end)
+                out.replace(self.interval[i].link(), tok.end)
                 done, i = tok.end, i + 1
                 continue
             if i in self.found:
@@ -253,7 +274,8 @@ class _Renderer:
                 context[-1] = tok.value
             elif self._is_table(i, context[-1]):
                 view = (self.resolver.temporal(self.temporal_left[i])[0] if i in self.temporal_left
-                        else self.resolver.view(tok.value))
+                        else self.resolver.interval(self.interval_tables[i][0])[self.interval_tables[i][1]]
+                        if i in self.interval_tables else self.resolver.view(tok.value))
                 if view is not None and self.group_window and not self.group_window[0].table:   # its table: the first
                     call = self.group_window[0]
                     call.table, call.table_token = tok.value, tok
