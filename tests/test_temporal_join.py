@@ -348,3 +348,20 @@ def test_fast_path_equals_the_replay_on_spark(spark, streams, how):
     assert fast.df.collect() == replayed.df.collect()
     expected = {p for p in merge_asof(left, right) if how == "left" or p[1] is not None}
     assert {(row.id, row.version) for row in fast.df.collect()} == expected
+
+
+def test_a_row_without_event_time_is_rejected_with_its_place(spark):
+    orders = spark.createDataFrame([(1, "EUR", "a"), (None, "EUR", "b")], "t long, k string, id string")
+    rates = spark.createDataFrame([(0, "EUR", 1.0)], "t long, k string, rate double")
+    join = temporal_join(kit.stream(orders, time="t"), kit.stream(rates, time="t", primary_key="k"), on="k")
+    with pytest.raises(Exception, match="row left input, seq=1 has NULL event time in column 't'"):
+        join.df.collect()
+
+
+@pytest.mark.parametrize("times, late", [([20, 30, 40, 50], False), ([20, 30, 5, 40], True), ([30, 20, 40, 50], True)])
+def test_the_late_check_carries_the_watermark_across_partitions(spark, times, late):
+    from kit.joins.asof import has_late
+    rows = spark.sparkContext.parallelize([(t,) for t in times], 2)     # [a, b] | [c, d]
+    df = spark.createDataFrame(rows, "t long")
+    assert df.rdd.getNumPartitions() == 2
+    assert has_late(kit.stream(df, time="t")) is late

@@ -62,15 +62,17 @@ def has_late(s: Stream) -> bool:
                 g = np.where(np.isnan(g), -np.inf, g)
             before = np.maximum.accumulate(np.concatenate([[-np.inf if high is None else high], g]))[:-1]
             late = late or bool((ts <= before).any())
-            low = float(np.nanmin(ts)) if low is None else min(low, float(np.nanmin(ts)))
+            known = ts[~np.isnan(ts)]
+            if known.size:
+                low = float(known.min()) if low is None else min(low, float(known.min()))
             high = float(max(before[-1], g[-1]))
         if part is not None:
-            yield pa.RecordBatch.from_pydict({"_part": [part], "_min": [int(low)], "_max": [
+            yield pa.RecordBatch.from_pydict({"_part": [part], "_min": [None if low is None else int(low)], "_max": [
                 None if high == -np.inf else int(high)], "_late": [late]}, schema=_SUMMARY)
 
     carry = None
     for r in sorted(df.mapInArrow(per_task, schema).collect(), key=lambda r: r._part):
-        if r._late or (carry is not None and r._min <= carry):
+        if r._late or (carry is not None and r._min is not None and r._min <= carry):
             return True
         if r._max is not None:
             carry = r._max if carry is None else max(carry, r._max)

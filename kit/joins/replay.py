@@ -49,7 +49,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..errors import KitError
-from ..stream import Stream, _scan, epoch_ms, prepared
+from ..stream import Stream, _scan, epoch_ms, null_time_error, prepared
 from ..time import Clock, Duration, WatermarkStrategy
 
 __all__ = ["LEFT", "RIGHT", "MIN_TIME", "MAX_TIME", "INTERLEAVINGS", "Arrival", "Watermarks",
@@ -148,8 +148,10 @@ def _side(s: Stream, side: int, columns: list) -> DataFrame:
         pt = F.col("_pi")
     else:
         pt = F.lit(None).cast("long")
-    return df.select(F.lit(side).alias("_side"), F.col("seq").alias("_seq"), "_ts",
-                     F.coalesce(F.col("_ts") <= F.col("_wmb"), F.lit(False)).alias("_late"),
+    where = F.concat(F.lit(f"{'left' if side == LEFT else 'right'} input, seq="), F.col("seq").cast("string"))
+    late = F.when(F.col("_ts").isNull(), null_time_error(s.time, where).cast("boolean")).otherwise(
+        F.coalesce(F.col("_ts") <= F.col("_wmb"), F.lit(False)))
+    return df.select(F.lit(side).alias("_side"), F.col("seq").alias("_seq"), "_ts", late.alias("_late"),
                      "_wmi", "_mx", pt.alias("_spt"), F.struct(*columns).alias("_v"))
 
 
