@@ -113,7 +113,7 @@ from typing import Any, Callable, NamedTuple
 
 from ..errors import KitError
 from ..time import Duration
-from .replay import LEFT, MAX_TIME, MIN_TIME, RIGHT, Arrival, Watermarks, replay  # noqa: F401
+from .replay import LEFT, MAX_TIME, MIN_TIME, RIGHT, Arrival, Watermarks, check_inputs, replay  # noqa: F401
 
 __all__ = ["IntervalBounds", "Output", "IntervalJoinResult", "run_key", "merge_order", "HOWS",
            "IntervalJoin", "interval_join"]
@@ -443,20 +443,12 @@ class IntervalJoin:
     clock: Any = None
 
     def __post_init__(self):
-        from ..stream import Stream
-        for what, s in (("left", self.left), ("right", self.right)):
-            if not isinstance(s, Stream):
-                raise KitError(f"the {what} input must be a kit.stream(...); got {type(s).__name__}")
         if not isinstance(self.bounds, IntervalBounds):
             raise KitError(f"bounds must be an IntervalBounds(lower, upper); got {self.bounds!r}")
         if self.how not in HOWS:
             raise KitError(f"how={self.how!r} is not one of " + ", ".join(map(repr, HOWS)))
         object.__setattr__(self, "keys", tuple(tuple(k) for k in self.keys))
-        for l, r in self.keys:
-            if l not in self.left.source.columns:
-                raise KitError(f"key {l!r} is not a column of the left input; columns are {self.left.source.columns}")
-            if r not in self.right.source.columns:
-                raise KitError(f"key {r!r} is not a column of the right input; columns are {self.right.source.columns}")
+        check_inputs(self.left, self.right, self.keys)
 
     # -- the replay ----------------------------------------------------------------------
     @cached_property

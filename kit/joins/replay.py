@@ -53,7 +53,7 @@ from ..stream import Stream, _scan, epoch_ms, null_time_error, prepared
 from ..time import Clock, Duration, WatermarkStrategy
 
 __all__ = ["LEFT", "RIGHT", "MIN_TIME", "MAX_TIME", "INTERLEAVINGS", "Arrival", "Watermarks",
-           "replay", "interleaved", "watermarks"]
+           "check_inputs", "replay", "interleaved", "watermarks"]
 
 LEFT, RIGHT = 0, 1
 MIN_TIME, MAX_TIME = -(1 << 63), (1 << 63) - 1
@@ -132,6 +132,19 @@ def replay(left: list, right: list, sides: str, left_watermark: WatermarkStrateg
             rises.append((pos, now, proctime))
     positions, values, proctimes = zip(*rises) if rises else ((), (), ())
     return arrivals, Watermarks(positions, values, proctimes, len(sides))
+
+
+def check_inputs(left, right, keys) -> None:
+    """Both inputs are ``kit.stream``s and each ``(left column, right column)`` of ``keys``
+    names a column of its side; else a KitError saying which."""
+    for what, s in (("left", left), ("right", right)):
+        if not isinstance(s, Stream):
+            raise KitError(f"the {what} input must be a kit.stream(...); got {type(s).__name__}")
+    for l, r in keys:
+        if l not in left.source.columns:
+            raise KitError(f"key {l!r} is not a column of the left input; columns are {left.source.columns}")
+        if r not in right.source.columns:
+            raise KitError(f"key {r!r} is not a column of the right input; columns are {right.source.columns}")
 
 
 def _side(s: Stream, side: int, columns: list) -> DataFrame:

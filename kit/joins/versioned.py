@@ -40,7 +40,7 @@ from ..errors import KitError
 from ..stream import Stream, prepared
 from ..time import Clock, Duration
 from . import asof
-from .replay import LEFT, MAX_TIME, MIN_TIME, RIGHT, Arrival, Watermarks, interleaved, watermarks
+from .replay import LEFT, MAX_TIME, MIN_TIME, RIGHT, Arrival, Watermarks, check_inputs, interleaved, watermarks
 from .temporal import HOWS, Fate, StateRetention, event_time_join, processing_time_join
 
 __all__ = ["TemporalJoin", "TemporalTableFunction", "temporal_join", "time_kind", "VERSION"]
@@ -124,9 +124,7 @@ class TemporalJoin:
     engine: str = "auto"
 
     def __post_init__(self):
-        for what, s in (("left", self.left), ("right", self.right)):
-            if not isinstance(s, Stream):
-                raise KitError(f"the {what} input must be a kit.stream(...); got {type(s).__name__}")
+        check_inputs(self.left, self.right, self.keys)
         if self.how not in HOWS:
             raise KitError(f"how={self.how!r}: a temporal join is 'inner' or 'left' (Flink supports "
                            "no other join type for it)")
@@ -136,11 +134,6 @@ class TemporalJoin:
             raise KitError(f"engine={self.engine!r} is not one of " + ", ".join(map(repr, _ENGINES)))
         if not self.keys:
             raise KitError("on= names no key column")
-        for l, r in self.keys:
-            if l not in self.left.source.columns:
-                raise KitError(f"key {l!r} is not a column of the left input; columns are {self.left.source.columns}")
-            if r not in self.right.source.columns:
-                raise KitError(f"key {r!r} is not a column of the right input; columns are {self.right.source.columns}")
         missing = [c for c in self.right.primary_key if c not in [r for _, r in self.keys]]
         if missing:
             raise KitError(f"the versioned table's primary key {list(self.right.primary_key)} must be in the "
@@ -171,7 +164,7 @@ class TemporalJoin:
             left_view = met.select("_vl.*", F.col("_v").alias(VERSION))
         else:
             right_view = self.merged.where(F.col("_side") == RIGHT).select("_vr.*", F.col("_seq").alias(VERSION))
-            fates = self._replayed()
+            fates = self.replayed
             left_view = (fates.where((F.col("_side") == LEFT) & (F.col("_fate") != "expired"))
                          .select(*[F.col("_vl")[c].alias(c) for c in lcols],
                                  F.when(F.col("_fate") == "joined", F.col("_vseq")).alias(VERSION)))
@@ -200,7 +193,7 @@ class TemporalJoin:
         end), ``at`` (the watermark then, or the processing time; NULL at the end of input),
         ``version_seq``/``version_time`` (the version a left row met), ``timer`` (the event
         timer that emitted it), ``left``/``right`` (the values)."""
-        return self._replayed().select(
+        return self.replayed.select(
             F.when(F.col("_side") == LEFT, "left").otherwise("right").alias("side"), F.col("_seq").alias("seq"),
             F.col("_pos").alias("pos"), F.col("_fate").alias("fate"), F.col("_at_pos").alias("at_pos"),
             F.col("_at").alias("at"), F.col("_vseq").alias("version_seq"), F.col("_vts").alias("version_time"),
@@ -241,6 +234,12 @@ class TemporalJoin:
     @cached_property
     def watermarks(self) -> Watermarks:
         return watermarks(self.merged)
+
+    @cached_property
+    def replayed(self) -> DataFrame:
+        """``_replayed()``, computed once when first read (``localCheckpoint``): ``views``,
+        ``fates`` and ``emissions`` all read it."""
+        return self._replayed().localCheckpoint()
 
     def _replayed(self) -> DataFrame:
         """Every arrival's fate (schema ``_FATES``, plus ``_vl``/``_vr``), replayed per key."""
