@@ -185,8 +185,8 @@ def test_parallel_scan_equals_sequential_loop(spark, times, delay, partitions):
     df = (spark.range(0, len(times), numPartitions=partitions)
                .withColumn("ts", F.element_at(F.array(*[F.lit(t) for t in times]), F.col("id").cast("int") + 1)))
     s = kit.stream(df, time="ts", watermark=Duration.of_millis(delay))
-    assert annotations(s, "seq", "id") == [(i, i) for i in range(len(times))]
-    assert annotations(s, "watermark", "late") == reference(times, delay)
+    assert annotations(s, "seq", "id", "watermark", "late") == [
+        (i, i, *r) for i, r in enumerate(reference(times, delay))]
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -194,5 +194,4 @@ def test_parallel_scan_equals_sequential_loop(spark, times, delay, partitions):
 def test_explicit_order_survives_repartitioning(spark, times, partitions):
     df = spark.createDataFrame(list(enumerate(times)), "arrival long, ts long").repartition(partitions)
     s = kit.stream(df, time="ts", order="arrival", watermark=Duration.of_millis(5))
-    assert annotations(s, "arrival") == [(i,) for i in range(len(times))]
-    assert annotations(s, "watermark", "late") == reference(times, 5)
+    assert annotations(s, "arrival", "watermark", "late") == [(i, *r) for i, r in enumerate(reference(times, 5))]

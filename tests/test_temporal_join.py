@@ -319,34 +319,46 @@ def merge_asof(left, right):
     return {(i, None if pd.isna(v) else v) for i, v in zip(out.id, out.version)}
 
 
+def newest_so_far(right):
+    """The rows a deduplicated view keeps: each at or after the newest earlier one of its key."""
+    top, kept = {}, []
+    for t, (k, i) in right:
+        if k not in top or t >= top[k]:
+            top[k] = t
+            kept.append((t, (k, i)))
+    return kept
+
+
 @settings(max_examples=300, deadline=None)
-@given(two_streams())
-def test_without_late_rows_the_replay_equals_merge_asof_whatever_the_interleaving(streams):
+@given(two_streams(), st.sampled_from([None, "last"]))
+def test_without_late_rows_the_replay_equals_merge_asof_whatever_the_interleaving(streams, deduplicate):
+    """... and a versioned view by deduplication joins like its newest-so-far rows."""
     left, right, sides = streams
     bounded = WatermarkStrategy.for_bounded_out_of_orderness(Duration(5))
     arrivals, W = replay(left, right, sides, bounded, bounded)
     assert not any(a.late for a in arrivals)
     got = set()
     for k in "ab":
-        for e in event_time_join([a for a in arrivals if a.row[0] == k], W, "left").emitted:
+        for e in event_time_join([a for a in arrivals if a.row[0] == k], W, "left", deduplicate=deduplicate).emitted:
             got.add((e.left.row[1], e.right and e.right.row[1]))
-    assert got == merge_asof(left, right)
+    assert got == merge_asof(left, newest_so_far(right) if deduplicate else right)
 
 
 @settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(two_streams(), st.sampled_from(["inner", "left"]))
-def test_fast_path_equals_the_replay_on_spark(spark, streams, how):
+@given(two_streams(), st.sampled_from(["inner", "left"]), st.sampled_from([None, "last"]))
+def test_fast_path_equals_the_replay_on_spark(spark, streams, how, deduplicate):
     left, right, _ = streams
     frame = lambda rows, name: spark.createDataFrame(
         [(t, k, i) for t, (k, i) in rows], f"t long, k string, {name} string")
     bounded = WatermarkStrategy.for_bounded_out_of_orderness(Duration(5))
     l = kit.stream(frame(left, "id"), time="t", watermark=bounded)
     r = kit.stream(frame(right, "version"), time="t", watermark=bounded, primary_key="k")
-    fast = temporal_join(l, r, on="k", how=how)
+    fast = temporal_join(l, r, on="k", how=how, deduplicate=deduplicate)
     assert fast.fast                                       # no late row: auto picks the as-of path
-    replayed = temporal_join(l, r, on="k", how=how, engine="replay")
+    replayed = temporal_join(l, r, on="k", how=how, deduplicate=deduplicate, engine="replay")
     assert fast.df.collect() == replayed.df.collect()
-    expected = {p for p in merge_asof(left, right) if how == "left" or p[1] is not None}
+    versions = newest_so_far(right) if deduplicate else right
+    expected = {p for p in merge_asof(left, versions) if how == "left" or p[1] is not None}
     assert {(row.id, row.version) for row in fast.df.collect()} == expected
 
 
@@ -365,3 +377,84 @@ def test_the_late_check_carries_the_watermark_across_partitions(spark, times, la
     df = spark.createDataFrame(rows, "t long")
     assert df.rdd.getNumPartitions() == 2
     assert has_late(kit.stream(df, time="t")) is late
+
+
+# -- versioned views by deduplication --------------------------------------------------
+
+def test_a_deduplicated_view_keeps_the_last_row_by_time_and_drops_older_ones():
+    rates = [(10, ("EUR", "r0")), (30, ("EUR", "r1")), (20, ("EUR", "r2")), (30, ("EUR", "r3"))]
+    orders = [(25, ("o1", "EUR")), (35, ("o2", "EUR"))]
+    arrivals, W = replay(orders, rates, "RRRRLL", NONE, NONE)
+    result = event_time_join(arrivals, W, "left", deduplicate="last")
+    # r2 (20) is older than r1 (30): the view drops it; r3 (30, the same time) replaces r1
+    assert {f.arrival.row[1]: f.fate for f in result.fates if f.arrival.side == RIGHT} == {
+        "r0": "cleaned", "r1": "replaced", "r2": "deduplicated", "r3": "kept"}
+    assert [(e.left.row[0], e.right.row[1]) for e in result.emitted] == [("o1", "r0"), ("o2", "r3")]
+    # without the view, r2 is a version of its own and o1 meets it
+    plain = event_time_join(arrivals, W, "left")
+    assert [(e.left.row[0], e.right.row[1]) for e in plain.emitted] == [("o1", "r2"), ("o2", "r3")]
+    # keeping the first row (ORDER BY time ASC): only a strictly earlier time passes
+    first = event_time_join(arrivals, W, "left", deduplicate="first")
+    assert [f.arrival.row[1] for f in first.fates if f.fate == "deduplicated"] == ["r1", "r2", "r3"]
+
+
+def test_a_deduplicated_views_state_expires_ttl_after_its_last_write():
+    rates = [(30, ("EUR", "r0")), (20, ("EUR", "r1")), (10, ("EUR", "r2"))]
+    arrivals, W = replay([], rates, "RRR", NONE, NONE, clock=Clock(datetime(2024, 1, 1), Duration.of_minutes(1)))
+    ttl = StateRetention(Duration.of_minutes(2))
+    fates = {f.arrival.row[1]: f.fate for f in event_time_join(arrivals, W, "left", retention=ttl,
+                                                               deduplicate="last").fates if f.fate != "expired"}
+    # r1 comes 1 min after r0's write: dropped; r2 comes 2 min after: r0's state expired, r2 passes
+    assert fates == {"r0": "kept", "r1": "deduplicated", "r2": "cleaned"}
+
+
+VIEW = """WITH versioned_rates AS (
+  SELECT currency, rate, update_time FROM (
+    SELECT *, ROW_NUMBER() OVER (PARTITION BY currency ORDER BY update_time DESC) AS rownum
+    FROM rates)
+  WHERE rownum = 1)
+SELECT o.order_id, r.* FROM orders AS o
+LEFT JOIN versioned_rates FOR SYSTEM_TIME AS OF o.order_time AS r ON o.currency = r.currency"""
+
+
+def test_sql_versioned_view_by_deduplication(golden_streams):
+    orders, rates = golden_streams
+    o = kit.stream(orders, time="order_time", watermark=SQL0)
+    slow = WatermarkStrategy.for_sql_delay(Duration.of_minutes(60))
+    view = kit.sql(VIEW, orders=o, rates=kit.stream(rates, time="update_time", watermark=slow))
+    table = kit.sql(VIEW.split("\n", 5)[-1].replace("versioned_rates", "rates"), orders=o,
+                    rates=kit.stream(rates, time="update_time", watermark=slow, primary_key="currency"))
+    assert view.columns == ["order_id", "currency", "rate", "update_time"]
+    join = view.temporal_joins[0]
+    assert (join.deduplicate, join.right.primary_key) == ("last", ("currency",))
+    # the rates file is out of order: the view drops the versions older than one it has seen
+    dropped = [(r.right["currency"], r.right["update_time"].strftime("%H:%M")) for r in
+               join.fates().where("fate = 'deduplicated'").orderBy("pos").collect()]
+    assert dropped == [("EUR", "10:15"), ("GBP", "10:45")]
+    met = {r.order_id: r.rate for r in view.collect()}
+    assert (met["o3"], met["o5"]) == (1.10, 1.30)           # the versioned table gives 1.11 and 1.29
+    assert {r.order_id: r.rate for r in table.collect()} == {**met, "o3": 1.11, "o5": 1.29}
+    # ORDER BY ASC keeps the first row; rownum comes along with SELECT *
+    first = kit.sql(VIEW.replace("DESC", "ASC").replace("SELECT currency, rate, update_time FROM", "SELECT * FROM"),
+                    orders=o, rates=kit.stream(rates, time="update_time", watermark=slow))
+    assert first.columns[-1] == "rownum" and {r.rownum for r in first.collect()} <= {1, None}
+    assert first.temporal_joins[0].deduplicate == "first"
+
+
+@pytest.mark.parametrize("change, at, message", [
+    (("ORDER BY update_time DESC", "ORDER BY rate DESC"), "rate DESC",
+     "Event-Time Temporal Table Join requires both primary key and row time attribute"),
+    (("WHERE rownum = 1", "WHERE rownum = 2"), "= 2", "a versioned view is a deduplication"),
+    (("SELECT currency, rate, update_time FROM", "SELECT currency, rate FROM"), "rates)",
+     "the versioned view must keep its primary key and time attribute; it drops ['update_time']"),
+    (("FROM rates)", "FROM plain)"), "plain)", "plain is not a stream"),
+])
+def test_sql_versioned_view_errors(golden_streams, change, at, message):
+    orders, rates = golden_streams
+    query = VIEW.replace(*change)
+    with pytest.raises(kit.SqlError) as error:
+        kit.sql(query, orders=kit.stream(orders, time="order_time", watermark=SQL0), plain=rates,
+                rates=kit.stream(rates, time="update_time", watermark=SQL0))
+    assert message in str(error.value)
+    before = query[:query.index(at)]
+    assert f"line {before.count(chr(10)) + 1}, column {len(before) - before.rfind(chr(10))}" in str(error.value)

@@ -78,12 +78,13 @@ class Arrival:
 class Watermarks:
     """The operator watermark after each merged position, kept as its rises: ``positions``
     (increasing) where it rose to ``values`` (increasing), with the processing time then.
-    The end of input (position ``n``) raises it to ``MAX_TIME``."""
+    The end of input (position ``n``) raises it to ``MAX_TIME``, at the last arrival's
+    processing time ``end``."""
 
-    def __init__(self, positions, values, proctimes, n: int):
+    def __init__(self, positions, values, proctimes, n: int, end: int | None = None):
         self.positions = np.append(np.asarray(positions, dtype=np.int64), n)
         self.values = np.append(np.asarray(values, dtype=np.int64), np.int64(MAX_TIME))
-        self.proctimes = list(proctimes) + [proctimes[-1] if len(proctimes) else None]
+        self.proctimes = list(proctimes) + [end]
         self.n = n
 
     def after(self, pos: int) -> int:
@@ -131,7 +132,7 @@ def replay(left: list, right: list, sides: str, left_watermark: WatermarkStrateg
             level = now
             rises.append((pos, now, proctime))
     positions, values, proctimes = zip(*rises) if rises else ((), (), ())
-    return arrivals, Watermarks(positions, values, proctimes, len(sides))
+    return arrivals, Watermarks(positions, values, proctimes, len(sides), arrivals[-1].proctime if arrivals else None)
 
 
 def check_inputs(left, right, keys) -> None:
@@ -208,7 +209,8 @@ def interleaved(left: Stream, right: Stream, interleave: str = "event_time",
 def watermarks(merged: DataFrame) -> Watermarks:
     """The rises of ``_W`` over ``interleaved(...)`` rows, collected to the driver."""
     rows = merged.groupBy("_W").agg(F.min("_pos").alias("p"), F.min_by("_pt", "_pos").alias("t"),
-                                    F.count(F.lit(1)).alias("n")).collect()
+                                    F.count(F.lit(1)).alias("n"), F.max("_pt").alias("end")).collect()
     n = sum(r.n for r in rows)
+    end = max((r.end for r in rows if r.end is not None), default=None)     # a clock never goes back
     rows = sorted((r for r in rows if r._W is not None), key=lambda r: r._W)
-    return Watermarks([r.p for r in rows], [r._W for r in rows], [r.t for r in rows], n)
+    return Watermarks([r.p for r in rows], [r._W for r in rows], [r.t for r in rows], n, end)

@@ -19,6 +19,13 @@ operator watermark ``W`` passes the timer:
 Neither input is checked for lateness: a late version still serves left rows not yet
 emitted, a late left row joins whatever versions survived the cleanup.
 
+**Versioned view by deduplication** (``ROW_NUMBER() OVER (PARTITION BY key ORDER BY time
+DESC) = 1``): ``RowTimeDeduplicateFunction`` sits in front of the right input. Keeping the
+last row, it passes a row whose time is at or after the key's current one (as ``+I``, then
+``+U``) and drops an older one (Flink asks it for no ``-U``, so nothing is retracted);
+keeping the first (``ASC``), it passes only a strictly earlier time. Its state (the key's
+current row) expires ``ttl`` after its last write, on processing time.
+
 **Processing time** (``TemporalProcessTimeJoinOperator``, the temporal table function join
 ``LATERAL TABLE (Rates(o.proctime))``). Only the right row last seen per key is kept; a
 left row joins it at once, when it arrives (a right row arriving just after is missed).
@@ -109,7 +116,8 @@ class Fate:
     ``cleaned`` (dropped by a watermark cleanup), ``replaced`` (by a later arrival with the
     same key and time; processing time: by any later row), ``deleted`` and ``deletion``
     (processing time: a ``-U``/``-D`` row removed it), ``expired``, ``kept`` (in state at
-    the end, ``pos`` None), ``null_key`` (a NULL key meets no left row). ``pos``: merged position when it happened; ``at``: the watermark (event) or processing time then;
+    the end, ``pos`` None), ``null_key`` (a NULL key meets no left row), ``deduplicated``
+    (a versioned view's deduplication dropped it: not newer than the key's current row). ``pos``: merged position when it happened; ``at``: the watermark (event) or processing time then;
     ``version``: the right arrival a left row met."""
     arrival: Arrival
     fate: str
@@ -165,6 +173,32 @@ class _Retention:
         return cleans
 
 
+class _Dedup:
+    """The deduplication in front of one key's right input (``RowTimeDeduplicateFunction``):
+    ``keep`` ``"last"`` or ``"first"`` row by time, None for no deduplication."""
+
+    def __init__(self, keep: str | None, retention: StateRetention | None):
+        self.keep = keep
+        self.ttl = retention.ttl.millis if retention is not None and retention.ttl.millis > 0 else None
+        self.time = None                  # the key's current row's time
+        self.written = None               # the processing time of its last write
+
+    def passes(self, a: Arrival) -> bool:
+        """Whether right arrival ``a`` leaves the deduplication (and becomes the current row)."""
+        if self.keep is None:
+            return True
+        if self.ttl is not None:
+            if a.proctime is None:
+                raise KitError("state retention runs on processing time: give the join a clock "
+                               "(clock=Clock(...)) or both inputs proctime=")
+            if self.written is not None and self.written + self.ttl <= a.proctime:
+                self.time = None          # the state expired: the row counts as the first
+        if self.time is None or (a.time >= self.time if self.keep == "last" else a.time < self.time):
+            self.time, self.written = a.time, a.proctime
+            return True
+        return False
+
+
 def _check(how):
     if how not in HOWS:
         raise KitError(f"how={how!r}: a temporal join is INNER or LEFT; got {how!r} "
@@ -184,8 +218,10 @@ def _joins(left: Arrival, version: Arrival | None, condition) -> str:
 
 def event_time_join(arrivals: list, watermarks: Watermarks, how: str = "inner",
                     condition: Callable | None = None,
-                    retention: StateRetention | None = None) -> KeyResult:
-    """Replay one key's ``arrivals`` (merged order) through ``TemporalRowTimeJoinOperator``."""
+                    retention: StateRetention | None = None, deduplicate: str | None = None) -> KeyResult:
+    """Replay one key's ``arrivals`` (merged order) through ``TemporalRowTimeJoinOperator``;
+    ``deduplicate``: the right input is a versioned view keeping the ``"last"`` (or
+    ``"first"``) row per key by time."""
     _check(how)
     out = KeyResult()
     left = {}                              # counter -> arrival (a dict keeps arrival order)
@@ -194,6 +230,7 @@ def event_time_join(arrivals: list, watermarks: Watermarks, how: str = "inner",
     registered = None                      # registeredTimer
     timers = set()                         # the timer service's event-time timers
     ttl = _Retention(retention)
+    dedup = _Dedup(deduplicate, retention)
 
     def smallest(t):
         nonlocal registered
@@ -253,6 +290,10 @@ def event_time_join(arrivals: list, watermarks: Watermarks, how: str = "inner",
         if end:
             break
         expire(a.proctime, a.pos)
+        if a.side != LEFT and not dedup.passes(a):
+            out.fates.append(Fate(a, "deduplicated", a.pos))
+            cursor = a.pos
+            continue
         if a.side == LEFT:
             left[counter] = a
             counter += 1

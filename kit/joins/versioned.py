@@ -17,6 +17,11 @@ member             what it holds
                    ``emitted_pos``, ``watermark``, ``proctime``, ``version_time``
 =================  ===========================================================================
 
+The right side may also be an append-only stream made a versioned view by deduplication
+(``deduplicate="last"``: Flink's ``ROW_NUMBER() OVER (PARTITION BY key ORDER BY time DESC)
+= 1``): a row older than one its key has seen never becomes a version (fate
+``deduplicated``).
+
 Engines: the as-of fast path (``asof.py``) when it gives the replay's answer (event time,
 no state retention, no late row on either input), else the per-key replay (``temporal.py``):
 both inputs merged (``replay.interleaved``), spread over tasks by key and sorted by
@@ -26,11 +31,11 @@ operator watermark's rises in hand. ``fates()`` and ``emissions()`` always repla
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import pyarrow as pa
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -55,7 +60,8 @@ _FATES = T.StructType([T.StructField(n, t) for n, t in (
 
 def temporal_join(left: Stream, right: Stream, on, how: str = "inner", *, time: str = "event",
                   interleave: str = "event_time", clock: Clock | None = None,
-                  state_ttl: Duration | None = None, engine: str = "auto") -> "TemporalJoin":
+                  state_ttl: Duration | None = None, deduplicate: str | None = None,
+                  engine: str = "auto") -> "TemporalJoin":
     """Join each row of ``left`` with the version of ``right`` valid at its time.
 
     - ``on``: the key: a column name both inputs have, or ``{left_column: right_column}``;
@@ -65,11 +71,17 @@ def temporal_join(left: Stream, right: Stream, on, how: str = "inner", *, time: 
       or ``"processing"`` (the temporal table function join: joins at arrival).
     - ``interleave``, ``clock``: the merged arrival order and processing-time clock
       (``replay.interleaved``); ``state_ttl``: ``table.exec.state.ttl``.
+    - ``deduplicate``: ``"last"`` makes ``right`` (append-only) a versioned view by
+      deduplication, Flink's ``ROW_NUMBER() OVER (PARTITION BY key ORDER BY time DESC) = 1``
+      with the right columns of ``on`` as ``key`` (``"first"``: ``ASC``); ``fates()`` shows
+      the rows it dropped.
     """
     pairs = tuple(on.items()) if isinstance(on, dict) else \
         tuple((c, c) for c in ((on,) if isinstance(on, str) else on))
+    if deduplicate is not None and isinstance(right, Stream) and not right.primary_key:
+        right = replace(right, primary_key=tuple(r for _, r in pairs))
     return TemporalJoin(left, right, pairs, how, time, interleave, clock,
-                        StateRetention(state_ttl) if state_ttl is not None else None, engine)
+                        StateRetention(state_ttl) if state_ttl is not None else None, engine, deduplicate)
 
 
 @dataclass(frozen=True)
@@ -122,6 +134,7 @@ class TemporalJoin:
     clock: Clock | None = None
     retention: StateRetention | None = None
     engine: str = "auto"
+    deduplicate: str | None = None    # "last" / "first": right is a versioned view by deduplication
 
     def __post_init__(self):
         check_inputs(self.left, self.right, self.keys)
@@ -138,6 +151,15 @@ class TemporalJoin:
         if missing:
             raise KitError(f"the versioned table's primary key {list(self.right.primary_key)} must be in the "
                            f"join key; {missing} is not (on={dict(self.keys)})")
+        if self.deduplicate not in (None, "last", "first"):
+            raise KitError(f"deduplicate={self.deduplicate!r} must be 'last' (ORDER BY time DESC), 'first' "
+                           "(ASC) or None")
+        if self.deduplicate and "op" in self.right.source.columns:
+            raise KitError("a versioned view by deduplication reads an append-only stream: Flink's "
+                           "Deduplicate doesn't support consuming update and delete changes (drop the op column)")
+        if self.deduplicate and self.time != "event":
+            raise KitError("a versioned view by deduplication serves the event-time temporal join "
+                           "(FOR SYSTEM_TIME AS OF the left table's event time)")
         if self.time == "processing" and self.retention is None and self.left.proctime is None \
                 and self.clock is None:
             raise KitError("a processing-time join runs on processing time: give the inputs proctime= "
@@ -149,7 +171,7 @@ class TemporalJoin:
         """Whether the as-of fast path gives the answer (decided once, with a pass over the inputs)."""
         if self.engine != "auto":
             return self.engine == "fast"
-        return (self.time == "event" and not (self.retention and self.retention.enabled)
+        return (self.time == "event" and not (self.retention and self.retention.ttl.millis > 0)
                 and not asof.has_late(self.left) and not asof.has_late(self.right))
 
     def views(self) -> tuple[DataFrame, DataFrame]:
@@ -222,9 +244,16 @@ class TemporalJoin:
         df = prepared(self.right)
         lt = {f.name: f.dataType for f in self.left.source.schema.fields}
         op = F.col("op") if "op" in self.right.source.columns else F.lit("+I")
-        return df.select(*[F.col(r).cast(lt[l]).alias(f"_k{i}") for i, (l, r) in enumerate(self.keys)],
+        rows = df.select(*[F.col(r).cast(lt[l]).alias(f"_k{i}") for i, (l, r) in enumerate(self.keys)],
                          "_ts", F.monotonically_increasing_id().alias("_seq"), op.alias("_op"),
                          F.struct(*self.right.source.columns).alias("_vr"))
+        if self.deduplicate:                 # the rows the deduplication passes (no TTL here)
+            before = (Window.partitionBy(*[f"_k{i}" for i in range(len(self.keys))]).orderBy("_seq")
+                      .rowsBetween(Window.unboundedPreceding, -1))
+            passes = (F.col("_ts") >= F.max("_ts").over(before) if self.deduplicate == "last"
+                      else F.col("_ts") < F.min("_ts").over(before))
+            rows = rows.withColumn("_in", F.coalesce(passes, F.lit(True))).where("_in").drop("_in")
+        return rows
 
     @cached_property
     def merged(self) -> DataFrame:
@@ -246,7 +275,7 @@ class TemporalJoin:
         merged = self.merged
         keys = [f"_k{i}" for i in range(len(self.keys))]
         marks = self.watermarks if self.time == "event" else None
-        how, retention, event = self.how, self.retention, self.time == "event"
+        how, retention, event, dedup = self.how, self.retention, self.time == "event", self.deduplicate
         has_op = "op" in self.right.source.columns
         schema = T.StructType(_FATES.fields + [merged.schema["_vl"], merged.schema["_vr"]])
         arrow = to_arrow_schema(schema, timezone="UTC")
@@ -270,7 +299,7 @@ class TemporalJoin:
                 if None in [table.column(k)[start].as_py() for k in keys]:   # NULL meets nothing
                     fates = [Fate(a, "null_key", a.pos) for a in arrivals if a.side == RIGHT]
                     arrivals = [a for a in arrivals if a.side == LEFT]
-                result = (event_time_join(arrivals, marks, how, None, retention) if event
+                result = (event_time_join(arrivals, marks, how, None, retention, dedup) if event
                           else processing_time_join(arrivals, how, None, retention))
                 batch = {}
                 for e in result.emitted:

@@ -51,6 +51,7 @@ import pandas
 from pyspark.errors import AnalysisException, ParseException
 from pyspark.errors.exceptions.base import QueryContextType
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from ..errors import KitError
 from .. import match_recognize as matching  # looked up per call, so tests can stand in
@@ -196,8 +197,12 @@ class _Run(Resolver):
 
     def temporal(self, call):
         if id(call) not in self.joins:
-            join, qualifier = plan_temporal(call, self.tables, self.query, **self.options)
+            join, qualifier, columns = plan_temporal(call, self.tables, self.query, **self.options)
             left, right = join.views()
+            if columns is not None:              # a versioned view's own columns (its rownum is 1)
+                have = {c.lower(): c for c in right.columns}
+                right = right.select(*[F.col(have[c.lower()]) if c.lower() in have else
+                                       F.lit(1).cast("long").alias(c) for c in columns], VERSION)
             self.temporal_joins.append(join)
             self.joins[id(call)] = (self._temp_view(left, call.left, call.left),
                                     self._temp_view(right, call.table, call.table), qualifier)

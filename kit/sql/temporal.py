@@ -8,6 +8,18 @@ Two forms, as Flink writes them:
 - ``FROM orders AS o, LATERAL TABLE (Rates(o.proctime)) [AS r] WHERE o.currency = r.currency``
   (or ``JOIN LATERAL TABLE (...) ON ...``): the temporal table function join.
 
+The versioned table is a ``kit.stream`` with a primary key, or a versioned view by
+deduplication named in the query's ``WITH`` (Flink's ``CREATE VIEW``)::
+
+    WITH versioned_rates AS (
+      SELECT currency, rate, update_time FROM (
+        SELECT *, ROW_NUMBER() OVER (PARTITION BY currency ORDER BY update_time DESC) AS rownum
+        FROM rates)
+      WHERE rownum = 1)
+
+whose primary key is the ``PARTITION BY`` columns and whose time the ``ORDER BY`` column,
+which must be the stream's event time.
+
 ``find_temporal_joins`` reads them from the tokens; ``kit.sql`` runs each join and the
 rewrite (``query.py``) puts the result in place: the left table becomes a view of its rows
 with ``__kit_v``, the arrival of the version each one met, the right table a view of its
@@ -18,12 +30,13 @@ projection, exactly as Flink applies them to the version met.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .cursor import Cursor
-from .lexer import Token
+from .errors import SqlError
+from .lexer import Token, tokenize
 
-__all__ = ["TemporalCall", "find_temporal_joins"]
+__all__ = ["TemporalCall", "VersionedView", "find_temporal_joins", "versioned_view"]
 
 _ENDS = ("WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "UNION", "EXCEPT", "INTERSECT", "WINDOW",
          "JOIN", "LEFT", "RIGHT", "FULL", "INNER", "CROSS", "NATURAL", "QUALIFY")
@@ -194,6 +207,130 @@ def _equality(part) -> tuple | None:
     return (a, b) if a and b else None
 
 
+@dataclass
+class VersionedView:
+    """A ``WITH`` query that deduplicates a table into a versioned view: ``SELECT outer FROM
+    (SELECT inner, ROW_NUMBER() OVER (PARTITION BY partition ORDER BY order [DESC]) AS rownum
+    FROM source) WHERE rownum = 1``; the select lists hold column names and ``*``."""
+    source: Token
+    partition: list
+    order: Token
+    keep: str                          # "last" (DESC) or "first" (ASC)
+    inner: list
+    rownum: str
+    outer: list
+
+    def columns(self, source_columns: list) -> list:
+        """The view's columns, given its source's."""
+        inner = [c for x in self.inner for c in (source_columns if x == "*" else [x])] + [self.rownum]
+        return [c for x in self.outer for c in (inner if x == "*" else [x])]
+
+
+_SHAPE = ("a versioned view is a deduplication: SELECT ... FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY "
+          "key ORDER BY time DESC) AS rownum FROM t) WHERE rownum = 1")
+
+
+def versioned_view(query: str, name: str) -> VersionedView | None:
+    """The ``WITH`` query named ``name`` as a ``VersionedView``; None when ``query`` has no
+    such ``WITH`` query; a ``SqlError`` when it is not a deduplication."""
+    tokens = tokenize(query)
+    if not tokens[0].is_word("WITH"):
+        return None
+    cur = Cursor(query, tokens, 1)
+    while cur.peek().kind == "IDENT":
+        found = cur.next().value.lower() == name.lower()
+        if cur.at_op("("):                                 # a column list
+            _skip_parens(cur)
+        cur.expect("AS")
+        if found:
+            cur.expect_op("(")
+            return _deduplication(cur)
+        _skip_parens(cur)
+        if not cur.accept_op(","):
+            break
+    return None
+
+
+def _skip_parens(cur: Cursor):
+    """Past the parenthesis that opens at the cursor."""
+    depth = 0
+    while cur.peek().kind != "EOF":
+        tok = cur.next()
+        if tok.kind == "OP" and tok.value in "()":
+            depth += 1 if tok.value == "(" else -1
+            if depth == 0:
+                return
+
+
+def _deduplication(cur: Cursor) -> VersionedView:
+    """``SELECT outer FROM (SELECT inner, ROW_NUMBER() OVER (...) [AS] rn FROM t [[AS] a]) [[AS] b]
+    WHERE rn = 1 | rn <= 1 | rn < 2)``, the cursor after the ``WITH`` query's ``(``."""
+    def fail(tok=None):
+        return cur.error(_SHAPE, tok, found=False)
+
+    def select_list(before_row_number=False):
+        items = []
+        while not (before_row_number and cur.at("ROW_NUMBER")):
+            items.append("*" if cur.accept_op("*") else _column(cur, fail))
+            if not cur.accept_op(","):
+                break
+        return items
+
+    def alias():
+        if cur.accept("AS") or cur.peek().kind == "IDENT":
+            cur.identifier("an alias")
+
+    cur.expect("SELECT")
+    outer = select_list()
+    cur.expect("FROM")
+    cur.expect_op("(")
+    cur.expect("SELECT")
+    inner = select_list(before_row_number=True)
+    if not inner or not cur.at("ROW_NUMBER"):
+        raise fail()
+    cur.next()
+    cur.expect_op("(")
+    cur.expect_op(")")
+    cur.expect("OVER")
+    cur.expect_op("(")
+    cur.expect_words("PARTITION", "BY")
+    partition = [_column(cur, fail)]
+    while cur.accept_op(","):
+        partition.append(_column(cur, fail))
+    cur.expect_words("ORDER", "BY")
+    order = cur.identifier("the versioned view's time attribute")
+    if cur.accept_op("."):
+        order = cur.identifier("a column")
+    keep = "last" if cur.accept("DESC") else "first"
+    if keep == "first":
+        cur.accept("ASC")
+    cur.expect_op(")")
+    cur.accept("AS")
+    rownum = cur.identifier("the row number's alias (AS rownum)").value
+    cur.expect("FROM")
+    source = cur.identifier("the table the view deduplicates")
+    alias()
+    cur.expect_op(")")
+    alias()
+    cur.expect("WHERE")
+    if _column(cur, fail).lower() != rownum.lower():
+        raise fail()
+    op, bound = cur.next(), cur.next()
+    if (op.value, bound.value) not in (("=", "1"), ("<=", "1"), ("<", "2")) or not cur.at_op(")"):
+        raise fail(op)
+    return VersionedView(source, partition, order, keep, inner, rownum, outer)
+
+
+def _column(cur: Cursor, fail) -> str:
+    """A column, maybe qualified (``r.rate``): its name."""
+    if cur.peek().kind != "IDENT":
+        raise fail()
+    tok = cur.next()
+    if cur.accept_op("."):
+        tok = cur.identifier("a column")
+    return tok.value
+
+
 def _left_table(tokens, call: TemporalCall):
     """The table ref before the join that the time attribute's qualifier names (the nearest
     one without a qualifier)."""
@@ -216,8 +353,8 @@ def _left_table(tokens, call: TemporalCall):
 
 def plan(call: TemporalCall, tables: dict, query: str, interleave=None, clock=None, retention=None):
     """The join ``call`` asks for, checked as Flink checks it: ``(TemporalJoin, left
-    qualifier)``; ``tables`` maps lower-case names to what ``kit.sql`` was given; the
-    options come from ``join_options``."""
+    qualifier, the right side's columns)``; ``tables`` maps lower-case names to what
+    ``kit.sql`` was given; the options come from ``join_options``."""
     from ..joins.lookup import LookupJoin, LookupTable
     from ..joins.versioned import TemporalJoin, TemporalTableFunction, time_kind
     from ..stream import Stream
@@ -236,6 +373,9 @@ def plan(call: TemporalCall, tables: dict, query: str, interleave=None, clock=No
                     call.time_token)
     left = tables.get(call.left.lower())
     right = tables.get(call.table.lower())
+    view = versioned_view(query, call.table) if right is None and not call.lateral else None
+    if view is not None:
+        right = _deduplicated(view, tables, error)
     if not isinstance(left, Stream):
         raise error("Temporal table join currently only supports 'FOR SYSTEM_TIME AS OF' left table's time "
                     f"attribute field: pass {call.left} as kit.stream(df, time={call.time_column!r}, ...) "
@@ -261,7 +401,7 @@ def plan(call: TemporalCall, tables: dict, query: str, interleave=None, clock=No
         if not pairs:
             raise error(f"a lookup join needs an equality between a column of {call.left} and one of "
                         f"{call.table} in ON", call.cond_token or call.time_token)
-        return LookupJoin(left, right, tuple(pairs), call.how), call.time_qualifier or call.left
+        return LookupJoin(left, right, tuple(pairs), call.how), call.time_qualifier or call.left, None
     else:
         if time == "processing" and isinstance(right, Stream):
             raise error("Processing-time temporal join is not supported yet. (FLINK-19830: the left rows would "
@@ -282,8 +422,38 @@ def plan(call: TemporalCall, tables: dict, query: str, interleave=None, clock=No
                     f"temporal table join: the condition needs {', '.join(f'{call.alias}.{c}' for c in missing)} "
                     f"= a column of {call.left}", call.cond_token or call.time_token)
     join = TemporalJoin(left, stream, tuple(pairs), call.how, time,
-                        interleave or ("proctime" if time == "processing" else "event_time"), clock, retention)
-    return join, call.time_qualifier or call.left
+                        interleave or ("proctime" if time == "processing" else "event_time"), clock, retention,
+                        deduplicate=view and view.keep)
+    return join, call.time_qualifier or call.left, view and view.columns(stream.source.columns)
+
+
+def _deduplicated(view: VersionedView, tables: dict, error):
+    """The stream a versioned view deduplicates, its primary key the ``PARTITION BY`` columns."""
+    from ..stream import Stream
+
+    source = tables.get(view.source.value.lower())
+    if not isinstance(source, Stream):
+        raise error(f"{view.source.value} is not a stream: pass it as kit.stream(df, time=..., watermark=...)",
+                    view.source)
+    columns = {c.lower(): c for c in source.source.columns}
+    if view.order.value.lower() != source.time.lower():
+        raise error("Event-Time Temporal Table Join requires both primary key and row time attribute in "
+                    f"versioned table, but no row time attribute can be found: the view orders by "
+                    f"{view.order.value}, not {view.source.value}'s event time {source.time}", view.order)
+    for name in view.partition + [c for c in view.inner if c != "*"]:
+        if name.lower() not in columns:
+            raise error(f"{name} is not a column of {view.source.value}; columns are {source.source.columns}",
+                        view.source)
+    inner = [c.lower() for c in replace(view, outer=["*"]).columns(source.source.columns)]
+    for name in view.outer:
+        if name != "*" and name.lower() not in inner:
+            raise error(f"{name} is not a column of the view's subquery; it has {inner}", view.source)
+    missing = [c for c in view.partition + [source.time] if c.lower() not in
+               [x.lower() for x in view.columns(source.source.columns)]]
+    if missing:
+        raise error(f"the versioned view must keep its primary key and time attribute; it drops {missing}",
+                    view.source)
+    return replace(source, primary_key=tuple(columns[c.lower()] for c in view.partition))
 
 
 def _keys(call: TemporalCall, left: list, right: list) -> list:
