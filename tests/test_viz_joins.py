@@ -11,7 +11,7 @@ import kit
 from kit import Duration, WatermarkStrategy
 from kit.errors import KitError
 from kit.joins.versioned import temporal_join
-from kit.viz.joins import CLEANED, EMITTED, JOINED, LATE, LINK, PADDED, VERSION
+from kit.viz.joins import CLEANED, DEDUPLICATED, EMITTED, JOINED, LATE, LINK, PADDED, VERSION
 
 GOLDEN = json.loads((Path(__file__).parents[2] / "shared/golden/flink-2.3/temporal_join.json").read_text())
 SQL0 = WatermarkStrategy.for_sql_delay(Duration(0))
@@ -200,3 +200,44 @@ def test_expired_state_and_deletions_without_spark():
     assert versions[["start", "end", "mark"]].values.tolist() == [[10, 20, VERSION], [20, 32, DELETION]]
     assert lefts[["time", "mark", "emitted", "late"]].values.tolist() == [
         [25, PADDED, "end of input", True], [30, EXPIRED_LEFT, "never (state expired)", False]]
+
+
+def test_a_processing_time_join_is_drawn_on_the_arrivals_processing_time(spark):
+    from datetime import datetime
+
+    from kit import Clock
+
+    at = pd.to_datetime
+    o = kit.stream(pd.DataFrame({"t": at(["2024-01-01"] * 3), "id": ["a", "b", "c"], "cur": ["EUR"] * 3}),
+                   time="t", proctime=Clock(datetime(2024, 1, 1, 10), Duration.of_minutes(1)))
+    r = kit.stream(pd.DataFrame({"t": at(["2024-01-01"] * 2), "cur": ["EUR"] * 2, "rate": [1.0, 2.0]}),
+                   time="t", primary_key="cur", proctime=Clock(datetime(2024, 1, 1, 10), Duration.of_minutes(1)))
+    # arrivals by processing time: rate 1.0, order a, rate 2.0, order b, order c (right first on ties)
+    chart = kit.viz.version_timeline(temporal_join(o, r, on="cur", how="left", time="processing",
+                                                   interleave="proctime"))
+    assert not hasattr(chart, "vconcat")                   # no watermark panel: nothing waits for one
+    layers = _layers(chart)
+    assert layers["versions"].data[["start", "end"]].values.tolist() == [
+        ["2024-01-01T10:00:00.000Z", "2024-01-01T10:01:00.000Z"],
+        ["2024-01-01T10:01:00.000Z", "2024-01-01T10:02:12.000Z"]]
+    lefts = layers["links"].data
+    assert lefts[["time", "version_time", "emit", "emitted"]].values.tolist() == [
+        ["2024-01-01T10:00:00.000Z", "2024-01-01T10:00:00.000Z", None, "at its arrival"],
+        ["2024-01-01T10:01:00.000Z", "2024-01-01T10:01:00.000Z", None, "at its arrival"],
+        ["2024-01-01T10:02:00.000Z", "2024-01-01T10:01:00.000Z", None, "at its arrival"]]
+    spec = chart.to_dict()
+    assert spec["layer"][0]["encoding"]["x"]["title"] == "processing time (arrival)"
+    assert "Processing-time temporal join" in str(spec["title"])
+
+
+def test_rows_a_deduplicated_view_dropped_are_crosses_not_versions(golden):
+    o, r = golden["joins"][60].left, golden["joins"][60].right
+    chart = kit.viz.version_timeline(temporal_join(o, r, on="currency", how="left", deduplicate="last"),
+                                     watermark_panel=False)
+    layers = _layers(chart)
+    assert layers["versions"].data[["lane", "start"]].values.tolist() == [
+        ["EUR", _iso("10:00")], ["EUR", _iso("10:30")], ["EUR", _iso("11:30")],
+        ["GBP", _iso("10:00")], ["GBP", _iso("11:00")]]
+    dropped = layers["cleanups"].data
+    assert dropped.loc[dropped["mark"] == DEDUPLICATED, ["lane", "at"]].values.tolist() == [
+        ["EUR", _iso("10:15")], ["GBP", _iso("10:45")]]

@@ -1,4 +1,5 @@
-"""``version_timeline``: what an event-time temporal join did, per key, on event time.
+"""``version_timeline``: what a temporal join did, per key, on event time (or, for a
+processing-time join, on the processing time of the arrivals).
 
 Top panel, one lane per key, each lane in sub-rows (two for versions, three for left rows):
 
@@ -16,7 +17,13 @@ Top panel, one lane per key, each lane in sub-rows (two for versions, three for 
 - **late** arrivals (at or below the watermark of their input on arrival) in a red ring;
 - **state cleanups**: an X at the watermark that dropped a version from state (``cleaned``)
   or at the processing time state retention cleared it (``expired``), on the version's
-  sub-row, with a dotted rule from the end of its segment ("kept in state until").
+  sub-row, with a dotted rule from the end of its segment ("kept in state until");
+- rows a versioned view's **deduplication** dropped (older than the key's current row): a
+  grey cross at their time, never a version.
+
+A processing-time join (the temporal table function join) is drawn on processing time:
+each version from its arrival until the next one replaced it, each left row at its arrival
+(it is emitted then: no wait, no watermark panel).
 
 Bottom panel (``watermark_panel=True``): the operator watermark over merged arrival order
 (a staircase), each arrival's event time above it (left rows circles, versions squares),
@@ -47,6 +54,7 @@ JOINED, PADDED, DROPPED, EXPIRED_LEFT = ("left row joined", "left row NULL-padde
                                         "left row dropped (no version)", "left row expired (never emitted)")
 LINK, EMITTED, LATE = "link: version → left row", "emitted (watermark passed)", "late arrival"
 CLEANED, EXPIRED_RIGHT = "version cleaned from state", "version expired (state TTL)"
+DEDUPLICATED = "row dropped by the view's deduplication"
 # every mark's meaning, in legend order: (label, colour, legend symbol)
 MARKS = [
     (VERSION, "#6b8fbf", "M-1,0H1"),
@@ -60,6 +68,7 @@ MARKS = [
     (LATE, LATE_COLOR, "circle"),
     (CLEANED, "#555555", "M-1,-1L1,1M-1,1L1,-1"),
     (EXPIRED_RIGHT, "#8c564b", "M-1,-1L1,1M-1,1L1,-1"),
+    (DEDUPLICATED, "#aaaaaa", "cross"),
 ]
 SLOTS = ["v0", "v1", "l0", "l1", "l2"]
 END = "end of input"
@@ -67,30 +76,29 @@ END = "end of input"
 
 def version_timeline(join, key=None, max_rows: int = 5000, watermark_panel: bool = True,
                      width: int = 640, lane_height: int = 90):
-    """Draw an event-time ``TemporalJoin`` (``kit.joins.temporal_join(...)``) from its
-    ``fates()``: versions, left rows, links, emissions, late rows and state cleanups.
+    """Draw a ``TemporalJoin`` (``kit.joins.temporal_join(...)``) from its ``fates()``:
+    versions, left rows, links, emissions, late rows and state cleanups.
 
     ``key``: draw only this key (a value; a tuple of values for a key of several columns) or
     these keys (a list); None: every key. ``max_rows``: fates (one per arrival) brought to
     the driver at most; over it the function raises rather than draw part of a key's story.
-    ``watermark_panel``: add the operator watermark over merged arrival order below.
+    ``watermark_panel``: add the operator watermark over merged arrival order below (event
+    time only).
     """
     from ..joins.versioned import TemporalJoin
 
     if not isinstance(join, TemporalJoin):
         raise KitError(f"version_timeline draws a temporal join (kit.joins.temporal_join(...)); "
                        f"got {type(join).__name__}")
-    if join.time != "event":
-        raise KitError("version_timeline draws an event-time temporal join; this one runs on processing "
-                       "time (its 'at' is not on the event-time axis)")
     if not isinstance(max_rows, int) or isinstance(max_rows, bool) or max_rows < 1:
         raise KitError(f"max_rows must be a positive int; got {max_rows!r}")
     lanes_wanted = _wanted(key, len(join.keys))
     fates, arrivals = _collect(join, lanes_wanted, max_rows)
     if not fates:
         raise KitError(f"no arrival has key {key!r}" if key is not None else "the join has no arrival")
-    is_ts = join.left.time_is_timestamp
-    versions, lefts, cleanups, (start, edge) = _shape(fates, arrivals, join.how, is_ts)
+    proc = join.time == "processing"
+    is_ts = proc or join.left.time_is_timestamp
+    versions, lefts, cleanups, (start, edge) = _shape(fates, arrivals, join.how, is_ts, proc)
     lanes = sorted(set(versions["lane"]) | set(lefts["lane"]))
 
     t = "T" if is_ts else "Q"
@@ -118,7 +126,7 @@ def version_timeline(join, key=None, max_rows: int = 5000, watermark_panel: bool
     key_title = ", ".join(l for l, _ in join.keys)
     y = alt.Y("lane:N", title=key_title, sort=lanes, axis=alt.Axis(labelLimit=120))
     y_off = alt.YOffset("slot:N", scale=alt.Scale(domain=SLOTS, paddingInner=0.15))
-    x_title = f"event time ({join.left.time} / {join.right.time})"
+    x_title = "processing time (arrival)" if proc else f"event time ({join.left.time} / {join.right.time})"
 
     def x(col, title=x_title):
         return alt.X(f"{col}:{t}", title=title, scale=scale)
@@ -173,14 +181,16 @@ def version_timeline(join, key=None, max_rows: int = 5000, watermark_panel: bool
     n_late = int(lefts["late"].sum()) + int(versions["late"].sum())
     notes = [f"{n_ver} version{'s' if n_ver != 1 else ''} (segments to the next; the last open), "
              f"{n_left} left row{'s' if n_left != 1 else ''} (link: from the version joined)",
+             "each left row joins the version in state when it arrives, and leaves at once" if proc else
              "◇ around a left row or to its right: where the watermark emitted it (right edge: end of input)",
-             f"{n_late} late arrival{'s' if n_late != 1 else ''} (red ring); X: a version dropped from state "
-             "(dotted: kept in state until then)"]
+             ("" if proc else f"{n_late} late arrival{'s' if n_late != 1 else ''} (red ring); ")
+             + "X: a version dropped from state (dotted: kept in state until then)"]
     top = alt.layer(*layers).properties(
         width=width, height=lane_height * len(lanes),
-        title=alt.TitleParams(f"Temporal join ({join.how.upper()}) on {key_title}: versions and left rows",
+        title=alt.TitleParams(f"{'Processing-time t' if proc else 'T'}emporal join ({join.how.upper()}) on "
+                              f"{key_title}: versions and left rows",
                               anchor="start", subtitle=notes))
-    if not watermark_panel:
+    if not watermark_panel or proc:
         return top
     return alt.vconcat(top, _watermark_panel(arrivals, max_rows, is_ts, width)).resolve_scale(
         color="independent", shape="independent")
@@ -233,7 +243,7 @@ def _collect(join, lanes, max_rows):
     arrivals = (merged.select(F.col("_pos").alias("pos"),
                               F.when(F.col("_side") == LEFT, "left").otherwise("right").alias("side"),
                               F.col("_seq").alias("seq"), F.col("_ts").alias("ts"), F.col("_late").alias("late"),
-                              F.col("_W").alias("W"))
+                              F.col("_W").alias("W"), F.col("_pt").alias("pt"))
                 .orderBy("pos").limit(max_rows + 1).toPandas())
     return rows, arrivals
 
@@ -246,12 +256,12 @@ def _ts(v):
     return pd.Timestamp(v) if hasattr(v, "year") and hasattr(v, "hour") else v
 
 
-def _shape(rows, arrivals, how, is_ts):
+def _shape(rows, arrivals, how, is_ts, proc=False):
     """(versions, left rows, cleanups, (left edge, right edge) in ms) as pandas frames (times
-    in ms); event time and lateness from the merged ``arrivals``."""
+    in ms); event time (``proc``: processing time) and lateness from the merged ``arrivals``."""
     vs, ls, cs = [], [], []
-    merged = {(s, q): (ts, late) for s, q, ts, late in
-              zip(arrivals["side"], arrivals["seq"], arrivals["ts"], arrivals["late"])}
+    merged = {(s, q): (ts, late and not proc) for s, q, ts, late in
+              zip(arrivals["side"], arrivals["seq"], arrivals["pt" if proc else "ts"], arrivals["late"])}
 
     def _text_ms(ms):
         return _text(pd.Timestamp(ms, unit="ms")) if is_ts else str(int(ms))
@@ -260,10 +270,13 @@ def _shape(rows, arrivals, how, is_ts):
     ptime = {}
     for r in rows:
         ts, late = merged[(r.side, r.seq)]
-        if r.side == "right":
+        if r.fate == "deduplicated":
+            cs.append(dict(lane=r.lane, seq=r.seq, at=ts, fate=r.fate, slot=SLOTS[0], mark=DEDUPLICATED,
+                           version=f"{_values(r.right)} (older than the key's current row)", when=_text_ms(ts)))
+        elif r.side == "right":
             op = (r.right.asDict().get("op") or "+I") if r.right is not None else "+I"
             at = r.at
-            if r.fate == "expired":       # at: the processing time of the TTL timer; draw it at
+            if r.fate == "expired" and not proc:   # at: the processing time of the TTL timer; draw it at
                 at = wm.get(r.at_pos)     # the operator watermark then, on the event-time axis
                 ptime[(r.lane, r.seq)] = r.at
             vs.append(dict(lane=r.lane, seq=r.seq, start=ts, fate=r.fate, at=at, at_pos=r.at_pos,
@@ -273,13 +286,13 @@ def _shape(rows, arrivals, how, is_ts):
             emitted = r.fate == "joined" or (how == "left" and r.fate in ("no_version", "deleted", "condition"))
             mark = (JOINED if r.fate == "joined" else EXPIRED_LEFT if r.fate == "expired"
                     else PADDED if emitted else DROPPED)
-            ls.append(dict(lane=r.lane, seq=r.seq, time=ts, fate=r.fate, at=r.at, emitted_flag=emitted,
-                           late=bool(late), row=_values(r.left), version_seq=r.version_seq,
-                           version_time=r.version_time if r.fate == "joined" else None,
+            met = (merged[("right", r.version_seq)][0] if proc else r.version_time) if r.fate == "joined" else None
+            ls.append(dict(lane=r.lane, seq=r.seq, time=ts, fate=r.fate, at=r.at, emitted_flag=emitted and not proc,
+                           late=bool(late), row=_values(r.left), version_seq=r.version_seq, version_time=met,
                            version=_values(r.right) if r.fate == "joined" else "", mark=mark))
-    times = [v["start"] for v in vs] + [l["time"] for l in ls] + \
+    times = [v["start"] for v in vs] + [l["time"] for l in ls] + [c["at"] for c in cs] + \
         [v["at"] for v in vs if v["at"] is not None] + \
-        [x["at"] for x in ls if x["at"] is not None and x["fate"] != "expired"]   # expired: processing time
+        [x["at"] for x in ls if x["at"] is not None and (proc or x["fate"] != "expired")]
     lo, hi = min(times), max(times)
     pad = max((hi - lo) // 20, 1)
     edge = hi + 2 * pad
@@ -305,7 +318,7 @@ def _shape(rows, arrivals, how, is_ts):
                                version=f"valid from {_text_ms(s)}: {g['row'].iloc[i]}",
                                when=(END if pd.isna(at) else _text_ms(at)) + (
                                    f" (state TTL at processing time {ptime[(lane, g['seq'].iloc[i])]})"
-                                   if fate == "expired" else "")))
+                                   if (lane, g["seq"].iloc[i]) in ptime else "")))
     versions["end"], versions["slot"], versions["until"] = ends, slots, untils
     versions["cleanup"], versions["state"] = cleanup, state
     lefts = pd.DataFrame(ls, columns=["lane", "seq", "time", "fate", "at", "emitted_flag", "late", "row",
@@ -314,11 +327,13 @@ def _shape(rows, arrivals, how, is_ts):
     lefts["slot"] = [SLOTS[2 + i % 3] for i in lefts.groupby("lane").cumcount()]
     lefts["emit"] = [(edge if pd.isna(at) else at) if e else None for e, at in zip(lefts["emitted_flag"], lefts["at"])]
     lefts["emitted"] = [(END if pd.isna(at) else _text_ms(at)) if e else
-                        ("never (state expired)" if f == "expired" else "never (INNER: no version)")
+                        ("never (state expired)" if f == "expired" else "never (INNER: no version)"
+                         if f != "joined" and how == "inner" else "at its arrival")
                         for e, at, f in zip(lefts["emitted_flag"], lefts["at"], lefts["fate"])]
     lefts = lefts.drop(columns=["emitted_flag", "at"])
     versions = versions.drop(columns=["at", "at_pos"])
     cleanups = pd.DataFrame(cs, columns=["lane", "seq", "at", "fate", "slot", "mark", "version", "when"])
+    cleanups = cleanups.sort_values(["lane", "at"], kind="stable", ignore_index=True)
     return versions, lefts, cleanups, (lo - pad, edge)
 
 
