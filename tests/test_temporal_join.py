@@ -377,6 +377,10 @@ def test_the_late_check_carries_the_watermark_across_partitions(spark, times, la
     df = spark.createDataFrame(rows, "t long")
     assert df.rdd.getNumPartitions() == 2
     assert has_late(kit.stream(df, time="t")) is late
+    # punctuated: each row's own watermark column (NULL: it emits none)
+    marks = spark.createDataFrame(spark.sparkContext.parallelize([(t, None if t == 50 else t - 1) for t in times], 2),
+                                  "t long, w long")
+    assert has_late(kit.stream(marks, time="t", watermark=WatermarkStrategy.from_column("w"))) is late
 
 
 # -- versioned views by deduplication --------------------------------------------------

@@ -172,7 +172,7 @@ class TemporalJoin:
         if self.engine != "auto":
             return self.engine == "fast"
         return (self.time == "event" and not (self.retention and self.retention.ttl.millis > 0)
-                and not asof.has_late(self.left) and not asof.has_late(self.right))
+                and not asof.has_late(self.left, self.right))
 
     def views(self) -> tuple[DataFrame, DataFrame]:
         """The left rows Flink emits, each with ``__kit_v`` (the arrival ``seq`` of the version it
@@ -183,7 +183,7 @@ class TemporalJoin:
             right = self._right_rows()
             right_view = right.select("_vr.*", F.col("_seq").alias(VERSION))
             met = asof.versions(self._left_rows(), right, [r for _, r in self.keys])
-            left_view = met.select("_vl.*", F.col("_v").alias(VERSION))
+            left_view = met.select(*[F.col(f"_l{i}").alias(c) for i, c in enumerate(lcols)], F.col("_v").alias(VERSION))
         else:
             right_view = self.merged.where(F.col("_side") == RIGHT).select("_vr.*", F.col("_seq").alias(VERSION))
             fates = self.replayed
@@ -233,17 +233,17 @@ class TemporalJoin:
 
     # -- the replay ----------------------------------------------------------------------
     def _left_rows(self) -> DataFrame:
-        """Left rows for the fast path: ``_k0..``, ``_ts``, ``_vl``."""
+        """Left rows for the fast path: ``_k0..``, ``_ts``, the columns as ``_l0..``."""
         df = prepared(self.left)
         return df.select(*[F.col(l).alias(f"_k{i}") for i, (l, _) in enumerate(self.keys)], "_ts",
-                         F.struct(*self.left.source.columns).alias("_vl"))
+                         *[F.col(c).alias(f"_l{i}") for i, c in enumerate(self.left.source.columns)])
 
     def _right_rows(self) -> DataFrame:
         """Right rows for the fast path: ``_k0..``, ``_ts``, ``_seq`` (an id that grows with
         arrival, not dense), ``_op``, ``_vr``."""
         df = prepared(self.right)
         lt = {f.name: f.dataType for f in self.left.source.schema.fields}
-        op = F.col("op") if "op" in self.right.source.columns else F.lit("+I")
+        op = F.coalesce(F.col("op"), F.lit("+I")) if "op" in self.right.source.columns else F.lit("+I")
         rows = df.select(*[F.col(r).cast(lt[l]).alias(f"_k{i}") for i, (l, r) in enumerate(self.keys)],
                          "_ts", F.monotonically_increasing_id().alias("_seq"), op.alias("_op"),
                          F.struct(*self.right.source.columns).alias("_vr"))
