@@ -269,6 +269,16 @@ def test_sql_errors_are_flinks_at_the_place(golden_streams, query, at, message):
     assert f"line 1, column {query.index(at) + 1}: {message}" in str(error.value)
 
 
+def test_batch_tables_get_flinks_batch_mode_error_and_what_to_pass(golden_streams):
+    orders, rates = golden_streams
+    spec = GOLDEN["runs"][3]
+    assert spec["mode"] == "batch" and "unexpected correlate variable $cor0" in spec["error"][0]
+    with pytest.raises(kit.SqlError) as error:
+        kit.sql(spec["query"], orders=orders, currency_rates=rates)
+    assert "unexpected correlate variable $cor0 in the plan" in str(error.value)
+    assert "pass orders as kit.stream(df, time='order_time'" in str(error.value)
+
+
 def test_temporal_table_function_join_by_processing_time(spark):
     at = pd.to_datetime
     o = kit.stream(spark.createDataFrame(pd.DataFrame({

@@ -376,6 +376,11 @@ def plan(call: TemporalCall, tables: dict, query: str, interleave=None, clock=No
     view = versioned_view(query, call.table) if right is None and not call.lateral else None
     if view is not None:
         right = _deduplicated(view, tables, error)
+    if not isinstance(left, Stream) and not isinstance(right, Stream) and not call.lateral:
+        raise error("a temporal join runs on streams: on batch tables Flink 2.3 fails with \"TableException: "
+                    "unexpected correlate variable $cor0 in the plan\"; pass "
+                    f"{call.left} as kit.stream(df, time={call.time_column!r}, watermark=...) and {call.table} as "
+                    "kit.stream(df, time=..., watermark=..., primary_key=...)", call.time_token)
     if not isinstance(left, Stream):
         raise error("Temporal table join currently only supports 'FOR SYSTEM_TIME AS OF' left table's time "
                     f"attribute field: pass {call.left} as kit.stream(df, time={call.time_column!r}, ...) "
