@@ -472,3 +472,19 @@ def test_sql_versioned_view_errors(golden_streams, change, at, message):
     assert message in str(error.value)
     before = query[:query.index(at)]
     assert f"line {before.count(chr(10)) + 1}, column {len(before) - before.rfind(chr(10))}" in str(error.value)
+
+
+def test_a_null_key_is_a_key_as_in_flinks_keyed_state(spark):
+    # real Flink 2.3: o2 (NULL currency) meets the rate with a NULL currency, INNER and LEFT;
+    # its interval join does not (tests/test_interval_join.py)
+    rates = spark.createDataFrame([(10, "EUR", 1.1), (10, None, 9.9)], "t long, currency string, rate double")
+    orders = spark.createDataFrame([(30, "o1", "EUR"), (30, "o2", None), (60, "o3", "EUR")],
+                                   "t long, id string, currency string")
+    o = kit.stream(orders, time="t", watermark=SQL0)
+    for engine in ("fast", "replay"):
+        r = kit.stream(rates, time="t", watermark=SQL0, primary_key="currency")
+        join = temporal_join(o, r, on="currency", how="inner", engine=engine)
+        assert sorted((x.id, x.rate) for x in join.df.collect()) == [("o1", 1.1), ("o2", 9.9), ("o3", 1.1)]
+    for how in ("LEFT JOIN", "JOIN"):
+        query = f"SELECT o.id, r.rate FROM orders o {how} rates FOR SYSTEM_TIME AS OF o.t AS r ON o.currency = r.currency"
+        assert sorted(map(tuple, kit.sql(query, orders=o, rates=r).collect())) == [("o1", 1.1), ("o2", 9.9), ("o3", 1.1)]

@@ -113,8 +113,5 @@ def versions(left: DataFrame, right: DataFrame, keys: list) -> DataFrame:
     upto = (Window.partitionBy(*k).orderBy("_ts", F.col("_r").asc_nulls_last())
             .rowsBetween(Window.unboundedPreceding, 0))
     out = both.withColumn("_m", F.last("_r", ignorenulls=True).over(upto)).where(F.col("_r").isNull())
-    known = F.lit(True)
-    for c in k:
-        known = known & F.col(c).isNotNull()
     return out.select(*k, "_ts", *[f.name for f in values],
-                      F.when(known & (F.col("_m").bitwiseAND(1) == 1), F.shiftright("_m", 1)).alias("_v"))
+                      F.when(F.col("_m").bitwiseAND(1) == 1, F.shiftright("_m", 1)).alias("_v"))

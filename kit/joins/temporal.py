@@ -26,6 +26,10 @@ last row, it passes a row whose time is at or after the key's current one (as ``
 keeping the first (``ASC``), it passes only a strictly earlier time. Its state (the key's
 current row) expires ``ttl`` after its last write, on processing time.
 
+The key is the operator's state key: a NULL key is a key like any other, so a left row
+with a NULL key meets the versions with a NULL key (Flink 2.3 does so; its interval join
+does not).
+
 **Processing time** (``TemporalProcessTimeJoinOperator``, the temporal table function join
 ``LATERAL TABLE (Rates(o.proctime))``). Only the right row last seen per key is kept; a
 left row joins it at once, when it arrives (a right row arriving just after is missed).
@@ -116,7 +120,7 @@ class Fate:
     ``cleaned`` (dropped by a watermark cleanup), ``replaced`` (by a later arrival with the
     same key and time; processing time: by any later row), ``deleted`` and ``deletion``
     (processing time: a ``-U``/``-D`` row removed it), ``expired``, ``kept`` (in state at
-    the end, ``pos`` None), ``null_key`` (a NULL key meets no left row), ``deduplicated``
+    the end, ``pos`` None), ``deduplicated``
     (a versioned view's deduplication dropped it: not newer than the key's current row). ``pos``: merged position when it happened; ``at``: the watermark (event) or processing time then;
     ``version``: the right arrival a left row met."""
     arrival: Arrival

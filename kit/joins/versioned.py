@@ -199,7 +199,7 @@ class TemporalJoin:
         shared = {r for l, r in self.keys if l == r}
         cond = F.col("l." + VERSION) == F.col("r." + VERSION)
         for l, r in self.keys:
-            cond = cond & (F.col(f"l.`{l}`") == F.col(f"r.`{r}`"))
+            cond = cond & F.col(f"l.`{l}`").eqNullSafe(F.col(f"r.`{r}`"))   # keyed state: NULL is a key
         out = left_view.alias("l").join(right_view.alias("r"), cond, self.how)
         names = [F.col(f"l.`{c}`") for c in lcols] + [
             F.col(f"r.`{c}`").alias(c + "_right" if c in lcols else c)
@@ -295,17 +295,13 @@ class TemporalJoin:
                     op = (row.get("op") or "+I") if has_op and cols["_side"][i] == RIGHT else "+I"
                     arrivals.append(Arrival(cols["_pos"][i], cols["_side"][i], cols["_seq"][i], cols["_ts"][i],
                                             row, cols["_late"][i], cols["_pt"][i], op))
-                fates = []
-                if None in [table.column(k)[start].as_py() for k in keys]:   # NULL meets nothing
-                    fates = [Fate(a, "null_key", a.pos) for a in arrivals if a.side == RIGHT]
-                    arrivals = [a for a in arrivals if a.side == LEFT]
                 result = (event_time_join(arrivals, marks, how, None, retention, dedup) if event
                           else processing_time_join(arrivals, how, None, retention))
                 batch = {}
                 for e in result.emitted:
                     batch.setdefault((e.pos, e.timer), e.left.pos)
                 timers = {e.left.pos: e.timer for e in result.emitted}
-                for f in result.fates + fates:
+                for f in result.fates:
                     a, v = f.arrival, f.version
                     at = None if f.at in (MIN_TIME, MAX_TIME) else f.at
                     timer = timers.get(a.pos) if a.side == LEFT else None

@@ -1,6 +1,6 @@
 """A Flink SQL query rewritten into Spark SQL, with a map back to the user's text.
 
-Four rewrites, all on tokens of the original text (comments and layout are kept):
+Six rewrites, all on tokens of the original text (comments and layout are kept):
 
 - each ``<table_ref> MATCH_RECOGNIZE ( ... )`` (``table_ref`` a name or a parenthesised
   subquery) becomes the name of a view holding the clause's result (``[AS] alias`` stays);
@@ -10,6 +10,10 @@ Four rewrites, all on tokens of the original text (comments and layout are kept)
 - each window TVF ``TABLE(TUMBLE(TABLE t, DESCRIPTOR(c), ...))`` becomes the name of a view
   of ``t`` with its windows (``windows.py``); so does the table of a legacy group window
   (``GROUP BY TUMBLE(c, ...)``, whose ``TUMBLE_START(...)`` etc. become column names);
+- the two tables of a temporal or interval join become views of the rows the join kept,
+  linked row to row (``temporal.py``, ``interval.py``), and its condition gains the link;
+  the key equalities of a temporal join become null-safe (``<=>``): Flink keys its state by
+  them, so a NULL key meets the versions with a NULL key;
 - Flink type spellings Spark lacks, in CAST: ``TIMESTAMP(3)`` -> ``TIMESTAMP``, ``VARCHAR``
   -> ``STRING``, ``BYTES`` -> ``BINARY``, ``... WITH LOCAL TIME ZONE`` -> ``TIMESTAMP_LTZ``.
 
@@ -229,6 +233,11 @@ class _Renderer:
                 _, _, lq = self.resolver.temporal(call)
                 out.copy(done, tok.end)
                 out.replace(f" `{lq}`.__kit_v = `{call.alias}`.__kit_v AND (", tok.end)
+                done, i = tok.end, i + 1
+                continue
+            if any(i in c.null_safe for c in self.temporal.values()):   # a key equality: NULL is a key
+                out.copy(done, tok.start)
+                out.replace("<=>", tok.start)
                 done, i = tok.end, i + 1
                 continue
             if i in self.interval:                # ON / WHERE: the pair link
