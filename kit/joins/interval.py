@@ -113,7 +113,7 @@ from typing import Any, Callable, NamedTuple
 
 from ..errors import KitError
 from ..time import Duration
-from .replay import LEFT, MAX_TIME, MIN_TIME, RIGHT, Arrival, Watermarks, check_inputs, replay  # noqa: F401
+from .replay import LEFT, MAX_TIME, MIN_TIME, RIGHT, Arrival, Watermarks, check_inputs, per_key, replay  # noqa: F401
 
 __all__ = ["IntervalBounds", "Output", "IntervalJoinResult", "run_key", "merge_order", "HOWS",
            "IntervalJoin", "interval_join"]
@@ -473,14 +473,10 @@ class IntervalJoin:
         (ms; NULL: none yet or end of input), the merge order (``_phase``, ``_timer``, the
         key ``_k0..``, ``_index``), ``_left_seq``/``_right_seq``, ``_left_time``/``_right_time``
         (ms), ``_reason`` (dropped rows) and the values ``_vl``/``_vr``."""
-        import pyarrow as pa
         from pyspark.sql import types as T
-        from pyspark.sql.pandas.types import to_arrow_schema
-        from ..arrow import groups, python_values
 
         merged, marks, bounds, how = self.merged, self.watermarks, self.bounds, self.how
         keys = [f"_k{i}" for i in range(len(self.keys))]
-        has_op = {LEFT: "op" in self.left.source.columns, RIGHT: "op" in self.right.source.columns}
         L, S = T.LongType(), T.StringType()
         schema = T.StructType(
             [T.StructField(n, t) for n, t in (("_kind", S), ("_emitted_pos", L), ("_watermark", L),
@@ -488,47 +484,22 @@ class IntervalJoin:
                                               ("_left_seq", L), ("_right_seq", L), ("_left_time", L),
                                               ("_right_time", L), ("_reason", S))]
             + [merged.schema[k] for k in keys] + [merged.schema["_vl"], merged.schema["_vr"]])
-        arrow = to_arrow_schema(schema, timezone="UTC")
 
         def edge(w):
             return None if w in (MIN_TIME, MAX_TIME) else w
 
-        def per_task(batches):
-            batches = list(batches)
-            table = pa.Table.from_batches(batches) if batches else None
-            if table is None or not table.num_rows:
-                return
-            cols = {c: python_values(table.column(c)) for c in ["_pos", "_side", "_seq", "_ts", "_late",
-                                                                "_pt", "_vl", "_vr"] + keys}
-            out = []
-            for start, length in groups(table, keys):
-                arrivals = []
-                for i in range(start, start + length):
-                    row = cols["_vl"][i] if cols["_side"][i] == LEFT else cols["_vr"][i]
-                    op = (row.get("op") or "+I") if has_op[cols["_side"][i]] else "+I"   # run_key refuses changes
-                    arrivals.append(Arrival(cols["_pos"][i], cols["_side"][i], cols["_seq"][i], cols["_ts"][i],
-                                            row, cols["_late"][i], cols["_pt"][i], op))
-                key = [cols[k][start] for k in keys]
-                result = run_key(arrivals, marks, bounds, how, _never if None in key else None)
-                for o in result.outputs:
-                    pos, phase, timer, index = o.order
-                    out.append((o.kind, pos, edge(o.watermark), phase, timer, index, o.left_seq, o.right_seq,
-                                o.left_time, o.right_time, None, *key, o.left, o.right))
-                for a, reason in result.dropped:
-                    mine = (a.seq, a.time, a.row)
-                    l, r = (mine, (None,) * 3) if a.side == LEFT else ((None,) * 3, mine)
-                    out.append((DROPPED, None, None, None, None, None, l[0], r[0], l[1], r[1], reason, *key,
-                                l[2], r[2]))
-            if out:
-                yield pa.RecordBatch.from_arrays([pa.array(list(c), type=arrow.field(i).type)
-                                                  for i, c in enumerate(zip(*out))], schema=arrow)
+        def run(key, arrivals):                        # run_key refuses changelog rows
+            result = run_key(arrivals, marks, bounds, how, _never if None in key else None)
+            for o in result.outputs:
+                pos, phase, timer, index = o.order
+                yield (o.kind, pos, edge(o.watermark), phase, timer, index, o.left_seq, o.right_seq,
+                       o.left_time, o.right_time, None, *key, o.left, o.right)
+            for a, reason in result.dropped:
+                mine = (a.seq, a.time, a.row)
+                l, r = (mine, (None,) * 3) if a.side == LEFT else ((None,) * 3, mine)
+                yield (DROPPED, None, None, None, None, None, l[0], r[0], l[1], r[1], reason, *key, l[2], r[2])
 
-        if keys:
-            tasks = 4 * int(merged.sparkSession.conf.get("spark.sql.shuffle.partitions"))
-            spread = merged.repartition(tasks, *keys)
-        else:
-            spread = merged.repartition(1)                 # one key: one task
-        return spread.sortWithinPartitions(*keys, "_pos").mapInArrow(per_task, schema)
+        return per_key(merged, keys, run, schema)
 
     def _ordered(self, frame):
         from pyspark.sql import functions as F

@@ -214,3 +214,44 @@ def watermarks(merged: DataFrame) -> Watermarks:
     end = max((r.end for r in rows if r.end is not None), default=None)     # a clock never goes back
     rows = sorted((r for r in rows if r._W is not None), key=lambda r: r._W)
     return Watermarks([r.p for r in rows], [r._W for r in rows], [r.t for r in rows], n, end)
+
+
+def per_key(merged: DataFrame, keys: list, run, schema) -> DataFrame:
+    """``run(key values, arrivals)`` once per key of ``merged`` (``interleaved(...)``), its
+    output rows (tuples in ``schema``'s order) as a DataFrame: the keys spread over 4 tasks
+    per shuffle partition (one task without keys), each task sorted by key and merged
+    position, each key's arrivals built from its rows (``op`` from a changelog input's row)."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from ..arrow import groups, python_values
+
+    arrow = to_arrow_schema(schema, timezone="UTC")
+    changelog = {LEFT: "op" in merged.schema["_vl"].dataType.names, RIGHT: "op" in merged.schema["_vr"].dataType.names}
+
+    def per_task(batches):
+        batches = list(batches)
+        table = pa.Table.from_batches(batches) if batches else None
+        if table is None or not table.num_rows:
+            return
+        cols = {c: python_values(table.column(c)) for c in ["_pos", "_side", "_seq", "_ts", "_late", "_pt",
+                                                            "_vl", "_vr"] + keys}
+        out = []
+        for start, length in groups(table, keys):
+            arrivals = []
+            for i in range(start, start + length):
+                side = cols["_side"][i]
+                row = cols["_vl"][i] if side == LEFT else cols["_vr"][i]
+                arrivals.append(Arrival(cols["_pos"][i], side, cols["_seq"][i], cols["_ts"][i], row, cols["_late"][i],
+                                        cols["_pt"][i], (row.get("op") or "+I") if changelog[side] else "+I"))
+            out.extend(run([cols[k][start] for k in keys], arrivals))
+        if out:
+            yield pa.RecordBatch.from_arrays([pa.array(list(c), type=arrow.field(i).type)
+                                              for i, c in enumerate(zip(*out))], schema=arrow)
+
+    if keys:
+        spread = merged.repartition(4 * int(merged.sparkSession.conf.get("spark.sql.shuffle.partitions")), *keys)
+    else:
+        spread = merged.repartition(1)
+    return spread.sortWithinPartitions(*keys, "_pos").mapInArrow(per_task, schema)
+

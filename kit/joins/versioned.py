@@ -34,18 +34,15 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-import pyarrow as pa
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from pyspark.sql.pandas.types import to_arrow_schema
 
-from ..arrow import groups, python_values
 from ..errors import KitError
 from ..stream import Stream, prepared
 from ..time import Clock, Duration
 from . import asof
-from .replay import LEFT, MAX_TIME, MIN_TIME, RIGHT, Arrival, Watermarks, check_inputs, interleaved, watermarks
+from .replay import LEFT, MAX_TIME, MIN_TIME, RIGHT, Watermarks, check_inputs, interleaved, per_key, watermarks
 from .temporal import HOWS, Fate, StateRetention, event_time_join, processing_time_join
 
 __all__ = ["TemporalJoin", "TemporalTableFunction", "temporal_join", "time_kind", "VERSION"]
@@ -276,43 +273,21 @@ class TemporalJoin:
         keys = [f"_k{i}" for i in range(len(self.keys))]
         marks = self.watermarks if self.time == "event" else None
         how, retention, event, dedup = self.how, self.retention, self.time == "event", self.deduplicate
-        has_op = "op" in self.right.source.columns
         schema = T.StructType(_FATES.fields + [merged.schema["_vl"], merged.schema["_vr"]])
-        arrow = to_arrow_schema(schema, timezone="UTC")
 
-        def per_task(batches):
-            batches = list(batches)
-            table = pa.Table.from_batches(batches) if batches else None
-            if table is None or not table.num_rows:
-                return
-            cols = {c: python_values(table.column(c)) for c in ("_pos", "_side", "_seq", "_ts", "_late",
-                                                                "_pt", "_vl", "_vr")}
-            out = []
-            for start, length in groups(table, keys):
-                arrivals = []
-                for i in range(start, start + length):
-                    row = cols["_vl"][i] if cols["_side"][i] == LEFT else cols["_vr"][i]
-                    op = (row.get("op") or "+I") if has_op and cols["_side"][i] == RIGHT else "+I"
-                    arrivals.append(Arrival(cols["_pos"][i], cols["_side"][i], cols["_seq"][i], cols["_ts"][i],
-                                            row, cols["_late"][i], cols["_pt"][i], op))
-                result = (event_time_join(arrivals, marks, how, None, retention, dedup) if event
-                          else processing_time_join(arrivals, how, None, retention))
-                batch = {}
-                for e in result.emitted:
-                    batch.setdefault((e.pos, e.timer), e.left.pos)
-                timers = {e.left.pos: e.timer for e in result.emitted}
-                for f in result.fates:
-                    a, v = f.arrival, f.version
-                    at = None if f.at in (MIN_TIME, MAX_TIME) else f.at
-                    timer = timers.get(a.pos) if a.side == LEFT else None
-                    out.append((a.side, a.seq, a.pos, f.fate, f.pos, at, v and v.seq, v and v.time, timer,
-                                batch.get((f.pos, timer), a.pos) if a.side == LEFT else None,
-                                a.row if a.side == LEFT else None,
-                                (v.row if v else None) if a.side == LEFT else a.row))
-            if out:
-                yield pa.RecordBatch.from_arrays([pa.array(list(c), type=arrow.field(i).type)
-                                                  for i, c in enumerate(zip(*out))], schema=arrow)
+        def run(key, arrivals):
+            result = (event_time_join(arrivals, marks, how, None, retention, dedup) if event
+                      else processing_time_join(arrivals, how, None, retention))
+            batch = {}
+            for e in result.emitted:
+                batch.setdefault((e.pos, e.timer), e.left.pos)
+            timers = {e.left.pos: e.timer for e in result.emitted}
+            for f in result.fates:
+                a, v = f.arrival, f.version
+                at = None if f.at in (MIN_TIME, MAX_TIME) else f.at
+                timer = timers.get(a.pos) if a.side == LEFT else None
+                yield (a.side, a.seq, a.pos, f.fate, f.pos, at, v and v.seq, v and v.time, timer,
+                       batch.get((f.pos, timer), a.pos) if a.side == LEFT else None,
+                       a.row if a.side == LEFT else None, (v.row if v else None) if a.side == LEFT else a.row)
 
-        tasks = 4 * int(merged.sparkSession.conf.get("spark.sql.shuffle.partitions"))
-        return (merged.repartition(tasks, *keys).sortWithinPartitions(*keys, "_pos")
-                      .mapInArrow(per_task, schema))
+        return per_key(merged, keys, run, schema)
