@@ -134,7 +134,7 @@ class _Run(Resolver):
         self.spark, self.query, self.semantics = spark, query, semantics
         self.aggregates = aggregates
         self.tag = uuid.uuid4().hex[:8]
-        self.views = {}            # registered name, lower case -> internal view
+        self.views = {}            # registered name, lower case -> internal view (made when first named)
         self.labels = {}           # internal view -> how messages name it
         self.streams = {}          # registered name, lower case -> kit.Stream
         self.late = []             # late rows of each stream a MATCH_RECOGNIZE read
@@ -148,7 +148,9 @@ class _Run(Resolver):
         self.tables[name.lower()] = table
         if isinstance(table, (TemporalTableFunction, LookupTable)):
             return
-        self.views[name.lower()] = self._temp_view(_frame(self.spark, name, table), name, name)
+        if not isinstance(table, (DataFrame, Stream, pandas.DataFrame)):
+            raise KitError(f"table {name}: expected a Spark or pandas DataFrame or a kit.Stream, "
+                           f"got {type(table).__name__}")
         if isinstance(table, Stream):
             self.streams[name.lower()] = table
 
@@ -159,7 +161,13 @@ class _Run(Resolver):
         return view
 
     def view(self, name):
-        return self.views.get(name.lower())
+        """The view of registered table ``name``, made when first asked for: a stream a join
+        reads is never annotated as a table of its own."""
+        key = name.lower()
+        table = self.tables.get(key)
+        if key not in self.views and table is not None and not isinstance(table, (TemporalTableFunction, LookupTable)):
+            self.views[key] = self._temp_view(_frame(self.spark, table), name, name)
+        return self.views.get(key)
 
     def match(self, source, spec, at):
         if isinstance(source, Rewritten):
@@ -185,7 +193,7 @@ class _Run(Resolver):
 
     def window(self, call, drop_late):
         name = call.table.lower()
-        if name not in self.views:
+        if self.view(name) is None:
             raise SqlError(f"unknown table {call.table}: pass it as kit.sql(..., {call.table}=df)",
                            call.table_token.line, call.table_token.column, self.query)
         frame = self.spark.table(self.views[name])
@@ -269,16 +277,13 @@ class _Run(Resolver):
             self.spark.catalog.dropTempView(view)
 
 
-def _frame(spark, name, table):
+def _frame(spark, table):
     """``table`` as a Spark DataFrame."""
     if isinstance(table, DataFrame):
         return table
     if isinstance(table, Stream):
         return table.df
-    if isinstance(table, pandas.DataFrame):
-        return spark.createDataFrame(table)
-    raise KitError(f"table {name}: expected a Spark or pandas DataFrame or a kit.Stream, "
-                   f"got {type(table).__name__}")
+    return spark.createDataFrame(table)          # pandas (register checked the type)
 
 
 def _verbatim(query, name, start) -> Rewritten:
