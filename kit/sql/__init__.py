@@ -90,6 +90,11 @@ def sql(query: str, semantics: str = "flink", aggregates: dict | None = None, co
     over the merged arrivals, for state retention); interval joins take the interleaving
     too (they clean their state by event time, so the TTL does not apply to them).
 
+    The versioned table of a temporal join (``FOR SYSTEM_TIME AS OF``) is a ``kit.Stream`` with
+    a ``primary_key``, or a ``WITH`` query that deduplicates a stream (``ROW_NUMBER() OVER
+    (PARTITION BY key ORDER BY time DESC) = 1``, Flink's versioned view); each temporal join
+    run is in ``result.temporal_joins`` (``TemporalJoin``: ``fates()``, ``emissions()``).
+
     When a MATCH_RECOGNIZE reads a ``kit.Stream``, the rows it dropped as late (Flink drops
     them silently) are in ``result.late_rows``: a DataFrame of the input rows with their
     ``seq`` and the ``watermark`` that made them late (a list when several inputs are streams).
