@@ -35,7 +35,7 @@ it as a match: a row whose every pair fails the rest of the condition is padded 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..match_recognize import spec as S
 from .cursor import Cursor
@@ -64,7 +64,6 @@ class IntervalCall:
     cond: tuple | None = None          # (first, end) token indexes of the ON / WHERE condition
     cond_word: int | None = None       # index of ON or WHERE
     cond_token: Token | None = None
-    equalities: list = field(default_factory=list)   # filled by temporal._condition, unused
 
     def link(self) -> str:
         """What the condition gains in front: the pair link."""

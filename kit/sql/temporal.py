@@ -122,7 +122,7 @@ def _for_system_time(query, tokens, table_index) -> TemporalCall:
     call = TemporalCall(how, how_token, name.value, name, table_index, cur.i, alias, qualifier, column, time_token)
     if not cur.at("ON"):
         raise cur.error("a temporal join needs ON with the key equality (ON o.currency = r.currency)")
-    _condition(tokens, call, cur.i)
+    call.equalities = _condition(tokens, call, cur.i)
     return call
 
 
@@ -142,7 +142,7 @@ def _lateral(query, tokens, i) -> TemporalCall:
                         lateral=True)
     word = cur.i if joined else _where(tokens, cur.i)
     if word is not None:
-        _condition(tokens, call, word)
+        call.equalities = _condition(tokens, call, word)
     return call
 
 
@@ -162,9 +162,9 @@ def _where(tokens, i) -> int | None:
     return None
 
 
-def _condition(tokens, call: TemporalCall, word: int):
-    """The condition after ``tokens[word]`` (ON or WHERE) up to its clause's end, and its
-    top-level ``a.x = b.y`` conjuncts."""
+def _condition(tokens, call, word: int) -> list:
+    """The condition after ``tokens[word]`` (ON or WHERE) up to its clause's end (set on
+    ``call``); returns its top-level ``a.x = b.y`` conjuncts (``TemporalCall.equalities``)."""
     depth, k = 0, word + 1
     while tokens[k].kind != "EOF":
         t = tokens[k]
@@ -186,10 +186,12 @@ def _condition(tokens, call: TemporalCall, word: int):
         if j == k or (depth == 0 and t.is_word("AND")):
             parts.append((start, tokens[start:j]))
             start = j + 1
+    found = []
     for first, part in parts:
         sides = _equality(part)
         if sides:
-            call.equalities.append((*sides[:2], first + sides[2]))
+            found.append((*sides[:2], first + sides[2]))
+    return found
 
 
 def _equality(part) -> tuple | None:
