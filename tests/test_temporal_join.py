@@ -492,3 +492,47 @@ def test_a_null_key_is_a_key_as_in_flinks_keyed_state(spark):
     result = kit.sql(query, orders=o, rates=r)
     assert result.temporal_joins[0].fast                   # the as-of path groups NULL keys too
     assert sorted(map(tuple, result.collect())) == [("o1", 1.1), ("o2", 9.9), ("o3", 1.1)]
+
+
+@st.composite
+def asof_cases(draw):
+    """Several independent as-of problems stacked under a ``case`` key (one Spark job): left
+    rows ``(case, k, ts, id)`` and versions ``(case, k, ts, seq, op)`` with NULL keys, equal
+    times, deletions, and times bunched or spread."""
+    left, right, seq = [], [], 0
+    for case in range(draw(st.integers(1, 8))):
+        spread = draw(st.sampled_from([1, 3, 50, 10_000]))
+        keys = st.sampled_from(["a", "b", None])
+        for _ in range(draw(st.integers(0, 12))):
+            seq += draw(st.integers(1, 3))                    # grows with arrival, not dense
+            right.append((case, draw(keys), draw(st.integers(0, spread)), seq,
+                          draw(st.sampled_from(["+I", "+I", "+U", "-U", "-D"]))))
+        for i in range(draw(st.integers(0, 8))):
+            left.append((case, draw(keys), draw(st.integers(-1, spread + 1)), f"{case}.{i}"))
+    return left, right
+
+
+def latest_version(left, right):
+    """Brute force: each left row's latest version at or before its time (the later arrival
+    among equal times); None when there is none or it is a deletion."""
+    out = {}
+    for case, k, t, i in left:
+        found = max(((ts, s, op) for c, kk, ts, s, op in right if (c, kk) == (case, k) and ts <= t), default=None)
+        out[i] = found[1] if found and found[2] in ("+I", "+U") else None
+    return out
+
+
+@pytest.mark.parametrize("strategy", ["buckets", "no broadcast", "crowded: one window"])
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(asof_cases())
+def test_the_as_of_versions_equal_brute_force(spark, monkeypatch, strategy, case):
+    from kit.joins import asof
+    if strategy == "no broadcast":
+        monkeypatch.setattr(asof, "BROADCAST_ROWS", -1)
+    if strategy.startswith("crowded"):
+        monkeypatch.setattr(asof, "CROWDED", -1)
+    left, right = case
+    l = spark.createDataFrame(left, "c long, k string, _ts long, id string")
+    r = spark.createDataFrame(right, "_k0 long, _k1 string, _ts long, _seq long, _op string")
+    got = {row.id: row._v for row in asof.versions(l, r, ["c", "k"]).collect()}
+    assert got == latest_version(left, right)

@@ -99,19 +99,61 @@ def _carries_late(summaries) -> bool:
 
 
 def versions(left: DataFrame, right: DataFrame, keys: list) -> DataFrame:
-    """``left`` (columns ``_k0..``, ``_ts`` and its values) with ``_v``: the arrival ``_seq`` of
-    the version each row meets in ``right`` (``_k0..``, ``_ts``, ``_seq``, ``_op``), NULL for
-    none or a deletion (``-U``/``-D``). One window over both inputs carries one long per row:
+    """``left`` (``_ts`` and its columns, among them ``keys``) with ``_v``: the arrival ``_seq``
+    of the version each row meets in ``right`` (``_k0..`` matching ``keys``, ``_ts``, ``_seq``,
+    ``_op``), NULL for none or a deletion (``-U``/``-D``).
+
+    Each version is valid from its time to the next one of its key (``_spans``); a left row
+    meets the span holding its time through an equi-join on the key and a time bucket, so
+    the left rows are neither sorted nor, when the spans are at most ``BROADCAST_ROWS``,
+    moved. Versions bunched so that a bucket holds more than ``CROWDED`` spans would make
+    that join quadratic: then one window over both inputs (``_window``) instead."""
+    k = [f"_k{i}" for i in range(len(keys))]
+    spans, last = _spans(right, k)
+    crowd, total = spans.groupBy(*k, "_b").count().agg(F.max("count"), F.sum("count")).first()
+    if (crowd or 0) > CROWDED:
+        return _window(left, right, keys)
+    hint = F.broadcast if (total or 0) <= BROADCAST_ROWS else (lambda df: df)
+    own = [f"_o{i}" for i in range(len(keys))]
+    same = [F.col(c).eqNullSafe(F.col(o)) for c, o in zip(keys, own)]
+    rows = (left.join(hint(last.toDF(*own, "_width", "_lts", "_lseq")), same, "left").drop(*own)
+            .withColumn("_b", F.floor(F.col("_ts") / F.col("_width"))))
+    met = rows.join(hint(spans.toDF(*own, "_sts", "_to", "_seq", "_sb")), same + [
+        F.col("_b") == F.col("_sb"), F.col("_sts") <= F.col("_ts"), F.col("_ts") < F.col("_to")], "left")
+    return met.select(*left.columns, F.coalesce("_seq", F.when(F.col("_ts") >= F.col("_lts"), F.col("_lseq"))).alias("_v"))
+
+
+BROADCAST_ROWS = 1_000_000
+CROWDED = 64
+
+
+def _spans(right: DataFrame, k: list) -> tuple[DataFrame, DataFrame]:
+    """The versions of ``right`` (deletions end a span but open none) as spans: ``_k0..``,
+    ``_ts``, ``_to`` (the next row's time), ``_seq`` and bucket ``_b``, once per bucket of
+    its key's ``_width`` the span overlaps (the key's time range over its number of rows:
+    about one span per bucket); and per key its ``_width`` and last row, valid from
+    ``_lts`` on (``_lseq``, NULL for a deletion). Among rows of one time the later arrival wins."""
+    by_key = Window.partitionBy(*k)
+    width = F.ceil((F.max("_ts").over(by_key) - F.min("_ts").over(by_key) + 1) / F.count("*").over(by_key))
+    on = F.col("_op").isin(*ACCUMULATE)
+    rows = right.select(*k, "_ts", "_seq", on.alias("_on"),
+                        F.lead("_ts").over(by_key.orderBy("_ts", "_seq")).alias("_to"), width.alias("_width"))
+    last = rows.where(F.col("_to").isNull()).select(*k, "_width", "_ts", F.when(F.col("_on"), F.col("_seq")))
+    bucket = lambda t: F.floor(t / F.col("_width"))
+    spans = rows.where(F.col("_on") & (F.col("_to") > F.col("_ts"))).select(
+        *k, "_ts", "_to", "_seq", F.explode(F.sequence(bucket(F.col("_ts")), bucket(F.col("_to") - 1))).alias("_b"))
+    return spans, last
+
+
+def _window(left: DataFrame, right: DataFrame, keys: list) -> DataFrame:
+    """``versions`` by one window over both inputs, which carries one long per row:
     ``2 * _seq + 1`` for a version, ``2 * _seq`` for a deletion, NULL for a left row (which
     sorts after the versions of its time)."""
-    k = [f"_k{i}" for i in range(len(keys))]
-    values = [f for f in left.schema.fields if f.name not in k and f.name != "_ts"]
     kind = F.when(F.col("_op").isin(*ACCUMULATE), 1).otherwise(0)
-    both = (left.select(*k, "_ts", F.lit(None).cast("long").alias("_r"), *[f.name for f in values])
-            .unionByName(right.select(*k, "_ts", (F.col("_seq") * 2 + kind).alias("_r"),
-                                      *[F.lit(None).cast(f.dataType).alias(f.name) for f in values])))
-    upto = (Window.partitionBy(*k).orderBy("_ts", F.col("_r").asc_nulls_last())
+    both = left.withColumn("_r", F.lit(None).cast("long")).unionByName(
+        right.select(*[F.col(f"_k{i}").alias(c) for i, c in enumerate(keys)], "_ts",
+                     (F.col("_seq") * 2 + kind).alias("_r")), allowMissingColumns=True)
+    upto = (Window.partitionBy(*keys).orderBy("_ts", F.col("_r").asc_nulls_last())
             .rowsBetween(Window.unboundedPreceding, 0))
     out = both.withColumn("_m", F.last("_r", ignorenulls=True).over(upto)).where(F.col("_r").isNull())
-    return out.select(*k, "_ts", *[f.name for f in values],
-                      F.when(F.col("_m").bitwiseAND(1) == 1, F.shiftright("_m", 1)).alias("_v"))
+    return out.select(*left.columns, F.when(F.col("_m").bitwiseAND(1) == 1, F.shiftright("_m", 1)).alias("_v"))

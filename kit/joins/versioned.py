@@ -179,7 +179,7 @@ class TemporalJoin:
         if self.fast:
             right = self._right_rows()
             right_view = right.select("_vr.*", F.col("_seq").alias(VERSION))
-            met = asof.versions(self._left_rows(), right, [r for _, r in self.keys])
+            met = asof.versions(self._left_rows(), right, [f"_l{lcols.index(l)}" for l, _ in self.keys])
             left_view = met.select(*[F.col(f"_l{i}").alias(c) for i, c in enumerate(lcols)], F.col("_v").alias(VERSION))
         else:
             right_view = self.merged.where(F.col("_side") == RIGHT).select("_vr.*", F.col("_seq").alias(VERSION))
@@ -230,10 +230,8 @@ class TemporalJoin:
 
     # -- the replay ----------------------------------------------------------------------
     def _left_rows(self) -> DataFrame:
-        """Left rows for the fast path: ``_k0..``, ``_ts``, the columns as ``_l0..``."""
-        df = prepared(self.left)
-        return df.select(*[F.col(l).alias(f"_k{i}") for i, (l, _) in enumerate(self.keys)], "_ts",
-                         *[F.col(c).alias(f"_l{i}") for i, c in enumerate(self.left.source.columns)])
+        """Left rows for the fast path: ``_ts``, the columns as ``_l0..``."""
+        return prepared(self.left).select("_ts", *[F.col(c).alias(f"_l{i}") for i, c in enumerate(self.left.source.columns)])
 
     def _right_rows(self) -> DataFrame:
         """Right rows for the fast path: ``_k0..``, ``_ts``, ``_seq`` (an id that grows with
