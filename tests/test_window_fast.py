@@ -94,10 +94,15 @@ def test_the_fast_path_is_taken_only_for_the_common_case(spark):
         keyed.window(TumblingEventTimeWindows.of(10)).aggregate(Sum("price"))
 
 
-def test_fast_path_equals_the_reference_on_timestamps_and_a_clock(spark):
+@pytest.mark.parametrize("lookup", ["array", "join"])
+def test_fast_path_equals_the_reference_on_timestamps_and_a_clock(spark, monkeypatch, lookup):
     """Sliding windows over TIMESTAMP event time, without keys (``window_all``), with a
     processing-time clock: the fast path's rows (watermark, proctime, fired_after included)
-    equal the replay's. (The property test above covers keys and BIGINT times.)"""
+    equal the replay's, with each window's firing arrival looked up in an array or, for a
+    grid of window maxima too long for one, joined. (The property test above covers keys
+    and BIGINT times.)"""
+    if lookup == "join":
+        monkeypatch.setattr(fast, "_LOOKUP", 0)
     times = [5, 12, 3, 31, 30, 44, 8, 61, 59, 75, 20, 90]
     pdf = pd.DataFrame({"v": range(12), "ts": pd.to_datetime("2024-01-01") + pd.to_timedelta(times, unit="s")})
     stream = kit.stream(pdf, time="ts", watermark=Duration.of_seconds(4),

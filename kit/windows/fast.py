@@ -119,8 +119,8 @@ def _in_input_order(result, keys, size, slide) -> DataFrame:
     grid, every ``slide``) of the own watermark and maximum of the element's last window,
     the first arrival, its watermark and the row count (about one row per partition and
     window end). There ``_fired`` finds ``A`` for every window maximum. Pass 2, lazy like
-    any DataFrame: every element with its windows, kept when it arrived by ``A``,
-    aggregated per key and window.
+    any DataFrame: every element with its windows, kept when it arrived by ``A`` (looked up
+    in an array over the grid of window maxima, not joined), aggregated per key and window.
 
         delay 0, window [0, 10):  a@2 (arrival 0), a@12 (1: own watermark 11), a@5 (2)
         -> A = arrival 1: a@2 is in, a@5 came after A; fires after arrival 1, watermark 11
@@ -155,8 +155,10 @@ def _in_input_order(result, keys, size, slide) -> DataFrame:
                                       lambda k: last_start - k * F.lit(slide)),
                           lambda st: st > ts - F.lit(size))
         rows = rows.withColumn("_at", F.explode(starts))
-    rows = (rows.withColumn("_max", F.col("_at") + F.lit(size - 1)).join(first.select("_max", "_a"), "_max")
-            .filter(F.col("_a").isNull() | (F.col("_in") <= F.col("_a"))))
+    rows = rows.withColumn("_max", F.col("_at") + F.lit(size - 1))
+    arrival = _firing_arrival(fired, slide)
+    rows = rows.filter(F.col("_in") <= arrival) if arrival is not None else (
+        rows.join(first.select("_max", "_a"), "_max").filter(F.col("_a").isNull() | (F.col("_in") <= F.col("_a"))))
     windows = rows.groupBy(*keys, "_at").agg(*[c.alias(n) for n, c in agg.to_spark()],
                                              F.count(F.lit(1)).alias("contents"))
     out = windows.withColumn("_max", F.col("_at") + F.lit(size - 1)).join(first.drop("_a"), "_max")
@@ -171,6 +173,26 @@ def _in_input_order(result, keys, size, slide) -> DataFrame:
                       pt.alias("proctime"), F.col("_seq").alias("fired_after"), "contents",
                       F.struct(F.coalesce("_seq", F.lit(MAX_TIME)).alias("a"), F.lit(1).alias("phase"),
                                F.col("_max").alias("t"), (-F.col("_at")).alias("s")).alias("_order"))
+
+
+_LOOKUP = 100_000   # the longest grid of window maxima pass 2 looks up in an array literal
+
+
+def _firing_arrival(fired: list, slide: int):
+    """``A`` of the window whose maximum is ``_max`` (``MAX_TIME``: it fires at the end of
+    input), as an index into one array over the grid of window maxima (one folded
+    literal), so the elements need no join to be kept or dropped; None when the grid is
+    longer than ``_LOOKUP`` (data with long gaps): then a join."""
+    if not fired:
+        return F.lit(MAX_TIME)
+    low = min(m for m, *_ in fired)
+    length = (max(m for m, *_ in fired) - low) // slide + 1
+    if length > _LOOKUP:
+        return None
+    grid = [MAX_TIME] * length
+    for m, a, _, _ in fired:
+        grid[(m - low) // slide] = MAX_TIME if a is None else a
+    return F.element_at(F.array(*map(F.lit, grid)), ((F.col("_max") - F.lit(low)) / F.lit(slide)).cast("int") + 1)
 
 
 def _fired(summary, per_element: int, slide: int) -> list:
