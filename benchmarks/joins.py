@@ -6,8 +6,11 @@ arrival order as single Parquet files of small row groups. Both inputs have a 5 
 delay, so no row is late and the kit takes its as-of fast path (after one pass over each
 input to check that). Baselines, same data, same run:
 
-- Spark native: the fastest plain as-of join we know -- one union of both inputs, one window
-  per currency ordered by time (versions before orders on ties), ``last(rate) ignore nulls``;
+- Spark native, two ways: the textbook as-of -- one union of both inputs, one window per
+  currency ordered by time (versions before orders on ties), ``last(rate) ignore nulls`` --
+  and the fastest we know, the kit's own technique without its checks: each rate valid
+  from its time to the next one, cut into time buckets per currency, the orders meeting
+  theirs by broadcast joins on currency and bucket, so they are neither moved nor sorted;
 - pandas ``merge_asof`` on one core (sorting both inputs included; reading them is not).
 
 Each Spark run writes to the ``noop`` sink; ``same result`` compares the number of orders
@@ -65,6 +68,25 @@ def _native(orders, rates):
                 .select("order_id", F.col("t").alias("order_time"), "currency", "amount", "rate"))
 
 
+def _native_spans(orders, rates):
+    r = rates.select("currency", F.unix_millis("update_time").alias("t"), "rate")
+    by = Window.partitionBy("currency")
+    r = r.select("*", F.lead("t").over(by.orderBy("t")).alias("to"),
+                 F.ceil((F.max("t").over(by) - F.min("t").over(by) + 1) / F.count("*").over(by)).alias("w"))
+    last = r.where(F.col("to").isNull()).select(F.col("currency").alias("c1"), "w", F.col("t").alias("lt"),
+                                                F.col("rate").alias("lrate"))
+    spans = r.where(F.col("to") > F.col("t")).select(
+        F.col("currency").alias("c2"), F.col("t").alias("st"), "to", F.col("rate").alias("srate"),
+        F.explode(F.sequence(F.floor(F.col("t") / F.col("w")), F.floor((F.col("to") - 1) / F.col("w")))).alias("sb"))
+    o = (orders.withColumn("ts", F.unix_millis("order_time"))
+         .join(F.broadcast(last), F.col("currency") == F.col("c1"), "left")
+         .withColumn("b", F.floor(F.col("ts") / F.col("w"))))
+    met = o.join(F.broadcast(spans), (F.col("currency") == F.col("c2")) & (F.col("b") == F.col("sb"))
+                 & (F.col("st") <= F.col("ts")) & (F.col("ts") < F.col("to")), "left")
+    return met.select("order_id", "order_time", "currency", "amount",
+                      F.coalesce("srate", F.when(F.col("ts") >= F.col("lt"), F.col("lrate"))).alias("rate"))
+
+
 def _checksum(df):
     row = df.agg(F.count("rate").alias("n"), F.round(F.sum("rate"), 3).alias("s")).first()
     return (row.n, row.s)
@@ -87,7 +109,8 @@ def temporal_join(folder: Path, rows: int | None = None):
 
         kit_s = _median(kit_join)
         native_s = _median(lambda: _native(orders, rates))
-        same = _checksum(kit_join()) == _checksum(_native(orders, rates))
+        spans_s = _median(lambda: _native_spans(orders, rates))
+        same = _checksum(kit_join()) == _checksum(_native(orders, rates)) == _checksum(_native_spans(orders, rates))
         left, right = pd.read_parquet(orders_path), pd.read_parquet(rates_path)
         start = time.process_time()
         merged = pd.merge_asof(left.sort_values("order_time", kind="mergesort"),
@@ -98,6 +121,8 @@ def temporal_join(folder: Path, rows: int | None = None):
         label = f"event-time LEFT temporal join, {n:,} orders x {VERSIONS:,} versions, {CURRENCIES} currencies"
         out.append([label, f"{kit_s:.2f} s", "Spark native as-of (union + window last ignore nulls)",
                     f"{native_s:.2f} s", f"{kit_s / native_s:.2f}", same])
+        out.append([label, f"{kit_s:.2f} s", "Spark native as-of by time buckets (two broadcast joins, no checks)",
+                    f"{spans_s:.2f} s", f"{kit_s / spans_s:.2f}", same])
         out.append([label, f"{kit_s:.2f} s", "pandas merge_asof, one core (CPU time, sorting included)",
                     f"{pandas_s:.2f} s", f"{kit_s / pandas_s:.2f}", same_pandas])
     return out
