@@ -2,6 +2,7 @@
 
 import itertools
 import json
+import re
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
@@ -492,6 +493,12 @@ def test_a_null_key_is_a_key_as_in_flinks_keyed_state(spark):
     result = kit.sql(query, orders=o, rates=r)
     assert result.temporal_joins[0].fast                   # the as-of path groups NULL keys too
     assert sorted(map(tuple, result.collect())) == [("o1", 1.1), ("o2", 9.9), ("o3", 1.1)]
+    # the key equality, wherever it stands among the conjuncts, gives way to the link alone
+    query = query.replace("ON o.currency = r.currency", "ON r.rate > 5 AND r.currency = o.currency")
+    result = kit.sql(query, orders=o, rates=r)
+    assert sorted(map(tuple, result.collect()), key=str) == [("o1", None), ("o2", 9.9), ("o3", None)]
+    plan = result._jdf.queryExecution().executedPlan().toString()
+    assert re.search(r"HashJoin \[__kit_v#\d+L\], \[__kit_v#\d+L\]", plan), plan
 
 
 @st.composite

@@ -194,10 +194,8 @@ class TemporalJoin:
         left_view, right_view = self.views()
         lcols = self.left.source.columns
         shared = {r for l, r in self.keys if l == r}
-        cond = F.col("l." + VERSION) == F.col("r." + VERSION)
-        for l, r in self.keys:
-            cond = cond & F.col(f"l.`{l}`").eqNullSafe(F.col(f"r.`{r}`"))   # keyed state: NULL is a key
-        out = left_view.alias("l").join(right_view.alias("r"), cond, self.how)
+        # the version met has the left row's key (a NULL key too: keyed state): the link alone joins
+        out = left_view.alias("l").join(right_view.alias("r"), F.col("l." + VERSION) == F.col("r." + VERSION), self.how)
         names = [F.col(f"l.`{c}`") for c in lcols] + [
             F.col(f"r.`{c}`").alias(c + "_right" if c in lcols else c)
             for c in self.right.source.columns if c not in shared]

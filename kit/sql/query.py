@@ -12,8 +12,8 @@ Six rewrites, all on tokens of the original text (comments and layout are kept):
   (``GROUP BY TUMBLE(c, ...)``, whose ``TUMBLE_START(...)`` etc. become column names);
 - the two tables of a temporal or interval join become views of the rows the join kept,
   linked row to row (``temporal.py``, ``interval.py``), and its condition gains the link;
-  the key equalities of a temporal join become null-safe (``<=>``): Flink keys its state by
-  them, so a NULL key meets the versions with a NULL key;
+  the key equalities of a temporal join become ``TRUE``: the link implies them (a NULL key
+  too, as Flink keys its state by them), and Spark joins on the one link column;
 - Flink type spellings Spark lacks, in CAST: ``TIMESTAMP(3)`` -> ``TIMESTAMP``, ``VARCHAR``
   -> ``STRING``, ``BYTES`` -> ``BINARY``, ``... WITH LOCAL TIME ZONE`` -> ``TIMESTAMP_LTZ``.
 
@@ -235,10 +235,11 @@ class _Renderer:
                 out.replace(f" `{lq}`.__kit_v = `{call.alias}`.__kit_v AND (", tok.end)
                 done, i = tok.end, i + 1
                 continue
-            if any(i in c.null_safe for c in self.temporal.values()):   # a key equality: NULL is a key
+            end = next((c.implied[i] for c in self.temporal.values() if i in c.implied), None)
+            if end is not None:                   # a key equality: the link implies it
                 out.copy(done, tok.start)
-                out.replace("<=>", tok.start)
-                done, i = tok.end, i + 1
+                out.replace("TRUE", tok.start)
+                done, i = toks[end - 1].end, end
                 continue
             if i in self.interval:                # ON / WHERE: the pair link
                 if tok.is_word("WHERE"):

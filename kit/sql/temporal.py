@@ -60,8 +60,8 @@ class TemporalCall:
     cond: tuple | None = None         # (first, end) token indexes of the ON / WHERE condition
     cond_word: int | None = None      # index of ON or WHERE
     cond_token: Token | None = None
-    equalities: list = field(default_factory=list)   # ((qualifier, column, token), (...), index of =)
-    null_safe: set = field(default_factory=set)      # indexes of the key equalities' = (plan sets them)
+    equalities: list = field(default_factory=list)   # ((qualifier, column, token), (...), (first, end) tokens)
+    implied: dict = field(default_factory=dict)      # the key equalities' {first token: end} (plan sets them)
     left: str | None = None           # the left table as written, and where
     left_index: int | None = None
 
@@ -190,12 +190,12 @@ def _condition(tokens, call, word: int) -> list:
     for first, part in parts:
         sides = _equality(part)
         if sides:
-            found.append((*sides[:2], first + sides[2]))
+            found.append((*sides, (first, first + len(part))))
     return found
 
 
 def _equality(part) -> tuple | None:
-    """``[q.]a = [q.]b`` as ``((q, a, token), (q, b, token), index of = in part)``."""
+    """``[q.]a = [q.]b`` as ``((q, a, token), (q, b, token))``."""
     def ref(ts):
         if len(ts) == 1 and ts[0].kind == "IDENT":
             return None, ts[0].value, ts[0]
@@ -207,7 +207,7 @@ def _equality(part) -> tuple | None:
     if len(eq) != 1:
         return None
     a, b = ref(part[:eq[0]]), ref(part[eq[0] + 1:])
-    return (a, b, eq[0]) if a and b else None
+    return (a, b) if a and b else None
 
 
 @dataclass
@@ -466,8 +466,9 @@ def _deduplicated(view: VersionedView, tables: dict, error):
 
 def _keys(call: TemporalCall, left: list, right: list) -> list:
     """``(left column, right column)`` for each ``left = right`` conjunct of the condition;
-    ``left``, ``right``: the two sides' columns. Their ``=`` become ``<=>`` (``null_safe``):
-    Flink keys the operator's state by them, and a NULL key is a key like any other."""
+    ``left``, ``right``: the two sides' columns. The link to the version met implies them
+    (Flink keys the operator's state by them, and a NULL key meets a NULL key), so the
+    rewrite puts ``TRUE`` in their place (``implied``): Spark then joins on the link alone."""
     lq, rq = (call.time_qualifier or call.left).lower(), call.alias.lower()
     lcols = {c.lower(): c for c in left}
     rcols = {c.lower(): c for c in right}
@@ -483,13 +484,13 @@ def _keys(call: TemporalCall, left: list, right: list) -> list:
         return None, c
 
     pairs = []
-    for a, b, eq in call.equalities:
+    for a, b, (first, end) in call.equalities:
         (sa, ca), (sb, cb) = side(a), side(b)
         if {sa, sb} == {"L", "R"}:
             l, r = (ca, cb) if sa == "L" else (cb, ca)
             if l.lower() in lcols and r.lower() in rcols:
                 pairs.append((lcols[l.lower()], rcols[r.lower()]))
-                call.null_safe.add(eq)
+                call.implied[first] = end
     return pairs
 
 
