@@ -515,7 +515,8 @@ def asof_cases(draw):
             right.append((case, draw(keys), draw(st.integers(0, spread)), seq,
                           draw(st.sampled_from(["+I", "+I", "+U", "-U", "-D"]))))
         for i in range(draw(st.integers(0, 8))):
-            left.append((case, draw(keys), draw(st.integers(-1, spread + 1)), f"{case}.{i}"))
+            at = st.one_of(st.integers(-1, spread + 1), st.integers(spread, 4 * spread + 4))   # or past them all
+            left.append((case, draw(keys), draw(at), f"{case}.{i}"))
     return left, right
 
 
@@ -529,7 +530,7 @@ def latest_version(left, right):
     return out
 
 
-@pytest.mark.parametrize("strategy", ["buckets", "no broadcast", "crowded: one window"])
+@pytest.mark.parametrize("strategy", ["one width", "each key's width", "no broadcast", "crowded: one window"])
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(asof_cases())
 def test_the_as_of_versions_equal_brute_force(spark, monkeypatch, strategy, case):
@@ -538,8 +539,11 @@ def test_the_as_of_versions_equal_brute_force(spark, monkeypatch, strategy, case
         monkeypatch.setattr(asof, "BROADCAST_ROWS", -1)
     if strategy.startswith("crowded"):
         monkeypatch.setattr(asof, "CROWDED", -1)
+    monkeypatch.setattr(asof, "PIECES", {"one width": 10 ** 9, "each key's width": -1}.get(strategy, asof.PIECES))
     left, right = case
     l = spark.createDataFrame(left, "c long, k string, _ts long, id string")
     r = spark.createDataFrame(right, "_k0 long, _k1 string, _ts long, _seq long, _op string")
+    if right and strategy.endswith("width"):
+        assert (asof.spans_shape(r, 2).width is not None) == (strategy == "one width")
     got = {row.id: row._v for row in asof.versions(l, r, ["c", "k"]).collect()}
     assert got == latest_version(left, right)

@@ -24,18 +24,20 @@ crosses to Python (and a punctuated watermark's column), in large Arrow batches.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import TaskContext
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from ..stream import Stream, prepared
+from .replay import MAX_TIME
 from .temporal import ACCUMULATE
 
-__all__ = ["has_late", "versions"]
+__all__ = ["Shape", "has_late", "spans_shape", "versions"]
 
 _SUMMARY = pa.schema([("_part", pa.int32()), ("_min", pa.int64()), ("_max", pa.int64()), ("_late", pa.bool_())])
 _NONE = np.iinfo(np.int64).min           # no watermark yet
@@ -98,7 +100,7 @@ def _carries_late(summaries) -> bool:
     return False
 
 
-def versions(left: DataFrame, right: DataFrame, keys: list) -> DataFrame:
+def versions(left: DataFrame, right: DataFrame, keys: list, shape: "Shape | None" = None) -> DataFrame:
     """``left`` (``_ts`` and its columns, among them ``keys``) with ``_v``: the arrival ``_seq``
     of the version each row meets in ``right`` (``_k0..`` matching ``keys``, ``_ts``, ``_seq``,
     ``_op``), NULL for none or a deletion (``-U``/``-D``).
@@ -106,42 +108,97 @@ def versions(left: DataFrame, right: DataFrame, keys: list) -> DataFrame:
     Each version is valid from its time to the next one of its key (``_spans``); a left row
     meets the span holding its time through an equi-join on the key and a time bucket, so
     the left rows are neither sorted nor, when the spans are at most ``BROADCAST_ROWS``,
-    moved. Versions bunched so that a bucket holds more than ``CROWDED`` spans would make
-    that join quadratic: then one window over both inputs (``_window``) instead."""
+    moved. The buckets have one width for all keys when that cuts the spans into few
+    pieces, else each key its own (then a left row first looks up its key's width and last
+    version). Versions bunched so that a bucket holds more than ``CROWDED`` spans would make
+    that join quadratic: then one window over both inputs (``_window``) instead. ``shape``:
+    ``spans_shape(right, len(keys))`` when already known."""
     k = [f"_k{i}" for i in range(len(keys))]
-    spans, last = _spans(right, k)
-    crowd, total = spans.groupBy(*k, "_b").count().agg(F.max("count"), F.sum("count")).first()
-    if (crowd or 0) > CROWDED:
+    shape = shape or spans_shape(right, len(keys))
+    if shape.crowd > CROWDED:
         return _window(left, right, keys)
-    hint = F.broadcast if (total or 0) <= BROADCAST_ROWS else (lambda df: df)
+    hint = F.broadcast if shape.total <= BROADCAST_ROWS else (lambda df: df)
     own = [f"_o{i}" for i in range(len(keys))]
     same = [F.col(c).eqNullSafe(F.col(o)) for c, o in zip(keys, own)]
-    rows = (left.join(hint(last.toDF(*own, "_width", "_lts", "_lseq")), same, "left").drop(*own)
-            .withColumn("_b", F.floor(F.col("_ts") / F.col("_width"))))
+    spans, last = _spans(right, k, shape.width, shape.top)
+    if last is None:   # one width: the bucket is arithmetic, and the last version a span to the end
+        rows = left.withColumn("_b", F.least(_bucket(F.col("_ts"), shape.width), F.lit(shape.top)))
+    else:
+        rows = (left.join(hint(last.toDF(*own, "_width", "_lts", "_lseq")), same, "left").drop(*own)
+                .withColumn("_b", _bucket(F.col("_ts"), F.col("_width"))))
     met = rows.join(hint(spans.toDF(*own, "_sts", "_to", "_seq", "_sb")), same + [
         F.col("_b") == F.col("_sb"), F.col("_sts") <= F.col("_ts"), F.col("_ts") < F.col("_to")], "left")
-    return met.select(*left.columns, F.coalesce("_seq", F.when(F.col("_ts") >= F.col("_lts"), F.col("_lseq"))).alias("_v"))
+    found = F.col("_seq") if last is None else \
+        F.coalesce("_seq", F.when(F.col("_ts") >= F.col("_lts"), F.col("_lseq")))
+    return met.select(*left.columns, found.alias("_v"))
 
 
 BROADCAST_ROWS = 1_000_000
 CROWDED = 64
+PIECES = 4          # one width for all keys when it cuts the spans into at most this many pieces each
 
 
-def _spans(right: DataFrame, k: list) -> tuple[DataFrame, DataFrame]:
+@dataclass(frozen=True)
+class Shape:
+    """How ``versions`` cuts the spans: one bucket ``width`` for every key, up to bucket
+    ``top`` (None: each key its own width), the most spans in one bucket and the pieces in all."""
+    width: int | None
+    top: int | None
+    crowd: int
+    total: int
+
+
+def spans_shape(right: DataFrame, keys: int) -> Shape:
+    """The ``Shape`` of ``right``'s versions (small jobs): one width -- the mean distance
+    between versions of a key over the whole time range -- when it cuts the spans into at
+    most ``PIECES`` pieces each and crowds no bucket, else each key's own width."""
+    k = [f"_k{i}" for i in range(keys)]
+    low, high, n, distinct = right.agg(F.min("_ts"), F.max("_ts"), F.count(F.lit(1)),
+                                       F.count_distinct(F.struct(*k))).first()
+    if not n:
+        return Shape(None, None, 0, 0)
+    width = max(1, -(-(high - low + 1) * distinct // n))
+    one = _shape(_spans(right, k, width, high // width)[0], k, width, high // width)
+    if one.crowd <= CROWDED and one.total <= PIECES * n:
+        return one
+    return _shape(_spans(right, k)[0], k, None, None)
+
+
+def _shape(spans: DataFrame, k: list, width, top) -> Shape:
+    crowd, total = spans.groupBy(*k, "_b").count().agg(F.max("count"), F.sum("count")).first()
+    return Shape(width, top, crowd or 0, total or 0)
+
+
+def _bucket(t: Column, width) -> Column:
+    return F.floor(t / width)
+
+
+def _spans(right: DataFrame, k: list, width: int | None = None, top: int | None = None):
     """The versions of ``right`` (deletions end a span but open none) as spans: ``_k0..``,
-    ``_ts``, ``_to`` (the next row's time), ``_seq`` and bucket ``_b``, once per bucket of
-    its key's ``_width`` the span overlaps (the key's time range over its number of rows:
-    about one span per bucket); and per key its ``_width`` and last row, valid from
-    ``_lts`` on (``_lseq``, NULL for a deletion). Among rows of one time the later arrival wins."""
+    ``_ts``, ``_to`` (the next row's time), ``_seq`` and bucket ``_b``, once per bucket the
+    span overlaps; and ``last``. Among rows of one time the later arrival wins.
+
+    With one ``width``, a key's last version is a span to ``MAX_TIME``, cut at bucket
+    ``top`` (left rows past it look there), and ``last`` is None. Without, each key's width
+    is its time range over its number of rows (about one span per bucket), and ``last``
+    holds per key its ``_width`` and last row, valid from ``_lts`` on (``_lseq``, NULL for
+    a deletion)."""
     by_key = Window.partitionBy(*k)
-    width = F.ceil((F.max("_ts").over(by_key) - F.min("_ts").over(by_key) + 1) / F.count("*").over(by_key))
     on = F.col("_op").isin(*ACCUMULATE)
     rows = right.select(*k, "_ts", "_seq", on.alias("_on"),
-                        F.lead("_ts").over(by_key.orderBy("_ts", "_seq")).alias("_to"), width.alias("_width"))
+                        F.lead("_ts").over(by_key.orderBy("_ts", "_seq")).alias("_to"))
+    if width is not None:
+        spans = rows.where(F.col("_on") & (F.col("_to").isNull() | (F.col("_to") > F.col("_ts")))).select(
+            *k, "_ts", F.coalesce("_to", F.lit(MAX_TIME)).alias("_to"), "_seq", F.explode(F.sequence(
+                _bucket(F.col("_ts"), F.lit(width)),
+                F.when(F.col("_to").isNull(), F.lit(top)).otherwise(_bucket(F.col("_to") - 1, F.lit(width))))).alias("_b"))
+        return spans, None
+    rows = rows.withColumn("_width", F.ceil((F.max("_ts").over(by_key) - F.min("_ts").over(by_key) + 1)
+                                            / F.count("*").over(by_key)))
     last = rows.where(F.col("_to").isNull()).select(*k, "_width", "_ts", F.when(F.col("_on"), F.col("_seq")))
-    bucket = lambda t: F.floor(t / F.col("_width"))
     spans = rows.where(F.col("_on") & (F.col("_to") > F.col("_ts"))).select(
-        *k, "_ts", "_to", "_seq", F.explode(F.sequence(bucket(F.col("_ts")), bucket(F.col("_to") - 1))).alias("_b"))
+        *k, "_ts", "_to", "_seq", F.explode(F.sequence(_bucket(F.col("_ts"), F.col("_width")),
+                                                       _bucket(F.col("_to") - 1, F.col("_width")))).alias("_b"))
     return spans, last
 
 

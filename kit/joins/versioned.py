@@ -31,6 +31,7 @@ operator watermark's rises in hand. ``fates()`` and ``emissions()`` always repla
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import cached_property
 
@@ -169,7 +170,15 @@ class TemporalJoin:
         if self.engine != "auto":
             return self.engine == "fast"
         return (self.time == "event" and not (self.retention and self.retention.ttl.millis > 0)
-                and not asof.has_late(self.left, self.right))
+                and not self._checked[0])
+
+    @cached_property
+    def _checked(self) -> tuple[bool, tuple]:
+        """Whether a row of either input is late (``asof.has_late``), and the shape of the
+        versions' spans (``asof.spans_shape``): a small job, run while the inputs are read."""
+        with ThreadPoolExecutor(1) as pool:
+            shape = pool.submit(asof.spans_shape, self._right_rows(), len(self.keys))
+            return asof.has_late(self.left, self.right), shape.result()
 
     def views(self) -> tuple[DataFrame, DataFrame]:
         """The left rows Flink emits, each with ``__kit_v`` (the arrival ``seq`` of the version it
@@ -179,7 +188,8 @@ class TemporalJoin:
         if self.fast:
             right = self._right_rows()
             right_view = right.select("_vr.*", F.col("_seq").alias(VERSION))
-            met = asof.versions(self._left_rows(), right, [f"_l{lcols.index(l)}" for l, _ in self.keys])
+            met = asof.versions(self._left_rows(), right, [f"_l{lcols.index(l)}" for l, _ in self.keys],
+                                self._checked[1] if self.engine == "auto" else None)
             left_view = met.select(*[F.col(f"_l{i}").alias(c) for i, c in enumerate(lcols)], F.col("_v").alias(VERSION))
         else:
             right_view = self.merged.where(F.col("_side") == RIGHT).select("_vr.*", F.col("_seq").alias(VERSION))
