@@ -128,9 +128,9 @@ def _in_input_order(result, keys, size, slide) -> DataFrame:
     s, a = result.stream, result.spec.assigner
     agg = result.spec.contents._agg
     ts = s.millis(s.time)
-    source = (s.source.withColumn("_in", F.monotonically_increasing_id())
-              .withColumn("_ts", F.when(ts.isNull(), null_time_error(
-                  s.time, F.concat(F.lit("_in="), F.col("_in").cast("string"))).cast("long")).otherwise(ts)))
+    source = s.source.select("*", F.monotonically_increasing_id().alias("_in"))
+    source = source.select("*", F.when(ts.isNull(), null_time_error(
+        s.time, F.concat(F.lit("_in="), F.col("_in").cast("string"))).cast("long")).otherwise(ts).alias("_ts"))
     own, ts = s.own_watermark(), F.col("_ts")
     last_start = ts - F.pmod(ts - F.lit(a.offset), F.lit(slide))
     per_element = -(-size // slide)
@@ -192,7 +192,8 @@ def _firing_arrival(fired: list, slide: int):
     grid = [MAX_TIME] * length
     for m, a, _, _ in fired:
         grid[(m - low) // slide] = MAX_TIME if a is None else a
-    return F.element_at(F.array(*map(F.lit, grid)), ((F.col("_max") - F.lit(low)) / F.lit(slide)).cast("int") + 1)
+    array = F.expr("array(" + ", ".join(f"{a}L" for a in grid) + ")")   # one call to the JVM, not one per entry
+    return F.element_at(array, ((F.col("_max") - F.lit(low)) / F.lit(slide)).cast("int") + 1)
 
 
 def _fired(summary, per_element: int, slide: int) -> list:
