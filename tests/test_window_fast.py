@@ -116,3 +116,11 @@ def test_fast_path_equals_the_reference_on_timestamps_and_a_clock(spark, monkeyp
     clock = pd.Timestamp("2024-01-01 12:00:00")
     assert [(r.fired_after, r.proctime) for r in fast_rows] == [   # arrival i at 12:00:00 + i s
         (i, clock + pd.Timedelta(seconds=i)) for i in (3, 5, 7, 9, 11)] + [(None, None)] * 2
+
+
+def test_a_null_event_time_fails_the_fast_path_naming_the_row(spark):
+    df = spark.createDataFrame([("a", 1), ("a", 2), ("a", None)], "k string, ts long").coalesce(1)
+    windows = kit.stream(df, time="ts").key_by("k").window(TumblingEventTimeWindows.of(10)).aggregate(Count())
+    assert fast.eligible(windows.spec)
+    with pytest.raises(Exception, match="row 2 of input partition 0 has NULL event time in column 'ts'"):
+        windows.df.collect()

@@ -128,15 +128,16 @@ def _in_input_order(result, keys, size, slide) -> DataFrame:
     s, a = result.stream, result.spec.assigner
     agg = result.spec.contents._agg
     ts = s.millis(s.time)
-    source = s.source.select("*", F.monotonically_increasing_id().alias("_in"))
-    source = source.select("*", F.when(ts.isNull(), null_time_error(
-        s.time, F.concat(F.lit("_in="), F.col("_in").cast("string"))).cast("long")).otherwise(ts).alias("_ts"))
+    plain = s.source.select("*", F.monotonically_increasing_id().alias("_in"), ts.alias("_ts"))
     own, ts = s.own_watermark(), F.col("_ts")
     last_start = ts - F.pmod(ts - F.lit(a.offset), F.lit(slide))
     per_element = -(-size // slide)
-    # pass 1
+    # pass 1, which fails on a NULL time (so pass 2 need not check)
+    where = F.concat(F.col("_in").bitwiseAND((1 << _CHUNK_BITS) - 1).cast("string"), F.lit(" of input partition "),
+                     F.shiftright("_in", _CHUNK_BITS).cast("string"))
+    checked = plain.withColumn("_ts", F.when(ts.isNull(), null_time_error(s.time, where).cast("long")).otherwise(ts))
     base = (a.offset + size - 1) % slide
-    summary = (source.groupBy(F.shiftright("_in", _CHUNK_BITS).alias("chunk"),
+    summary = (checked.groupBy(F.shiftright("_in", _CHUNK_BITS).alias("chunk"),
                               (own - F.pmod(own - F.lit(base), F.lit(slide))).alias("g"),
                               (last_start + F.lit(size - 1)).alias("last"))
                .agg(F.min("_in").alias("first"), F.min_by(own, F.col("_in")).alias("after"),
@@ -146,7 +147,7 @@ def _in_input_order(result, keys, size, slide) -> DataFrame:
         fired, "_max long, _a long, _after long, _seq long").hint("broadcast")
     # pass 2: the accepted elements of every window
     inputs = sorted({p.column for p in agg.parts if p.column is not None})
-    rows = source.select(*keys, *[c for c in inputs if c not in keys], "_in", "_ts")
+    rows = plain.select(*keys, *[c for c in inputs if c not in keys], "_in", "_ts")
     if size <= slide:   # one window at most; none when the element falls in a gap between windows
         rows = rows.withColumn("_at", last_start)
         rows = rows if size == slide else rows.filter(F.col("_at") > ts - F.lit(size))
