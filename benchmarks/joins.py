@@ -29,7 +29,7 @@ from pyspark.sql import functions as F
 import kit
 from kit.time import Duration, WatermarkStrategy
 
-from .windows import _median
+from .windows import _side_by_side
 
 VERSIONS, CURRENCIES = 100_000, 100
 QUERY = """SELECT o.order_id, o.order_time, o.currency, o.amount, r.rate
@@ -107,9 +107,8 @@ def temporal_join(folder: Path, rows: int | None = None):
             r = kit.stream(rates, time="update_time", watermark=delay, primary_key="currency")
             return kit.sql(QUERY, orders=o, rates=r)
 
-        kit_s = _median(kit_join)
-        native_s = _median(lambda: _native(orders, rates))
-        spans_s = _median(lambda: _native_spans(orders, rates))
+        kit_s, native_s, spans_s = _side_by_side(kit_join, lambda: _native(orders, rates),
+                                                 lambda: _native_spans(orders, rates))
         same = _checksum(kit_join()) == _checksum(_native(orders, rates)) == _checksum(_native_spans(orders, rates))
         left, right = pd.read_parquet(orders_path), pd.read_parquet(rates_path)
         start = time.process_time()

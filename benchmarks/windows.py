@@ -50,8 +50,19 @@ def _timed(make) -> float:
 
 
 def _median(make, runs=3) -> float:
-    _timed(make)   # warm-up
-    return sorted(_timed(make) for _ in range(runs))[runs // 2]
+    return _side_by_side(make, runs=runs)[0]
+
+
+def _side_by_side(*makes, runs=5) -> list:
+    """Median seconds of each of ``makes``, run in turn round after round (after one
+    warm-up round), so that a change in the machine's load falls on all of them alike."""
+    for make in makes:
+        _timed(make)
+    times = [[] for _ in makes]
+    for _ in range(runs):
+        for seconds, make in zip(times, makes):
+            seconds.append(_timed(make))
+    return [sorted(seconds)[runs // 2] for seconds in times]
 
 
 def windows(folder: Path, rows: int | None = None):
@@ -65,9 +76,9 @@ def windows(folder: Path, rows: int | None = None):
         return kit.stream(spark.read.parquet(str(parquet)), time="cTime",
                           watermark=Duration.of_seconds(5), order=order)
 
-    native = _median(lambda: spark.read.parquet(str(parquet)).groupBy("user", F.window("cTime", "1 minute")).count())
-    tumbling = _median(lambda: clicks().key_by("user").window(TumblingEventTimeWindows.of(Time.minutes(1)))
-                       .aggregate(Count(alias="cnt")).df)
+    native, tumbling = _side_by_side(
+        lambda: spark.read.parquet(str(parquet)).groupBy("user", F.window("cTime", "1 minute")).count(),
+        lambda: clicks().key_by("user").window(TumblingEventTimeWindows.of(Time.minutes(1))).aggregate(Count(alias="cnt")).df)
     label = f"tumbling 1 min COUNT per user, {n:,} clicks, 1,000 users (fast path)"
     yield [label, f"{tumbling:.2f} s", "Spark native groupBy(user, window(cTime, '1 minute')).count()",
            f"{native:.2f} s", f"{tumbling / native:.2f}", "not compared (no watermark in Spark)"]
@@ -83,11 +94,10 @@ def windows(folder: Path, rows: int | None = None):
         yield [label, f"{tumbling:.2f} s", f"Flink 2.3 streaming SQL TUMBLE, parallelism 2 (JVM start "
                f"{flink['startup']:.1f} s apart)", f"{flink['seconds']:.2f} s", f"{tumbling / flink['seconds']:.2f}",
                f"{len(flink['rows']):,} rows"]
-    sliding_native = _median(lambda: spark.read.parquet(str(parquet))
-                             .groupBy("user", F.window("cTime", "10 minutes", "1 minute")).count())
-    sliding = _median(lambda: clicks().key_by("user")
-                      .window(SlidingEventTimeWindows.of(Time.minutes(10), Time.minutes(1)))
-                      .aggregate(Count(alias="cnt")).df)
+    sliding_native, sliding = _side_by_side(
+        lambda: spark.read.parquet(str(parquet)).groupBy("user", F.window("cTime", "10 minutes", "1 minute")).count(),
+        lambda: clicks().key_by("user").window(SlidingEventTimeWindows.of(Time.minutes(10), Time.minutes(1)))
+        .aggregate(Count(alias="cnt")).df, runs=3)
     yield [f"sliding 10 min / 1 min COUNT per user, {n:,} clicks (fast path)", f"{sliding:.2f} s",
            "Spark native groupBy(user, window(cTime, '10 minutes', '1 minute')).count()",
            f"{sliding_native:.2f} s", f"{sliding / sliding_native:.2f}", ""]
