@@ -135,7 +135,6 @@ def versions(left: DataFrame, right: DataFrame, keys: list, shape: "Shape | None
 
 BROADCAST_ROWS = 1_000_000
 CROWDED = 64
-PIECES = 4          # one width for all keys when it cuts the spans into at most this many pieces each
 
 
 @dataclass(frozen=True)
@@ -148,10 +147,10 @@ class Shape:
     total: int
 
 
-def spans_shape(right: DataFrame, keys: int) -> Shape:
+def spans_shape(right: DataFrame, keys: int, one_width: bool = True) -> Shape:
     """The ``Shape`` of ``right``'s versions (small jobs): one width -- the mean distance
-    between versions of a key over the whole time range -- when it cuts the spans into at
-    most ``PIECES`` pieces each and crowds no bucket, else each key's own width."""
+    between versions of a key over the whole time range, which cuts the spans into fewer
+    than 3 pieces per version in all -- when it crowds no bucket, else each key's own width."""
     k = [f"_k{i}" for i in range(keys)]
     low, high, n, distinct = right.agg(F.min("_ts"), F.max("_ts"), F.count(F.lit(1)),
                                        F.count_distinct(F.struct(*k))).first()
@@ -159,7 +158,7 @@ def spans_shape(right: DataFrame, keys: int) -> Shape:
         return Shape(None, None, 0, 0)
     width = max(1, -(-(high - low + 1) * distinct // n))
     one = _shape(_spans(right, k, width, high // width)[0], k, width, high // width)
-    if one.crowd <= CROWDED and one.total <= PIECES * n:
+    if one_width and one.crowd <= CROWDED:
         return one
     return _shape(_spans(right, k)[0], k, None, None)
 
