@@ -379,6 +379,10 @@ def test_a_row_without_event_time_is_rejected_with_its_place(spark):
     join = temporal_join(kit.stream(orders, time="t"), kit.stream(rates, time="t", primary_key="k"), on="k")
     with pytest.raises(Exception, match="row left input, seq=1 has NULL event time in column 't'"):
         join.df.collect()
+    rates = spark.createDataFrame([(None, "EUR", 1.0)], "t long, k string, rate double")   # no time at all
+    join = temporal_join(kit.stream(orders.limit(1), time="t"), kit.stream(rates, time="t", primary_key="k"), on="k")
+    with pytest.raises(Exception, match="row right input, seq=0 has NULL event time in column 't'"):
+        join.df.collect()
 
 
 @pytest.mark.parametrize("times, late", [([20, 30, 40, 50], False), ([20, 30, 5, 40], True), ([30, 20, 40, 50], True)])

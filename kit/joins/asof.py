@@ -154,7 +154,7 @@ def spans_shape(right: DataFrame, keys: int, one_width: bool = True) -> Shape:
     k = [f"_k{i}" for i in range(keys)]
     low, high, n, distinct = right.agg(F.min("_ts"), F.max("_ts"), F.count(F.lit(1)),
                                        F.count_distinct(F.struct(*k))).first()
-    if not n:
+    if low is None:   # no versions, or none with a time (the replay names the row)
         return Shape(None, None, 0, 0)
     width = max(1, -(-(high - low + 1) * distinct // n))
     one = _shape(_spans(right, k, width, high // width)[0], k, width, high // width)
