@@ -3,17 +3,18 @@
 When neither input has a row behind its own watermark, the interleaving cannot change the
 result: a left row is emitted once the operator watermark passes its time, and a version
 at or before that time arriving later would be late on its own input. Each left row then
-joins the latest version at or before its time (the later arrival among equal times),
-which is one sort by key and time, no pairs:
+joins the latest version at or before its time (the later arrival among equal times).
+``versions`` finds it without sorting or moving the left rows: each version is a span to
+the next one of its key, cut into time buckets, and a left row meets the span holding its
+time by an equi-join on key and bucket (buckets of 10 minutes here; a left row past the
+last bucket looks in the last one):
 
-=====  =====  ====  ==================================================
-key    time   side  version in force (``last`` over the sorted rows)
-=====  =====  ====  ==================================================
-EUR    10:00  R     v0
-EUR    10:00  L     v0   (a version at the left row's time counts)
-EUR    10:15  R     v1
-EUR    10:20  L     v1
-=====  =====  ====  ==================================================
+=====  ========================  ===========  ================================================
+key    version: span             buckets      left rows that meet it
+=====  ========================  ===========  ================================================
+EUR    v0: [10:00, 10:15)        10:00 10:10  10:00 (a version at its time counts), 10:12
+EUR    v1: [10:15, end of time)  10:10        10:20 (bucket 10:20 is past the last: 10:10)
+=====  ========================  ===========  ================================================
 
 ``has_late`` checks the precondition in one pass over each input (the inputs' jobs run at
 once): every input partition reports its own late rows, its smallest time and its largest
