@@ -421,15 +421,18 @@ class WindowResult:
     def _firings(self, engine: str = "auto") -> DataFrame:
         """The firings, by the fast path when it applies (``engine="auto"``), else by
         replaying each key (``"reference"``)."""
-        if engine == "fast" or (engine == "auto" and fast.eligible(self.spec)):
+        fast_path = engine == "fast" or (engine == "auto" and fast.eligible(self.spec))
+        if fast_path:
             df = fast.firings(self)
             if not isinstance(self.time_type, T.IntegralType):
                 for c in ("window_start", "window_end"):
                     df = df.withColumn(c, F.timestamp_millis(c))
         else:
             df = place_timers(self._replayed("firing"), self.stream)
-        # per key, in the order the operator emitted
-        df = df.repartition(1).sortWithinPartitions(*(["key"] if self.keys else []), "_order").drop("_order")
+        # per key, in the order the operator emitted, in one partition: a small last stage runs
+        # as one task (no shuffle); a replay or a window over the elements stays parallel
+        one = df.coalesce(1) if fast_path and fast.in_input_order(self) else df.repartition(1)
+        df = one.sortWithinPartitions(*(["key"] if self.keys else []), "_order").drop("_order")
         if not isinstance(self.time_type, T.IntegralType):
             for c in ("timer", "watermark"):
                 df = df.withColumn(c, F.timestamp_millis(c))

@@ -35,7 +35,7 @@ from .placement import first_at_least
 from .triggers import EventTimeTrigger
 from ..stream import _CHUNK_BITS, epoch_ms, null_time_error
 
-__all__ = ["eligible", "firings"]
+__all__ = ["eligible", "firings", "in_input_order"]
 
 
 def eligible(spec) -> bool:
@@ -227,6 +227,14 @@ def _fired(summary, per_element: int, slide: int) -> list:
     return out
 
 
+def in_input_order(result) -> bool:
+    """Whether ``firings`` reads the source rows in input order (``_in_input_order``): no
+    allowed lateness, no ``order=``, no processing-time column. Its last stage is then a
+    small aggregation, which one task can finish."""
+    s = result.stream
+    return result.spec.allowed_lateness == 0 and not s.order and not isinstance(s.proctime, str)
+
+
 def firings(result) -> DataFrame:
     """The firings of ``result`` (a ``WindowResult``), times in ms, with a sort key ``_order``."""
     s, spec, keys = result.stream, result.spec, list(result.keys)
@@ -234,7 +242,7 @@ def firings(result) -> DataFrame:
     size = a.size
     slide = getattr(a, "slide", size)
     lateness = spec.allowed_lateness
-    if lateness == 0 and not s.order and not isinstance(s.proctime, str):
+    if in_input_order(result):
         return _in_input_order(result, keys, size, slide)   # no annotated stream needed
     aggs = spec.contents._agg.to_spark()   # [(alias, column)]
     inputs = sorted({p.column for p in spec.contents._agg.parts if p.column is not None})
