@@ -173,7 +173,7 @@ class TemporalJoin:
                 and not self._checked[0])
 
     @cached_property
-    def _checked(self) -> tuple[bool, tuple]:
+    def _checked(self) -> tuple[bool, asof.Shape]:
         """Whether a row of either input is late (``asof.has_late``), and the shape of the
         versions' spans (``asof.spans_shape``): a small job, run while the inputs are read."""
         with ThreadPoolExecutor(1) as pool:
