@@ -109,9 +109,8 @@ def versions(left: DataFrame, right: DataFrame, keys: list, shape: "Shape | None
     Each version is valid from its time to the next one of its key (``_spans``); a left row
     meets the span holding its time through an equi-join on the key and a time bucket, so
     the left rows are neither sorted nor, when the spans are at most ``BROADCAST_ROWS``,
-    moved. The buckets have one width for all keys when that cuts the spans into few
-    pieces, else each key its own (then a left row first looks up its key's width and last
-    version). Versions bunched so that a bucket holds more than ``CROWDED`` spans would make
+    moved. The buckets have one width for all keys unless that crowds a bucket, else each
+    key its own (then a left row first looks up its key's width and last version). Versions bunched so that a bucket holds more than ``CROWDED`` spans would make
     that join quadratic: then one window over both inputs (``_window``) instead. ``shape``:
     ``spans_shape(right, len(keys))`` when already known."""
     k = [f"_k{i}" for i in range(len(keys))]
@@ -158,7 +157,8 @@ def spans_shape(right: DataFrame, keys: int, one_width: bool = True) -> Shape:
     if low is None:   # no versions, or none with a time (the replay names the row)
         return Shape(None, None, 0, 0)
     width = max(1, -(-(high - low + 1) * distinct // n))
-    one = _shape(_spans(right, k, width, high // width)[0], k, width, high // width)
+    top = high // width
+    one = _shape(_spans(right, k, width, top)[0], k, width, top)
     if one_width and one.crowd <= CROWDED:
         return one
     return _shape(_spans(right, k)[0], k, None, None)
