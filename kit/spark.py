@@ -13,6 +13,7 @@ setting                                            why
 ``spark.ui.enabled = false``, no progress bar      nothing to serve, nothing printed in cells
 log4j at ERROR, JVM start-up output to a log file  no JVM warnings in notebook cells
 PySpark's query-error loggers off                  no Java stack traces for a failed query
+``spark.jars = <the kit's Java helpers>``          per-partition folds without a sort (``kit.jvm``)
 ``PYSPARK_PYTHON = sys.executable``                workers run on the same interpreter
 =================================================  ==========================
 
@@ -31,6 +32,7 @@ import tempfile
 from pathlib import Path
 
 from .errors import KitError
+from . import jvm
 from .java import ensure_java
 
 __all__ = ["spark", "LOG_FILE"]
@@ -112,6 +114,9 @@ def _local():
     for key, value in _conf().items():
         builder = builder.config(key, value)
     LOG_FILE.write_text("")
+    helpers = jvm.jar()
+    if helpers is not None:
+        builder = builder.config("spark.jars", str(helpers))
     try:
         with _stderr_to(LOG_FILE):
             session = builder.getOrCreate()

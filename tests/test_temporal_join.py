@@ -296,7 +296,7 @@ def test_temporal_table_function_join_by_processing_time(spark):
 
 # -- properties: the replay against pandas' merge_asof, the fast path against the replay ----
 
-from hypothesis import HealthCheck, given, settings, strategies as st   # noqa: E402
+from hypothesis import HealthCheck, example, given, settings, strategies as st   # noqa: E402
 
 
 @st.composite
@@ -396,6 +396,29 @@ def test_the_late_check_carries_the_watermark_across_partitions(spark, times, la
     marks = spark.createDataFrame(spark.sparkContext.parallelize([(t, None if t == 50 else t - 1) for t in times], 2),
                                   "t long, w long")
     assert has_late(kit.stream(marks, time="t", watermark=WatermarkStrategy.from_column("w"))) is late
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(times=st.lists(st.integers(0, 20), max_size=12), parts=st.integers(1, 3),
+       null_at=st.none() | st.integers(0, 11), delay=st.integers(0, 4))
+@example(times=[5, 4], parts=1, null_at=None, delay=0)     # 4 <= the watermark 5 - 0 - 1: late
+def test_the_jvm_late_scan_equals_its_python_twin(spark, times, parts, null_at, delay):
+    from kit import jvm
+    from kit.joins import asof
+    if null_at is not None and null_at < len(times):
+        times[null_at] = None
+    df = spark.createDataFrame(spark.sparkContext.parallelize([(t,) for t in times], parts), "t long")
+    s = kit.stream(df, time="t", watermark=WatermarkStrategy.for_bounded_out_of_orderness(Duration(delay)))
+    assert jvm.available(spark)                              # the suite runs the JVM scan
+    in_jvm = sorted(asof._late_check(s).collect())
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(jvm, "available", lambda spark: False)
+        in_python = sorted(asof._late_check(s).collect())
+        python_says = asof.has_late(s)
+    assert [r._part for r in in_jvm] == [r._part for r in in_python] == list(range(parts))
+    for j, p in zip(in_jvm, in_python):
+        assert j._late == p._late and (j._late or (j._min, j._max) == (p._min, p._max))
+    assert asof.has_late(s) is python_says
 
 
 # -- versioned views by deduplication --------------------------------------------------

@@ -18,8 +18,10 @@ EUR    v1: [10:15, end of time)  10:10        10:20 (bucket 10:20 is past the la
 
 ``has_late`` checks the precondition in one pass over each input (the inputs' jobs run at
 once): every input partition reports its own late rows, its smallest time and its largest
-watermark, and the driver carries the watermark across partitions. Only the time column
-crosses to Python (and a punctuated watermark's column), in large Arrow batches.
+watermark, and the driver carries the watermark across partitions. For a bounded
+watermark the JVM scans the time column (``kit.jvm.late_scan``); otherwise, or in a session
+without the kit's Java classes, only the time column crosses to Python (and a punctuated
+watermark's column), in large Arrow batches.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from pyspark import TaskContext
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from .. import jvm
 from ..stream import Stream, prepared
 from .replay import MAX_TIME
 from .temporal import ACCUMULATE
@@ -65,8 +68,11 @@ def has_late(*streams: Stream) -> bool:
 def _late_check(s: Stream) -> DataFrame:
     """One summary row per input partition of ``s``: its smallest time, the watermark after
     it, and whether a row in it is late (against the watermark within the partition)."""
-    # a bounded watermark is the time minus a constant: only the time crosses to Python
+    # a bounded watermark is the time minus a constant: the JVM scans the time alone, or
+    # only the time crosses to Python
     shift = {"bounded": s.watermark.delay.millis + 1, "sql": s.watermark.delay.millis}.get(s.watermark.kind)
+    if shift is not None and jvm.available(s.source.sparkSession):
+        return jvm.late_scan(prepared(s).select("_ts"), shift)
     columns = ["_ts"] if shift is not None else ["_ts", F.col("_g").cast("long")]
 
     def per_task(batches):

@@ -1,0 +1,98 @@
+"""Java classes the kit runs inside Spark, for the one kind of pass Spark SQL can only write
+with a sort: a fold over each input partition in arrival order.
+
+========================  ================================================  =================
+class                     what it computes per input partition               Python twin
+========================  ================================================  =================
+``flinkkit.LateScan``     smallest time, largest watermark, any late row      ``asof._late_check``
+========================  ================================================  =================
+
+The sources (``kit/jvm/*.java``) are compiled on first use with Janino, the compiler Spark
+ships for its own generated code (in pyspark's jars), run by the Java that runs Spark, into
+a jar cached beside the kit's other files (``~/.cache/flink-kit/jvm-<hash>.jar``, the hash of
+the sources and the Spark version). The local session starts with it (``spark.jars``, so a
+cluster's executors get it too). A session without it -- Spark Connect, or one started
+elsewhere -- takes the Python twin, which gives the same rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import tempfile
+import zipfile
+from pathlib import Path
+
+from ..java import _cache_dir
+
+__all__ = ["jar", "available", "late_scan"]
+
+_SOURCES = sorted(Path(__file__).parent.glob("*.java"))
+_PACKAGE = "flinkkit"
+
+
+def _pyspark_jars() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent / "jars"
+
+
+def jar() -> Path | None:
+    """The jar of the kit's Java classes, compiled on first use; None (the reason in the
+    Spark log file) when they cannot be built: the kit then runs their Python twins."""
+    import pyspark
+
+    digest = hashlib.sha256(pyspark.__version__.encode())
+    for source in _SOURCES:
+        digest.update(source.read_bytes())
+    target = _cache_dir() / f"jvm-{digest.hexdigest()[:16]}.jar"
+    if target.exists():
+        return target
+    jars = _pyspark_jars()
+    java = Path(os.environ["JAVA_HOME"]) / "bin" / "java" if os.environ.get("JAVA_HOME") else "java"
+    with tempfile.TemporaryDirectory() as out:
+        run = subprocess.run(
+            [str(java), "-cp", str(jars / "*"), "org.codehaus.commons.compiler.samples.CompilerDemo",
+             "-d", out, "-classpath", os.pathsep.join(str(j) for j in sorted(jars.glob("*.jar"))),
+             *map(str, _SOURCES)], capture_output=True, text=True, timeout=300)
+        classes = sorted((Path(out) / _PACKAGE).glob("*.class"))
+        if run.returncode or not classes:
+            from ..spark import LOG_FILE
+
+            with open(LOG_FILE, "a") as log:
+                log.write(f"flink-kit: the Java helpers did not compile; Python twins run instead.\n"
+                          f"{run.stdout}{run.stderr}\n")
+            return None
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(f".{os.getpid()}.tmp")
+        with zipfile.ZipFile(tmp, "w") as z:
+            for c in classes:
+                z.write(c, f"{_PACKAGE}/{c.name}")
+        tmp.replace(target)
+    return target
+
+
+def available(spark) -> bool:
+    """Whether ``spark`` runs in a JVM the kit reaches (not Spark Connect) that has its classes."""
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:
+        return False
+    from py4j.java_gateway import JavaClass
+
+    return isinstance(getattr(getattr(jvm, _PACKAGE), "LateScan"), JavaClass)
+
+
+def late_scan(df, shift: int):
+    """``LateScan`` over ``df``'s one column (event times in ms, in arrival order), each row
+    emitting the watermark ``time - shift``: one row per input partition,
+    ``_part int, _min long, _max long, _late boolean``."""
+    from pyspark.sql import DataFrame
+
+    spark = df.sparkSession
+    jvm = spark._jvm
+    encoders = jvm.org.apache.spark.sql.Encoders
+    times = getattr(df._jdf, "as")(encoders.LONG())
+    out = times.mapPartitions(jvm.flinkkit.LateScan(shift),
+                              encoders.tuple(encoders.INT(), encoders.LONG(), encoders.LONG(), encoders.BOOLEAN()))
+    return DataFrame(out.toDF(), spark).toDF("_part", "_min", "_max", "_late")

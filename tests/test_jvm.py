@@ -1,0 +1,23 @@
+"""The kit's Java helpers (kit/jvm): built once, cached, and left out when they do not build."""
+
+import importlib
+
+from kit import jvm
+
+
+def test_the_java_helpers_are_built_once_and_cached(spark):
+    built = jvm.jar()
+    assert built is not None and built.exists() and jvm.jar() == built
+    assert spark.conf.get("spark.jars") == str(built) and jvm.available(spark)
+
+
+def test_the_java_helpers_that_do_not_compile_leave_the_python_twins(tmp_path, monkeypatch):
+    broken = tmp_path / "Broken.java"
+    broken.write_text("package flinkkit; public class Broken { int f() { return \"no\"; } }")
+    monkeypatch.setattr(jvm, "_SOURCES", [broken])
+    monkeypatch.setattr(jvm, "_cache_dir", lambda: tmp_path / "cache")
+    log = tmp_path / "spark.log"
+    monkeypatch.setattr(importlib.import_module("kit.spark"), "LOG_FILE", log)   # kit.spark: the function
+    assert jvm.jar() is None
+    assert "the Java helpers did not compile" in log.read_text() and "Broken.java" in log.read_text()
+    assert not (tmp_path / "cache").exists()
