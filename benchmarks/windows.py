@@ -42,8 +42,13 @@ def _inputs(folder: Path, rows: int):
 
 
 def _timed(make) -> float:
-    """Seconds to build the DataFrame (the fast path runs its first pass then) and write it."""
-    kit.spark().catalog.clearCache()   # the general path persists its firings: no reuse across runs
+    """Seconds to build the DataFrame (the fast path runs its first pass then) and write it.
+    Each run starts from a collected JVM heap with the previous run's shuffle files cleaned
+    up, so a heavy run does not slow the one after it."""
+    spark = kit.spark()
+    spark.catalog.clearCache()   # the general path persists its firings: no reuse across runs
+    spark._jvm.System.gc()       # Spark's cleaner removes unreferenced shuffles once collected
+    time.sleep(1)
     start = time.time()
     make().write.format("noop").mode("overwrite").save()
     return time.time() - start
