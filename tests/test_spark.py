@@ -85,7 +85,7 @@ def test_spark_remote_connects_and_streams_run_there(connect_server):
         print([(r.seq, r.watermark, r.late) for r in rows])
         from kit import jvm
         from kit.joins.asof import has_late
-        assert not jvm.available(s) and has_late(kit.stream(df, time="ts"))   # the Python twin
+        assert not jvm.available(s, "LateScan") and has_late(kit.stream(df, time="ts"))   # the Python twin
         """)
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]

@@ -409,10 +409,10 @@ def test_the_jvm_late_scan_equals_its_python_twin(spark, times, parts, null_at, 
         times[null_at] = None
     df = spark.createDataFrame(spark.sparkContext.parallelize([(t,) for t in times], parts), "t long")
     s = kit.stream(df, time="t", watermark=WatermarkStrategy.for_bounded_out_of_orderness(Duration(delay)))
-    assert jvm.available(spark)                              # the suite runs the JVM scan
+    assert jvm.available(spark, "LateScan")                              # the suite runs the JVM scan
     in_jvm = sorted(asof._late_check(s).collect())
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(jvm, "available", lambda spark: False)
+        m.setattr(jvm, "available", lambda spark, name: False)
         in_python = sorted(asof._late_check(s).collect())
         python_says = asof.has_late(s)
     assert [r._part for r in in_jvm] == [r._part for r in in_python] == list(range(parts))

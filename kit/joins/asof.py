@@ -71,7 +71,7 @@ def _late_check(s: Stream) -> DataFrame:
     # a bounded watermark is the time minus a constant: the JVM scans the time alone, or
     # only the time crosses to Python
     shift = {"bounded": s.watermark.delay.millis + 1, "sql": s.watermark.delay.millis}.get(s.watermark.kind)
-    if shift is not None and jvm.available(s.source.sparkSession):
+    if shift is not None and jvm.available(s.source.sparkSession, "LateScan"):
         return jvm.late_scan(prepared(s).select("_ts"), shift)
     columns = ["_ts"] if shift is not None else ["_ts", F.col("_g").cast("long")]
 

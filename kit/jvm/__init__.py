@@ -73,14 +73,15 @@ def jar() -> Path | None:
     return target
 
 
-def available(spark) -> bool:
-    """Whether ``spark`` runs in a JVM the kit reaches (not Spark Connect) that has its classes."""
+def available(spark, name: str) -> bool:
+    """Whether ``spark`` runs in a JVM the kit reaches (not Spark Connect) that has the
+    class ``name`` (a session started with an older jar may lack it)."""
     jvm = getattr(spark, "_jvm", None)
     if jvm is None:
         return False
     from py4j.java_gateway import JavaClass
 
-    return isinstance(getattr(getattr(jvm, _PACKAGE), "LateScan"), JavaClass)
+    return isinstance(getattr(getattr(jvm, _PACKAGE), name), JavaClass)
 
 
 def late_scan(df, shift: int):
