@@ -31,8 +31,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .errors import KitError
 from . import jvm
+from .errors import KitError
 from .java import ensure_java
 
 __all__ = ["spark", "LOG_FILE"]

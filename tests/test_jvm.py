@@ -21,3 +21,14 @@ def test_the_java_helpers_that_do_not_compile_leave_the_python_twins(tmp_path, m
     assert jvm.jar() is None
     assert "the Java helpers did not compile" in log.read_text() and "Broken.java" in log.read_text()
     assert not (tmp_path / "cache").exists()
+
+
+def test_a_java_that_does_not_run_leaves_the_python_twins(tmp_path, monkeypatch):
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-java"))
+    monkeypatch.setattr(jvm, "_cache_dir", lambda: tmp_path / "cache")
+    log = tmp_path / "spark.log"
+    monkeypatch.setattr(importlib.import_module("kit.spark"), "LOG_FILE", log)
+    monkeypatch.setattr(jvm, "_SOURCES", [tmp_path / "Changed.java"])   # a new hash: nothing cached
+    (tmp_path / "Changed.java").write_text("package flinkkit; public class Changed {}")
+    assert jvm.jar() is None
+    assert "the Java helpers did not compile" in log.read_text() and "no-java" in log.read_text()

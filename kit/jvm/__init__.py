@@ -52,17 +52,20 @@ def jar() -> Path | None:
     jars = _pyspark_jars()
     java = Path(os.environ["JAVA_HOME"]) / "bin" / "java" if os.environ.get("JAVA_HOME") else "java"
     with tempfile.TemporaryDirectory() as out:
-        run = subprocess.run(
-            [str(java), "-cp", str(jars / "*"), "org.codehaus.commons.compiler.samples.CompilerDemo",
-             "-d", out, "-classpath", os.pathsep.join(str(j) for j in sorted(jars.glob("*.jar"))),
-             *map(str, _SOURCES)], capture_output=True, text=True, timeout=300)
+        try:
+            run = subprocess.run(
+                [str(java), "-cp", str(jars / "*"), "org.codehaus.commons.compiler.samples.CompilerDemo",
+                 "-d", out, "-classpath", os.pathsep.join(str(j) for j in sorted(jars.glob("*.jar"))),
+                 *map(str, _SOURCES)], capture_output=True, text=True, timeout=300)
+            failed = f"{run.stdout}{run.stderr}" if run.returncode else ""
+        except (OSError, subprocess.TimeoutExpired) as e:
+            failed = str(e)
         classes = sorted((Path(out) / _PACKAGE).glob("*.class"))
-        if run.returncode or not classes:
+        if failed or not classes:
             from ..spark import LOG_FILE
 
             with open(LOG_FILE, "a") as log:
-                log.write(f"flink-kit: the Java helpers did not compile; Python twins run instead.\n"
-                          f"{run.stdout}{run.stderr}\n")
+                log.write(f"flink-kit: the Java helpers did not compile; Python twins run instead.\n{failed}\n")
             return None
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_suffix(f".{os.getpid()}.tmp")
