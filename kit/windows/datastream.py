@@ -422,21 +422,14 @@ class WindowResult:
         """The firings, by the fast path when it applies (``engine="auto"``), else by
         replaying each key (``"reference"``)."""
         fast_path = engine == "fast" or (engine == "auto" and fast.eligible(self.spec))
-        if fast_path:
-            df = fast.firings(self)
-            if not isinstance(self.time_type, T.IntegralType):
-                for c in ("window_start", "window_end"):
-                    df = df.withColumn(c, F.timestamp_millis(c))
-        else:
-            df = place_timers(self._replayed("firing"), self.stream)
+        df = fast.firings(self) if fast_path else place_timers(self._replayed("firing"), self.stream)
         # per key, in the order the operator emitted, in one partition: a small last stage runs
         # as one task (no shuffle); a replay or a window over the elements stays parallel
         one = df.coalesce(1) if fast_path and fast.in_input_order(self) else df.repartition(1)
-        df = one.sortWithinPartitions(*(["key"] if self.keys else []), "_order").drop("_order")
-        if not isinstance(self.time_type, T.IntegralType):
-            for c in ("timer", "watermark"):
-                df = df.withColumn(c, F.timestamp_millis(c))
-        return df.withColumn("proctime", F.timestamp_millis("proctime"))
+        df = one.sortWithinPartitions(*(["key"] if self.keys else []), "_order")
+        times = {"proctime"} | (set() if isinstance(self.time_type, T.IntegralType) else
+                                {"timer", "watermark"} | ({"window_start", "window_end"} if fast_path else set()))
+        return df.select(*[F.timestamp_millis(c).alias(c) if c in times else c for c in df.columns if c != "_order"])
 
     def _infer_output(self) -> T.StructType:
         """Run the operator on the driver over the first rows to see what the function returns."""
