@@ -116,8 +116,9 @@ def versions(left: DataFrame, right: DataFrame, keys: list, shape: "Shape | None
     meets the span holding its time through an equi-join on the key and a time bucket, so
     the left rows are neither sorted nor, when the spans are at most ``BROADCAST_ROWS``,
     moved. The buckets have one width for all keys unless that crowds a bucket, else each
-    key its own (then a left row first looks up its key's width and last version). Versions bunched so that a bucket holds more than ``CROWDED`` spans would make
-    that join quadratic: then one window over both inputs (``_window``) instead. ``shape``:
+    key its own (then a left row first looks up its key's width and last version). Versions
+    bunched so that a bucket holds more than ``CROWDED`` spans would make that join
+    quadratic: then one window over both inputs (``_window``) instead. ``shape``:
     ``spans_shape(right, len(keys))`` when already known."""
     k = [f"_k{i}" for i in range(len(keys))]
     shape = shape or spans_shape(right, len(keys))

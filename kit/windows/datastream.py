@@ -427,8 +427,9 @@ class WindowResult:
         # as one task (no shuffle); a replay or a window over the elements stays parallel
         one = df.coalesce(1) if fast_path and fast.in_input_order(self) else df.repartition(1)
         df = one.sortWithinPartitions(*(["key"] if self.keys else []), "_order")
-        times = {"proctime"} | (set() if isinstance(self.time_type, T.IntegralType) else
-                                {"timer", "watermark"} | ({"window_start", "window_end"} if fast_path else set()))
+        times = ["proctime"]   # ms; for a TIMESTAMP time the others too (the replay gives timestamp bounds)
+        if not isinstance(self.time_type, T.IntegralType):
+            times += ["timer", "watermark"] + (["window_start", "window_end"] if fast_path else [])
         return df.select(*[F.timestamp_millis(c).alias(c) if c in times else c for c in df.columns if c != "_order"])
 
     def _infer_output(self) -> T.StructType:
