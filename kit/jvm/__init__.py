@@ -1,11 +1,15 @@
-"""Java classes the kit runs inside Spark, for the one kind of pass Spark SQL can only write
-with a sort: a fold over each input partition in arrival order.
+"""Java classes the kit runs inside Spark, for the passes Spark SQL can only write with a
+sort or with Python: folds over rows in arrival order.
 
-========================  ================================================  =================
-class                     what it computes per input partition               Python twin
-========================  ================================================  =================
-``flinkkit.LateScan``     smallest time, largest watermark, any late row      ``asof._late_check``
-========================  ================================================  =================
+=============================  ============================================  ========================
+class                          what it computes                              Python twin
+=============================  ============================================  ========================
+``flinkkit.LateScan``          per input partition: smallest time, largest   ``asof._late_check``
+                               watermark, any late row
+``flinkkit.WindowOperator``    per key: Flink's window operator over its     ``operator.run_key``
+                               elements (built-in parts only, see
+                               ``kit/windows/compiled.py``)
+=============================  ============================================  ========================
 
 The sources (``kit/jvm/*.java``) are compiled on first use with Janino, the compiler Spark
 ships for its own generated code (in pyspark's jars), run by the Java that runs Spark, into
@@ -26,7 +30,7 @@ from pathlib import Path
 
 from ..java import _cache_dir
 
-__all__ = ["jar", "available", "late_scan"]
+__all__ = ["jar", "available", "late_scan", "window_operator"]
 
 _SOURCES = sorted(Path(__file__).parent.glob("*.java"))
 _PACKAGE = "flinkkit"
@@ -100,3 +104,14 @@ def late_scan(df, shift: int):
     out = times.mapPartitions(jvm.flinkkit.LateScan(shift),
                               encoders.tuple(encoders.INT(), encoders.LONG(), encoders.LONG(), encoders.BOOLEAN()))
     return DataFrame(out.toDF(), spark).toDF("_part", "_min", "_max", "_late")
+
+
+def window_operator(df, settings: str, schema):
+    """``WindowOperator(settings)`` over ``df`` (each task's rows sorted by key and arrival):
+    rows of ``schema`` (a StructType), as ``kit.windows.compiled`` lays them out."""
+    from pyspark.sql import DataFrame
+
+    spark = df.sparkSession
+    jvm = spark._jvm
+    encoder = jvm.org.apache.spark.sql.Encoders.row(spark._jsparkSession.parseDataType(schema.json()))
+    return DataFrame(df._jdf.mapPartitions(jvm.flinkkit.WindowOperator(settings), encoder), spark)

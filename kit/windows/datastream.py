@@ -60,7 +60,7 @@ from ..errors import KitError
 from ..time import Duration
 from .assigners import MAX_TIME, MIN_TIME, GlobalWindows, WindowAssigner
 from .evictors import CountEvictor, Evictor
-from . import fast
+from . import compiled, fast
 from .functions import Contents, SqlAggregate
 from .operator import Element, WindowSpec, run_key
 from .placement import place_timers
@@ -375,11 +375,12 @@ class WindowResult:
         return self._tagged.filter(F.col("_kind") == kind).select(
             *[F.col(_column(kind, i)).alias(f.name) for i, f in enumerate(columns[kind])])
 
-    def _run(self, columns: dict) -> DataFrame:
+    def _run(self, columns: dict, engine: str = "auto") -> DataFrame:
         """Replay each key: its firings, late elements and elements' fates as rows tagged by
         ``_kind``, each kind in its own columns (``_column(kind, i)``, NULL in other rows).
         The JVM spreads the keys over tasks and sorts each task's rows by key and arrival;
-        one ``mapInArrow`` per task replays its keys one after the other."""
+        one ``mapInArrow`` per task replays its keys one after the other -- or, for a window
+        of built-in parts (``engine="auto"``), the JVM operator does (``compiled.py``)."""
         spec, keys, values, output = self.spec, list(self.keys), self.values, self.output
         fields = [T.StructField("_kind", T.StringType())] + [
             T.StructField(_column(kind, i), f.dataType) for kind, kind_fields in columns.items()
@@ -415,8 +416,11 @@ class WindowResult:
         df = self.stream.unordered()
         df = df.select(*values, "seq", *self._time_columns())
         spread = (df.repartition(4 * int(df.sparkSession.conf.get("spark.sql.shuffle.partitions")), *keys)
-                  if keys else df.repartition(1))
-        return spread.sortWithinPartitions(*keys, "seq").mapInArrow(per_task, T.StructType(fields))
+                  if keys else df.repartition(1)).sortWithinPartitions(*keys, "seq")
+        compiled_run = compiled.run(self, spread, fields) if engine == "auto" else None
+        if compiled_run is not None:
+            return compiled_run
+        return spread.mapInArrow(per_task, T.StructType(fields))
 
     def _firings(self, engine: str = "auto") -> DataFrame:
         """The firings, by the fast path when it applies (``engine="auto"``), else by

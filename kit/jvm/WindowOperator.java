@@ -1,0 +1,969 @@
+package flinkkit;
+
+import java.math.BigDecimal;
+import java.math.MathContext;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.NoSuchElementException;
+import java.util.PriorityQueue;
+import org.apache.spark.api.java.function.MapPartitionsFunction;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+
+/**
+ * Flink's WindowOperator (and EvictingWindowOperator) for the built-in assigners, triggers,
+ * evictors and aggregates, one key after the other over a task's rows sorted by key and
+ * arrival: the JVM twin of kit/windows/operator.py, method for method, giving the same
+ * tagged rows as {@code WindowResult._run}'s Python replay (kit/windows/compiled.py says
+ * which specs it takes and builds its settings).
+ *
+ * <pre>
+ *   tumbling 10, CountTrigger 2, COUNT:  a@1 (seq 0), a@3 (seq 1), a@12 (seq 2)
+ *   -> firing [0, 10) count 2 after seq 1 (early, pane 0); at the end, [0, 10) on-time
+ *      count 2 and [10, 20) on-time count 1 (event-time timers); fates: fired
+ * </pre>
+ */
+public class WindowOperator implements MapPartitionsFunction {
+    static final long MIN = Long.MIN_VALUE, MAX = Long.MAX_VALUE;
+    static final int FIRE = 1, PURGE = 2;
+    static final int ELEMENT = 0, EVENT = 1, PROCESSING = 2;
+    static final String[] CAUSES = {"element", "event-time timer", "processing-time timer"};
+
+    // the settings, "name=value;..." (see compiled.py)
+    private final String assigner, trigger, evictor;
+    private final boolean eventTime, evictAfter;
+    private final long size, slide, offset, lateness, evictArg;
+    private final int[] keys, values, aggColumns, aggKinds;
+    private final String[] aggFunctions;
+    private final int seqAt, tsAt, wmAt, ptAt, width, firingAt, lateAt, elementAt;
+
+    public WindowOperator(String settings) {
+        Map s = new HashMap();
+        String[] parts = settings.split(";");
+        for (int i = 0; i < parts.length; i++) {
+            int eq = parts[i].indexOf('=');
+            s.put(parts[i].substring(0, eq), parts[i].substring(eq + 1));
+        }
+        assigner = (String) s.get("assigner");
+        eventTime = "1".equals(s.get("event_time"));
+        size = number(s, "size");
+        slide = number(s, "slide");
+        offset = number(s, "offset");
+        lateness = number(s, "lateness");
+        trigger = (String) s.get("trigger");
+        evictor = (String) s.get("evictor");
+        evictArg = number(s, "evict_arg");
+        evictAfter = "1".equals(s.get("evict_after"));
+        keys = ints(s, "keys");
+        values = ints(s, "values");
+        aggFunctions = ((String) s.get("agg_functions")).split(",");
+        aggColumns = ints(s, "agg_columns");
+        aggKinds = ints(s, "agg_kinds");
+        seqAt = (int) number(s, "seq");
+        tsAt = (int) number(s, "ts");
+        wmAt = (int) number(s, "wm");
+        ptAt = (int) number(s, "pt");
+        width = (int) number(s, "width");
+        firingAt = (int) number(s, "firing_at");
+        lateAt = (int) number(s, "late_at");
+        elementAt = (int) number(s, "element_at");
+    }
+
+    private static long number(Map s, String name) {
+        return Long.parseLong((String) s.get(name));
+    }
+
+    private static int[] ints(Map s, String name) {
+        String text = (String) s.get(name);
+        if (text.length() == 0) return new int[0];
+        String[] parts = text.split(",");
+        int[] out = new int[parts.length];
+        for (int i = 0; i < parts.length; i++) out[i] = Integer.parseInt(parts[i]);
+        return out;
+    }
+
+    /** The rows of one task: for each key, its firings, then its late elements and every element's fate. */
+    public Iterator call(final Iterator rows) {
+        return new Iterator() {
+            private Row next = rows.hasNext() ? (Row) rows.next() : null;
+            private Iterator out = null;
+            private long order = 0;
+
+            public boolean hasNext() {
+                while ((out == null || !out.hasNext()) && next != null) {
+                    List group = new ArrayList();
+                    Row first = next;
+                    while (next != null && sameKey(first, next)) {
+                        group.add(next);
+                        next = rows.hasNext() ? (Row) rows.next() : null;
+                    }
+                    Key key = new Key(group);
+                    key.run();
+                    out = key.output.iterator();
+                }
+                return out != null && out.hasNext();
+            }
+
+            public Object next() {
+                if (!hasNext()) throw new NoSuchElementException();
+                return out.next();
+            }
+
+            public void remove() {
+                throw new UnsupportedOperationException();
+            }
+
+            /** One key's replay; its firings numbered on in the task's order. */
+            class Key extends Operator {
+                Key(List group) {
+                    super(group);
+                }
+
+                long nextOrder() {
+                    return order++;
+                }
+            }
+        };
+    }
+
+    private boolean sameKey(Row a, Row b) {
+        for (int i = 0; i < keys.length; i++) {
+            Object x = a.get(keys[i]), y = b.get(keys[i]);
+            if (x == null ? y != null : !x.equals(y)) return false;
+        }
+        return true;
+    }
+
+    // ------------------------------------------------------------------ windows
+
+    /** A TimeWindow [start, end), or the GlobalWindow. */
+    static final class Window {
+        static final Window GLOBAL = new Window(0, 0, true);
+        final long start, end;
+        final boolean global;
+
+        Window(long start, long end, boolean global) {
+            this.start = start;
+            this.end = end;
+            this.global = global;
+        }
+
+        long maxTimestamp() {
+            return global ? MAX : end - 1;
+        }
+
+        boolean intersects(Window o) {
+            return start <= o.end && end >= o.start;
+        }
+
+        Window cover(Window o) {
+            return new Window(Math.min(start, o.start), Math.max(end, o.end), false);
+        }
+
+        public boolean equals(Object o) {
+            if (!(o instanceof Window)) return false;
+            Window w = (Window) o;
+            return global == w.global && start == w.start && end == w.end;
+        }
+
+        /** Flink's TimeWindow.hashCode(): MathUtils.longToIntWithBitMixing(start + end). */
+        public int hashCode() {
+            return global ? 0 : mix(start + end);
+        }
+    }
+
+    public static int mix(long in) {
+        in = (in ^ (in >>> 30)) * 0xbf58476d1ce4e5b9L;
+        in = (in ^ (in >>> 27)) * 0x94d049bb133111ebL;
+        in = in ^ (in >>> 31);
+        return (int) in;
+    }
+
+    /** The iteration order of a Java HashSet holding {@code windows} inserted in this order. */
+    static List javaHashOrder(List windows) {
+        int capacity = 16;
+        while (windows.size() > capacity * 3 / 4) capacity *= 2;
+        List out = new ArrayList();
+        int[] buckets = new int[windows.size()];
+        for (int i = 0; i < windows.size(); i++) {
+            int h = windows.get(i).hashCode();
+            buckets[i] = (h ^ (h >>> 16)) & (capacity - 1);
+        }
+        for (int b = 0; b < capacity; b++) {
+            for (int i = 0; i < windows.size(); i++) if (buckets[i] == b) out.add(windows.get(i));
+        }
+        return out;
+    }
+
+    /** TimeWindow.mergeWindows: [merged window, its members] for every group of more than one. */
+    static List mergeWindows(List windows) {
+        List sorted = new ArrayList(windows);
+        java.util.Collections.sort(sorted, new java.util.Comparator() {
+            public int compare(Object a, Object b) {
+                return Long.compare(((Window) a).start, ((Window) b).start);
+            }
+        });
+        List out = new ArrayList();
+        Window current = null;
+        List members = new ArrayList();
+        for (int i = 0; i < sorted.size(); i++) {
+            Window w = (Window) sorted.get(i);
+            if (current != null && current.intersects(w)) {
+                current = current.cover(w);
+                if (!members.contains(w)) members.add(w);
+            } else {
+                if (members.size() > 1) out.add(new Object[] {current, members});
+                current = w;
+                members = new ArrayList();
+                members.add(w);
+            }
+        }
+        if (members.size() > 1) out.add(new Object[] {current, members});
+        return out;
+    }
+
+    // ------------------------------------------------------------------ timers
+
+    static final class Timer implements Comparable {
+        final long time, counter;
+        final Window window;
+
+        Timer(long time, Window window, long counter) {
+            this.time = time;
+            this.window = window;
+            this.counter = counter;
+        }
+
+        public int compareTo(Object o) {
+            Timer t = (Timer) o;
+            return time != t.time ? Long.compare(time, t.time) : Long.compare(counter, t.counter);
+        }
+
+        public boolean equals(Object o) {
+            return o instanceof Timer && ((Timer) o).time == time && ((Timer) o).window.equals(window);
+        }
+
+        public int hashCode() {
+            return 31 * Long.hashCode(time) + window.hashCode();
+        }
+    }
+
+    /** One key's timers of one clock: time order, registration order for ties; a set. */
+    static final class Timers {
+        final PriorityQueue heap = new PriorityQueue();
+        final HashSet live = new HashSet();
+        long counter = 0;
+
+        void add(long time, Window window) {
+            Timer t = new Timer(time, window, ++counter);
+            if (live.add(t)) heap.add(t);
+        }
+
+        void delete(long time, Window window) {
+            live.remove(new Timer(time, window, 0));
+        }
+
+        Timer popUntil(long limit) {
+            while (!heap.isEmpty()) {
+                Timer t = (Timer) heap.peek();
+                if (!live.contains(t)) {
+                    heap.poll();
+                    continue;
+                }
+                if (t.time > limit) return null;
+                heap.poll();
+                live.remove(t);
+                return t;
+            }
+            return null;
+        }
+    }
+
+    // ------------------------------------------------------------------ window contents
+
+    /** A window's state: the accumulators (no evictor) or its elements (evictor), and the
+     *  elements added (positions in the key's rows). */
+    static final class Contents {
+        long[] counts;
+        Object[] accs;
+        IntList elements;
+        IntList seqs = new IntList();
+    }
+
+    static final class IntList {
+        int[] items = new int[4];
+        int size = 0;
+
+        void add(int v) {
+            if (size == items.length) items = java.util.Arrays.copyOf(items, size * 2);
+            items[size++] = v;
+        }
+
+        void addAll(IntList o) {
+            for (int i = 0; i < o.size; i++) add(o.items[i]);
+        }
+
+        int get(int i) {
+            return items[i];
+        }
+    }
+
+    // ------------------------------------------------------------------ one key
+
+    /** The operator for one key's rows (kit/windows/operator.py's _Operator and run_key). */
+    abstract class Operator {
+        final List rows;
+        final int n;
+        final long[] ts, wm, pt, seq;
+        final boolean[] hasTs, hasPt, fired, evicted;
+        final String[] fates;
+        final long[] lateWatermark;
+        final List output = new ArrayList();
+        final Object key;
+        final boolean merging = "session".equals(assigner);
+        long watermark = MIN, proctime = 0;
+        boolean hasProctime = false;
+        final Timers[] timers = {new Timers(), new Timers()};
+        final HashMap triggerState = new HashMap();         // window -> Long
+        final HashMap contents = new HashMap();             // state window -> Contents
+        final LinkedHashMap mapping = new LinkedHashMap();  // merging: window -> state window
+        final HashMap panes = new HashMap();                // window -> Long
+        final HashSet onTimeDone = new HashSet();
+        Window[] merged = new Window[0];                    // the windows being merged
+        int cause = ELEMENT;
+        long timer = 0, firedAfter = 0;
+        boolean hasFiredAfter = false;
+
+        Operator(List rows) {
+            this.rows = rows;
+            n = rows.size();
+            ts = new long[n];
+            wm = new long[n];
+            pt = new long[n];
+            seq = new long[n];
+            hasTs = new boolean[n];
+            hasPt = new boolean[n];
+            fired = new boolean[n];
+            evicted = new boolean[n];
+            fates = new String[n];
+            lateWatermark = new long[n];
+            for (int i = 0; i < n; i++) {
+                Row r = (Row) rows.get(i);
+                seq[i] = r.getLong(seqAt);
+                hasTs[i] = !r.isNullAt(tsAt);
+                ts[i] = hasTs[i] ? r.getLong(tsAt) : 0;
+                wm[i] = r.isNullAt(wmAt) ? MIN : r.getLong(wmAt);
+                hasPt[i] = !r.isNullAt(ptAt);
+                pt[i] = hasPt[i] ? r.getLong(ptAt) : 0;
+            }
+            Row first = (Row) rows.get(0);
+            if (keys.length == 0) {
+                key = null;
+            } else if (keys.length == 1) {
+                key = plain(first.get(keys[0]));
+            } else {
+                Object[] k = new Object[keys.length];
+                for (int i = 0; i < keys.length; i++) k[i] = first.get(keys[i]);
+                key = RowFactory.create(k);
+            }
+        }
+
+        abstract long nextOrder();
+
+        void run() {
+            for (int i = 0; i < n; i++) {
+                advanceWatermark(wm[i]);
+                if (hasPt[i]) advanceProcessingTime(pt[i]);
+                process(i);
+            }
+            finish();
+        }
+
+        // ---------------------------------------------------------- time
+
+        void advanceWatermark(long w) {
+            watermark = Math.max(watermark, w);
+            Timer t;
+            while ((t = timers[0].popUntil(watermark)) != null) onTimer(t.time, t.window, true);
+        }
+
+        void advanceProcessingTime(long time) {
+            Timer t;
+            while ((t = timers[1].popUntil(time)) != null) {
+                proctime = hasProctime ? Math.max(proctime, t.time) : t.time;
+                hasProctime = true;
+                onTimer(t.time, t.window, false);
+            }
+            proctime = hasProctime ? Math.max(proctime, time) : time;
+            hasProctime = true;
+        }
+
+        long currentProcessingTime() {
+            if (!hasProctime) throw new IllegalStateException(
+                "this stream has no processing time: build it with proctime=Clock(...) or a proctime column");
+            return proctime;
+        }
+
+        // ---------------------------------------------------------- elements
+
+        long cleanupTime(Window w) {
+            if (!eventTime) return w.maxTimestamp();
+            return w.maxTimestamp() > MAX - lateness ? MAX : w.maxTimestamp() + lateness;
+        }
+
+        boolean isWindowLate(Window w) {
+            return eventTime && cleanupTime(w) <= watermark;
+        }
+
+        List assign(int i) {
+            long t;
+            if (!"global".equals(assigner) && eventTime) {
+                if (!hasTs[i] || ts[i] == MIN) throw new IllegalArgumentException(assignerName()
+                    + " needs an event time on every element: the record has no timestamp (use kit.stream(df, time=...))");
+                t = ts[i];
+            } else if (!"global".equals(assigner)) {
+                if (!hasPt[i]) throw new IllegalArgumentException(assignerName()
+                    + " needs processing time: build the stream with proctime=Clock(...) or a proctime column");
+                t = pt[i];
+            } else {
+                t = 0;
+            }
+            List out = new ArrayList();
+            if ("global".equals(assigner)) {
+                out.add(Window.GLOBAL);
+            } else if ("tumbling".equals(assigner)) {
+                long start = t - Math.floorMod(t - offset, size);
+                out.add(new Window(start, start + size, false));
+            } else if ("sliding".equals(assigner)) {
+                for (long start = t - Math.floorMod(t - offset, slide); start > t - size; start -= slide) {
+                    out.add(new Window(start, start + size, false));
+                }
+            } else {
+                out.add(new Window(t, t + size, false));
+            }
+            return out;
+        }
+
+        String assignerName() {
+            String clock = eventTime ? "EventTime" : "ProcessingTime";
+            if ("session".equals(assigner)) return clock + "SessionWindows";
+            return ("tumbling".equals(assigner) ? "Tumbling" : "Sliding") + clock + "Windows";
+        }
+
+        void process(int i) {
+            List windows = assign(i);
+            cause = ELEMENT;
+            firedAfter = seq[i];
+            hasFiredAfter = true;
+            boolean skipped = true;
+            for (int k = 0; k < windows.size(); k++) {
+                Window window = (Window) windows.get(k);
+                Window stateWindow;
+                if (merging) {
+                    window = addMergingWindow(window);
+                    if (isWindowLate(window)) {
+                        mapping.remove(window);
+                        continue;
+                    }
+                    stateWindow = (Window) mapping.get(window);
+                } else {
+                    if (isWindowLate(window)) continue;
+                    stateWindow = window;
+                }
+                skipped = false;
+                Contents entry = (Contents) contents.get(stateWindow);
+                if (entry == null) {
+                    entry = new Contents();
+                    if (evictor.length() > 0) entry.elements = new IntList();
+                    contents.put(stateWindow, entry);
+                }
+                if (entry.elements != null) {
+                    entry.elements.add(i);
+                } else {
+                    add(entry, i);
+                }
+                entry.seqs.add(i);
+                apply(onElement(trigger, i, window), window, stateWindow);
+                long cleanup = cleanupTime(window);
+                if (cleanup != MAX) timers[eventTime ? 0 : 1].add(cleanup, window);
+            }
+            if (skipped) {
+                boolean late = eventTime && ts[i] + lateness <= watermark;
+                if (late) lateWatermark[i] = watermark;
+                fates[i] = late ? "late" : "no window";
+            }
+        }
+
+        Window addMergingWindow(Window fresh) {
+            Window result = fresh;
+            boolean mergedNew = false;
+            List windows = new ArrayList(mapping.keySet());
+            windows.add(fresh);
+            List groups = mergeWindows(windows);
+            for (int g = 0; g < groups.size(); g++) {
+                Window merged = (Window) ((Object[]) groups.get(g))[0];
+                List members = (List) ((Object[]) groups.get(g))[1];
+                List ordered = new ArrayList();
+                List hashed = javaHashOrder(members);
+                for (int i = 0; i < hashed.size(); i++) if (!hashed.get(i).equals(fresh)) ordered.add(hashed.get(i));
+                if (ordered.size() < members.size()) {
+                    mergedNew = true;
+                    result = merged;
+                }
+                Window stateWindow = (Window) mapping.get(ordered.get(0));
+                List mergedStateWindows = new ArrayList();
+                for (int i = 0; i < ordered.size(); i++) mergedStateWindows.add(mapping.remove(ordered.get(i)));
+                mapping.put(merged, stateWindow);
+                mergedStateWindows.remove(stateWindow);
+                if (!(ordered.contains(merged) && ordered.size() == 1)) {
+                    merge(merged, ordered, stateWindow, mergedStateWindows);
+                }
+            }
+            if (!mergedNew) mapping.put(fresh, fresh);
+            return result;
+        }
+
+        void merge(Window window, List mergedWindows, Window stateWindow, List mergedStateWindows) {
+            if (eventTime && cleanupTime(window) <= watermark) throw new IllegalStateException(
+                "The end timestamp of an event-time window cannot become earlier than the current watermark by "
+                + "merging. Current watermark: " + watermark + " window: " + describe(window));
+            // Python's `proctime or MIN_TIME`: a clock at 0 counts as none
+            if (!eventTime && window.maxTimestamp() <= (hasProctime && proctime != 0 ? proctime : MIN)) throw new IllegalStateException(
+                "The end timestamp of a processing-time window cannot become earlier than the current processing "
+                + "time by merging. Current processing time: " + (hasProctime ? String.valueOf(proctime) : "None")
+                + " window: " + describe(window));
+            merged = (Window[]) mergedWindows.toArray(new Window[0]);
+            onMerge(trigger, window);
+            merged = new Window[0];
+            for (int i = 0; i < mergedWindows.size(); i++) {
+                Window w = (Window) mergedWindows.get(i);
+                clear(trigger, w);
+                timers[eventTime ? 0 : 1].delete(cleanupTime(w), w);
+                panes.remove(w);
+                onTimeDone.remove(w);
+            }
+            // the merged state windows' contents, in order, into the state window's
+            Contents target = (Contents) contents.get(stateWindow);
+            Contents mergedState = null;
+            IntList seqs = new IntList();
+            if (target != null) seqs.addAll(target.seqs);
+            for (int i = 0; i < mergedStateWindows.size(); i++) {
+                Contents source = (Contents) contents.remove(mergedStateWindows.get(i));
+                if (source == null) continue;
+                mergedState = mergedState == null ? source : mergeContents(mergedState, source);
+                seqs.addAll(source.seqs);
+            }
+            if (mergedState == null) return;
+            Contents out = target == null ? mergedState : mergeContents(target, mergedState);
+            out.seqs = seqs;
+            contents.put(stateWindow, out);
+        }
+
+        String describe(Window w) {
+            return "TimeWindow{start=" + w.start + ", end=" + w.end + "}";
+        }
+
+        // ---------------------------------------------------------- timers and firing
+
+        void onTimer(long time, Window window, boolean eventClock) {
+            Window stateWindow = window;
+            if (merging) {
+                stateWindow = (Window) mapping.get(window);
+                if (stateWindow == null) return;   // a timer of a window merged away
+            }
+            cause = eventClock ? EVENT : PROCESSING;
+            timer = time;
+            hasFiredAfter = false;
+            int result = eventClock ? onEventTime(trigger, time, window) : onProcessingTime(trigger, time, window);
+            apply(result, window, stateWindow);
+            if (eventClock == eventTime && time == cleanupTime(window)) clearAll(window, stateWindow);
+        }
+
+        void apply(int result, Window window, Window stateWindow) {
+            if ((result & FIRE) != 0 && contents.containsKey(stateWindow)) emit(window, stateWindow);
+            if ((result & PURGE) != 0) contents.remove(stateWindow);
+        }
+
+        void clearAll(Window window, Window stateWindow) {
+            contents.remove(stateWindow);
+            clear(trigger, window);
+            triggerState.remove(window);
+            mapping.remove(window);
+            panes.remove(window);
+        }
+
+        void emit(Window window, Window stateWindow) {
+            Contents entry = (Contents) contents.get(stateWindow);
+            int count;
+            Object[] outputs;
+            if (entry.elements != null) {
+                IntList elements = entry.elements;
+                if (!evictAfter) elements = evict(elements);
+                HashSet kept = new HashSet();
+                for (int i = 0; i < elements.size; i++) kept.add(Integer.valueOf(elements.get(i)));
+                for (int i = 0; i < entry.seqs.size; i++) {
+                    if (!kept.contains(Integer.valueOf(entry.seqs.get(i)))) evicted[entry.seqs.get(i)] = true;
+                }
+                count = elements.size;
+                for (int i = 0; i < elements.size; i++) fired[elements.get(i)] = true;
+                Contents all = new Contents();
+                for (int i = 0; i < elements.size; i++) add(all, elements.get(i));
+                outputs = elements.size == 0 ? null : results(all);
+                if (evictAfter) elements = evict(elements);
+                if (elements.size > 0) {
+                    Contents rest = new Contents();
+                    rest.elements = elements;
+                    rest.seqs = new IntList();
+                    rest.seqs.addAll(elements);
+                    contents.put(stateWindow, rest);
+                } else {
+                    contents.remove(stateWindow);
+                }
+            } else {
+                outputs = results(entry);
+                count = entry.seqs.size;
+                for (int i = 0; i < count; i++) fired[entry.seqs.get(i)] = true;
+            }
+            Long pane = (Long) panes.get(window);
+            long p = pane == null ? 0 : pane.longValue();
+            panes.put(window, Long.valueOf(p + 1));
+            String kind = kind(window);
+            if (outputs == null) return;
+            Object[] row = new Object[width];
+            row[0] = "firing";
+            int at = firingAt;
+            if (keys.length > 0) row[at++] = key;
+            row[at++] = window.global ? null : Long.valueOf(window.start);
+            row[at++] = window.global ? null : Long.valueOf(window.end);
+            for (int i = 0; i < outputs.length; i++) row[at++] = outputs[i];
+            row[at++] = kind;
+            row[at++] = Long.valueOf(p);
+            row[at++] = CAUSES[cause];
+            row[at++] = cause == ELEMENT ? null : Long.valueOf(timer);
+            row[at++] = watermark == MIN || watermark == MAX ? null : Long.valueOf(watermark);
+            row[at++] = hasProctime ? Long.valueOf(proctime) : null;
+            row[at++] = hasFiredAfter ? Long.valueOf(firedAfter) : null;
+            row[at++] = Long.valueOf(count);
+            row[at] = Long.valueOf(nextOrder());
+            output.add(RowFactory.create(row));
+        }
+
+        /** early (before the window's end), on-time (the first timer firing at or after it) or late. */
+        String kind(Window window) {
+            if (window.global) return "early";
+            boolean clockCause = eventTime ? cause == EVENT : cause == PROCESSING;
+            long now;
+            if (clockCause) {
+                now = timer;
+            } else if (eventTime) {
+                now = watermark;
+            } else {
+                now = hasProctime ? proctime : MIN;
+            }
+            if (now < window.maxTimestamp()) return "early";
+            boolean first = cause != ELEMENT && !onTimeDone.contains(window);
+            onTimeDone.add(window);
+            return first ? "on-time" : "late";
+        }
+
+        void finish() {
+            advanceWatermark(MAX);
+            boolean[] pending = new boolean[n];
+            for (Iterator it = contents.values().iterator(); it.hasNext(); ) {
+                IntList seqs = ((Contents) it.next()).seqs;
+                for (int i = 0; i < seqs.size; i++) pending[seqs.get(i)] = true;
+            }
+            for (int i = 0; i < n; i++) {
+                if (fates[i] != null) continue;
+                fates[i] = fired[i] ? "fired" : pending[i] ? "pending" : evicted[i] ? "evicted" : "expired";
+            }
+            for (int i = 0; i < n; i++) {
+                Row r = (Row) rows.get(i);
+                if ("late".equals(fates[i])) output.add(elementRow(r, "late", lateAt, i, Long.valueOf(lateWatermark[i])));
+                output.add(elementRow(r, "element", elementAt, i, fates[i]));
+            }
+        }
+
+        Row elementRow(Row r, String kind, int at, int i, Object last) {
+            Object[] row = new Object[width];
+            row[0] = kind;
+            for (int c = 0; c < values.length; c++) row[at++] = plain(r.get(values[c]));
+            row[at++] = Long.valueOf(seq[i]);
+            row[at] = last;
+            return RowFactory.create(row);
+        }
+
+        // ---------------------------------------------------------- evictors
+
+        IntList evict(IntList elements) {
+            int count = elements.size;
+            IntList out = new IntList();
+            if ("count".equals(evictor)) {
+                int from = count > evictArg ? (int) (count - evictArg) : 0;
+                for (int i = from; i < count; i++) out.add(elements.get(i));
+                return out;
+            }
+            // time: keep timestamp > max timestamp - window size (no eviction without timestamps)
+            if (count == 0) return elements;
+            long high = MIN;
+            for (int i = 0; i < count; i++) {
+                if (!hasTs[elements.get(i)]) return elements;
+                high = Math.max(high, ts[elements.get(i)]);
+            }
+            long cutoff = high - evictArg;
+            for (int i = 0; i < count; i++) if (ts[elements.get(i)] > cutoff) out.add(elements.get(i));
+            return out;
+        }
+
+        // ---------------------------------------------------------- aggregates
+
+        void add(Contents c, int i) {
+            if (c.counts == null) {
+                c.counts = new long[aggFunctions.length];
+                c.accs = new Object[aggFunctions.length];
+            }
+            Row r = (Row) rows.get(i);
+            for (int p = 0; p < aggFunctions.length; p++) {
+                Object v = aggColumns[p] < 0 ? Long.valueOf(1) : r.get(aggColumns[p]);
+                if (v == null) continue;
+                c.counts[p]++;
+                if ("count".equals(aggFunctions[p])) continue;
+                c.accs[p] = c.accs[p] == null ? first(p, v) : combine(p, c.accs[p], v);
+            }
+        }
+
+        Contents mergeContents(Contents a, Contents b) {
+            Contents out = new Contents();
+            if (a.elements != null) {
+                out.elements = new IntList();
+                out.elements.addAll(a.elements);
+                out.elements.addAll(b.elements);
+                return out;
+            }
+            out.counts = new long[aggFunctions.length];
+            out.accs = new Object[aggFunctions.length];
+            for (int p = 0; p < aggFunctions.length; p++) {
+                Object x = a.accs[p], y = b.accs[p];
+                out.counts[p] = a.counts[p] + b.counts[p];
+                if ("count".equals(aggFunctions[p])) continue;
+                out.accs[p] = x == null ? y : y == null ? x : combine(p, x, y);
+            }
+            return out;
+        }
+
+        Object first(int p, Object v) {
+            if (!"sum".equals(aggFunctions[p]) && !"avg".equals(aggFunctions[p])) return v;
+            return aggKinds[p] == 0 ? (Object) Long.valueOf(((Number) v).longValue())
+                                    : (Object) Double.valueOf(((Number) v).doubleValue());
+        }
+
+        /** Python's acc + v, min(acc, v) (v if v < acc) or max(acc, v) (v if v > acc). */
+        Object combine(int p, Object acc, Object v) {
+            String f = aggFunctions[p];
+            if ("sum".equals(f) || "avg".equals(f)) {
+                if (aggKinds[p] == 0) return Long.valueOf(((Number) acc).longValue() + ((Number) v).longValue());
+                return Double.valueOf(((Number) acc).doubleValue() + ((Number) v).doubleValue());
+            }
+            boolean less = less(p, v, acc), more = less(p, acc, v);
+            return ("min".equals(f) ? less : more) ? v : acc;
+        }
+
+        boolean less(int p, Object a, Object b) {
+            if (aggKinds[p] == 0) return ((Number) a).longValue() < ((Number) b).longValue();
+            if (aggKinds[p] == 1) return ((Number) a).doubleValue() < ((Number) b).doubleValue();
+            if (aggKinds[p] == 3) return compareCodePoints((String) a, (String) b) < 0;
+            return ((Comparable) a).compareTo(b) < 0;
+        }
+
+        Object[] results(Contents c) {
+            Object[] out = new Object[aggFunctions.length];
+            for (int p = 0; p < aggFunctions.length; p++) {
+                long count = c.counts == null ? 0 : c.counts[p];
+                Object acc = c.accs == null ? null : c.accs[p];
+                if ("count".equals(aggFunctions[p])) {
+                    out[p] = Long.valueOf(count);
+                } else if ("avg".equals(aggFunctions[p])) {
+                    out[p] = count == 0 || acc == null ? null : plain(Double.valueOf(average(p, acc, count)));
+                } else {
+                    out[p] = plain(acc);
+                }
+            }
+            return out;
+        }
+
+        /** Python's acc / count: exact for integers, whatever their size. */
+        double average(int p, Object acc, long count) {
+            if (aggKinds[p] != 0) return ((Number) acc).doubleValue() / count;
+            long sum = ((Number) acc).longValue();
+            if (Math.abs(sum) < (1L << 53)) return (double) sum / count;
+            return new BigDecimal(sum).divide(new BigDecimal(count), new MathContext(80)).doubleValue();
+        }
+
+        // ---------------------------------------------------------- triggers
+        // "event", "processing", "count:N", "purging:<trigger>", "continuous-event:MS",
+        // "continuous-processing:MS", "never" (kit/windows/triggers.py)
+
+        long state(Window w) {
+            Long v = (Long) triggerState.get(w);
+            return v == null ? MIN : v.longValue();
+        }
+
+        boolean hasState(Window w) {
+            return triggerState.containsKey(w);
+        }
+
+        void reduceState(String t, Window w, long v) {
+            Long current = (Long) triggerState.get(w);
+            long out = current == null ? v : t.startsWith("count") ? current.longValue() + v
+                                                                   : Math.min(current.longValue(), v);
+            triggerState.put(w, Long.valueOf(out));
+        }
+
+        long argument(String t) {
+            return Long.parseLong(t.substring(t.indexOf(':') + 1));
+        }
+
+        int onElement(String t, int i, Window w) {
+            if (t.startsWith("purging:")) return purging(onElement(t.substring(8), i, w));
+            if ("event".equals(t)) {
+                if (w.maxTimestamp() <= watermark) return FIRE;
+                timers[0].add(w.maxTimestamp(), w);
+                return 0;
+            }
+            if ("processing".equals(t)) {
+                timers[1].add(w.maxTimestamp(), w);
+                return 0;
+            }
+            if (t.startsWith("count:")) {
+                reduceState(t, w, 1);
+                if (state(w) >= argument(t)) {
+                    triggerState.remove(w);
+                    return FIRE;
+                }
+                return 0;
+            }
+            if (t.startsWith("continuous-event:")) {
+                if (w.maxTimestamp() <= watermark) return FIRE;
+                timers[0].add(w.maxTimestamp(), w);
+                if (!hasState(w)) registerNext(t, firstFire(t, ts[i]), w);
+                return 0;
+            }
+            if (t.startsWith("continuous-processing:")) {
+                if (!hasState(w)) registerNext(t, firstFire(t, currentProcessingTime()), w);
+                return 0;
+            }
+            return 0;   // never
+        }
+
+        int onEventTime(String t, long time, Window w) {
+            if (t.startsWith("purging:")) return purging(onEventTime(t.substring(8), time, w));
+            if ("event".equals(t)) return time == w.maxTimestamp() ? FIRE : 0;
+            if (t.startsWith("continuous-event:")) {
+                if (time == w.maxTimestamp()) return FIRE;
+                if (hasState(w) && state(w) == time) {
+                    triggerState.remove(w);
+                    registerNext(t, time, w);
+                    return FIRE;
+                }
+            }
+            return 0;
+        }
+
+        int onProcessingTime(String t, long time, Window w) {
+            if (t.startsWith("purging:")) return purging(onProcessingTime(t.substring(8), time, w));
+            if ("processing".equals(t)) return FIRE;
+            if (t.startsWith("continuous-processing:") && hasState(w) && state(w) == time) {
+                triggerState.remove(w);
+                registerNext(t, time, w);
+                return FIRE;
+            }
+            return 0;
+        }
+
+        void onMerge(String t, Window w) {
+            if (t.startsWith("purging:")) {
+                onMerge(t.substring(8), w);
+            } else if ("event".equals(t)) {
+                if (w.maxTimestamp() > watermark) timers[0].add(w.maxTimestamp(), w);
+            } else if ("processing".equals(t)) {
+                if (w.maxTimestamp() > currentProcessingTime()) timers[1].add(w.maxTimestamp(), w);
+            } else if (!"never".equals(t)) {
+                mergeState(t, w);
+                if (t.startsWith("continuous") && hasState(w)) timers[t.startsWith("continuous-event") ? 0 : 1].add(state(w), w);
+            }
+        }
+
+        /** StateStore.merge: the merged windows' states, reduced in order, into the window's. */
+        void mergeState(String t, Window w) {
+            Long mergedValue = null;
+            for (int i = 0; i < merged.length; i++) {
+                Long v = (Long) triggerState.remove(merged[i]);
+                if (v == null) continue;
+                mergedValue = mergedValue == null ? v : Long.valueOf(reduce(t, mergedValue.longValue(), v.longValue()));
+            }
+            if (mergedValue == null) return;
+            Long current = (Long) triggerState.get(w);
+            triggerState.put(w, current == null ? mergedValue
+                : Long.valueOf(reduce(t, current.longValue(), mergedValue.longValue())));
+        }
+
+        long reduce(String t, long a, long b) {
+            return t.startsWith("count") ? a + b : Math.min(a, b);
+        }
+
+        void clear(String t, Window w) {
+            if (t.startsWith("purging:")) {
+                clear(t.substring(8), w);
+            } else if ("event".equals(t)) {
+                timers[0].delete(w.maxTimestamp(), w);
+            } else if ("processing".equals(t)) {
+                timers[1].delete(w.maxTimestamp(), w);
+            } else if (t.startsWith("count:")) {
+                triggerState.remove(w);
+            } else if (t.startsWith("continuous") && hasState(w)) {
+                timers[t.startsWith("continuous-event") ? 0 : 1].delete(state(w), w);
+                triggerState.remove(w);
+            }
+        }
+
+        int purging(int result) {
+            return (result & FIRE) != 0 ? FIRE | PURGE : result;
+        }
+
+        /** The interval's multiple at or before {@code time} (Java's %, toward zero). */
+        long firstFire(String t, long time) {
+            return time - time % argument(t);
+        }
+
+        void registerNext(String t, long time, Window w) {
+            long interval = argument(t);
+            long next = Math.min(time > MAX - interval ? MAX : time + interval, w.maxTimestamp());
+            reduceState(t, w, next);
+            timers[t.startsWith("continuous-event") ? 0 : 1].add(next, w);
+        }
+    }
+
+    /** A value as the Python replay writes it: NaN becomes NULL. */
+    static Object plain(Object v) {
+        if (v instanceof Double && ((Double) v).isNaN()) return null;
+        if (v instanceof Float && ((Float) v).isNaN()) return null;
+        return v;
+    }
+
+    /** Python's string order: by code point. */
+    static int compareCodePoints(String a, String b) {
+        int i = 0, j = 0;
+        while (i < a.length() && j < b.length()) {
+            int x = a.codePointAt(i), y = b.codePointAt(j);
+            if (x != y) return x < y ? -1 : 1;
+            i += Character.charCount(x);
+            j += Character.charCount(y);
+        }
+        return (a.length() - i) - (b.length() - j) == 0 ? 0 : i < a.length() ? 1 : -1;
+    }
+}

@@ -1,0 +1,143 @@
+"""The JVM window operator (kit/jvm/WindowOperator.java) gives the Python replay's rows --
+firings, late elements, every element's fate -- for every built-in assigner, trigger,
+evictor and aggregate; anything else stays in Python."""
+
+import math
+from decimal import Decimal
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+import kit
+from kit import jvm
+from kit.time import Duration
+from kit.windows import compiled
+from kit.windows.assigners import (EventTimeSessionWindows, GlobalWindows, ProcessingTimeSessionWindows,
+                                   SlidingEventTimeWindows, SlidingProcessingTimeWindows, TimeWindow,
+                                   TumblingEventTimeWindows, TumblingProcessingTimeWindows)
+from kit.windows.evictors import CountEvictor, DeltaEvictor, TimeEvictor
+from kit.windows.functions import Aggregates, Avg, Count, Max, Min, Sum
+from kit.windows.triggers import (ContinuousEventTimeTrigger, ContinuousProcessingTimeTrigger, CountTrigger,
+                                  EventTimeTrigger, NeverTrigger, ProcessingTimeTrigger, PurgingTrigger, Trigger)
+
+SPAN = 100_000   # each of the stacked streams in its own stretch of time
+AGG = Aggregates(Count(alias="n"), Count("v", alias="nv"), Sum("v", alias="total"), Avg("w", alias="mean"),
+                 Min("s", alias="low"), Max("w", alias="top"), Min("ts", alias="first"))
+
+
+@st.composite
+def scenarios(draw):
+    size = draw(st.integers(2, 12))
+    assigner = draw(st.sampled_from([
+        TumblingEventTimeWindows.of(size, draw(st.integers(-size + 1, size - 1))),
+        SlidingEventTimeWindows.of(size, draw(st.integers(1, 6))),
+        EventTimeSessionWindows.with_gap(draw(st.integers(1, 8))),
+        TumblingProcessingTimeWindows.of(size), SlidingProcessingTimeWindows.of(size, draw(st.integers(1, 6))),
+        ProcessingTimeSessionWindows.with_gap(draw(st.integers(2, 8))), GlobalWindows.create()]))
+    trigger = draw(st.sampled_from([
+        None, EventTimeTrigger.create(), ProcessingTimeTrigger.create(), CountTrigger.of(draw(st.integers(1, 3))),
+        ContinuousEventTimeTrigger.of(draw(st.integers(2, 6))), ContinuousProcessingTimeTrigger.of(
+            draw(st.integers(2, 6))), NeverTrigger()]))
+    if isinstance(trigger, ContinuousEventTimeTrigger) and not isinstance(
+            assigner, (TumblingEventTimeWindows, SlidingEventTimeWindows, EventTimeSessionWindows)):
+        trigger = None   # from event times to a far window end, one firing per interval: Flink's loop, not a test
+    if trigger is not None and draw(st.booleans()):
+        trigger = PurgingTrigger.of(trigger)
+    evictor = draw(st.sampled_from([None, None, CountEvictor.of(draw(st.integers(0, 3)), draw(st.booleans())),
+                                    TimeEvictor.of(draw(st.integers(0, 5)), draw(st.booleans()))]))
+    keys, times, vs, ws, ss = [], [], [], [], []
+    for case in range(8):
+        t = draw(st.integers(0, 20))
+        for _ in range(draw(st.integers(1, 10))):
+            t += draw(st.integers(0, 5))
+            keys.append(f"{case}{draw(st.sampled_from('ab'))}")
+            times.append(case * SPAN + t - draw(st.sampled_from([0, 0, 2, 7, 20])))
+            vs.append(draw(st.sampled_from([None, -3, 0, 2, 5])))
+            ws.append(draw(st.sampled_from([None, 1.5, -2.25, 0.0, math.nan])))
+            ss.append(draw(st.sampled_from([None, "a", "b", "\U0001F600", "\uFFFD"])))
+    return dict(keys=keys, times=times, v=vs, w=ws, s=ss, assigner=assigner, trigger=trigger, evictor=evictor,
+                lateness=draw(st.sampled_from([0, 0, 4])), delay=draw(st.sampled_from([0, 3])),
+                step=draw(st.sampled_from([1, 3])))
+
+
+def _result(case):
+    rows = list(zip(case["keys"], case["times"], case["v"], case["w"], case["s"]))
+    pdf = kit.spark().createDataFrame(rows, "k string, ts long, v long, w double, s string").coalesce(1)
+    clock = kit.Clock("2024-01-01 00:00:00", Duration.of_millis(case["step"]))
+    windowed = (kit.stream(pdf, time="ts", watermark=Duration.of_millis(case["delay"]), proctime=clock)
+                .key_by("k").window(case["assigner"]).allowed_lateness(case["lateness"]))
+    if case["trigger"] is not None:
+        windowed = windowed.trigger(case["trigger"])
+    if case["evictor"] is not None:
+        windowed = windowed.evictor(case["evictor"])
+    return windowed.aggregate(AGG)
+
+
+def _rows(result, engine):
+    """Each kind's rows, in the order the replay numbered them (firings) or by arrival."""
+    rows = {"firing": [], "late": [], "element": []}
+    for r in result._run(result._columns(), engine).collect():
+        rows[r._kind].append(tuple(None if isinstance(v, float) and math.isnan(v) else v for v in r))
+    return {kind: sorted(kind_rows, key=repr) for kind, kind_rows in rows.items()}
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+@example(dict(keys=["0a"] * 4, times=[1, 3, 12, 2], v=[1, None, 2, 3], w=[1.5, math.nan, None, 0.0],
+              s=["\U0001F600", "\uFFFD", None, "a"], assigner=EventTimeSessionWindows.with_gap(5),
+              trigger=CountTrigger.of(2), evictor=CountEvictor.of(1), lateness=4, delay=0, step=1))
+def test_the_jvm_operator_gives_the_python_replays_rows(spark, case):
+    result = _result(case)
+    assert jvm.available(spark, "WindowOperator")
+    assert compiled.settings(result, result._run(result._columns(), "python").schema.fields) is not None
+    python, compiled_rows = _rows(result, "python"), _rows(result, "auto")
+    assert compiled_rows == python
+    assert sum(len(rows) for rows in python.values()) > 0
+
+
+def test_window_hashes_are_flinks():
+    """TimeWindow.hashCode() (MathUtils.longToIntWithBitMixing(start + end)) orders Flink's
+    merge sets; the values below are Flink's."""
+    assert [TimeWindow(0, 10).java_hash(), TimeWindow(-5, 3).java_hash(), TimeWindow(2**62, 2**62).java_hash()] == [
+        -1456339591, -1552742142, 2043586954]
+
+
+def test_the_jvm_hash_equals_the_python_one(spark):
+    mix = spark._jvm.flinkkit.WindowOperator.mix
+    for start, end in [(0, 10), (-5, 3), (1_700_000_000_000, 1_700_000_060_000), (2**62, 2**62 + 7)]:
+        assert mix(start + end if start + end < 2**63 else start + end - 2**64) == TimeWindow(start, end).java_hash()
+
+
+class _MyTrigger(Trigger):
+    pass
+
+
+@pytest.mark.parametrize("change", [
+    lambda w: w.trigger(_MyTrigger()),
+    lambda w: w.evictor(DeltaEvictor.of(1.0, lambda a, b: 0.0)),
+    lambda w: w.trigger(ProcessingTimeTrigger.create()),          # no processing clock: Python names it
+])
+def test_windows_with_parts_that_are_not_built_in_stay_in_python(spark, change):
+    pdf = pd.DataFrame({"k": ["a", "a"], "ts": [1, 12]})
+    windowed = change(kit.stream(pdf, time="ts").key_by("k").window(TumblingEventTimeWindows.of(10)))
+    result = windowed.aggregate(Count())
+    assert compiled.settings(result, result._run(result._columns(), "python").schema.fields) is None
+
+
+def test_functions_that_are_not_built_in_stay_in_python(spark):
+    df = spark.createDataFrame([("a", 1, Decimal("1.50")), ("a", 12, Decimal("2.25"))], "k string, ts long, d decimal(10, 2)")
+    keyed = kit.stream(df, time="ts").key_by("k")
+    for result in (keyed.window(TumblingEventTimeWindows.of(10)).reduce(lambda a, b: a),
+                   keyed.window(EventTimeSessionWindows.with_dynamic_gap(lambda e: 5)).aggregate(Count()),
+                   keyed.window(TumblingEventTimeWindows.of(10)).aggregate(Sum("d"))):
+        assert compiled.settings(result, result._run(result._columns(), "python").schema.fields) is None
+
+
+def test_a_null_event_time_fails_naming_the_row(spark):
+    df = spark.createDataFrame([("a", 1), ("a", 2), ("a", None)], "k string, ts long").coalesce(1)
+    windowed = kit.stream(df, time="ts").key_by("k").window(EventTimeSessionWindows.with_gap(10)).aggregate(Count())
+    with pytest.raises(Exception, match="row seq=2 has NULL event time in column 'ts'") as failure:
+        windowed.df.collect()
+    assert "at flinkkit" not in str(failure.value)   # no Java stack trace
