@@ -69,12 +69,13 @@ class TimeWindow(NamedTuple):
         return TimeWindow(min(self.start, other.start), max(self.end, other.end))
 
     def java_hash(self) -> int:
-        """``TimeWindow.hashCode()``: the iteration order of Flink's merge sets depends on it."""
+        """``TimeWindow.hashCode()``, Flink's ``MathUtils.longToIntWithBitMixing(start + end)``:
+        the iteration order of Flink's merge sets depends on it."""
         x = (self.start + self.end) & 0xFFFFFFFFFFFFFFFF
-        x = ((x ^ (x >> 33)) * 0xFF51AFD7ED558CCD) & 0xFFFFFFFFFFFFFFFF
-        x = ((x ^ (x >> 33)) * 0xC4CEB9FE1A85EC53) & 0xFFFFFFFFFFFFFFFF
-        x >>= 33
-        return x - (1 << 32) if x & 0x80000000 else x & 0xFFFFFFFF
+        x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+        x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+        x = (x ^ (x >> 31)) & 0xFFFFFFFF
+        return x - (1 << 32) if x & 0x80000000 else x
 
     def __repr__(self) -> str:
         return f"TimeWindow{{start={self.start}, end={self.end}}}"
