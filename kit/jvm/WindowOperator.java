@@ -36,7 +36,7 @@ public class WindowOperator implements MapPartitionsFunction {
 
     // the settings, "name=value;..." (see compiled.py)
     private final String assigner, trigger, evictor;
-    private final boolean eventTime, evictAfter;
+    private final boolean eventTime, evictAfter, emitFirings, emitLate, emitElements;
     private final long size, slide, offset, lateness, evictArg;
     private final int[] keys, values, aggColumns, aggKinds;
     private final String[] aggFunctions;
@@ -59,6 +59,10 @@ public class WindowOperator implements MapPartitionsFunction {
         evictor = (String) s.get("evictor");
         evictArg = number(s, "evict_arg");
         evictAfter = "1".equals(s.get("evict_after"));
+        String kinds = "," + s.get("kinds") + ",";
+        emitFirings = kinds.contains(",firing,");
+        emitLate = kinds.contains(",late,");
+        emitElements = kinds.contains(",element,");
         keys = ints(s, "keys");
         values = ints(s, "values");
         aggFunctions = ((String) s.get("agg_functions")).split(",");
@@ -633,7 +637,7 @@ public class WindowOperator implements MapPartitionsFunction {
             long p = pane == null ? 0 : pane.longValue();
             panes.put(window, Long.valueOf(p + 1));
             String kind = kind(window);
-            if (outputs == null) return;
+            if (outputs == null || !emitFirings) return;
             Object[] row = new Object[width];
             row[0] = "firing";
             int at = firingAt;
@@ -684,8 +688,8 @@ public class WindowOperator implements MapPartitionsFunction {
             }
             for (int i = 0; i < n; i++) {
                 Row r = (Row) rows.get(i);
-                if ("late".equals(fates[i])) output.add(elementRow(r, "late", lateAt, i, Long.valueOf(lateWatermark[i])));
-                output.add(elementRow(r, "element", elementAt, i, fates[i]));
+                if (emitLate && "late".equals(fates[i])) output.add(elementRow(r, "late", lateAt, i, Long.valueOf(lateWatermark[i])));
+                if (emitElements) output.add(elementRow(r, "element", elementAt, i, fates[i]));
             }
         }
 

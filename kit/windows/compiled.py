@@ -87,9 +87,10 @@ def _aggregate_kind(function: str, dtype) -> int | None:
     return None
 
 
-def settings(result, fields: list) -> str | None:
-    """The JVM operator's settings for ``result`` (a ``WindowResult``) writing rows of the
-    tagged ``fields`` (``WindowResult._run``), or None when a part is not built in."""
+def settings(result, fields: list, kinds=("firing", "late", "element")) -> str | None:
+    """The JVM operator's settings for ``result`` (a ``WindowResult``) writing the rows of
+    ``kinds`` in the tagged ``fields`` (``WindowResult._run``), or None when a part is not
+    built in."""
     spec, stream = result.spec, result.stream
     assigner = _ASSIGNERS.get(type(spec.assigner))
     trigger = _trigger(spec.trigger)
@@ -106,9 +107,9 @@ def settings(result, fields: list) -> str | None:
     if clock and stream.proctime is None:
         return None   # Python names the missing clock
     schema = stream.source.schema
-    kinds = [_aggregate_kind(p.function, None if p.column is None else schema[p.column].dataType)
-             for p in agg.parts]
-    if None in kinds:
+    compare = [_aggregate_kind(p.function, None if p.column is None else schema[p.column].dataType)
+               for p in agg.parts]
+    if None in compare:
         return None
     values = result.values
     evictor = spec.evictor
@@ -126,17 +127,17 @@ def settings(result, fields: list) -> str | None:
         "keys": ",".join(str(values.index(k)) for k in result.keys), "values": ",".join(map(str, range(len(values)))),
         "agg_functions": ",".join(p.function for p in agg.parts),
         "agg_columns": ",".join(str(-1 if p.column is None else values.index(p.column)) for p in agg.parts),
-        "agg_kinds": ",".join(map(str, kinds)),
+        "agg_kinds": ",".join(map(str, compare)),
         "seq": len(values), "ts": len(values) + 1, "wm": len(values) + 2, "pt": len(values) + 3,
-        "width": len(fields), "firing_at": 1, "late_at": 1 + n_firing, "element_at": 1 + n_firing + n_late,
+        "kinds": ",".join(kinds), "width": len(fields), "firing_at": 1, "late_at": 1 + n_firing, "element_at": 1 + n_firing + n_late,
     }.items())
 
 
-def run(result, spread: DataFrame, fields: list) -> DataFrame | None:
+def run(result, spread: DataFrame, fields: list, kinds: list) -> DataFrame | None:
     """``spread`` (the values, ``seq``, ``_ts``, ``_wm``, ``_pt``; sorted by key and arrival
-    in each task) replayed by the JVM operator into rows of ``fields``; None when the
-    window is not built from built-in parts or the JVM is out of reach."""
-    config = settings(result, fields)
+    in each task) replayed by the JVM operator into the rows of ``kinds`` in ``fields``;
+    None when the window is not built from built-in parts or the JVM is out of reach."""
+    config = settings(result, fields, kinds)
     if config is None or not jvm.available(spread.sparkSession, "WindowOperator"):
         return None
     # the JVM writes window bounds in ms; they become the time column's type here

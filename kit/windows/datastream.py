@@ -299,7 +299,7 @@ class WindowResult:
             raise KitError(f"output column(s) {clash} clash with the result's own columns; give them "
                            "other names in output_type")
         self.output = output
-        self._df = self._tagged = None
+        self._df, self._tagged = None, {}
 
     # ------------------------------------------------------------ public
 
@@ -366,21 +366,27 @@ class WindowResult:
                 "element": element + [T.StructField("fate", T.StringType())]}
 
     def _replayed(self, kind: str) -> DataFrame:
-        """The rows of one ``kind`` with its own columns. Every key is replayed once for all
-        three kinds, and the tagged rows are kept once computed: the timer placement reads
-        the firings twice, and ``df``, ``late`` and ``elements()`` read the same replay."""
+        """The rows of one ``kind`` with its own columns. In Python every key is replayed
+        once for all three kinds, and the tagged rows are kept once computed: the timer
+        placement reads the firings twice, and ``df``, ``late`` and ``elements()`` read the
+        same replay. The JVM replays for one kind at a time (it costs less than keeping every
+        element's row), and only the firings are kept."""
         columns = self._columns()
-        if self._tagged is None:
-            self._tagged = self._run(columns).persist(StorageLevel.MEMORY_AND_DISK)
-        return self._tagged.filter(F.col("_kind") == kind).select(
+        if kind not in self._tagged:
+            df, covered = self._run(columns, kind=kind)
+            if kind == "firing" or len(covered) > 1:
+                df = df.persist(StorageLevel.MEMORY_AND_DISK)
+            self._tagged.update(dict.fromkeys(covered, df))
+        return self._tagged[kind].filter(F.col("_kind") == kind).select(
             *[F.col(_column(kind, i)).alias(f.name) for i, f in enumerate(columns[kind])])
 
-    def _run(self, columns: dict, engine: str = "auto") -> DataFrame:
+    def _run(self, columns: dict, engine: str = "auto", kind: str | None = None) -> tuple:
         """Replay each key: its firings, late elements and elements' fates as rows tagged by
         ``_kind``, each kind in its own columns (``_column(kind, i)``, NULL in other rows).
         The JVM spreads the keys over tasks and sorts each task's rows by key and arrival;
         one ``mapInArrow`` per task replays its keys one after the other -- or, for a window
-        of built-in parts (``engine="auto"``), the JVM operator does (``compiled.py``)."""
+        of built-in parts (``engine="auto"``), the JVM operator does (``compiled.py``), giving
+        only the rows of ``kind`` when one is named. Returns the rows and the kinds they hold."""
         spec, keys, values, output = self.spec, list(self.keys), self.values, self.output
         fields = [T.StructField("_kind", T.StringType())] + [
             T.StructField(_column(kind, i), f.dataType) for kind, kind_fields in columns.items()
@@ -417,10 +423,11 @@ class WindowResult:
         df = df.select(*values, "seq", *self._time_columns())
         spread = (df.repartition(4 * int(df.sparkSession.conf.get("spark.sql.shuffle.partitions")), *keys)
                   if keys else df.repartition(1)).sortWithinPartitions(*keys, "seq")
-        compiled_run = compiled.run(self, spread, fields) if engine == "auto" else None
+        kinds = list(columns) if kind is None else [kind]
+        compiled_run = compiled.run(self, spread, fields, kinds) if engine == "auto" else None
         if compiled_run is not None:
-            return compiled_run
-        return spread.mapInArrow(per_task, T.StructType(fields))
+            return compiled_run, kinds
+        return spread.mapInArrow(per_task, T.StructType(fields)), list(columns)
 
     def _firings(self, engine: str = "auto") -> DataFrame:
         """The firings, by the fast path when it applies (``engine="auto"``), else by
