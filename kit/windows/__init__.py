@@ -10,7 +10,8 @@ Modules: ``assigners`` (which windows an element belongs to), ``triggers`` (when
 fire), ``evictors``, ``functions`` (reduce, aggregate, process, ...), ``state``,
 ``operator`` (Flink's WindowOperator for one key: the reference), ``datastream`` (the API
 and its execution on Spark), ``placement`` (when a timer fired on the whole stream),
-``fast`` (the common case as native Spark).
+``fast`` (the common case as native Spark), ``compiled`` (the replay in the JVM when every
+part of the window is built in).
 """
 
 from .assigners import (EventTimeSessionWindows, GlobalWindow, GlobalWindows, ProcessingTimeSessionWindows,
