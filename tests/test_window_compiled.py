@@ -137,7 +137,8 @@ def test_windows_with_parts_that_are_not_built_in_stay_in_python(spark, change):
 
 
 def test_functions_that_are_not_built_in_stay_in_python(spark):
-    df = spark.createDataFrame([("a", 1, Decimal("1.50")), ("a", 12, Decimal("2.25"))], "k string, ts long, d decimal(10, 2)")
+    df = spark.createDataFrame([("a", 1, Decimal("1.50")), ("a", 12, Decimal("2.25"))],
+                               "k string, ts long, d decimal(10, 2)")
     keyed = kit.stream(df, time="ts").key_by("k")
     for result in (keyed.window(TumblingEventTimeWindows.of(10)).reduce(lambda a, b: a),
                    keyed.window(EventTimeSessionWindows.with_dynamic_gap(lambda e: 5)).aggregate(Count()),

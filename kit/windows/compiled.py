@@ -129,7 +129,8 @@ def settings(result, fields: list, kinds=("firing", "late", "element")) -> str |
         "agg_columns": ",".join(str(-1 if p.column is None else values.index(p.column)) for p in agg.parts),
         "agg_kinds": ",".join(map(str, compare)),
         "seq": len(values), "ts": len(values) + 1, "wm": len(values) + 2, "pt": len(values) + 3,
-        "kinds": ",".join(kinds), "width": len(fields), "firing_at": 1, "late_at": 1 + n_firing, "element_at": 1 + n_firing + n_late,
+        "kinds": ",".join(kinds), "width": len(fields),
+        "firing_at": 1, "late_at": 1 + n_firing, "element_at": 1 + n_firing + n_late,
     }.items())
 
 
