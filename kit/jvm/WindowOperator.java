@@ -38,7 +38,7 @@ public class WindowOperator implements MapPartitionsFunction {
     private final String assigner, trigger, evictor;
     private final boolean eventTime, evictAfter, emitFirings, emitLate, emitElements;
     private final long size, slide, offset, lateness, evictArg;
-    private final int[] keys, values, aggColumns, aggKinds;
+    private final int[] keys, aggColumns, aggKinds;
     private final String[] aggFunctions;
     private final int seqAt, tsAt, wmAt, ptAt, width, firingAt, lateAt, elementAt;
 
@@ -64,7 +64,6 @@ public class WindowOperator implements MapPartitionsFunction {
         emitLate = kinds.contains(",late,");
         emitElements = kinds.contains(",element,");
         keys = ints(s, "keys");
-        values = ints(s, "values");
         aggFunctions = ((String) s.get("agg_functions")).split(",");
         aggColumns = ints(s, "agg_columns");
         aggKinds = ints(s, "agg_kinds");
@@ -696,7 +695,7 @@ public class WindowOperator implements MapPartitionsFunction {
         Row elementRow(Row r, String kind, int at, int i, Object last) {
             Object[] row = new Object[width];
             row[0] = kind;
-            for (int c = 0; c < values.length; c++) row[at++] = plain(r.get(values[c]));
+            for (int c = 0; c < seqAt; c++) row[at++] = plain(r.get(c));   // the values come first
             row[at++] = Long.valueOf(seq[i]);
             row[at] = last;
             return RowFactory.create(row);

@@ -124,7 +124,7 @@ def settings(result, fields: list, kinds=("firing", "late", "element")) -> str |
         "evict_arg": (0 if evictor is None else evictor.max_count if isinstance(evictor, CountEvictor)
                       else evictor.window_size),
         "evict_after": int(bool(evictor is not None and evictor.do_evict_after)),
-        "keys": ",".join(str(values.index(k)) for k in result.keys), "values": ",".join(map(str, range(len(values)))),
+        "keys": ",".join(str(values.index(k)) for k in result.keys),
         "agg_functions": ",".join(p.function for p in agg.parts),
         "agg_columns": ",".join(str(-1 if p.column is None else values.index(p.column)) for p in agg.parts),
         "agg_kinds": ",".join(map(str, compare)),

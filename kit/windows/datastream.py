@@ -13,7 +13,8 @@ Each key's elements are replayed through the reference ``WindowOperator``
 (``operator.py``) in arrival order: the JVM spreads the keys over tasks and sorts each
 task's rows by key and arrival, and one ``mapInArrow`` per task replays its keys with
 the values as plain Python values (``window_all``: one task) -- or, when every part of the
-window is built in, its Java twin replays them (``compiled.py``), with the same rows. ``result.df`` columns:
+window is built in, its Java twin replays them (``compiled.py``), with the same rows.
+``result.df`` columns:
 
 =================  ===========================================================
 ``key``            the ``key_by`` value (a struct for several columns); absent
