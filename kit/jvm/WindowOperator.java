@@ -551,10 +551,10 @@ public class WindowOperator implements MapPartitionsFunction {
                 onTimeDone.remove(w);
             }
             // the merged state windows' contents, in order, into the state window's
+            // (appended in place: a session growing by one element copies nothing)
             Contents target = (Contents) contents.get(stateWindow);
             Contents mergedState = null;
-            IntList seqs = new IntList();
-            if (target != null) seqs.addAll(target.seqs);
+            IntList seqs = target == null ? new IntList() : target.seqs;
             for (int i = 0; i < mergedStateWindows.size(); i++) {
                 Contents source = (Contents) contents.remove(mergedStateWindows.get(i));
                 if (source == null) continue;

@@ -330,7 +330,8 @@ class _Operator:
         if merged_value is not None:
             target_state = merged_value if target_state is None else self._merge_values(target_state, merged_value)
         if target_state is not None or target_seqs or merged_seqs:
-            self.contents[state_window] = [target_state, target_seqs + merged_seqs]
+            target_seqs.extend(merged_seqs)   # in place: a session growing by one element copies nothing
+            self.contents[state_window] = [target_state, target_seqs]
 
     def _merge_values(self, a, b):
         return a + b if self.spec.evictor is not None else self.spec.contents.merge(a, b)
