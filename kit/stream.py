@@ -28,6 +28,9 @@ The watermark is a prefix maximum over arrival order, computed as a parallel sca
 each input partition is a chunk; one small aggregate gives every chunk's row count and
 maximum, a window over that summary gives each chunk's offset and carried-in maximum,
 and a window inside each chunk finishes the scan. Nothing is collected to the driver.
+Where the kit reaches Spark's JVM, ``arrivals(s)`` runs the same scan as two folds over
+the input partitions in Java (``kit/jvm/ArrivalScan.java``), with no sort at all: the
+first collects one row per chunk, the second carries it in.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from pyspark.sql import types as T
 from .errors import KitError
 from .time import Clock, Duration, WatermarkStrategy
 
-__all__ = ["stream", "Stream"]
+__all__ = ["stream", "Stream", "Arrivals", "arrivals"]
 
 _CHUNK_BITS = 33  # monotonically_increasing_id(): partition index << 33 | row in partition
 _ADDED = ("seq", "watermark", "late", "proctime")
@@ -259,3 +262,72 @@ def _scan(df: DataFrame, running: dict[str, tuple[str, bool]]) -> DataFrame:
             Window.unboundedPreceding, 0 if inclusive else -1)
         out = out.withColumn(name, F.greatest(F.col(f"{name}_carry"), F.max(col).over(inside)))
     return out
+
+
+class Arrivals:
+    """The stream's arrival scan in the JVM (``kit/jvm/ArrivalScan.java``), for operators
+    that read every row: a first pass over the source counts each input partition's rows
+    and finds the largest watermark and processing time they carry on (one row per
+    partition, collected; ``count``: the rows in all); ``rows`` and ``first`` then read the
+    source once more each, chunk by chunk, with no sort.
+
+        chunk  rows  largest own watermark   ->  carried in: seq  watermark
+        0      2     7                           0    NULL
+        1      3     12                          2    7
+    """
+
+    def __init__(self, s: Stream):
+        self.stream = s
+        self._prepared = prepared(s)
+        self._times = ["_g"] + (["_p"] if isinstance(s.proctime, str) else [])
+        self._chunks = ""
+        summary = self._scan("summary", self._prepared.select(*self._times), T.StructType([
+            T.StructField("_chunk", T.IntegerType()), T.StructField("_n", T.LongType()),
+            T.StructField("_max", T.LongType()), T.StructField("_pmax", T.LongType())])).collect()
+        seq, wm, pt, chunks = 0, None, None, []
+        for r in sorted(summary):
+            if r._chunk != len(chunks):
+                raise KitError(f"the stream's input partition {len(chunks)} was not scanned")
+            chunks.append(f"{seq}:{r._n}:{'' if wm is None else wm}:{'' if pt is None else pt}")
+            seq += r._n
+            wm = r._max if wm is None or (r._max is not None and r._max > wm) else wm
+            pt = r._pmax if pt is None or (r._pmax is not None and r._pmax > pt) else pt
+        self._chunks, self.count = ",".join(chunks), seq
+
+    def _scan(self, mode: str, df: DataFrame, schema: T.StructType, grids: str = "") -> DataFrame:
+        from . import jvm
+
+        s, names = self.stream, df.columns
+        clock = (f"{epoch_ms(s.proctime.start)}:{s.proctime.step.millis}" if isinstance(s.proctime, Clock) else "")
+        settings = {"mode": mode, "g": names.index("_g"), "p": names.index("_p") if "_p" in names else -1,
+                    "clock": clock, "chunks": self._chunks, "grids": grids}
+        return jvm.arrival_scan(df, ";".join(f"{k}={v}" for k, v in settings.items()), schema)
+
+    def rows(self, columns: list) -> DataFrame:
+        """The source's ``columns`` and ``seq``, ``_ts`` (event time), ``_wm`` (the watermark
+        the row met) and ``_pt`` (processing time), in ms; rows in no particular order."""
+        df = self._prepared.select(*dict.fromkeys([*columns, "_ts"]), *self._times)
+        long = T.LongType()
+        out = self._scan("annotate", df, T.StructType(df.schema.fields + [
+            T.StructField("seq", long, False), T.StructField("_wm", long), T.StructField("_pt", long)]))
+        return out.select(*columns, "seq", "_ts", "_wm", "_pt")
+
+    def first(self, grids: dict) -> DataFrame:
+        """For ``grids`` of sorted thresholds, ``{"own" | "pt": [t, ...]}`` (of the watermark
+        a row emits, of its processing time), each chunk's first arrival at or above each
+        threshold: rows ``_c`` (the grid's place in ``grids``), ``_i`` (the threshold's
+        index), ``seq``, ``own``, ``before`` (the watermark it met), ``pt``. The JVM twin of
+        the pass in ``kit.windows.placement.first_at_least``."""
+        long = T.LongType()
+        schema = T.StructType([T.StructField("_c", T.IntegerType()), T.StructField("_i", long),
+                               *[T.StructField(c, long) for c in ("seq", "own", "before", "pt")]])
+        return self._scan("first", self._prepared.select(*self._times), schema,
+                          grids="/".join(f"{name}:{','.join(map(str, grid))}" for name, grid in grids.items()))
+
+
+def arrivals(s: Stream) -> Arrivals | None:
+    """The JVM arrival scan of ``s`` (its first pass runs now), or None where the kit does
+    not reach Spark's JVM (Spark Connect, a session without the kit's jar)."""
+    from . import jvm
+
+    return Arrivals(s) if jvm.available(s.source.sparkSession, "ArrivalScan") else None

@@ -195,3 +195,47 @@ def test_explicit_order_survives_repartitioning(spark, times, partitions):
     df = spark.createDataFrame(list(enumerate(times)), "arrival long, ts long").repartition(partitions)
     s = kit.stream(df, time="ts", order="arrival", watermark=Duration.of_millis(5))
     assert annotations(s, "arrival", "watermark", "late") == [(i, *r) for i, r in enumerate(reference(times, 5))]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(times=st.lists(st.one_of(st.none(), st.integers(-50, 200)), min_size=0, max_size=30),
+       partitions=st.integers(1, 4),
+       watermark=st.sampled_from(["bounded", "sql", "column", "monotonous", "none"]),
+       proctime=st.sampled_from([None, "clock", "column"]),
+       own=st.lists(st.integers(-60, 210), max_size=6), pts=st.lists(st.integers(0, 60), max_size=6))
+def test_the_jvm_arrival_scan_equals_the_sql_scan(spark, times, partitions, watermark, proctime, own, pts):
+    """``kit.stream.arrivals``: seq, watermark met and processing time of every row, and the
+    first arrival at or above each threshold, as Spark SQL's scan and the Python lookup give
+    them, over input partitions in order (some empty), NULL times and watermarks."""
+    from kit.stream import arrivals
+    from kit.windows.placement import first_at_least
+    at = F.col("id").cast("int") + 1
+    df = (spark.range(0, len(times), numPartitions=partitions)
+          .withColumn("ts", F.element_at(F.array(F.lit(None).cast("long"), *[F.lit(t) for t in times]), at + 1))
+          .withColumn("wm", F.when(F.col("id") % 3 == 0, F.col("ts") - 4))
+          .withColumn("p", F.timestamp_millis(F.when(F.col("id") % 4 != 1, (F.col("id") * 7) % 50))))
+    strategies = {"bounded": Duration.of_millis(3), "sql": WatermarkStrategy.for_sql_delay(Duration.of_millis(2)),
+                  "column": WatermarkStrategy.from_column("wm"), "monotonous": None,
+                  "none": WatermarkStrategy.no_watermarks()}
+    clock = {"clock": Clock(datetime(2024, 1, 1), Duration.of_millis(5)), "column": "p", None: None}[proctime]
+    s = kit.stream(df, time="ts", watermark=strategies[watermark], proctime=clock)
+    scan = arrivals(s)
+    assert scan is not None and scan.count == len(times)
+    pt = F.unix_millis("proctime") if clock is not None else F.lit(None).cast("long")
+    sql = s.unordered().select("id", "seq", F.col("ts").alias("_ts"), F.col("watermark").alias("_wm"), pt.alias("_pt"))
+    assert scan.rows(["id"]).orderBy("seq").collect() == sql.orderBy("seq").collect()
+    start = 1704067200000 if proctime == "clock" else 0
+    grids = {"own": own, "pt": [start + t for t in pts]}
+    by_sql = s.unordered().select("seq", s.own_watermark().alias("own"), s.millis("watermark").alias("before"),
+                                  pt.alias("pt"))
+    assert first_at_least(scan, grids) == first_at_least(by_sql, grids)
+
+
+def test_a_source_that_changes_between_the_jvm_scans_passes_is_an_error(spark, tmp_path):
+    from kit.stream import arrivals
+    log = tmp_path / "clicks.csv"
+    log.write_text("".join(f"{i}\n" for i in range(200)))
+    scan = arrivals(kit.stream(spark.read.csv(str(log), schema="ts long"), time="ts"))
+    log.write_text("".join(f"{i}\n" for i in range(150)))   # the file changes under the stream
+    with pytest.raises(Exception, match="input partition 0 changed between the stream's passes"):
+        scan.rows([]).collect()

@@ -1,8 +1,11 @@
 package flinkkit;
 
 import java.math.BigDecimal;
+import java.nio.ByteBuffer;
 import java.math.MathContext;
 import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.Iterator;
@@ -90,26 +93,40 @@ public class WindowOperator implements MapPartitionsFunction {
         return out;
     }
 
-    /** The rows of one task: for each key, its firings, then its late elements and every element's fate. */
+    /** The rows of one task: for each key, its firings, then its late elements and every
+     *  element's fate. The task's rows, in no order, are held in memory: grouped by key in the
+     *  order keys first appear, each key's sorted by seq (runs already in arrival order cost
+     *  one pass: a merge sort). */
     public Iterator call(final Iterator rows) {
+        final LinkedHashMap byKey = new LinkedHashMap();
+        while (rows.hasNext()) {
+            Row r = (Row) rows.next();
+            Object key = keyOf(r);
+            List group = (List) byKey.get(key);
+            if (group == null) byKey.put(key, group = new ArrayList());
+            group.add(r);
+        }
+        final Iterator groups = byKey.values().iterator();
         return new Iterator() {
-            private Row next = rows.hasNext() ? (Row) rows.next() : null;
             private Iterator out = null;
             private long order = 0;
 
             public boolean hasNext() {
-                while ((out == null || !out.hasNext()) && next != null) {
-                    List group = new ArrayList();
-                    Row first = next;
-                    while (next != null && sameKey(first, next)) {
-                        group.add(next);
-                        next = rows.hasNext() ? (Row) rows.next() : null;
-                    }
+                while (out == null || !out.hasNext()) {
+                    if (!groups.hasNext()) return false;
+                    List group = (List) groups.next();
+                    groups.remove();   // its rows are garbage once replayed
+                    Collections.sort(group, new java.util.Comparator() {
+                        public int compare(Object a, Object b) {
+                            long x = ((Row) a).getLong(seqAt), y = ((Row) b).getLong(seqAt);
+                            return x < y ? -1 : x > y ? 1 : 0;
+                        }
+                    });
                     Key key = new Key(group);
                     key.run();
                     out = key.output.iterator();
                 }
-                return out != null && out.hasNext();
+                return true;
             }
 
             public Object next() {
@@ -134,12 +151,14 @@ public class WindowOperator implements MapPartitionsFunction {
         };
     }
 
-    private boolean sameKey(Row a, Row b) {
+    /** A row's key, equal for equal keys (binary ones by content). */
+    private Object keyOf(Row r) {
+        Object[] key = new Object[keys.length];
         for (int i = 0; i < keys.length; i++) {
-            Object x = a.get(keys[i]), y = b.get(keys[i]);
-            if (x == null ? y != null : !x.equals(y)) return false;
+            Object v = r.get(keys[i]);
+            key[i] = v instanceof byte[] ? ByteBuffer.wrap((byte[]) v) : v;
         }
-        return true;
+        return Arrays.asList(key);
     }
 
     // ------------------------------------------------------------------ windows
@@ -391,13 +410,17 @@ public class WindowOperator implements MapPartitionsFunction {
 
         void advanceWatermark(long w) {
             watermark = Math.max(watermark, w);
-            Timer t;
-            while ((t = timers[0].popUntil(watermark)) != null) onTimer(t.time, t.window, true);
+            Timer t, last = null;
+            while ((t = timers[0].popUntil(watermark)) != null) {
+                last = notAgain(t, last, "event-time");
+                onTimer(t.time, t.window, true);
+            }
         }
 
         void advanceProcessingTime(long time) {
-            Timer t;
+            Timer t, last = null;
             while ((t = timers[1].popUntil(time)) != null) {
+                last = notAgain(t, last, "processing-time");
                 proctime = hasProctime ? Math.max(proctime, t.time) : t.time;
                 hasProctime = true;
                 onTimer(t.time, t.window, false);
@@ -568,7 +591,17 @@ public class WindowOperator implements MapPartitionsFunction {
         }
 
         String describe(Window w) {
-            return "TimeWindow{start=" + w.start + ", end=" + w.end + "}";
+            return w.global ? "GlobalWindow" : "TimeWindow{start=" + w.start + ", end=" + w.end + "}";
+        }
+
+        /** operator.py's _not_again: the timer that just fired, registered anew at its own time. */
+        Timer notAgain(Timer fired, Timer last, String clock) {
+            if (fired.equals(last)) throw new IllegalStateException(
+                "the " + clock + " timer at " + fired.time + " of window " + describe(fired.window) + " fires again "
+                + "at once, without end: the trigger registers it anew at its own time. A processing-time trigger on "
+                + "an event-time window that ends behind the processing clock does this: use a processing-time "
+                + "window, or a clock within the windows' times");
+            return fired;
         }
 
         // ---------------------------------------------------------- timers and firing

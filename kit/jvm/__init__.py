@@ -6,6 +6,9 @@ class                          what it computes                              Pyt
 =============================  ============================================  ========================
 ``flinkkit.LateScan``          per input partition: smallest time, largest   ``asof._late_check``
                                watermark, any late row
+``flinkkit.ArrivalScan``       per input partition: the stream's arrival     ``stream._scan``,
+                               order, watermarks and processing time;        ``placement.
+                               the first arrival past each timer             first_at_least``
 ``flinkkit.WindowOperator``    per key: Flink's window operator over its     ``operator.run_key``
                                elements (built-in parts only, see
                                ``kit/windows/compiled.py``)
@@ -30,7 +33,7 @@ from pathlib import Path
 
 from ..java import _cache_dir
 
-__all__ = ["jar", "available", "late_scan", "window_operator"]
+__all__ = ["jar", "available", "late_scan", "arrival_scan", "window_operator"]
 
 _SOURCES = sorted(Path(__file__).parent.glob("*.java"))
 _PACKAGE = "flinkkit"
@@ -106,12 +109,22 @@ def late_scan(df, shift: int):
     return DataFrame(out.toDF(), spark).toDF("_part", "_min", "_max", "_late")
 
 
+def arrival_scan(df, settings: str, schema):
+    """``ArrivalScan(settings)`` over ``df`` (a stream's prepared rows, input partitions in
+    arrival order): rows of ``schema`` (a StructType), see ``kit.stream.Arrivals``."""
+    return _map_partitions(df, "ArrivalScan", settings, schema)
+
+
 def window_operator(df, settings: str, schema):
     """``WindowOperator(settings)`` over ``df`` (each task's rows sorted by key and arrival):
     rows of ``schema`` (a StructType), as ``kit.windows.compiled`` lays them out."""
+    return _map_partitions(df, "WindowOperator", settings, schema)
+
+
+def _map_partitions(df, name: str, settings: str, schema):
     from pyspark.sql import DataFrame
 
     spark = df.sparkSession
     jvm = spark._jvm
     encoder = jvm.org.apache.spark.sql.Encoders.row(spark._jsparkSession.parseDataType(schema.json()))
-    return DataFrame(df._jdf.mapPartitions(jvm.flinkkit.WindowOperator(settings), encoder), spark)
+    return DataFrame(df._jdf.mapPartitions(getattr(jvm.flinkkit, name)(settings), encoder), spark)

@@ -87,10 +87,10 @@ def _aggregate_kind(function: str, dtype) -> int | None:
     return None
 
 
-def settings(result, fields: list, kinds=("firing", "late", "element")) -> str | None:
+def settings(result, fields: list, kinds=("firing", "late", "element"), values=None) -> str | None:
     """The JVM operator's settings for ``result`` (a ``WindowResult``) writing the rows of
-    ``kinds`` in the tagged ``fields`` (``WindowResult._run``), or None when a part is not
-    built in."""
+    ``kinds`` in the tagged ``fields`` (``WindowResult._run``) from the columns ``values``
+    (default: all of the stream's), or None when a part is not built in."""
     spec, stream = result.spec, result.stream
     assigner = _ASSIGNERS.get(type(spec.assigner))
     trigger = _trigger(spec.trigger)
@@ -111,7 +111,7 @@ def settings(result, fields: list, kinds=("firing", "late", "element")) -> str |
                for p in agg.parts]
     if None in compare:
         return None
-    values = result.values
+    values = values or result.values
     evictor = spec.evictor
     n_firing = sum(1 for f in fields if f.name.startswith("_firing"))
     n_late = sum(1 for f in fields if f.name.startswith("_late"))
@@ -134,13 +134,22 @@ def settings(result, fields: list, kinds=("firing", "late", "element")) -> str |
     }.items())
 
 
-def run(result, spread: DataFrame, fields: list, kinds: list) -> DataFrame | None:
-    """``spread`` (the values, ``seq``, ``_ts``, ``_wm``, ``_pt``; sorted by key and arrival
-    in each task) replayed by the JVM operator into the rows of ``kinds`` in ``fields``;
-    None when the window is not built from built-in parts or the JVM is out of reach."""
-    config = settings(result, fields, kinds)
-    if config is None or not jvm.available(spread.sparkSession, "WindowOperator"):
+def run(result, spread_of, fields: list, kinds: list) -> DataFrame | None:
+    """The rows of ``kinds`` in ``fields`` (one kind: in its own only), replayed by the JVM
+    operator; None when the window is not built from built-in parts or the JVM is out of
+    reach. ``spread_of(values, sort=False)``: the columns ``values``, ``seq``, ``_ts``,
+    ``_wm``, ``_pt``, spread over tasks by key (``WindowResult._spread``). The firings need
+    only the keys and the aggregated columns; late elements and fates carry every column."""
+    if len(kinds) == 1:   # its own columns only
+        fields = [f for f in fields if f.name == "_kind" or f.name.startswith(f"_{kinds[0]}")]
+    values, agg = result.values, getattr(result.spec.contents, "_agg", None)
+    if kinds == ["firing"] and agg is not None:
+        needed = {*result.keys, *(p.column for p in getattr(agg, "parts", ()))}
+        values = [c for c in values if c in needed]
+    config = settings(result, fields, kinds, values)
+    if config is None or not jvm.available(result.stream.source.sparkSession, "WindowOperator"):
         return None
+    spread = spread_of(values, sort=False)   # the JVM sorts each key's rows
     # the JVM writes window bounds in ms; they become the time column's type here
     bounds = {"_firing0", "_firing1"} if not result.keys else {"_firing1", "_firing2"}
     timestamp = isinstance(result.time_type, T.TimestampType)

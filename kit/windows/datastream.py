@@ -49,6 +49,7 @@ import copy
 import datetime as _dt
 import warnings
 from decimal import Decimal
+from functools import cached_property
 
 import pyarrow as pa
 from pyspark import StorageLevel
@@ -59,6 +60,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from ..arrow import column, groups, python_values
 from ..errors import KitError
+from ..stream import Arrivals, arrivals
 from ..time import Duration
 from .assigners import MAX_TIME, MIN_TIME, GlobalWindows, WindowAssigner
 from .evictors import CountEvictor, Evictor
@@ -421,21 +423,36 @@ class WindowResult:
                 if kind_rows:
                     yield _batch(kind, kind_rows, arrow, fields)
 
-        df = self.stream.unordered()
-        df = df.select(*values, "seq", *self._time_columns())
-        spread = (df.repartition(4 * int(df.sparkSession.conf.get("spark.sql.shuffle.partitions")), *keys)
-                  if keys else df.repartition(1)).sortWithinPartitions(*keys, "seq")
         kinds = list(columns) if kind is None else [kind]
-        compiled_run = compiled.run(self, spread, fields, kinds) if engine == "auto" else None
+        compiled_run = compiled.run(self, self._spread, fields, kinds) if engine == "auto" else None
         if compiled_run is not None:
             return compiled_run, kinds
-        return spread.mapInArrow(per_task, T.StructType(fields)), list(columns)
+        return self._spread(values).mapInArrow(per_task, T.StructType(fields)), list(columns)
+
+    @cached_property
+    def _arrivals(self) -> Arrivals | None:
+        """The stream's arrival scan in the JVM, read by the replay and the timer placement
+        (None: Spark SQL's scan; so for ``order=``, whose sort must not differ between passes)."""
+        return None if self.stream.order else arrivals(self.stream)
+
+    def _spread(self, values: list, sort: bool = True) -> DataFrame:
+        """``values``, ``seq``, ``_ts``, ``_wm``, ``_pt`` of every arrival, spread over tasks by
+        key, each task's held in memory by the replay (about ``_TASK_ROWS`` rows, when the
+        count is known; ``sort``: sorted by key and arrival)."""
+        scan, keys = self._arrivals, list(self.keys)
+        df = (scan.rows(values) if scan is not None
+              else self.stream.unordered().select(*values, "seq", *self._time_columns()))
+        tasks = 4 * int(df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+        if scan is not None:
+            tasks = max(tasks, -(-scan.count // _TASK_ROWS))
+        df = df.repartition(tasks, *keys) if keys else df.repartition(1)
+        return df.sortWithinPartitions(*keys, "seq") if sort else df
 
     def _firings(self, engine: str = "auto") -> DataFrame:
         """The firings, by the fast path when it applies (``engine="auto"``), else by
         replaying each key (``"reference"``)."""
         fast_path = engine == "fast" or (engine == "auto" and fast.eligible(self.spec))
-        df = fast.firings(self) if fast_path else place_timers(self._replayed("firing"), self.stream)
+        df = fast.firings(self) if fast_path else place_timers(self._replayed("firing"), self.stream, self._arrivals)
         # per key, in the order the operator emitted, in one partition: a small last stage runs
         # as one task (no shuffle); a replay or a window over the elements stays parallel
         one = df.coalesce(1) if fast_path and fast.in_input_order(self) else df.repartition(1)
@@ -454,6 +471,9 @@ class WindowResult:
                     return _infer(f.outputs[0])
         raise KitError("cannot tell the output columns: the window function produced nothing on the "
                        "first 1000 elements; pass output_type='name type, ...'")
+
+
+_TASK_ROWS = 500_000
 
 
 def _column(kind: str, i: int) -> str:

@@ -222,14 +222,18 @@ class _Operator:
         """The watermark moves first, then every event-time timer up to it fires (those the
         firings register too), as Flink's timer service does."""
         self.watermark = max(self.watermark, watermark)
+        last = None
         while (fired := self.timers[0].pop_until(self.watermark)) is not None:
+            last = _not_again(fired, last, "event-time")
             self.on_timer(fired[0], fired[1], event_time=True)
 
     def advance_processing_time(self, time):
         """The clock runs to ``time``; each processing-time timer fires at its own time."""
         if time is None:
             return
+        last = None
         while (fired := self.timers[1].pop_until(time)) is not None:
+            last = _not_again(fired, last, "processing-time")
             self.proctime = fired[0] if self.proctime is None else max(self.proctime, fired[0])
             self.on_timer(fired[0], fired[1], event_time=False)
         self.proctime = time if self.proctime is None else max(self.proctime, time)
@@ -454,6 +458,18 @@ class _Operator:
             else:
                 fates[seq] = "expired"
         return self.result
+
+
+def _not_again(fired: tuple, last: tuple | None, clock: str) -> tuple:
+    """``fired``, unless it is the timer that just fired: a trigger that registers its
+    timer anew at its own time would fire it forever (Flink spins until the window goes)."""
+    if fired == last:
+        raise KitError(
+            f"the {clock} timer at {fired[0]} of window {fired[1]!r} fires again at once, without end: the "
+            "trigger registers it anew at its own time. A processing-time trigger on an event-time window "
+            "that ends behind the processing clock does this: use a processing-time window, or a clock "
+            "within the windows' times")
+    return fired
 
 
 def run_key(key, elements, spec: WindowSpec, end_of_input: bool = True) -> KeyResult:

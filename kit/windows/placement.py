@@ -16,7 +16,8 @@ Each lookup ("the smallest ``seq`` whose value is >= t") takes one pass over the
 and no sort: the thresholds (the distinct timer times, brought to the driver) go to every
 task as a sorted array; each arrival finds the greatest threshold at or below its value
 (a binary search) and each task keeps, per threshold, its first such arrival; on the
-driver, a suffix minimum over the thresholds gives the answer for each.
+driver, a suffix minimum over the thresholds gives the answer for each. With the stream's
+JVM scan (``kit.stream.Arrivals``), the pass runs in Java over the source's own rows.
 """
 
 from __future__ import annotations
@@ -27,17 +28,25 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ..stream import Arrivals
+
 __all__ = ["place_timers", "first_at_least"]
 
 
-def first_at_least(arrivals: DataFrame, thresholds: dict) -> dict:
+def first_at_least(arrivals, thresholds: dict) -> dict:
     """For each ``column: [t, ...]`` of ``thresholds`` and each ``t``, the arrival (a Row of
     ``arrivals``' columns, ``seq`` first) with the smallest ``seq`` whose ``column >= t``;
-    None when there is none. ``{(column, t): Row or None}``; one pass over ``arrivals``."""
+    None when there is none. ``{(column, t): Row or None}``; one pass over ``arrivals``:
+    a DataFrame, or the stream's JVM scan (``kit.stream.Arrivals``, columns ``seq``,
+    ``own``, ``before``, ``pt``; thresholds of ``own`` and ``pt``)."""
     grids = {c: np.unique(np.asarray(ts, dtype=np.int64)) for c, ts in thresholds.items() if len(ts)}
     if not grids:
         return {}
-    names, payload = list(grids), ["seq"] + [c for c in arrivals.columns if c != "seq"]
+    names = list(grids)
+    if isinstance(arrivals, Arrivals):
+        return _earliest(arrivals.first({c: grid.tolist() for c, grid in grids.items()}),
+                         ["seq", "own", "before", "pt"], names, grids)
+    payload = ["seq"] + [c for c in arrivals.columns if c != "seq"]
     arrivals = arrivals.select(*payload)
     schema = T.StructType([T.StructField("_c", T.IntegerType()), T.StructField("_i", T.LongType())]
                           + list(arrivals.schema.fields))
@@ -58,7 +67,13 @@ def first_at_least(arrivals: DataFrame, thresholds: dict) -> dict:
                     + [b.column(p).take(pa.array(first)) for p in payload], schema=pa.schema(
                         [("_c", pa.int32()), ("_i", pa.int64())] + [b.schema.field(p) for p in payload]))
 
-    found = {(r._c, r._i): r.hit for r in arrivals.mapInArrow(per_task, schema).groupBy("_c", "_i")
+    return _earliest(arrivals.mapInArrow(per_task, schema), payload, names, grids)
+
+
+def _earliest(firsts: DataFrame, payload: list, names: list, grids: dict) -> dict:
+    """From each task's first arrival per threshold (rows ``_c``, ``_i``, ``payload``), the
+    answer of ``first_at_least``."""
+    found = {(r._c, r._i): r.hit for r in firsts.groupBy("_c", "_i")
              .agg(F.min(F.struct(*payload)).alias("hit")).collect()}
     out = {}
     for k, c in enumerate(names):
@@ -71,8 +86,9 @@ def first_at_least(arrivals: DataFrame, thresholds: dict) -> dict:
     return out
 
 
-def place_timers(firings: DataFrame, stream) -> DataFrame:
-    """Fill ``fired_after``, ``watermark`` and ``proctime`` of timer firings (columns in ms)."""
+def place_timers(firings: DataFrame, stream, scan: Arrivals | None = None) -> DataFrame:
+    """Fill ``fired_after``, ``watermark`` and ``proctime`` of timer firings (columns in ms);
+    ``scan``: the stream's JVM arrival scan, if it has one."""
     s = stream
     kinds = {"event-time timer": "own"}
     if s.proctime is not None:
@@ -80,7 +96,7 @@ def place_timers(firings: DataFrame, stream) -> DataFrame:
     wanted = firings.filter(F.col("cause").isin(list(kinds))).select("cause", "timer").distinct().collect()
     if not wanted:
         return firings
-    arrivals = s.unordered().select(
+    arrivals = scan if scan is not None else s.unordered().select(
         "seq", s.own_watermark().alias("own"), s.millis("watermark").alias("before"),
         (F.unix_millis("proctime") if s.proctime is not None else F.lit(None).cast("long")).alias("pt"))
     hits = first_at_least(arrivals, {column: [r.timer for r in wanted if r.cause == kind]
