@@ -126,6 +126,19 @@ def test_a_timer_registered_anew_at_its_own_time_is_an_error_not_a_hang(spark):
             _rows(result, engine)
 
 
+def test_window_all_counting_rows_reads_no_value_column(spark):
+    """The firings' replay reads only the keys and the aggregated columns: here none."""
+    df = spark.createDataFrame([("a", 1), ("b", 2), ("a", 3), ("a", 12), ("c", 25)], "k string, ts long")
+    s = kit.stream(df, time="ts")
+
+    def result():
+        return s.window_all(TumblingEventTimeWindows.of(10)).trigger(CountTrigger.of(2)).aggregate(Count(alias="n"))
+
+    assert [(r.window_start, r.n, r.fired_after) for r in result().df.collect()] == [(0, 2, 1)]
+    with mock.patch.object(compiled, "run", return_value=None):
+        assert [(r.window_start, r.n, r.fired_after) for r in result().df.collect()] == [(0, 2, 1)]
+
+
 def _public(result):
     return [[tuple(None if isinstance(v, float) and math.isnan(v) else v for v in r) for r in df.collect()]
             for df in (result.df, result.late, result.elements())]

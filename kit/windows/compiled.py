@@ -111,7 +111,7 @@ def settings(result, fields: list, kinds=("firing", "late", "element"), values=N
                for p in agg.parts]
     if None in compare:
         return None
-    values = values or result.values
+    values = result.values if values is None else values
     evictor = spec.evictor
     n_firing = sum(1 for f in fields if f.name.startswith("_firing"))
     n_late = sum(1 for f in fields if f.name.startswith("_late"))
