@@ -67,7 +67,7 @@ from .evictors import CountEvictor, Evictor
 from . import compiled, fast
 from .functions import Contents, SqlAggregate
 from .operator import Element, WindowSpec, run_key
-from .placement import place_timers
+from .placement import fires_on_timers, place_timers
 from .triggers import CountTrigger, PurgingTrigger, Trigger
 
 __all__ = ["OutputTag", "KeyedStream", "WindowedStream", "WindowResult", "WindowWarning"]
@@ -369,16 +369,17 @@ class WindowResult:
         return {"firing": firing, "late": element + [T.StructField("watermark", long)],
                 "element": element + [T.StructField("fate", T.StringType())]}
 
-    def _replayed(self, kind: str) -> DataFrame:
+    def _replayed(self, kind: str, keep: bool = True) -> DataFrame:
         """The rows of one ``kind`` with its own columns. In Python every key is replayed
         once for all three kinds, and the tagged rows are kept once computed: the timer
         placement reads the firings twice, and ``df``, ``late`` and ``elements()`` read the
         same replay. The JVM replays for one kind at a time (it costs less than keeping every
-        element's row), and only the firings are kept."""
+        element's row), and only the firings are kept, unless ``keep`` is False (they are
+        read once: no timer to place)."""
         columns = self._columns()
         if kind not in self._tagged:
             df, covered = self._run(columns, kind=kind)
-            if kind == "firing" or len(covered) > 1:
+            if kind == "firing" and keep or len(covered) > 1:
                 df = df.persist(StorageLevel.MEMORY_AND_DISK)
             self._tagged.update(dict.fromkeys(covered, df))
         return self._tagged[kind].filter(F.col("_kind") == kind).select(
@@ -452,7 +453,12 @@ class WindowResult:
         """The firings, by the fast path when it applies (``engine="auto"``), else by
         replaying each key (``"reference"``)."""
         fast_path = engine == "fast" or (engine == "auto" and fast.eligible(self.spec))
-        df = fast.firings(self) if fast_path else place_timers(self._replayed("firing"), self.stream, self._arrivals)
+        if fast_path:
+            df = fast.firings(self)
+        elif fires_on_timers(self.spec.trigger):
+            df = place_timers(self._replayed("firing"), self.stream, self._arrivals)
+        else:
+            df = self._replayed("firing", keep=False)
         # per key, in the order the operator emitted, in one partition: a small last stage runs
         # as one task (no shuffle); a replay or a window over the elements stays parallel
         one = df.coalesce(1) if fast_path and fast.in_input_order(self) else df.repartition(1)

@@ -29,8 +29,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..stream import Arrivals
+from .triggers import CountTrigger, NeverTrigger, PurgingTrigger
 
-__all__ = ["place_timers", "first_at_least"]
+__all__ = ["place_timers", "fires_on_timers", "first_at_least"]
 
 
 def first_at_least(arrivals, thresholds: dict) -> dict:
@@ -84,6 +85,15 @@ def _earliest(firsts: DataFrame, payload: list, names: list, grids: dict) -> dic
                 hit = h
             out[(c, int(grids[c][i]))] = hit
     return out
+
+
+def fires_on_timers(trigger) -> bool:
+    """Whether ``trigger`` may fire on a timer, so that its firings need placing: all but
+    the built-in ``CountTrigger`` and ``NeverTrigger`` (and ``PurgingTrigger`` of them),
+    whose firings all come from an element, placed by the replay itself."""
+    if type(trigger) is PurgingTrigger:
+        return fires_on_timers(trigger.nested)
+    return type(trigger) not in (CountTrigger, NeverTrigger)
 
 
 def place_timers(firings: DataFrame, stream, scan: Arrivals | None = None) -> DataFrame:
