@@ -313,8 +313,8 @@ class Arrivals:
         return out.select(*columns, "seq", "_ts", "_wm", "_pt")
 
     def first(self, grids: dict) -> DataFrame:
-        """For ``grids`` of sorted thresholds, ``{"own" | "pt": [t, ...]}`` (of the watermark
-        a row emits, of its processing time), each chunk's first arrival at or above each
+        """For ``grids`` of sorted thresholds, ``{"own" | "pt" | "seq": [t, ...]}`` (of the
+        watermark a row emits, of its processing time, of its seq), each chunk's first arrival at or above each
         threshold: rows ``_c`` (the grid's place in ``grids``), ``_i`` (the threshold's
         index), ``seq``, ``own``, ``before`` (the watermark it met), ``pt``. The JVM twin of
         the pass in ``kit.windows.placement.first_at_least``."""

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import kit
 from kit import jvm
-from kit.time import Duration
+from kit.time import Duration, Time
 from kit.windows import compiled
 from kit.windows.assigners import (EventTimeSessionWindows, GlobalWindows, ProcessingTimeSessionWindows,
                                    SlidingEventTimeWindows, SlidingProcessingTimeWindows, TimeWindow,
@@ -82,7 +82,7 @@ def _rows(result, engine):
     rows = {"firing": [], "late": [], "element": []}
     for r in result._run(result._columns(), engine)[0].collect():
         rows[r._kind].append(tuple(None if isinstance(v, float) and math.isnan(v) else v for v in r))
-    at, ranked = len(result._columns()["firing"]), []   # _order: the firing's last column, after _kind
+    at, ranked = len(result._columns()["firing"]) - 1, []   # _order: the firing's last column but _floor
     for r in sorted(rows["firing"], key=lambda r: r[at]):
         ranked.append(r[:at] + (sum(1 for q in ranked if q[1] == r[1]),) + r[at + 1:])
     rows["firing"] = ranked
@@ -137,6 +137,32 @@ def test_window_all_counting_rows_reads_no_value_column(spark):
     assert [(r.window_start, r.n, r.fired_after) for r in result().df.collect()] == [(0, 2, 1)]
     with mock.patch.object(compiled, "run", return_value=None):
         assert [(r.window_start, r.n, r.fired_after) for r in result().df.collect()] == [(0, 2, 1)]
+
+
+def test_the_jvm_operator_keeps_every_column_type_of_the_python_replay(spark):
+    """Spark's internal forms (timestamps in microseconds, dates in days, strings as bytes,
+    binary keys, two keys as a struct) pass through the JVM operator as Python gives them."""
+    import datetime as dt
+
+    day, at = dt.date(2024, 1, 1), dt.datetime(2024, 1, 1)
+    rows = [(1, "x", bytearray(b"k1"), at + dt.timedelta(seconds=s), day + dt.timedelta(days=d), flag, n, txt)
+            for s, d, flag, n, txt in [(1, 3, True, 2, "b"), (2, 1, False, None, "\U0001F600"),
+                                       (12, 2, None, 7, "\uFFFD"), (3, 0, True, -1, "a"), (30, 5, False, 4, None)]]
+    rows += [(2, "y", bytearray(b"k2"), at + dt.timedelta(seconds=4), day, False, 1, "z")]
+    df = spark.createDataFrame(rows, "i int, s string, b binary, ts timestamp, d date, f boolean, n int, t string")
+    agg = Aggregates(Count(alias="c"), Sum("n", alias="total"), Avg("n", alias="mean"), Min("d", alias="d0"),
+                     Max("ts", alias="t1"), Min("f", alias="f0"), Max("t", alias="top"), Min("t", alias="low"))
+    stream = kit.stream(df.coalesce(1), time="ts", watermark=Duration.of_seconds(1))
+    for keys in (["i", "s"], ["b"]):
+        def result():
+            return (stream.key_by(*keys).window(TumblingEventTimeWindows.of(Time.seconds(10))).allowed_lateness(0)
+                    .trigger(CountTrigger.of(2)).aggregate(agg))
+
+        assert _rows(result(), "auto") == _rows(result(), "python")
+        with mock.patch.object(compiled, "run", return_value=None):
+            in_python = _public(result())
+        assert _public(result()) == in_python
+        assert [len(kind) for kind in in_python] == [1, 2, 6]   # 1 s and 2 s fire; 3 s and 4 s come late
 
 
 def _public(result):

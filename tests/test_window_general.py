@@ -4,9 +4,10 @@ for row: random streams with disorder and late elements, sessions and time windo
 non-default triggers, evictors and allowed lateness."""
 
 import pandas as pd
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import Row
+from pyspark.sql import functions as F
 
 import kit
 from kit.time import Duration
@@ -15,7 +16,7 @@ from kit.windows.assigners import MAX_TIME, MIN_TIME, EventTimeSessionWindows, T
 from kit.windows.evictors import CountEvictor
 from kit.windows.functions import Contents, Count
 from kit.windows.operator import Element, WindowSpec, replay
-from kit.windows.triggers import ContinuousEventTimeTrigger, CountTrigger, EventTimeTrigger
+from kit.windows.triggers import ContinuousEventTimeTrigger, CountTrigger, EventTimeTrigger, ProcessingTimeTrigger
 
 SPAN = 100_000   # each of the stacked streams in its own stretch of time
 
@@ -28,7 +29,8 @@ def scenarios(draw):
         assigner, trigger = EventTimeSessionWindows.with_gap(draw(st.integers(2, 8))), EventTimeTrigger.create()
     else:
         assigner = TumblingEventTimeWindows.of(draw(st.integers(3, 12)))
-        trigger = draw(st.sampled_from([CountTrigger.of(2), ContinuousEventTimeTrigger.of(4)]))
+        trigger = draw(st.sampled_from([CountTrigger.of(2), ContinuousEventTimeTrigger.of(4),
+                                        ProcessingTimeTrigger.create()]))
     evictor = draw(st.sampled_from([None, None, CountEvictor.of(2)]))
     keys, times = [], []
     for case in range(8):
@@ -37,8 +39,10 @@ def scenarios(draw):
             t += draw(st.integers(0, 5))
             keys.append(f"{case}{draw(st.sampled_from('ab'))}")
             times.append(case * SPAN + t - draw(st.sampled_from([0, 0, 2, 7, 20])))
+    # a processing clock of ms from 1970 on: windows ahead of it and behind it
+    clock = draw(st.sampled_from([None, 1, 20_000] if not isinstance(trigger, ProcessingTimeTrigger) else [1, 20_000]))
     return dict(keys=keys, times=times, assigner=assigner, trigger=trigger, evictor=evictor,
-                lateness=draw(st.sampled_from([0, 0, 4])), delay=draw(st.sampled_from([0, 3])))
+                lateness=draw(st.sampled_from([0, 0, 4])), delay=draw(st.sampled_from([0, 3])), clock=clock)
 
 
 def _spec(case):
@@ -49,20 +53,23 @@ def _spec(case):
 def _reference(case):
     arrivals, watermark = [], MIN_TIME
     for seq, (k, ts) in enumerate(zip(case["keys"], case["times"])):
-        arrivals.append((k, Element(seq, ts, watermark, None, Row(k=k, ts=ts))))
+        proctime = None if case["clock"] is None else seq * case["clock"]
+        arrivals.append((k, Element(seq, ts, watermark, proctime, Row(k=k, ts=ts))))
         watermark = max(watermark, ts - case["delay"] - 1)
     rows = []
     for key, result in sorted(replay(arrivals, _spec(case), lambda e: e.timestamp - case["delay"] - 1).items()):
         for f in result.firings:
             rows.append((key, f.window.start, f.window.end, f.outputs[0].n, f.kind, f.pane, f.cause, f.timer,
-                         None if f.watermark in (MIN_TIME, MAX_TIME) else f.watermark, f.fired_after,
-                         len(f.seqs)))
+                         None if f.watermark in (MIN_TIME, MAX_TIME) else f.watermark,
+                         None if f.watermark == MAX_TIME else f.proctime,   # the end of input: no clock
+                         f.fired_after, len(f.seqs)))
     return rows
 
 
 def _spark(case):
     pdf = pd.DataFrame({"k": case["keys"], "ts": case["times"]})
-    windowed = (kit.stream(pdf, time="ts", watermark=Duration.of_millis(case["delay"])).key_by("k")
+    clock = None if case["clock"] is None else kit.Clock("1970-01-01 00:00:00", Duration.of_millis(case["clock"]))
+    windowed = (kit.stream(pdf, time="ts", watermark=Duration.of_millis(case["delay"]), proctime=clock).key_by("k")
                 .window(case["assigner"]).trigger(case["trigger"]).allowed_lateness(case["lateness"]))
     if case["evictor"] is not None:
         windowed = windowed.evictor(case["evictor"])
@@ -70,10 +77,18 @@ def _spark(case):
     assert not fast.eligible(result.spec)
     return [tuple(r) for r in result.df.select(
         "key", "window_start", "window_end", "n", "firing", "pane", "cause", "timer", "watermark",
-        "fired_after", "contents").collect()]
+        F.unix_millis("proctime"), "fired_after", "contents").collect()]
+
+
+_BEHIND = dict(   # a timer registered behind the watermark fires at its next rise, not at once
+    keys=["6a"] * 5 + ["7a"], times=[600012, 600024, 600025, 600025, 600018, 700000],
+    assigner=TumblingEventTimeWindows.of(6), trigger=ContinuousEventTimeTrigger.of(4), evictor=None,
+    lateness=0, delay=3, clock=None)
 
 
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
+@example(_BEHIND)
+@example(dict(_BEHIND, trigger=ProcessingTimeTrigger.create(), clock=20_000))   # behind the clock
 def test_general_path_equals_the_whole_stream_replay(spark, case):
     assert _spark(case) == _reference(case)

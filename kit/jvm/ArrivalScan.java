@@ -10,8 +10,10 @@ import java.util.Map;
 import java.util.NoSuchElementException;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.function.MapPartitionsFunction;
-import org.apache.spark.sql.Row;
-import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.catalyst.expressions.JoinedRow;
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 
 /**
  * The stream's arrival scan (kit/stream.py) without a sort: each input partition is a chunk
@@ -25,7 +27,7 @@ import org.apache.spark.sql.RowFactory;
  *   <li>{@code annotate}: each row followed by {@code seq}, the watermark before it and its
  *       processing time (the running maximum up to it, a clock never goes back);
  *   <li>{@code first}: for grids of sorted thresholds, each of the emitted watermark
- *       ({@code own}) or of the processing time ({@code pt}), the chunk's first row at or
+ *       ({@code own}), of the processing time ({@code pt}) or of {@code seq}, the chunk's first row at or
  *       above each threshold, as (grid, threshold index, seq, own, watermark before,
  *       processing time); the driver takes the earliest over the chunks and the thresholds above.
  * </ul>
@@ -47,7 +49,7 @@ public class ArrivalScan implements MapPartitionsFunction {
     private final long[] offsets, rows;    // per chunk: its first seq, its rows
     private final Long[] watermarks, proctimes;   // per chunk: carried in (NULL: none yet)
     private final long[][] grids;          // first: sorted thresholds,
-    private final boolean[] ofProctime;    // each of the emitted watermark or of the processing time
+    private final int[] of;                // each of the emitted watermark (0), processing time (1) or seq (2)
 
     public ArrivalScan(String settings) {
         Map s = new HashMap();
@@ -77,10 +79,10 @@ public class ArrivalScan implements MapPartitionsFunction {
         }
         String[] named = ((String) s.get("grids")).length() == 0 ? new String[0] : ((String) s.get("grids")).split("/");
         grids = new long[named.length][];
-        ofProctime = new boolean[named.length];
+        of = new int[named.length];
         for (int i = 0; i < named.length; i++) {
             int colon = named[i].indexOf(':');
-            ofProctime[i] = "pt".equals(named[i].substring(0, colon));
+            of[i] = Arrays.asList(new String[] {"own", "pt", "seq"}).indexOf(named[i].substring(0, colon));
             grids[i] = longs(named[i].substring(colon + 1));
         }
     }
@@ -112,7 +114,7 @@ public class ArrivalScan implements MapPartitionsFunction {
         }
 
         /** Steps past one row: its seq, the watermark before it, its own and its processing time. */
-        void step(Row r, Long before) {
+        void step(InternalRow r, Long before) {
             seq++;
             count++;
             own = r.isNullAt(gAt) ? null : Long.valueOf(r.getLong(gAt));
@@ -137,13 +139,16 @@ public class ArrivalScan implements MapPartitionsFunction {
         if ("summary".equals(mode)) {
             Long high = null;
             while (input.hasNext()) {
-                fold.step((Row) input.next(), null);
+                fold.step((InternalRow) input.next(), null);
                 high = max(high, fold.own);
             }
-            return Collections.singletonList(RowFactory.create(new Object[] {
+            return Collections.singletonList(new GenericInternalRow(new Object[] {
                 Integer.valueOf(fold.chunk), Long.valueOf(fold.count), high, pAt >= 0 ? fold.proctime : null})).iterator();
         }
         if ("first".equals(mode)) return first(fold, input);
+        final UnsafeRow added = new UnsafeRow(3);   // seq, watermark before, processing time
+        added.pointTo(new byte[32], 32);
+        final JoinedRow out = new JoinedRow();
         return new Iterator() {
             public boolean hasNext() {
                 if (input.hasNext()) return true;
@@ -153,15 +158,13 @@ public class ArrivalScan implements MapPartitionsFunction {
 
             public Object next() {
                 if (!input.hasNext()) throw new NoSuchElementException();
-                Row r = (Row) input.next();
+                InternalRow r = (InternalRow) input.next();
                 Long before = fold.watermark;
                 fold.step(r, before);
-                Object[] out = new Object[r.length() + 3];
-                for (int i = 0; i < r.length(); i++) out[i] = r.get(i);
-                out[r.length()] = Long.valueOf(fold.seq);
-                out[r.length() + 1] = before;
-                out[r.length() + 2] = fold.proctime;
-                return RowFactory.create(out);
+                added.setLong(0, fold.seq);
+                if (before == null) added.setNullAt(1); else added.setLong(1, before.longValue());
+                if (fold.proctime == null) added.setNullAt(2); else added.setLong(2, fold.proctime.longValue());
+                return out.apply(r, added);   // read before the next row (kit/jvm/Internal.java)
             }
 
             public void remove() {
@@ -176,15 +179,15 @@ public class ArrivalScan implements MapPartitionsFunction {
         List out = new ArrayList();
         while (input.hasNext()) {
             Long before = fold.watermark;
-            fold.step((Row) input.next(), before);
+            fold.step((InternalRow) input.next(), before);
             for (int g = 0; g < grids.length; g++) {
-                Long value = ofProctime[g] ? fold.proctime : fold.own;
+                Long value = of[g] == 0 ? fold.own : of[g] == 1 ? fold.proctime : Long.valueOf(fold.seq);
                 if (value == null || grids[g].length == 0) continue;
                 int at = Arrays.binarySearch(grids[g], value.longValue());
                 int i = at >= 0 ? at : -at - 2;   // the greatest threshold at or below the value
                 if (i < 0 || found[g][i]) continue;
                 found[g][i] = true;
-                out.add(RowFactory.create(new Object[] {Integer.valueOf(g), Long.valueOf(i), Long.valueOf(fold.seq),
+                out.add(new GenericInternalRow(new Object[] {Integer.valueOf(g), Long.valueOf(i), Long.valueOf(fold.seq),
                                                         fold.own, before, fold.proctime}));
             }
         }

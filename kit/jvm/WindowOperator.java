@@ -15,8 +15,11 @@ import java.util.Map;
 import java.util.NoSuchElementException;
 import java.util.PriorityQueue;
 import org.apache.spark.api.java.function.MapPartitionsFunction;
-import org.apache.spark.sql.Row;
-import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * Flink's WindowOperator (and EvictingWindowOperator) for the built-in assigners, triggers,
@@ -35,7 +38,8 @@ public class WindowOperator implements MapPartitionsFunction {
     static final long MIN = Long.MIN_VALUE, MAX = Long.MAX_VALUE;
     static final int FIRE = 1, PURGE = 2;
     static final int ELEMENT = 0, EVENT = 1, PROCESSING = 2;
-    static final String[] CAUSES = {"element", "event-time timer", "processing-time timer"};
+    static final UTF8String[] CAUSES = {text("element"), text("event-time timer"), text("processing-time timer")};
+    static final UTF8String FIRING = text("firing"), LATE = text("late"), ELEMENT_ROW = text("element");
 
     // the settings, "name=value;..." (see compiled.py)
     private final String assigner, trigger, evictor;
@@ -44,8 +48,10 @@ public class WindowOperator implements MapPartitionsFunction {
     private final int[] keys, aggColumns, aggKinds;
     private final String[] aggFunctions;
     private final int seqAt, tsAt, wmAt, ptAt, width, firingAt, lateAt, elementAt;
+    private final DataType[] types;   // the input columns'
 
-    public WindowOperator(String settings) {
+    /** {@code input}: the schema of the rows {@code call} reads (Spark's internal rows, kit/jvm/Internal.java). */
+    public WindowOperator(String settings, StructType input) {
         Map s = new HashMap();
         String[] parts = settings.split(";");
         for (int i = 0; i < parts.length; i++) {
@@ -78,6 +84,8 @@ public class WindowOperator implements MapPartitionsFunction {
         firingAt = (int) number(s, "firing_at");
         lateAt = (int) number(s, "late_at");
         elementAt = (int) number(s, "element_at");
+        types = new DataType[input.fields().length];
+        for (int i = 0; i < types.length; i++) types[i] = input.fields()[i].dataType();
     }
 
     private static long number(Map s, String name) {
@@ -100,7 +108,7 @@ public class WindowOperator implements MapPartitionsFunction {
     public Iterator call(final Iterator rows) {
         final LinkedHashMap byKey = new LinkedHashMap();
         while (rows.hasNext()) {
-            Row r = (Row) rows.next();
+            InternalRow r = ((InternalRow) rows.next()).copy();   // Spark reuses the row it gives
             Object key = keyOf(r);
             List group = (List) byKey.get(key);
             if (group == null) byKey.put(key, group = new ArrayList());
@@ -118,7 +126,7 @@ public class WindowOperator implements MapPartitionsFunction {
                     groups.remove();   // its rows are garbage once replayed
                     Collections.sort(group, new java.util.Comparator() {
                         public int compare(Object a, Object b) {
-                            long x = ((Row) a).getLong(seqAt), y = ((Row) b).getLong(seqAt);
+                            long x = ((InternalRow) a).getLong(seqAt), y = ((InternalRow) b).getLong(seqAt);
                             return x < y ? -1 : x > y ? 1 : 0;
                         }
                     });
@@ -152,10 +160,10 @@ public class WindowOperator implements MapPartitionsFunction {
     }
 
     /** A row's key, equal for equal keys (binary ones by content). */
-    private Object keyOf(Row r) {
+    private Object keyOf(InternalRow r) {
         Object[] key = new Object[keys.length];
         for (int i = 0; i < keys.length; i++) {
-            Object v = r.get(keys[i]);
+            Object v = value(r, keys[i]);
             key[i] = v instanceof byte[] ? ByteBuffer.wrap((byte[]) v) : v;
         }
         return Arrays.asList(key);
@@ -252,13 +260,14 @@ public class WindowOperator implements MapPartitionsFunction {
     // ------------------------------------------------------------------ timers
 
     static final class Timer implements Comparable {
-        final long time, counter;
+        final long time, counter, floor;   // floor: for the placement (kit/windows/operator.py's floors)
         final Window window;
 
-        Timer(long time, Window window, long counter) {
+        Timer(long time, Window window, long counter, long floor) {
             this.time = time;
             this.window = window;
             this.counter = counter;
+            this.floor = floor;
         }
 
         public int compareTo(Object o) {
@@ -275,32 +284,35 @@ public class WindowOperator implements MapPartitionsFunction {
         }
     }
 
-    /** One key's timers of one clock: time order, registration order for ties; a set. */
+    /** One key's timers of one clock: time order, registration order for ties; a set (a
+     *  timer registered again keeps its first floor). */
     static final class Timers {
         final PriorityQueue heap = new PriorityQueue();
-        final HashSet live = new HashSet();
+        final HashMap live = new HashMap();   // timer -> the one registered
         long counter = 0;
 
-        void add(long time, Window window) {
-            Timer t = new Timer(time, window, ++counter);
-            if (live.add(t)) heap.add(t);
+        void add(long time, Window window, long floor) {
+            Timer t = new Timer(time, window, ++counter, floor);
+            if (!live.containsKey(t)) {
+                live.put(t, t);
+                heap.add(t);
+            }
         }
 
         void delete(long time, Window window) {
-            live.remove(new Timer(time, window, 0));
+            live.remove(new Timer(time, window, 0, 0));
         }
 
         Timer popUntil(long limit) {
             while (!heap.isEmpty()) {
                 Timer t = (Timer) heap.peek();
-                if (!live.contains(t)) {
+                if (!live.containsKey(t)) {
                     heap.poll();
                     continue;
                 }
                 if (t.time > limit) return null;
                 heap.poll();
-                live.remove(t);
-                return t;
+                return (Timer) live.remove(t);
             }
             return null;
         }
@@ -358,6 +370,8 @@ public class WindowOperator implements MapPartitionsFunction {
         final HashSet onTimeDone = new HashSet();
         Window[] merged = new Window[0];                    // the windows being merged
         int cause = ELEMENT;
+        // the floors of the timers registered now and of the timer firing now (operator.py's floors)
+        long eventFloor = MIN, procFloor = MIN, timerFloor = 0, lastSeq = MIN;
         long timer = 0, firedAfter = 0;
         boolean hasFiredAfter = false;
 
@@ -375,7 +389,7 @@ public class WindowOperator implements MapPartitionsFunction {
             fates = new String[n];
             lateWatermark = new long[n];
             for (int i = 0; i < n; i++) {
-                Row r = (Row) rows.get(i);
+                InternalRow r = (InternalRow) rows.get(i);
                 seq[i] = r.getLong(seqAt);
                 hasTs[i] = !r.isNullAt(tsAt);
                 ts[i] = hasTs[i] ? r.getLong(tsAt) : 0;
@@ -383,15 +397,15 @@ public class WindowOperator implements MapPartitionsFunction {
                 hasPt[i] = !r.isNullAt(ptAt);
                 pt[i] = hasPt[i] ? r.getLong(ptAt) : 0;
             }
-            Row first = (Row) rows.get(0);
+            InternalRow first = (InternalRow) rows.get(0);
             if (keys.length == 0) {
                 key = null;
             } else if (keys.length == 1) {
-                key = plain(first.get(keys[0]));
+                key = plain(value(first, keys[0]));
             } else {
                 Object[] k = new Object[keys.length];
-                for (int i = 0; i < keys.length; i++) k[i] = first.get(keys[i]);
-                key = RowFactory.create(k);
+                for (int i = 0; i < keys.length; i++) k[i] = value(first, keys[i]);
+                key = new GenericInternalRow(k);
             }
         }
 
@@ -408,13 +422,22 @@ public class WindowOperator implements MapPartitionsFunction {
 
         // ---------------------------------------------------------- time
 
+        /** A watermark that does not rise fires nothing (Flink emits only rising watermarks). */
         void advanceWatermark(long w) {
-            watermark = Math.max(watermark, w);
+            if (w <= watermark) return;
+            watermark = w;
             Timer t, last = null;
             while ((t = timers[0].popUntil(watermark)) != null) {
                 last = notAgain(t, last, "event-time");
+                eventFloor = Math.max(t.time, t.floor);
+                procFloor = next(lastSeq);
+                timerFloor = t.floor;
                 onTimer(t.time, t.window, true);
             }
+        }
+
+        void register(int clock, long time, Window w) {
+            timers[clock].add(time, w, clock == 0 ? eventFloor : procFloor);
         }
 
         void advanceProcessingTime(long time) {
@@ -423,6 +446,9 @@ public class WindowOperator implements MapPartitionsFunction {
                 last = notAgain(t, last, "processing-time");
                 proctime = hasProctime ? Math.max(proctime, t.time) : t.time;
                 hasProctime = true;
+                eventFloor = next(watermark);
+                procFloor = t.floor;
+                timerFloor = t.floor;
                 onTimer(t.time, t.window, false);
             }
             proctime = hasProctime ? Math.max(proctime, time) : time;
@@ -484,6 +510,9 @@ public class WindowOperator implements MapPartitionsFunction {
         void process(int i) {
             List windows = assign(i);
             cause = ELEMENT;
+            eventFloor = next(watermark);
+            procFloor = seq[i] + 1;
+            lastSeq = seq[i];
             firedAfter = seq[i];
             hasFiredAfter = true;
             boolean skipped = true;
@@ -516,7 +545,7 @@ public class WindowOperator implements MapPartitionsFunction {
                 entry.seqs.add(i);
                 apply(onElement(trigger, i, window), window, stateWindow);
                 long cleanup = cleanupTime(window);
-                if (cleanup != MAX) timers[eventTime ? 0 : 1].add(cleanup, window);
+                if (cleanup != MAX) register(eventTime ? 0 : 1, cleanup, window);
             }
             if (skipped) {
                 boolean late = eventTime && ts[i] + lateness <= watermark;
@@ -671,13 +700,13 @@ public class WindowOperator implements MapPartitionsFunction {
             String kind = kind(window);
             if (outputs == null || !emitFirings) return;
             Object[] row = new Object[width];
-            row[0] = "firing";
+            row[0] = FIRING;
             int at = firingAt;
             if (keys.length > 0) row[at++] = key;
             row[at++] = window.global ? null : Long.valueOf(window.start);
             row[at++] = window.global ? null : Long.valueOf(window.end);
             for (int i = 0; i < outputs.length; i++) row[at++] = outputs[i];
-            row[at++] = kind;
+            row[at++] = text(kind);
             row[at++] = Long.valueOf(p);
             row[at++] = CAUSES[cause];
             row[at++] = cause == ELEMENT ? null : Long.valueOf(timer);
@@ -685,8 +714,9 @@ public class WindowOperator implements MapPartitionsFunction {
             row[at++] = hasProctime ? Long.valueOf(proctime) : null;
             row[at++] = hasFiredAfter ? Long.valueOf(firedAfter) : null;
             row[at++] = Long.valueOf(count);
-            row[at] = Long.valueOf(nextOrder());
-            output.add(RowFactory.create(row));
+            row[at++] = Long.valueOf(nextOrder());
+            row[at] = cause == ELEMENT ? null : Long.valueOf(timerFloor);
+            output.add(new GenericInternalRow(row));
         }
 
         /** early (before the window's end), on-time (the first timer firing at or after it) or late. */
@@ -719,19 +749,19 @@ public class WindowOperator implements MapPartitionsFunction {
                 fates[i] = fired[i] ? "fired" : pending[i] ? "pending" : evicted[i] ? "evicted" : "expired";
             }
             for (int i = 0; i < n; i++) {
-                Row r = (Row) rows.get(i);
-                if (emitLate && "late".equals(fates[i])) output.add(elementRow(r, "late", lateAt, i, Long.valueOf(lateWatermark[i])));
-                if (emitElements) output.add(elementRow(r, "element", elementAt, i, fates[i]));
+                InternalRow r = (InternalRow) rows.get(i);
+                if (emitLate && "late".equals(fates[i])) output.add(elementRow(r, LATE, lateAt, i, Long.valueOf(lateWatermark[i])));
+                if (emitElements) output.add(elementRow(r, ELEMENT_ROW, elementAt, i, text(fates[i])));
             }
         }
 
-        Row elementRow(Row r, String kind, int at, int i, Object last) {
+        InternalRow elementRow(InternalRow r, UTF8String kind, int at, int i, Object last) {
             Object[] row = new Object[width];
             row[0] = kind;
-            for (int c = 0; c < seqAt; c++) row[at++] = plain(r.get(c));   // the values come first
+            for (int c = 0; c < seqAt; c++) row[at++] = plain(value(r, c));   // the values come first
             row[at++] = Long.valueOf(seq[i]);
             row[at] = last;
-            return RowFactory.create(row);
+            return new GenericInternalRow(row);
         }
 
         // ---------------------------------------------------------- evictors
@@ -763,9 +793,9 @@ public class WindowOperator implements MapPartitionsFunction {
                 c.counts = new long[aggFunctions.length];
                 c.accs = new Object[aggFunctions.length];
             }
-            Row r = (Row) rows.get(i);
+            InternalRow r = (InternalRow) rows.get(i);
             for (int p = 0; p < aggFunctions.length; p++) {
-                Object v = aggColumns[p] < 0 ? Long.valueOf(1) : r.get(aggColumns[p]);
+                Object v = aggColumns[p] < 0 ? Long.valueOf(1) : value(r, aggColumns[p]);
                 if (v == null) continue;
                 c.counts[p]++;
                 if ("count".equals(aggFunctions[p])) continue;
@@ -812,7 +842,7 @@ public class WindowOperator implements MapPartitionsFunction {
         boolean less(int p, Object a, Object b) {
             if (aggKinds[p] == 0) return ((Number) a).longValue() < ((Number) b).longValue();
             if (aggKinds[p] == 1) return ((Number) a).doubleValue() < ((Number) b).doubleValue();
-            if (aggKinds[p] == 3) return compareCodePoints((String) a, (String) b) < 0;
+            if (aggKinds[p] == 3) return ((UTF8String) a).binaryCompare((UTF8String) b) < 0;   // UTF-8 bytes: code points
             return ((Comparable) a).compareTo(b) < 0;
         }
 
@@ -868,11 +898,11 @@ public class WindowOperator implements MapPartitionsFunction {
             if (t.startsWith("purging:")) return purging(onElement(t.substring(8), i, w));
             if ("event".equals(t)) {
                 if (w.maxTimestamp() <= watermark) return FIRE;
-                timers[0].add(w.maxTimestamp(), w);
+                register(0, w.maxTimestamp(), w);
                 return 0;
             }
             if ("processing".equals(t)) {
-                timers[1].add(w.maxTimestamp(), w);
+                register(1, w.maxTimestamp(), w);
                 return 0;
             }
             if (t.startsWith("count:")) {
@@ -885,7 +915,7 @@ public class WindowOperator implements MapPartitionsFunction {
             }
             if (t.startsWith("continuous-event:")) {
                 if (w.maxTimestamp() <= watermark) return FIRE;
-                timers[0].add(w.maxTimestamp(), w);
+                register(0, w.maxTimestamp(), w);
                 if (!hasState(w)) registerNext(t, firstFire(t, ts[i]), w);
                 return 0;
             }
@@ -925,12 +955,12 @@ public class WindowOperator implements MapPartitionsFunction {
             if (t.startsWith("purging:")) {
                 onMerge(t.substring(8), w);
             } else if ("event".equals(t)) {
-                if (w.maxTimestamp() > watermark) timers[0].add(w.maxTimestamp(), w);
+                if (w.maxTimestamp() > watermark) register(0, w.maxTimestamp(), w);
             } else if ("processing".equals(t)) {
-                if (w.maxTimestamp() > currentProcessingTime()) timers[1].add(w.maxTimestamp(), w);
+                if (w.maxTimestamp() > currentProcessingTime()) register(1, w.maxTimestamp(), w);
             } else if (!"never".equals(t)) {
                 mergeState(t, w);
-                if (t.startsWith("continuous") && hasState(w)) timers[t.startsWith("continuous-event") ? 0 : 1].add(state(w), w);
+                if (t.startsWith("continuous") && hasState(w)) register(t.startsWith("continuous-event") ? 0 : 1, state(w), w);
             }
         }
 
@@ -980,8 +1010,12 @@ public class WindowOperator implements MapPartitionsFunction {
             long interval = argument(t);
             long next = Math.min(time > MAX - interval ? MAX : time + interval, w.maxTimestamp());
             reduceState(t, w, next);
-            timers[t.startsWith("continuous-event") ? 0 : 1].add(next, w);
+            register(t.startsWith("continuous-event") ? 0 : 1, next, w);
         }
+    }
+
+    static long next(long v) {
+        return v >= MAX ? MAX : v + 1;
     }
 
     /** A value as the Python replay writes it: NaN becomes NULL. */
@@ -991,15 +1025,12 @@ public class WindowOperator implements MapPartitionsFunction {
         return v;
     }
 
-    /** Python's string order: by code point. */
-    static int compareCodePoints(String a, String b) {
-        int i = 0, j = 0;
-        while (i < a.length() && j < b.length()) {
-            int x = a.codePointAt(i), y = b.codePointAt(j);
-            if (x != y) return x < y ? -1 : 1;
-            i += Character.charCount(x);
-            j += Character.charCount(y);
-        }
-        return (a.length() - i) - (b.length() - j) == 0 ? 0 : i < a.length() ? 1 : -1;
+    /** Column {@code c} of {@code r}, in Spark's internal form (NULL: null). */
+    Object value(InternalRow r, int c) {
+        return r.isNullAt(c) ? null : r.get(c, types[c]);
+    }
+
+    static UTF8String text(String s) {
+        return s == null ? null : UTF8String.fromString(s);
     }
 }

@@ -14,6 +14,9 @@ class                          what it computes                              Pyt
                                ``kit/windows/compiled.py``)
 =============================  ============================================  ========================
 
+``ArrivalScan`` and ``WindowOperator`` read and write Spark's internal rows
+(``flinkkit.Internal``), not ``Row`` objects: a third of their time went to converting rows.
+
 The sources (``kit/jvm/*.java``) are compiled on first use with Janino, the compiler Spark
 ships for its own generated code (in pyspark's jars), run by the Java that runs Spark, into
 a jar cached beside the kit's other files (``~/.cache/flink-kit/jvm-<hash>.jar``, the hash of
@@ -112,19 +115,20 @@ def late_scan(df, shift: int):
 def arrival_scan(df, settings: str, schema):
     """``ArrivalScan(settings)`` over ``df`` (a stream's prepared rows, input partitions in
     arrival order): rows of ``schema`` (a StructType), see ``kit.stream.Arrivals``."""
-    return _map_partitions(df, "ArrivalScan", settings, schema)
+    return _map_partitions(df, df.sparkSession._jvm.flinkkit.ArrivalScan(settings), schema)
 
 
 def window_operator(df, settings: str, schema):
     """``WindowOperator(settings)`` over ``df`` (each task's rows sorted by key and arrival):
     rows of ``schema`` (a StructType), as ``kit.windows.compiled`` lays them out."""
-    return _map_partitions(df, "WindowOperator", settings, schema)
+    return _map_partitions(df, df.sparkSession._jvm.flinkkit.WindowOperator(settings, df._jdf.schema()), schema)
 
 
-def _map_partitions(df, name: str, settings: str, schema):
+def _map_partitions(df, function, schema):
+    """``function`` (a Java ``MapPartitionsFunction`` over Spark's internal rows) over each
+    partition of ``df``: a DataFrame of ``schema`` (``kit/jvm/Internal.java``)."""
     from pyspark.sql import DataFrame
 
     spark = df.sparkSession
-    jvm = spark._jvm
-    encoder = jvm.org.apache.spark.sql.Encoders.row(spark._jsparkSession.parseDataType(schema.json()))
-    return DataFrame(df._jdf.mapPartitions(getattr(jvm.flinkkit, name)(settings), encoder), spark)
+    out = spark._jvm.flinkkit.Internal.mapPartitions(df._jdf, function, spark._jsparkSession.parseDataType(schema.json()))
+    return DataFrame(out, spark)

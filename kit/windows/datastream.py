@@ -29,7 +29,8 @@ window is built in, its Java twin replays them (``compiled.py``), with the same 
 ``timer``          the timer's time (NULL for an element)
 ``watermark``      the watermark at the firing (NULL: none yet, or the end of
                    input's ``Long.MAX_VALUE``)
-``proctime``       the processing time at the firing (NULL without a clock)
+``proctime``       the processing time at the firing (NULL without a clock, and
+                   at the end of input, where the clock stops)
 ``fired_after``    the arrival (``seq``) after which it fired; NULL: end of input
 ``contents``       how many elements the firing saw
 =================  ===========================================================
@@ -364,7 +365,7 @@ class WindowResult:
         firing = ([T.StructField("key", self._key_type())] if self.keys else []) + [
             T.StructField("window_start", self.time_type), T.StructField("window_end", self.time_type)]
         firing += self.output.fields + [T.StructField(c, T.StringType() if c in ("firing", "cause") else long)
-                                        for c in _METADATA + ("_order",)]
+                                        for c in _METADATA + ("_order", "_floor")]
         element = [src[c] for c in self.values] + [T.StructField("seq", long)]
         return {"firing": firing, "late": element + [T.StructField("watermark", long)],
                 "element": element + [T.StructField("fate", T.StringType())]}
@@ -413,7 +414,7 @@ class WindowResult:
                             f.proctime, f.fired_after, len(f.seqs)]
                     for value in f.outputs:
                         rows["firing"].append(head + [f.window.start, f.window.end] + _row_values(value, output)
-                                              + meta + [len(rows["firing"])])
+                                              + meta + [len(rows["firing"]), f.floor])
                 late = dict(result.late)
                 for e in elements:
                     values_of = list(e.value)
@@ -466,7 +467,8 @@ class WindowResult:
         times = ["proctime"]   # ms; for a TIMESTAMP time the others too (the replay gives timestamp bounds)
         if not isinstance(self.time_type, T.IntegralType):
             times += ["timer", "watermark"] + (["window_start", "window_end"] if fast_path else [])
-        return df.select(*[F.timestamp_millis(c).alias(c) if c in times else c for c in df.columns if c != "_order"])
+        return df.select(*[F.timestamp_millis(c).alias(c) if c in times else c for c in df.columns
+                           if c not in ("_order", "_floor")])
 
     def _infer_output(self) -> T.StructType:
         """Run the operator on the driver over the first rows to see what the function returns."""

@@ -83,6 +83,7 @@ class Firing:
     proctime: Optional[int]
     fired_after: Optional[int]
     seqs: list
+    floor: Optional[int] = None   # a timer firing's: see _Operator.floors
 
 
 @dataclass
@@ -122,10 +123,10 @@ class _Context:
         return self.op.proctime
 
     def register_event_time_timer(self, time: int):
-        self.op.timers[0].add(time, self.current_window)
+        self.op.timers[0].add(time, self.current_window, self.op.floors[0])
 
     def register_processing_time_timer(self, time: int):
-        self.op.timers[1].add(time, self.current_window)
+        self.op.timers[1].add(time, self.current_window, self.op.floors[1])
 
     def delete_event_time_timer(self, time: int):
         self.op.timers[0].delete(time, self.current_window)
@@ -167,21 +168,23 @@ class _KeyedStateStore:
 
 
 class _Timers:
-    """Timers of one key: fire in time order, registration order for ties; set semantics."""
+    """Timers of one key: fire in time order, registration order for ties; set semantics
+    (a timer registered again keeps its first ``floor``)."""
 
     def __init__(self):
-        self.heap, self.live, self.counter = [], set(), 0
+        self.heap, self.live, self.counter = [], {}, 0
 
-    def add(self, time, window):
+    def add(self, time, window, floor):
         if (time, window) not in self.live:
-            self.live.add((time, window))
+            self.live[(time, window)] = floor
             self.counter += 1
             heapq.heappush(self.heap, (time, self.counter, window))
 
     def delete(self, time, window):
-        self.live.discard((time, window))
+        self.live.pop((time, window), None)
 
     def pop_until(self, limit):
+        """The next timer at or before ``limit``, as ``(time, window, floor)``; None if none."""
         while self.heap:
             time, _, window = self.heap[0]
             if (time, window) not in self.live:
@@ -190,8 +193,7 @@ class _Timers:
             if time > limit:
                 return None
             heapq.heappop(self.heap)
-            self.live.discard((time, window))
-            return time, window
+            return time, window, self.live.pop((time, window))
         return None
 
 
@@ -212,6 +214,17 @@ class _Operator:
         self.result = KeyResult()
         self.fired_seqs, self.evicted_seqs, self.dropped_seqs = set(), set(), set()
         self.current = None       # (cause, timer, fired_after) of what is being processed
+        # The floors of the timers registered now, for their placement on the whole stream
+        # (kit/windows/placement.py). An event-time timer fires after the first arrival whose
+        # own watermark reaches max(time, floor): registered at an element, the floor is
+        # the watermark then + 1 (a timer behind the watermark waits for it to move); at an
+        # event-time firing, that timer's max(time, floor). A processing-time timer fires
+        # before the first arrival at or after its floor (a seq) whose processing time
+        # reaches its time: registered at an element, the next arrival; at a
+        # processing-time firing, that timer's floor. Across clocks (user triggers only),
+        # the floor is this key's: its watermark + 1, its last arrival + 1.
+        self.floors, self.last_seq = (MIN_TIME, MIN_TIME), MIN_TIME
+        self.timer_floor = None   # the floor of the timer firing now
         if self.merging and not self.trigger.can_merge():
             raise KitError(f"{self.trigger!r} cannot be used with the merging assigner {self.assigner!r}: "
                            "its can_merge() is False")
@@ -220,12 +233,16 @@ class _Operator:
 
     def advance_watermark(self, watermark: int):
         """The watermark moves first, then every event-time timer up to it fires (those the
-        firings register too), as Flink's timer service does."""
-        self.watermark = max(self.watermark, watermark)
+        firings register too), as Flink's timer service does; a watermark that does not move
+        fires nothing (Flink emits only rising watermarks)."""
+        if watermark <= self.watermark:
+            return
+        self.watermark = watermark
         last = None
         while (fired := self.timers[0].pop_until(self.watermark)) is not None:
             last = _not_again(fired, last, "event-time")
-            self.on_timer(fired[0], fired[1], event_time=True)
+            self.floors = (max(fired[0], fired[2]), _next(self.last_seq))
+            self.on_timer(fired[0], fired[1], event_time=True, floor=fired[2])
 
     def advance_processing_time(self, time):
         """The clock runs to ``time``; each processing-time timer fires at its own time."""
@@ -235,7 +252,8 @@ class _Operator:
         while (fired := self.timers[1].pop_until(time)) is not None:
             last = _not_again(fired, last, "processing-time")
             self.proctime = fired[0] if self.proctime is None else max(self.proctime, fired[0])
-            self.on_timer(fired[0], fired[1], event_time=False)
+            self.floors = (_next(self.watermark), fired[2])
+            self.on_timer(fired[0], fired[1], event_time=False, floor=fired[2])
         self.proctime = time if self.proctime is None else max(self.proctime, time)
 
     # ------------------------------------------------------------ elements
@@ -252,6 +270,7 @@ class _Operator:
     def process(self, e: Element):
         windows = self.assigner.assign_windows(e.value, e.timestamp, e.proctime)
         self.current = ("element", None, e.seq)
+        self.floors, self.last_seq = (_next(self.watermark), e.seq + 1), e.seq
         skipped = True
         for window in windows:
             if self.merging:
@@ -342,7 +361,7 @@ class _Operator:
 
     # ------------------------------------------------------------ timers and firing
 
-    def on_timer(self, time, window, event_time: bool):
+    def on_timer(self, time, window, event_time: bool, floor=None):
         if self.merging:
             state_window = self.mapping.get(window)
             if state_window is None:
@@ -350,6 +369,7 @@ class _Operator:
         else:
             state_window = window
         self.current = ("event-time timer" if event_time else "processing-time timer", time, None)
+        self.timer_floor = floor
         self.ctx.current_window = window
         result = (self.trigger.on_event_time(time, window, self.ctx) if event_time
                   else self.trigger.on_processing_time(time, window, self.ctx))
@@ -404,7 +424,8 @@ class _Operator:
         pane = self.panes.get(window, 0)
         self.panes[window] = pane + 1
         self.result.firings.append(Firing(window, outputs, self.kind(window), pane, cause, timer,
-                                          self.watermark, self.proctime, after, fired))
+                                          self.watermark, self.proctime, after, fired,
+                                          None if cause == "element" else self.timer_floor))
 
     def kind(self, window) -> str:
         """early (before the window's end), on-time (the first timer firing at or after it)
@@ -460,10 +481,15 @@ class _Operator:
         return self.result
 
 
+def _next(value: int) -> int:
+    """``value + 1``, kept within the times."""
+    return value if value >= MAX_TIME else value + 1
+
+
 def _not_again(fired: tuple, last: tuple | None, clock: str) -> tuple:
     """``fired``, unless it is the timer that just fired: a trigger that registers its
     timer anew at its own time would fire it forever (Flink spins until the window goes)."""
-    if fired == last:
+    if last is not None and fired[:2] == last[:2]:
         raise KitError(
             f"the {clock} timer at {fired[0]} of window {fired[1]!r} fires again at once, without end: the "
             "trigger registers it anew at its own time. A processing-time trigger on an event-time window "

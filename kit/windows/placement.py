@@ -6,7 +6,9 @@ the first arrival whose own watermark (``ts - delay - 1``, or its watermark colu
 ``t`` -- the watermark only grows, so that is the first arrival where it passed ``t``.
 The firing happened right after it, under the watermark that arrival left. A
 processing-time timer fired when the clock reached ``t``: just before the first arrival
-with ``proctime >= t``, under the watermark that arrival met.
+with ``proctime >= t``, under the watermark that arrival met. A timer registered behind
+its clock fires later: at the next rise of the watermark, before the next arrival; the
+replay gives each timer firing a floor for that (``_Operator.floors``).
 
     timer 9, delay 0:   seq  ts  own watermark      -> fired after seq 3, watermark 11
                         2    5   4
@@ -39,7 +41,7 @@ def first_at_least(arrivals, thresholds: dict) -> dict:
     ``arrivals``' columns, ``seq`` first) with the smallest ``seq`` whose ``column >= t``;
     None when there is none. ``{(column, t): Row or None}``; one pass over ``arrivals``:
     a DataFrame, or the stream's JVM scan (``kit.stream.Arrivals``, columns ``seq``,
-    ``own``, ``before``, ``pt``; thresholds of ``own`` and ``pt``)."""
+    ``own``, ``before``, ``pt``; thresholds of ``own``, ``pt`` and ``seq``)."""
     grids = {c: np.unique(np.asarray(ts, dtype=np.int64)) for c, ts in thresholds.items() if len(ts)}
     if not grids:
         return {}
@@ -97,36 +99,42 @@ def fires_on_timers(trigger) -> bool:
 
 
 def place_timers(firings: DataFrame, stream, scan: Arrivals | None = None) -> DataFrame:
-    """Fill ``fired_after``, ``watermark`` and ``proctime`` of timer firings (columns in ms);
-    ``scan``: the stream's JVM arrival scan, if it has one."""
+    """Fill ``fired_after``, ``watermark`` and ``proctime`` of timer firings (columns in ms)
+    from their ``timer`` and ``_floor`` (``kit.windows.operator._Operator.floors``): an
+    event-time timer fired right after the first arrival whose own watermark reaches
+    ``max(timer, floor)``, under the watermark that arrival left; a processing-time timer
+    just before the first arrival at or after ``seq`` floor whose processing time reaches
+    it, under the watermark that arrival met. ``scan``: the stream's JVM arrival scan."""
     s = stream
     kinds = {"event-time timer": "own"}
     if s.proctime is not None:
         kinds["processing-time timer"] = "pt"
-    wanted = firings.filter(F.col("cause").isin(list(kinds))).select("cause", "timer").distinct().collect()
+    wanted = firings.filter(F.col("cause").isin(list(kinds))).select("cause", "timer", "_floor").distinct().collect()
     if not wanted:
         return firings
     arrivals = scan if scan is not None else s.unordered().select(
         "seq", s.own_watermark().alias("own"), s.millis("watermark").alias("before"),
         (F.unix_millis("proctime") if s.proctime is not None else F.lit(None).cast("long")).alias("pt"))
-    hits = first_at_least(arrivals, {column: [r.timer for r in wanted if r.cause == kind]
-                                     for kind, column in kinds.items()})
-    # an event-time timer fired right after the arrival that passed it, under the watermark
-    # that arrival left; a processing-time timer just before it, under the one it met
+    event = {r: max(r.timer, r._floor) for r in wanted if r.cause == "event-time timer"}
+    processing = [r for r in wanted if r.cause == "processing-time timer"]
+    hits = first_at_least(arrivals, {"own": list(event.values()), "pt": [r.timer for r in processing],
+                                     "seq": [r._floor for r in processing]})
     placed = []
-    for kind, column in kinds.items():
-        for t in sorted({r.timer for r in wanted if r.cause == kind}):
-            hit = hits[(column, t)]
-            if hit is None:
-                placed.append((kind, t, None, None, None if kind == "event-time timer" else t))
-            elif kind == "event-time timer":
-                placed.append((kind, t, hit.seq, max(v for v in (hit.before, hit.own) if v is not None), hit.pt))
-            else:
-                placed.append((kind, t, hit.seq - 1, hit.before, t))
+    for r, threshold in event.items():
+        hit = hits[("own", threshold)]
+        placed.append((r.cause, r.timer, r._floor) + ((None, None, None) if hit is None else (
+            hit.seq, max(v for v in (hit.before, hit.own) if v is not None), hit.pt)))
+    for r in processing:
+        by_clock, by_seq = hits[("pt", r.timer)], hits[("seq", r._floor)]
+        hit = None if by_clock is None or by_seq is None else max(by_clock, by_seq, key=lambda h: h.seq)
+        placed.append((r.cause, r.timer, r._floor) + ((None, None, r.timer) if hit is None else (
+            hit.seq - 1, hit.before, r.timer)))
     found = s.source.sparkSession.createDataFrame(
-        placed, "_kind string, _t long, _seq long, _wm long, _pt long").hint("broadcast")
+        placed, "_kind string, _t long, _f long, _seq long, _wm long, _pt long").hint("broadcast")
     timer = F.col("cause").isin(list(kinds))
-    out = firings.join(found, (F.col("cause") == F.col("_kind")) & (F.col("timer") == F.col("_t")), "left")
+    out = firings.join(found, (F.col("cause") == F.col("_kind")) & (F.col("timer") == F.col("_t"))
+                       & F.col("_floor").eqNullSafe(F.col("_f")), "left")
     for column, value in (("fired_after", "_seq"), ("watermark", "_wm"), ("proctime", "_pt")):
         out = out.withColumn(column, F.when(timer, F.col(value)).otherwise(F.col(column)))
     return out.select(*firings.columns)
+

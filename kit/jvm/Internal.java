@@ -1,0 +1,60 @@
+package flinkkit;
+
+import org.apache.spark.api.java.function.MapPartitionsFunction;
+import org.apache.spark.rdd.RDD;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.execution.QueryExecution;
+import org.apache.spark.sql.internal.SQLConf;
+import org.apache.spark.sql.types.StructType;
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * A function over each partition of a DataFrame's rows in Spark's own form
+ * ({@code InternalRow}: strings as {@code UTF8String}, timestamps as microseconds), giving
+ * a DataFrame of {@code schema}: Dataset.mapPartitions without converting every row to a
+ * {@code Row} and back. The function must not keep an input row past the next one without
+ * copying it (Spark reuses them); the rows it gives are read once, in turn.
+ *
+ * <p>The input is planned without adaptive execution, so that a shuffle in it runs when
+ * the result is read, not when it is built (adaptive plans run their shuffles to plan on).
+ */
+public final class Internal {
+    private Internal() {
+    }
+
+    public static Dataset mapPartitions(org.apache.spark.sql.classic.Dataset df, MapPartitionsFunction f,
+                                        StructType schema) {
+        QueryExecution plan = df.queryExecution();
+        SQLConf conf = df.sparkSession().sessionState().conf();
+        String adaptive = "spark.sql.adaptive.enabled", before = conf.getConfString(adaptive, "true");
+        conf.setConfString(adaptive, "false");
+        try {
+            plan.executedPlan();
+        } finally {
+            conf.setConfString(adaptive, before);
+        }
+        RDD out = plan.toRdd().mapPartitions(new Partition(f), false,
+                                             scala.reflect.ClassTag$.MODULE$.apply(InternalRow.class));
+        return df.sparkSession().internalCreateDataFrame(out, schema, false);
+    }
+
+    /** The function, as Scala's RDD.mapPartitions takes it. */
+    static final class Partition extends scala.runtime.AbstractFunction1 implements java.io.Serializable {
+        private final MapPartitionsFunction f;
+
+        Partition(MapPartitionsFunction f) {
+            this.f = f;
+        }
+
+        public Object apply(Object rows) {
+            try {
+                return CollectionConverters.asScala(f.call(CollectionConverters.asJava((scala.collection.Iterator) rows)));
+            } catch (RuntimeException e) {
+                throw e;
+            } catch (Exception e) {
+                throw new RuntimeException(e);
+            }
+        }
+    }
+}
