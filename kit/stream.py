@@ -314,10 +314,10 @@ class Arrivals:
 
     def first(self, grids: dict) -> DataFrame:
         """For ``grids`` of sorted thresholds, ``{"own" | "pt" | "seq": [t, ...]}`` (of the
-        watermark a row emits, of its processing time, of its seq), each chunk's first arrival at or above each
-        threshold: rows ``_c`` (the grid's place in ``grids``), ``_i`` (the threshold's
-        index), ``seq``, ``own``, ``before`` (the watermark it met), ``pt``. The JVM twin of
-        the pass in ``kit.windows.placement.first_at_least``."""
+        watermark a row emits, of its processing time, of its seq), each chunk's first
+        arrival at or above each threshold: rows ``_c`` (the grid's place in ``grids``),
+        ``_i`` (the threshold's index), ``seq``, ``own``, ``before`` (the watermark it met),
+        ``pt``. The JVM twin of the pass in ``kit.windows.placement.first_at_least``."""
         long = T.LongType()
         schema = T.StructType([T.StructField("_c", T.IntegerType()), T.StructField("_i", long),
                                *[T.StructField(c, long) for c in ("seq", "own", "before", "pt")]])

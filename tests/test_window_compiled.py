@@ -23,7 +23,8 @@ from kit.windows.functions import Aggregates, Avg, Count, Max, Min, Sum
 from kit.windows.triggers import (ContinuousEventTimeTrigger, ContinuousProcessingTimeTrigger, CountTrigger,
                                   EventTimeTrigger, NeverTrigger, ProcessingTimeTrigger, PurgingTrigger, Trigger)
 
-SPAN = 100_000   # each of the stacked streams in its own stretch of time
+from streams import stacked
+
 AGG = Aggregates(Count(alias="n"), Count("v", alias="nv"), Sum("v", alias="total"), Avg("w", alias="mean"),
                  Min("s", alias="low"), Max("w", alias="top"), Min("ts", alias="first"))
 
@@ -48,17 +49,10 @@ def scenarios(draw):
         trigger = PurgingTrigger.of(trigger)
     evictor = draw(st.sampled_from([None, None, CountEvictor.of(draw(st.integers(0, 3)), draw(st.booleans())),
                                     TimeEvictor.of(draw(st.integers(0, 5)), draw(st.booleans()))]))
-    keys, times, vs, ws, ss = [], [], [], [], []
-    for case in range(8):
-        t = draw(st.integers(0, 20))
-        for _ in range(draw(st.integers(1, 10))):
-            t += draw(st.integers(0, 5))
-            keys.append(f"{case}{draw(st.sampled_from('ab'))}")
-            times.append(case * SPAN + t - draw(st.sampled_from([0, 0, 2, 7, 20])))
-            vs.append(draw(st.sampled_from([None, -3, 0, 2, 5])))
-            ws.append(draw(st.sampled_from([None, 1.5, -2.25, 0.0, math.nan])))
-            ss.append(draw(st.sampled_from([None, "a", "b", "\U0001F600", "\uFFFD"])))
-    return dict(keys=keys, times=times, v=vs, w=ws, s=ss, assigner=assigner, trigger=trigger, evictor=evictor,
+    rows = stacked(draw, v=st.sampled_from([None, -3, 0, 2, 5]),
+                   w=st.sampled_from([None, 1.5, -2.25, 0.0, math.nan]),
+                   s=st.sampled_from([None, "a", "b", "\U0001F600", "\uFFFD"]))
+    return dict(**rows, assigner=assigner, trigger=trigger, evictor=evictor,
                 lateness=draw(st.sampled_from([0, 0, 4])), delay=draw(st.sampled_from([0, 3])),
                 step=draw(st.sampled_from([1, 3])))
 

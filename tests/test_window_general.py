@@ -18,7 +18,7 @@ from kit.windows.functions import Contents, Count
 from kit.windows.operator import Element, WindowSpec, replay
 from kit.windows.triggers import ContinuousEventTimeTrigger, CountTrigger, EventTimeTrigger, ProcessingTimeTrigger
 
-SPAN = 100_000   # each of the stacked streams in its own stretch of time
+from streams import stacked
 
 
 @st.composite
@@ -32,16 +32,10 @@ def scenarios(draw):
         trigger = draw(st.sampled_from([CountTrigger.of(2), ContinuousEventTimeTrigger.of(4),
                                         ProcessingTimeTrigger.create()]))
     evictor = draw(st.sampled_from([None, None, CountEvictor.of(2)]))
-    keys, times = [], []
-    for case in range(8):
-        t = draw(st.integers(0, 20))
-        for _ in range(draw(st.integers(1, 10))):
-            t += draw(st.integers(0, 5))
-            keys.append(f"{case}{draw(st.sampled_from('ab'))}")
-            times.append(case * SPAN + t - draw(st.sampled_from([0, 0, 2, 7, 20])))
+    rows = stacked(draw)
     # a processing clock of ms from 1970 on: windows ahead of it and behind it
     clock = draw(st.sampled_from([None, 1, 20_000] if not isinstance(trigger, ProcessingTimeTrigger) else [1, 20_000]))
-    return dict(keys=keys, times=times, assigner=assigner, trigger=trigger, evictor=evictor,
+    return dict(**rows, assigner=assigner, trigger=trigger, evictor=evictor,
                 lateness=draw(st.sampled_from([0, 0, 4])), delay=draw(st.sampled_from([0, 3])), clock=clock)
 
 

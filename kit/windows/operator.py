@@ -213,7 +213,7 @@ class _Operator:
         self.ctx = _Context(self)
         self.result = KeyResult()
         self.fired_seqs, self.evicted_seqs, self.dropped_seqs = set(), set(), set()
-        self.current = None       # (cause, timer, fired_after) of what is being processed
+        self.current = None       # (cause, timer, fired_after, timer floor) of what is being processed
         # The floors of the timers registered now, for their placement on the whole stream
         # (kit/windows/placement.py). An event-time timer fires after the first arrival whose
         # own watermark reaches max(time, floor): registered at an element, the floor is
@@ -224,7 +224,6 @@ class _Operator:
         # processing-time firing, that timer's floor. Across clocks (user triggers only),
         # the floor is this key's: its watermark + 1, its last arrival + 1.
         self.floors, self.last_seq = (MIN_TIME, MIN_TIME), MIN_TIME
-        self.timer_floor = None   # the floor of the timer firing now
         if self.merging and not self.trigger.can_merge():
             raise KitError(f"{self.trigger!r} cannot be used with the merging assigner {self.assigner!r}: "
                            "its can_merge() is False")
@@ -242,7 +241,7 @@ class _Operator:
         while (fired := self.timers[0].pop_until(self.watermark)) is not None:
             last = _not_again(fired, last, "event-time")
             self.floors = (max(fired[0], fired[2]), _next(self.last_seq))
-            self.on_timer(fired[0], fired[1], event_time=True, floor=fired[2])
+            self.on_timer(*fired, event_time=True)
 
     def advance_processing_time(self, time):
         """The clock runs to ``time``; each processing-time timer fires at its own time."""
@@ -253,7 +252,7 @@ class _Operator:
             last = _not_again(fired, last, "processing-time")
             self.proctime = fired[0] if self.proctime is None else max(self.proctime, fired[0])
             self.floors = (_next(self.watermark), fired[2])
-            self.on_timer(fired[0], fired[1], event_time=False, floor=fired[2])
+            self.on_timer(*fired, event_time=False)
         self.proctime = time if self.proctime is None else max(self.proctime, time)
 
     # ------------------------------------------------------------ elements
@@ -269,7 +268,7 @@ class _Operator:
 
     def process(self, e: Element):
         windows = self.assigner.assign_windows(e.value, e.timestamp, e.proctime)
-        self.current = ("element", None, e.seq)
+        self.current = ("element", None, e.seq, None)
         self.floors, self.last_seq = (_next(self.watermark), e.seq + 1), e.seq
         skipped = True
         for window in windows:
@@ -361,15 +360,14 @@ class _Operator:
 
     # ------------------------------------------------------------ timers and firing
 
-    def on_timer(self, time, window, event_time: bool, floor=None):
+    def on_timer(self, time, window, floor, event_time: bool):
         if self.merging:
             state_window = self.mapping.get(window)
             if state_window is None:
                 return   # a timer of a window merged away
         else:
             state_window = window
-        self.current = ("event-time timer" if event_time else "processing-time timer", time, None)
-        self.timer_floor = floor
+        self.current = ("event-time timer" if event_time else "processing-time timer", time, None, floor)
         self.ctx.current_window = window
         result = (self.trigger.on_event_time(time, window, self.ctx) if event_time
                   else self.trigger.on_processing_time(time, window, self.ctx))
@@ -420,17 +418,16 @@ class _Operator:
             outputs = self.run_function(window, self.spec.contents.values(state))
             fired = list(seqs)
         self.fired_seqs.update(fired)
-        cause, timer, after = self.current
+        cause, timer, after, floor = self.current
         pane = self.panes.get(window, 0)
         self.panes[window] = pane + 1
         self.result.firings.append(Firing(window, outputs, self.kind(window), pane, cause, timer,
-                                          self.watermark, self.proctime, after, fired,
-                                          None if cause == "element" else self.timer_floor))
+                                          self.watermark, self.proctime, after, fired, floor))
 
     def kind(self, window) -> str:
         """early (before the window's end), on-time (the first timer firing at or after it)
         or late. A timer firing is judged at its own time, an element at the clock it met."""
-        cause, timer, _ = self.current
+        cause, timer, _, _ = self.current
         if isinstance(window, GlobalWindow):
             return "early"
         event_clock = cause == "event-time timer" if self.event_time else cause == "processing-time timer"
