@@ -3,7 +3,6 @@ package flinkkit;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
-import java.util.HashMap;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
@@ -52,12 +51,7 @@ public class ArrivalScan implements MapPartitionsFunction {
     private final int[] of;                // each of the emitted watermark (0), processing time (1) or seq (2)
 
     public ArrivalScan(String settings) {
-        Map s = new HashMap();
-        String[] parts = settings.split(";", -1);
-        for (int i = 0; i < parts.length; i++) {
-            int eq = parts[i].indexOf('=');
-            s.put(parts[i].substring(0, eq), parts[i].substring(eq + 1));
-        }
+        Map s = Internal.settings(settings);
         mode = (String) s.get("mode");
         gAt = Integer.parseInt((String) s.get("g"));
         pAt = Integer.parseInt((String) s.get("p"));

@@ -39,6 +39,17 @@ public final class Internal {
         return df.sparkSession().internalCreateDataFrame(out, schema, false);
     }
 
+    /** A class's settings, {@code "name=value;..."} (the Python side writes them), as a map. */
+    public static java.util.Map settings(String text) {
+        java.util.Map out = new java.util.HashMap();
+        String[] parts = text.split(";", -1);
+        for (int i = 0; i < parts.length; i++) {
+            int eq = parts[i].indexOf('=');
+            out.put(parts[i].substring(0, eq), parts[i].substring(eq + 1));
+        }
+        return out;
+    }
+
     /** The function, as Scala's RDD.mapPartitions takes it. */
     static final class Partition extends scala.runtime.AbstractFunction1 implements java.io.Serializable {
         private final MapPartitionsFunction f;

@@ -1,8 +1,6 @@
 package flinkkit;
 
-import java.math.BigDecimal;
 import java.nio.ByteBuffer;
-import java.math.MathContext;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
@@ -45,19 +43,14 @@ public class WindowOperator implements MapPartitionsFunction {
     private final String assigner, trigger, evictor;
     private final boolean eventTime, evictAfter, emitFirings, emitLate, emitElements;
     private final long size, slide, offset, lateness, evictArg;
-    private final int[] keys, aggColumns, aggKinds;
-    private final String[] aggFunctions;
+    private final int[] keys;
+    private final Aggregates aggregates;
     private final int seqAt, tsAt, wmAt, ptAt, width, firingAt, lateAt, elementAt;
     private final DataType[] types;   // the input columns'
 
     /** {@code input}: the schema of the rows {@code call} reads (Spark's internal rows, kit/jvm/Internal.java). */
     public WindowOperator(String settings, StructType input) {
-        Map s = new HashMap();
-        String[] parts = settings.split(";");
-        for (int i = 0; i < parts.length; i++) {
-            int eq = parts[i].indexOf('=');
-            s.put(parts[i].substring(0, eq), parts[i].substring(eq + 1));
-        }
+        Map s = Internal.settings(settings);
         assigner = (String) s.get("assigner");
         eventTime = "1".equals(s.get("event_time"));
         size = number(s, "size");
@@ -73,9 +66,6 @@ public class WindowOperator implements MapPartitionsFunction {
         emitLate = kinds.contains(",late,");
         emitElements = kinds.contains(",element,");
         keys = ints(s, "keys");
-        aggFunctions = ((String) s.get("agg_functions")).split(",");
-        aggColumns = ints(s, "agg_columns");
-        aggKinds = ints(s, "agg_kinds");
         seqAt = (int) number(s, "seq");
         tsAt = (int) number(s, "ts");
         wmAt = (int) number(s, "wm");
@@ -86,6 +76,8 @@ public class WindowOperator implements MapPartitionsFunction {
         elementAt = (int) number(s, "element_at");
         types = new DataType[input.fields().length];
         for (int i = 0; i < types.length; i++) types[i] = input.fields()[i].dataType();
+        aggregates = new Aggregates((String) s.get("agg_functions"), (String) s.get("agg_columns"),
+                                    (String) s.get("agg_kinds"), types, false);
     }
 
     private static long number(Map s, String name) {
@@ -93,12 +85,7 @@ public class WindowOperator implements MapPartitionsFunction {
     }
 
     private static int[] ints(Map s, String name) {
-        String text = (String) s.get(name);
-        if (text.length() == 0) return new int[0];
-        String[] parts = text.split(",");
-        int[] out = new int[parts.length];
-        for (int i = 0; i < parts.length; i++) out[i] = Integer.parseInt(parts[i]);
-        return out;
+        return Aggregates.ints((String) s.get(name));
     }
 
     /** The rows of one task: for each key, its firings, then its late elements and every
@@ -790,17 +777,10 @@ public class WindowOperator implements MapPartitionsFunction {
 
         void add(Contents c, int i) {
             if (c.counts == null) {
-                c.counts = new long[aggFunctions.length];
-                c.accs = new Object[aggFunctions.length];
+                c.counts = new long[aggregates.size()];
+                c.accs = new Object[aggregates.size()];
             }
-            InternalRow r = (InternalRow) rows.get(i);
-            for (int p = 0; p < aggFunctions.length; p++) {
-                Object v = aggColumns[p] < 0 ? Long.valueOf(1) : value(r, aggColumns[p]);
-                if (v == null) continue;
-                c.counts[p]++;
-                if ("count".equals(aggFunctions[p])) continue;
-                c.accs[p] = c.accs[p] == null ? first(p, v) : combine(p, c.accs[p], v);
-            }
+            aggregates.add(c.counts, c.accs, (InternalRow) rows.get(i));
         }
 
         Contents mergeContents(Contents a, Contents b) {
@@ -811,63 +791,14 @@ public class WindowOperator implements MapPartitionsFunction {
                 out.elements.addAll(b.elements);
                 return out;
             }
-            out.counts = new long[aggFunctions.length];
-            out.accs = new Object[aggFunctions.length];
-            for (int p = 0; p < aggFunctions.length; p++) {
-                Object x = a.accs[p], y = b.accs[p];
-                out.counts[p] = a.counts[p] + b.counts[p];
-                if ("count".equals(aggFunctions[p])) continue;
-                out.accs[p] = x == null ? y : y == null ? x : combine(p, x, y);
-            }
+            out.counts = new long[aggregates.size()];
+            out.accs = new Object[aggregates.size()];
+            aggregates.merge(a.counts, a.accs, b.counts, b.accs, out.counts, out.accs);
             return out;
-        }
-
-        Object first(int p, Object v) {
-            if (!"sum".equals(aggFunctions[p]) && !"avg".equals(aggFunctions[p])) return v;
-            return aggKinds[p] == 0 ? (Object) Long.valueOf(((Number) v).longValue())
-                                    : (Object) Double.valueOf(((Number) v).doubleValue());
-        }
-
-        /** Python's acc + v, min(acc, v) (v if v < acc) or max(acc, v) (v if v > acc). */
-        Object combine(int p, Object acc, Object v) {
-            String f = aggFunctions[p];
-            if ("sum".equals(f) || "avg".equals(f)) {
-                if (aggKinds[p] == 0) return Long.valueOf(((Number) acc).longValue() + ((Number) v).longValue());
-                return Double.valueOf(((Number) acc).doubleValue() + ((Number) v).doubleValue());
-            }
-            boolean less = less(p, v, acc), more = less(p, acc, v);
-            return ("min".equals(f) ? less : more) ? v : acc;
-        }
-
-        boolean less(int p, Object a, Object b) {
-            if (aggKinds[p] == 0) return ((Number) a).longValue() < ((Number) b).longValue();
-            if (aggKinds[p] == 1) return ((Number) a).doubleValue() < ((Number) b).doubleValue();
-            if (aggKinds[p] == 3) return ((UTF8String) a).binaryCompare((UTF8String) b) < 0;   // UTF-8 bytes: code points
-            return ((Comparable) a).compareTo(b) < 0;
         }
 
         Object[] results(Contents c) {
-            Object[] out = new Object[aggFunctions.length];
-            for (int p = 0; p < aggFunctions.length; p++) {
-                long count = c.counts == null ? 0 : c.counts[p];
-                Object acc = c.accs == null ? null : c.accs[p];
-                if ("count".equals(aggFunctions[p])) {
-                    out[p] = Long.valueOf(count);
-                } else if ("avg".equals(aggFunctions[p])) {
-                    out[p] = count == 0 || acc == null ? null : plain(Double.valueOf(average(p, acc, count)));
-                } else {
-                    out[p] = plain(acc);
-                }
-            }
-            return out;
-        }
-
-        /** Python's acc / count: exact for integers, whatever their size. */
-        double average(int p, Object acc, long count) {
-            if (aggKinds[p] != 0) return ((Number) acc).doubleValue() / count;
-            long sum = ((Number) acc).longValue();
-            if (Math.abs(sum) < (1L << 53)) return (double) sum / count;
-            return new BigDecimal(sum).divide(new BigDecimal(count), new MathContext(80)).doubleValue();
+            return aggregates.results(c.counts, c.accs);
         }
 
         // ---------------------------------------------------------- triggers

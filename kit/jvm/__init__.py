@@ -12,9 +12,12 @@ class                          what it computes                              Pyt
 ``flinkkit.WindowOperator``    per key: Flink's window operator over its     ``operator.run_key``
                                elements (built-in parts only, see
                                ``kit/windows/compiled.py``)
+``flinkkit.WindowScan``        per input partition: the fast path's partial  ``fast._pass_one``,
+                               aggregates per key and window, and where its  ``fast._pass_two``
+                               watermark passed each window end
 =============================  ============================================  ========================
 
-``ArrivalScan`` and ``WindowOperator`` read and write Spark's internal rows
+``ArrivalScan``, ``WindowOperator`` and ``WindowScan`` read and write Spark's internal rows
 (``flinkkit.Internal``), not ``Row`` objects: a third of their time went to converting rows.
 
 The sources (``kit/jvm/*.java``) are compiled on first use with Janino, the compiler Spark
@@ -36,7 +39,7 @@ from pathlib import Path
 
 from ..java import _cache_dir
 
-__all__ = ["jar", "available", "late_scan", "arrival_scan", "window_operator"]
+__all__ = ["jar", "available", "late_scan", "arrival_scan", "window_operator", "window_scan"]
 
 _SOURCES = sorted(Path(__file__).parent.glob("*.java"))
 _PACKAGE = "flinkkit"
@@ -122,6 +125,12 @@ def window_operator(df, settings: str, schema):
     """``WindowOperator(settings)`` over ``df`` (each task's rows sorted by key and arrival):
     rows of ``schema`` (a StructType), as ``kit.windows.compiled`` lays them out."""
     return _map_partitions(df, df.sparkSession._jvm.flinkkit.WindowOperator(settings, df._jdf.schema()), schema)
+
+
+def window_scan(df, settings: str, schema):
+    """``WindowScan(settings)`` over ``df`` (a stream's source rows, input partitions in
+    arrival order): rows of ``schema`` (a StructType), as ``kit.windows.fast`` lays them out."""
+    return _map_partitions(df, df.sparkSession._jvm.flinkkit.WindowScan(settings, df._jdf.schema()), schema)
 
 
 def _map_partitions(df, function, schema):

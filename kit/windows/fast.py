@@ -18,8 +18,9 @@ Then Flink's operator reduces to arithmetic on each element and its watermark:
 
 Without allowed lateness, on a stream in input order (no ``order=``, no processing-time
 column), no element needs its own watermark: ``_in_input_order`` finds each window's
-first arrival past its end in one aggregation with a small result and counts what arrived
-by then, with no sort and no scan of the stream. Otherwise the annotated stream (``Stream.df``) is read.
+first arrival past its end and counts what arrived by then, with no sort and no scan of
+the stream -- in one pass in the JVM, or two in Spark SQL. Otherwise the annotated stream
+(``Stream.df``) is read.
 
 Property tests (tests/test_window_fast.py) check it against the reference replay.
 """
@@ -28,7 +29,9 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
+from .. import jvm
 from .assigners import MAX_TIME, MIN_TIME, SlidingEventTimeWindows, TumblingEventTimeWindows
 from .functions import SqlAggregate
 from .placement import first_at_least
@@ -109,60 +112,36 @@ def _on_time_only(result, rows: DataFrame, keys, size, slide) -> DataFrame:
 
 def _in_input_order(result, keys, size, slide) -> DataFrame:
     """``_on_time_only`` for a stream in input order (no ``order=``), from its source rows:
-    no sort, no scan, two passes. The watermark only grows, so window ``w`` accepts exactly
-    the elements that arrive up to and with ``A(w)``, the first arrival whose own watermark
-    reaches ``max_timestamp(w)``; the firing happens right after ``A(w)``, under the
-    watermark ``A(w)`` left (its own: every earlier one is below ``max_timestamp(w)``).
-
-    Pass 1 is one aggregation, run when the firings are asked for, with a small result
-    brought to the driver: per input partition, grid value ``g`` (window maxima lie on one
-    grid, every ``slide``) of the own watermark and maximum of the element's last window,
-    the first arrival, its watermark and the row count (about one row per partition and
-    window end). There ``_fired`` finds ``A`` for every window maximum. Pass 2, lazy like
-    any DataFrame: every element with its windows, kept when it arrived by ``A`` (looked up
-    in an array over the grid of window maxima, not joined), aggregated per key and window.
+    no sort, no scan of the annotated stream. The watermark only grows, so window ``w``
+    accepts exactly the elements that arrive up to and with ``A(w)``, the first arrival
+    whose own watermark reaches ``max_timestamp(w)``; the firing happens right after
+    ``A(w)``, under the watermark ``A(w)`` left (its own: every earlier one is below
+    ``max_timestamp(w)``).
 
         delay 0, window [0, 10):  a@2 (arrival 0), a@12 (1: own watermark 11), a@5 (2)
         -> A = arrival 1: a@2 is in, a@5 came after A; fires after arrival 1, watermark 11
+
+    In the JVM (``_scanned``) that is one pass over the rows; else two in Spark SQL
+    (``_pass_one``, ``_pass_two``). Both find ``A`` for every window maximum (``_fired``)
+    from the first arrival at each grid value of the maxima in each input partition.
     """
     s, a = result.stream, result.spec.assigner
     agg = result.spec.contents._agg
     ts = s.millis(s.time)
     plain = s.source.select("*", F.monotonically_increasing_id().alias("_in"), ts.alias("_ts"))
-    own, ts = s.own_watermark(), F.col("_ts")
-    last_start = ts - F.pmod(ts - F.lit(a.offset), F.lit(slide))
-    per_element = -(-size // slide)
-    # pass 1, which fails on a NULL time (so pass 2 need not check)
     where = F.concat(F.col("_in").bitwiseAND((1 << _CHUNK_BITS) - 1).cast("string"), F.lit(" of input partition "),
                      F.shiftright("_in", _CHUNK_BITS).cast("string"))
-    checked = plain.withColumn("_ts", F.when(ts.isNull(), null_time_error(s.time, where).cast("long")).otherwise(ts))
-    base = (a.offset + size - 1) % slide
-    summary = (checked.groupBy(F.shiftright("_in", _CHUNK_BITS).alias("chunk"),
-                              (own - F.pmod(own - F.lit(base), F.lit(slide))).alias("g"),
-                              (last_start + F.lit(size - 1)).alias("last"))
-               .agg(F.min("_in").alias("first"), F.min_by(own, F.col("_in")).alias("after"),
-                    F.count(F.lit(1)).alias("n"))).collect()
-    fired = _fired(summary, per_element, slide)
-    first = s.source.sparkSession.createDataFrame(
+    checked = plain.withColumn("_ts", F.when(F.col("_ts").isNull(), null_time_error(s.time, where).cast("long"))
+                               .otherwise(F.col("_ts")))
+    scanned = _scanned(result, checked, keys, size, slide)
+    fired = scanned[0] if scanned else _pass_one(result, checked, size, slide)
+    fields = _looked_up(fired, slide)   # _a, _after, _seq by _max; None: joined
+    first = None if fields else s.source.sparkSession.createDataFrame(
         fired, "_max long, _a long, _after long, _seq long").hint("broadcast")
-    # pass 2: the accepted elements of every window
-    inputs = sorted({p.column for p in agg.parts if p.column is not None})
-    rows = plain.select(*keys, *[c for c in inputs if c not in keys], "_in", "_ts")
-    if size <= slide:   # one window at most; none when the element falls in a gap between windows
-        rows = rows.withColumn("_at", last_start)
-        rows = rows if size == slide else rows.filter(F.col("_at") > ts - F.lit(size))
-    else:
-        starts = F.filter(F.transform(F.sequence(F.lit(0), F.lit(per_element - 1)),
-                                      lambda k: last_start - k * F.lit(slide)),
-                          lambda st: st > ts - F.lit(size))
-        rows = rows.withColumn("_at", F.explode(starts))
-    rows = rows.withColumn("_max", F.col("_at") + F.lit(size - 1))
-    arrival = _firing_arrival(fired, slide)
-    rows = rows.filter(F.col("_in") <= arrival) if arrival is not None else (
-        rows.join(first.select("_max", "_a"), "_max").filter(F.col("_a").isNull() | (F.col("_in") <= F.col("_a"))))
-    windows = rows.groupBy(*keys, "_at").agg(*[c.alias(n) for n, c in agg.to_spark()],
-                                             F.count(F.lit(1)).alias("contents"))
-    out = windows.withColumn("_max", F.col("_at") + F.lit(size - 1)).join(first.drop("_a"), "_max")
+    windows = scanned[1] if scanned else _pass_two(result, plain, keys, size, slide, fields, first)
+    out = windows.withColumn("_max", F.col("_at") + F.lit(size - 1))
+    out = (out.withColumns({"_after": fields["_after"], "_seq": fields["_seq"]}) if fields
+           else out.join(first.drop("_a"), "_max"))
     clock = s.proctime
     pt = (F.lit(epoch_ms(clock.start)) + F.col("_seq") * F.lit(clock.step.millis)) if clock is not None \
         else F.lit(None).cast("long")
@@ -176,46 +155,163 @@ def _in_input_order(result, keys, size, slide) -> DataFrame:
                                F.col("_max").alias("t"), (-F.col("_at")).alias("s")).alias("_order"))
 
 
-_LOOKUP = 100_000   # the longest grid of window maxima pass 2 looks up in an array literal
+def _pass_one(result, checked: DataFrame, size, slide) -> list:
+    """``_fired`` from one aggregation in Spark SQL, run at once, with a small result brought
+    to the driver: per input partition, grid value ``g`` of the own watermark and maximum of
+    the element's last window, the first arrival, its watermark and the row count (about one
+    row per partition and window end). It fails on a NULL time, so pass 2 need not check."""
+    s, a = result.stream, result.spec.assigner
+    own, ts = s.own_watermark(), F.col("_ts")
+    base = (a.offset + size - 1) % slide
+    last = ts - F.pmod(ts - F.lit(a.offset), F.lit(slide)) + F.lit(size - 1)
+    summary = (checked.groupBy(F.shiftright("_in", _CHUNK_BITS).alias("chunk"),
+                               (own - F.pmod(own - F.lit(base), F.lit(slide))).alias("g"), last.alias("last"))
+               .agg(F.min("_in").alias("first"), F.min_by(own, F.col("_in")).alias("after"),
+                    F.count(F.lit(1)).alias("n"))).collect()
+    counts = {}
+    for r in summary:
+        counts[r.chunk] = counts.get(r.chunk, 0) + r.n
+    return _fired(counts, [(r.g, r.first, r.after) for r in summary if r.g is not None],
+                  {r.last - k * slide for r in summary for k in range(-(-size // slide))}, slide)
 
 
-def _firing_arrival(fired: list, slide: int):
-    """``A`` of the window whose maximum is ``_max`` (``MAX_TIME``: it fires at the end of
-    input), as an index into one array over the grid of window maxima (one folded
-    literal), so the elements need no join to be kept or dropped; None when the grid is
-    longer than ``_LOOKUP`` (data with long gaps): then a join."""
+def _pass_two(result, plain: DataFrame, keys, size, slide, fields, first) -> DataFrame:
+    """The windows' aggregates in Spark SQL, lazy like any DataFrame: every element with its
+    windows, kept when it arrived by ``A`` (``fields["_a"]``, or joined from ``first``)."""
+    a, agg = result.spec.assigner, result.spec.contents._agg
+    ts = F.col("_ts")
+    last_start = ts - F.pmod(ts - F.lit(a.offset), F.lit(slide))
+    per_element = -(-size // slide)
+    inputs = sorted({p.column for p in agg.parts if p.column is not None})
+    rows = plain.select(*keys, *[c for c in inputs if c not in keys], "_in", "_ts")
+    if size <= slide:   # one window at most; none when the element falls in a gap between windows
+        rows = rows.withColumn("_at", last_start)
+        rows = rows if size == slide else rows.filter(F.col("_at") > ts - F.lit(size))
+    else:
+        starts = F.filter(F.transform(F.sequence(F.lit(0), F.lit(per_element - 1)),
+                                      lambda k: last_start - k * F.lit(slide)),
+                          lambda st: st > ts - F.lit(size))
+        rows = rows.withColumn("_at", F.explode(starts))
+    rows = rows.withColumn("_max", F.col("_at") + F.lit(size - 1))
+    if fields:
+        rows = rows.filter(F.col("_in") <= fields["_a"])
+    else:
+        rows = rows.join(first.select("_max", "_a"), "_max").filter(
+            F.col("_a").isNull() | (F.col("_in") <= F.col("_a")))
+    return rows.groupBy(*keys, "_at").agg(*[c.alias(n) for n, c in agg.to_spark()],
+                                          F.count(F.lit(1)).alias("contents"))
+
+
+_FLUSH = 1 << 20   # the partial aggregates one JVM task holds before it writes them out
+
+
+def _scanned(result, checked: DataFrame, keys, size, slide):
+    """``(fired, windows)`` from one pass in the JVM (``kit/jvm/WindowScan.java``), run at
+    once, its small result kept (``localCheckpoint``): each input partition's partial
+    aggregates per key and window over the elements its own watermark left on time, and
+    where that watermark reached each grid value of window maxima. A partial counts when
+    no partition before its own passed the window's maximum; the rest merge per window.
+    None when an aggregate is not built in (``compiled._aggregate_kind``) or the JVM is
+    out of reach."""
+    from .compiled import _aggregate_kind
+
+    s, a = result.stream, result.spec.assigner
+    parts = result.spec.contents._agg.parts
+    inputs = sorted({p.column for p in parts if p.column is not None})
+    spark = s.source.sparkSession
+    types = {f.name: f.dataType for f in s.source.schema.fields}
+    kinds = [_aggregate_kind(p.function, None if p.column is None else types[p.column]) for p in parts]
+    if None in kinds or not jvm.available(spark, "WindowScan"):
+        return None
+    rows = checked.select(*([F.struct(*keys).alias("_key")] if keys else []), *inputs, "_ts",
+                          s.own_watermark().alias("_own"), "_in")
+    at = {c: i for i, c in enumerate(rows.columns)}
+    settings = ";".join(f"{k}={v}" for k, v in {
+        "size": size, "slide": slide, "offset": a.offset, "key": at.get("_key", -1), "key_width": len(keys),
+        "ts": at["_ts"], "own": at["_own"], "in": at["_in"], "flush": _FLUSH,
+        "agg_functions": ",".join(p.function for p in parts),
+        "agg_columns": ",".join(str(-1 if p.column is None else at[p.column]) for p in parts),
+        "agg_kinds": ",".join(map(str, kinds))}.items())
+    fields = [T.StructField(n, t) for n, t in [("_tag", T.IntegerType()), ("_chunk", T.IntegerType()),
+                                               ("_start", T.LongType()), ("_i", T.LongType()),
+                                               ("_own", T.LongType()), ("_contents", T.LongType())]]
+    fields += [T.StructField("_key", rows.schema["_key"].dataType)] if keys else []   # NULL in tags 1-3
+    for p, part in enumerate(parts):
+        acc = (T.LongType() if part.function == "count" or kinds[p] == 0 else T.DoubleType()) \
+            if part.function in ("count", "sum", "avg") else types[part.column]
+        fields += [T.StructField(f"_c{p}", T.LongType()), T.StructField(f"_a{p}", acc)]
+    scan = jvm.window_scan(rows, settings, T.StructType(fields)).localCheckpoint()
+    counts, highs, cells, maxima = {}, {}, [], set()
+    base = (a.offset + size - 1) % slide
+    for r in scan.filter(F.col("_tag") != 0).select("_tag", "_chunk", "_start", "_i", "_own").collect():
+        if r._tag == 1:
+            cells.append((r._own - (r._own - base) % slide, r._i, r._own))
+        elif r._tag == 2:
+            counts[r._chunk], highs[r._chunk] = r._i, r._own
+        else:
+            maxima.add(r._start + size - 1)
+    before, high = [], MIN_TIME   # per partition (all, numbered from 0), the watermark the ones before it left
+    for chunk in sorted(highs):
+        before.append(high)
+        high = high if highs[chunk] is None else max(high, highs[chunk])
+    partials = scan.filter(F.col("_tag") == 0).coalesce(1)
+    if any(b != MIN_TIME for b in before):
+        passed = F.element_at(F.expr("array(" + ", ".join(map(str, before)) + ")"), F.col("_chunk") + 1)
+        partials = partials.filter(F.col("_start") + F.lit(size - 1) > passed)
+    merged = []
+    for p, part in enumerate(parts):
+        count, acc = F.sum(f"_c{p}"), F.col(f"_a{p}")
+        merged.append({"count": count, "sum": F.sum(acc), "min": F.min(acc), "max": F.max(acc),
+                       "avg": F.when(count > 0, F.sum(acc) / count)}[part.function].alias(part.alias))
+    windows = (partials.groupBy(*(["_key"] if keys else []), "_start")
+               .agg(*merged, F.sum("_contents").alias("contents"))
+               .select(*[F.col("_key")[k].alias(k) for k in keys], F.col("_start").alias("_at"),
+                       *[p.alias for p in parts], "contents"))
+    return _fired(counts, cells, maxima, slide), windows
+
+
+_LOOKUP = 100_000   # the longest grid of window maxima looked up in array literals
+
+
+def _looked_up(fired: list, slide: int) -> dict | None:
+    """``_a``, ``_after`` and ``_seq`` of the window whose maximum is ``_max`` (``_a``:
+    ``MAX_TIME`` when it fires at the end of input), each looked up in one array over the
+    grid of window maxima (a folded literal), so neither the elements nor the windows need a
+    join; None when the grid is longer than ``_LOOKUP`` (data with long gaps)."""
+    none = F.lit(None).cast("long")
     if not fired:
-        return F.lit(MAX_TIME)
+        return {"_a": F.lit(MAX_TIME), "_after": none, "_seq": none}
     low = min(m for m, *_ in fired)
     length = (max(m for m, *_ in fired) - low) // slide + 1
     if length > _LOOKUP:
         return None
-    grid = [MAX_TIME] * length
-    for m, a, _, _ in fired:
-        grid[(m - low) // slide] = MAX_TIME if a is None else a
-    array = F.expr("array(" + ", ".join(f"{a}L" for a in grid) + ")")   # one call to the JVM, not one per entry
-    return F.element_at(array, ((F.col("_max") - F.lit(low)) / F.lit(slide)).cast("int") + 1)
+    grids = [[MAX_TIME] * length, ["NULL"] * length, ["NULL"] * length]
+    for m, a, after, seq in fired:
+        i = (m - low) // slide
+        grids[0][i] = MAX_TIME if a is None else a
+        grids[1][i], grids[2][i] = ("NULL", "NULL") if a is None else (after, seq)
+    at = ((F.col("_max") - F.lit(low)) / F.lit(slide)).cast("int") + 1
+    # one call to the JVM per array, not one per entry
+    return {name: F.element_at(F.expr("CAST(array(" + ", ".join(map(str, grid)) + ") AS ARRAY<BIGINT>)"), at)
+            for name, grid in zip(("_a", "_after", "_seq"), grids)}
 
 
-def _fired(summary, per_element: int, slide: int) -> list:
-    """From pass 1's rows (input partition, grid value ``g`` of the own watermark, maximum of
-    the last window, first arrival, its watermark, count): ``(max, A, watermark, seq)`` for
-    every window maximum, ``A`` the first arrival whose own watermark reaches the maximum
-    (None: the end of input) and ``seq`` its place in the stream."""
-    counts = {}
-    for r in summary:
-        counts[r.chunk] = counts.get(r.chunk, 0) + r.n
+def _fired(counts: dict, cells: list, maxima, slide: int) -> list:
+    """``(max, A, watermark, seq)`` for every window maximum in ``maxima``, ``A`` the first
+    arrival (``_in``) whose own watermark reaches the maximum (None: the end of input) and
+    ``seq`` its place in the stream, from each input partition's row count (``counts``) and
+    the first arrivals at grid values ``g`` of their own watermark (``cells``: ``(g, _in,
+    own watermark)``, at least the first per partition and ``g``)."""
     offset, total = {}, 0
     for chunk in sorted(counts):
         offset[chunk], total = total, total + counts[chunk]
     grid = {}
-    for r in summary:
-        if r.g is not None and (r.g not in grid or r.first < grid[r.g][0]):
-            grid[r.g] = (r.first, r.after)
-    maxima = sorted({r.last - k * slide for r in summary for k in range(per_element)}, reverse=True)
+    for g, first, after in cells:
+        if g not in grid or first < grid[g][0]:
+            grid[g] = (first, after)
     cells = sorted(grid.items(), reverse=True)
     out, best, i = [], None, 0
-    for m in maxima:   # descending: the first arrival over the grid values >= m
+    for m in sorted(maxima, reverse=True):   # descending: the first arrival over the grid values >= m
         while i < len(cells) and cells[i][0] >= m:
             if best is None or cells[i][1][0] < best[0]:
                 best = cells[i][1]
