@@ -148,12 +148,14 @@ public class WindowOperator implements MapPartitionsFunction {
 
     /** A row's key, equal for equal keys (binary ones by content). */
     private Object keyOf(InternalRow r) {
+        if (keys.length == 1) return byContent(value(r, keys[0]));
         Object[] key = new Object[keys.length];
-        for (int i = 0; i < keys.length; i++) {
-            Object v = value(r, keys[i]);
-            key[i] = v instanceof byte[] ? ByteBuffer.wrap((byte[]) v) : v;
-        }
+        for (int i = 0; i < keys.length; i++) key[i] = byContent(value(r, keys[i]));
         return Arrays.asList(key);
+    }
+
+    private static Object byContent(Object v) {
+        return v instanceof byte[] ? ByteBuffer.wrap((byte[]) v) : v;
     }
 
     // ------------------------------------------------------------------ windows
@@ -205,43 +207,37 @@ public class WindowOperator implements MapPartitionsFunction {
     static List javaHashOrder(List windows) {
         int capacity = 16;
         while (windows.size() > capacity * 3 / 4) capacity *= 2;
-        List out = new ArrayList();
-        int[] buckets = new int[windows.size()];
-        for (int i = 0; i < windows.size(); i++) {
+        long[] order = new long[windows.size()];   // bucket, then insertion
+        for (int i = 0; i < order.length; i++) {
             int h = windows.get(i).hashCode();
-            buckets[i] = (h ^ (h >>> 16)) & (capacity - 1);
+            order[i] = ((long) ((h ^ (h >>> 16)) & (capacity - 1)) << 32) | i;
         }
-        for (int b = 0; b < capacity; b++) {
-            for (int i = 0; i < windows.size(); i++) if (buckets[i] == b) out.add(windows.get(i));
-        }
+        Arrays.sort(order);
+        List out = new ArrayList(order.length);
+        for (int i = 0; i < order.length; i++) out.add(windows.get((int) order[i]));
         return out;
     }
 
-    /** TimeWindow.mergeWindows: [merged window, its members] for every group of more than one. */
-    static List mergeWindows(List windows) {
-        List sorted = new ArrayList(windows);
-        java.util.Collections.sort(sorted, new java.util.Comparator() {
+    /** TimeWindow.mergeWindows over {@code windows} and {@code fresh}: [merged window, its members
+     *  in start order] for every group of more than one. The windows of a merging window set
+     *  never intersect one another (each addWindow merges what intersects), so the one group,
+     *  if any, is {@code fresh} with the windows it intersects. */
+    static List mergeWindows(java.util.Collection windows, Window fresh) {
+        List members = new ArrayList(2);
+        for (Iterator it = windows.iterator(); it.hasNext();) {
+            Window w = (Window) it.next();
+            if (w.intersects(fresh)) members.add(w);
+        }
+        if (!members.contains(fresh)) members.add(fresh);   // a set: an equal window is the same window
+        if (members.size() < 2) return Collections.EMPTY_LIST;
+        Collections.sort(members, new java.util.Comparator() {   // stable: ties keep their order
             public int compare(Object a, Object b) {
                 return Long.compare(((Window) a).start, ((Window) b).start);
             }
         });
-        List out = new ArrayList();
-        Window current = null;
-        List members = new ArrayList();
-        for (int i = 0; i < sorted.size(); i++) {
-            Window w = (Window) sorted.get(i);
-            if (current != null && current.intersects(w)) {
-                current = current.cover(w);
-                if (!members.contains(w)) members.add(w);
-            } else {
-                if (members.size() > 1) out.add(new Object[] {current, members});
-                current = w;
-                members = new ArrayList();
-                members.add(w);
-            }
-        }
-        if (members.size() > 1) out.add(new Object[] {current, members});
-        return out;
+        Window merged = fresh;
+        for (int i = 0; i < members.size(); i++) merged = merged.cover((Window) members.get(i));
+        return Collections.singletonList(new Object[] {merged, members});
     }
 
     // ------------------------------------------------------------------ timers
@@ -544,9 +540,7 @@ public class WindowOperator implements MapPartitionsFunction {
         Window addMergingWindow(Window fresh) {
             Window result = fresh;
             boolean mergedNew = false;
-            List windows = new ArrayList(mapping.keySet());
-            windows.add(fresh);
-            List groups = mergeWindows(windows);
+            List groups = mergeWindows(mapping.keySet(), fresh);
             for (int g = 0; g < groups.size(); g++) {
                 Window merged = (Window) ((Object[]) groups.get(g))[0];
                 List members = (List) ((Object[]) groups.get(g))[1];
