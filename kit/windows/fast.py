@@ -207,7 +207,8 @@ _FLUSH = 1 << 20   # the partial aggregates one JVM task holds before it writes 
 
 def _scanned(result, checked: DataFrame, keys, size, slide):
     """``(fired, windows)`` from one pass in the JVM (``kit/jvm/WindowScan.java``), run at
-    once, its small result kept (``localCheckpoint``): each input partition's partial
+    once by the small part brought to the driver, its whole result kept for the windows
+    (``localCheckpoint``, filled by that first read): each input partition's partial
     aggregates per key and window over the elements its own watermark left on time, and
     where that watermark reached each grid value of window maxima. A partial counts when
     no partition before its own passed the window's maximum; the rest merge per window.
@@ -240,7 +241,7 @@ def _scanned(result, checked: DataFrame, keys, size, slide):
         acc = (T.LongType() if part.function == "count" or kinds[p] == 0 else T.DoubleType()) \
             if part.function in ("count", "sum", "avg") else types[part.column]
         fields += [T.StructField(f"_c{p}", T.LongType()), T.StructField(f"_a{p}", acc)]
-    scan = jvm.window_scan(rows, settings, T.StructType(fields)).localCheckpoint()
+    scan = jvm.window_scan(rows, settings, T.StructType(fields)).localCheckpoint(eager=False)
     counts, highs, cells, maxima = {}, {}, [], set()
     base = (a.offset + size - 1) % slide
     for r in scan.filter(F.col("_tag") != 0).select("_tag", "_chunk", "_start", "_i", "_own").collect():
