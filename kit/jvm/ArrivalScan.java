@@ -122,8 +122,8 @@ public class ArrivalScan implements MapPartitionsFunction {
             if (!"summary".equals(mode) && count != rows[chunk]) throw changed();
         }
 
-        IllegalStateException changed() {
-            return new IllegalStateException("input partition " + chunk + " changed between the stream's passes "
+        RuntimeException changed() {
+            return Internal.error("input partition " + chunk + " changed between the stream's passes "
                                              + "(a source that gives other rows when read again)");
         }
     }

@@ -39,6 +39,18 @@ public final class Internal {
         return df.sparkSession().internalCreateDataFrame(out, schema, false);
     }
 
+    /**
+     * The error a kit class raises for the user: Spark's {@code USER_RAISED_EXCEPTION}, the
+     * one SQL's {@code raise_error} raises, so PySpark shows its message alone, without a Java
+     * stack trace.
+     */
+    public static RuntimeException error(String message) {
+        scala.collection.immutable.Map parameters = (scala.collection.immutable.Map)
+            scala.collection.immutable.Map$.MODULE$.empty().updated("errorMessage", message);
+        return new org.apache.spark.SparkRuntimeException("USER_RAISED_EXCEPTION", parameters, null,
+                                                          new org.apache.spark.QueryContext[0], "");
+    }
+
     /** A class's settings, {@code "name=value;..."} (the Python side writes them), as a map. */
     public static java.util.Map settings(String text) {
         java.util.Map out = new java.util.HashMap();

@@ -439,7 +439,7 @@ public class WindowOperator implements MapPartitionsFunction {
         }
 
         long currentProcessingTime() {
-            if (!hasProctime) throw new IllegalStateException(
+            if (!hasProctime) throw Internal.error(
                 "this stream has no processing time: build it with proctime=Clock(...) or a proctime column");
             return proctime;
         }
@@ -458,11 +458,11 @@ public class WindowOperator implements MapPartitionsFunction {
         List assign(int i) {
             long t;
             if (!"global".equals(assigner) && eventTime) {
-                if (!hasTs[i] || ts[i] == MIN) throw new IllegalArgumentException(assignerName()
+                if (!hasTs[i] || ts[i] == MIN) throw Internal.error(assignerName()
                     + " needs an event time on every element: the record has no timestamp (use kit.stream(df, time=...))");
                 t = ts[i];
             } else if (!"global".equals(assigner)) {
-                if (!hasPt[i]) throw new IllegalArgumentException(assignerName()
+                if (!hasPt[i]) throw Internal.error(assignerName()
                     + " needs processing time: build the stream with proctime=Clock(...) or a proctime column");
                 t = pt[i];
             } else {
@@ -565,11 +565,11 @@ public class WindowOperator implements MapPartitionsFunction {
         }
 
         void merge(Window window, List mergedWindows, Window stateWindow, List mergedStateWindows) {
-            if (eventTime && cleanupTime(window) <= watermark) throw new IllegalStateException(
+            if (eventTime && cleanupTime(window) <= watermark) throw Internal.error(
                 "The end timestamp of an event-time window cannot become earlier than the current watermark by "
                 + "merging. Current watermark: " + watermark + " window: " + describe(window));
             // Python's `proctime or MIN_TIME`: a clock at 0 counts as none
-            if (!eventTime && window.maxTimestamp() <= (hasProctime && proctime != 0 ? proctime : MIN)) throw new IllegalStateException(
+            if (!eventTime && window.maxTimestamp() <= (hasProctime && proctime != 0 ? proctime : MIN)) throw Internal.error(
                 "The end timestamp of a processing-time window cannot become earlier than the current processing "
                 + "time by merging. Current processing time: " + (hasProctime ? String.valueOf(proctime) : "None")
                 + " window: " + describe(window));
@@ -606,7 +606,7 @@ public class WindowOperator implements MapPartitionsFunction {
 
         /** operator.py's _not_again: the timer that just fired, registered anew at its own time. */
         Timer notAgain(Timer fired, Timer last, String clock) {
-            if (fired.equals(last)) throw new IllegalStateException(
+            if (fired.equals(last)) throw Internal.error(
                 "the " + clock + " timer at " + fired.time + " of window " + describe(fired.window) + " fires again "
                 + "at once, without end: the trigger registers it anew at its own time. A processing-time trigger on "
                 + "an event-time window that ends behind the processing clock does this: use a processing-time "
