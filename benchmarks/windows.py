@@ -1,8 +1,9 @@
 """Flink windows on clicks (seed 000): the kit vs Spark's native window count and real Flink 2.3.
 
 Input: ``kit.data.click_stream`` (1,000 users, bounded disorder of 5 s, 1 % late rows),
-written once in arrival order, as one Parquet file of small row groups (so Spark splits it
-in order over the cores) and as CSV for Flink. The kit replays it as a stream (watermark
+written once in arrival order, as one Parquet file of 4 MB row groups (so Spark splits it in
+order over the cores, in halves within a row group: 16 MB ones split 10M rows 58/42) and as
+CSV for Flink. The kit replays it as a stream (watermark
 5 s behind) in file order -- and once more with ``order="arrival"``, which makes it sort
 by that column -- and runs each window query;
 Spark's native ``groupBy(user, window(cTime, ...)).count()`` ignores arrival order and
@@ -31,10 +32,10 @@ GROUP BY `user`, window_start, window_end"""
 
 
 def _inputs(folder: Path, rows: int):
-    parquet, csv = folder / f"clicks_{rows}.parquet", folder / f"clicks_{rows}_csv"
+    parquet, csv = folder / f"clicks_{rows}_rg4m.parquet", folder / f"clicks_{rows}_csv"
     if not parquet.exists():   # in arrival order, as a log would be
         (kit.data.click_stream(rows, users=1000).orderBy("arrival").coalesce(1).write
-            .option("parquet.block.size", 16 << 20).parquet(str(parquet)))
+            .option("parquet.block.size", 4 << 20).parquet(str(parquet)))
     if not csv.exists() and FLINK_PYTHON.exists():
         (kit.spark().read.parquet(str(parquet)).orderBy("arrival").select("user", "url", "cTime").coalesce(1)
             .write.option("timestampFormat", "yyyy-MM-dd HH:mm:ss.SSS").csv(str(csv)))

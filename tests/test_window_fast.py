@@ -79,13 +79,16 @@ def _fast(case, engine):
 
 def _engine(engine):
     """Without allowed lateness: the JVM's one pass, writing its partials out every two
-    (so a task flushes often), or Spark SQL's two passes."""
+    (so a task flushes often) or with one window open per key (so a key's next window
+    writes out its last), or Spark SQL's two passes."""
     if engine == "jvm":
         return mock.patch.object(fast, "_FLUSH", 2)
+    if engine == "jvm-ring":
+        return mock.patch.object(fast, "_RING", 1)
     return mock.patch.object(fast, "_scanned", return_value=None)
 
 
-@pytest.mark.parametrize("engine", ["jvm", "sql"])
+@pytest.mark.parametrize("engine", ["jvm", "jvm-ring", "sql"])
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_fast_path_equals_the_reference(spark, engine, case):
@@ -139,3 +142,19 @@ def test_a_null_event_time_fails_the_fast_path_naming_the_row(spark):
     assert fast.eligible(windows.spec)
     with pytest.raises(Exception, match="row 2 of input partition 0 has NULL event time in column 'ts'"):
         windows.df.collect()
+
+
+@pytest.mark.parametrize("keys", [["n"], ["s", "n"], ["b"]])
+def test_the_jvm_pass_keeps_keys_of_every_kind(spark, keys):
+    """One key of an atomic type goes to the JVM as its own column (NULL included), several
+    keys or a binary one as a struct: the rows equal Spark SQL's passes either way."""
+    rows = [(i % 3 if i % 5 else None, "xy"[i % 2], bytes([i % 2]), (i * 7) % 50 - i // 9, i) for i in range(40)]
+    df = spark.createDataFrame(rows, "n int, s string, b binary, ts long, v long").coalesce(2)
+    result = (kit.stream(df, time="ts", watermark=Duration.of_millis(3)).key_by(*keys)
+              .window(SlidingEventTimeWindows.of(10, 5)).aggregate(Aggregates(Count(alias="c"), Sum("v", alias="t"))))
+    assert fast.eligible(result.spec)
+    with _engine("jvm-ring"):
+        jvm = result._firings("fast").collect()
+    with _engine("sql"):
+        sql = result._firings("fast").collect()
+    assert len(jvm) > 10 and [tuple(r) for r in jvm] == [tuple(r) for r in sql]

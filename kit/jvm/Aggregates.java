@@ -3,7 +3,6 @@ package flinkkit;
 import java.math.BigDecimal;
 import java.math.MathContext;
 import org.apache.spark.sql.catalyst.InternalRow;
-import org.apache.spark.sql.types.DataType;
 import org.apache.spark.unsafe.types.UTF8String;
 
 /**
@@ -23,15 +22,18 @@ import org.apache.spark.unsafe.types.UTF8String;
 final class Aggregates implements java.io.Serializable {
     final String[] functions;
     final int[] columns, kinds;   // the input column of each (-1: none, COUNT(*))
-    private final DataType[] types;   // the input row's columns'
+    private final boolean[] counting;   // COUNT: reads no value
+    private final Internal.Reader reader;   // the input rows'
     private final boolean copies;   // keep copies of the strings a row gives (Spark reuses rows)
 
-    Aggregates(String functions, String columns, String kinds, DataType[] types, boolean copies) {
+    Aggregates(String functions, String columns, String kinds, Internal.Reader reader, boolean copies) {
         this.functions = functions.split(",");
         this.columns = ints(columns);
         this.kinds = ints(kinds);
-        this.types = types;
+        this.reader = reader;
         this.copies = copies;
+        counting = new boolean[this.functions.length];
+        for (int p = 0; p < counting.length; p++) counting[p] = "count".equals(this.functions[p]);
     }
 
     static int[] ints(String text) {
@@ -52,8 +54,8 @@ final class Aggregates implements java.io.Serializable {
             int c = columns[p];
             if (c >= 0 && r.isNullAt(c)) continue;
             counts[p]++;
-            if ("count".equals(functions[p])) continue;
-            Object v = r.get(c, types[c]);
+            if (counting[p]) continue;
+            Object v = reader.get(r, c);
             Object next = accs[p] == null ? first(p, v) : combine(p, accs[p], v);
             accs[p] = copies && next == v && v instanceof UTF8String ? ((UTF8String) v).clone() : next;
         }

@@ -15,7 +15,6 @@ import java.util.PriorityQueue;
 import org.apache.spark.api.java.function.MapPartitionsFunction;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
-import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.types.UTF8String;
 
@@ -46,7 +45,7 @@ public class WindowOperator implements MapPartitionsFunction {
     private final int[] keys;
     private final Aggregates aggregates;
     private final int seqAt, tsAt, wmAt, ptAt, width, firingAt, lateAt, elementAt;
-    private final DataType[] types;   // the input columns'
+    private final Internal.Reader reader;   // the input columns'
 
     /** {@code input}: the schema of the rows {@code call} reads (Spark's internal rows, kit/jvm/Internal.java). */
     public WindowOperator(String settings, StructType input) {
@@ -74,10 +73,9 @@ public class WindowOperator implements MapPartitionsFunction {
         firingAt = (int) number(s, "firing_at");
         lateAt = (int) number(s, "late_at");
         elementAt = (int) number(s, "element_at");
-        types = new DataType[input.fields().length];
-        for (int i = 0; i < types.length; i++) types[i] = input.fields()[i].dataType();
+        reader = new Internal.Reader(input);
         aggregates = new Aggregates((String) s.get("agg_functions"), (String) s.get("agg_columns"),
-                                    (String) s.get("agg_kinds"), types, false);
+                                    (String) s.get("agg_kinds"), reader, false);
     }
 
     private static long number(Map s, String name) {
@@ -952,7 +950,7 @@ public class WindowOperator implements MapPartitionsFunction {
 
     /** Column {@code c} of {@code r}, in Spark's internal form (NULL: null). */
     Object value(InternalRow r, int c) {
-        return r.isNullAt(c) ? null : r.get(c, types[c]);
+        return reader.get(r, c);
     }
 
     static UTF8String text(String s) {

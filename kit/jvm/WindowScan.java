@@ -11,8 +11,8 @@ import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.function.MapPartitionsFunction;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
-import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * The fast path's one pass over a stream in input order (kit/windows/fast.py): event-time
@@ -22,7 +22,7 @@ import org.apache.spark.sql.types.StructType;
  * none), and gives rows {@code (tag, chunk, start, i, own, contents[, key], count_p, acc_p...)}:
  *
  * <ul>
- *   <li>tag 0: per key and window start, the partial aggregates ({@link Aggregates}) of the
+ *   <li>tag 0: per key and window start, partial aggregates ({@link Aggregates}) of the
  *       elements that watermark has not made late (window maximum above it); a chunk's
  *       partial counts when the chunks before it have not passed the window's maximum either;
  *   <li>tag 1: each row where that watermark first reaches a value of the grid of window
@@ -39,7 +39,11 @@ import org.apache.spark.sql.types.StructType;
  *      (2, 0, .., i 3, own 11), (3, 0, start 0), (3, 0, start 10)
  * </pre>
  *
- * <p>Partials are written out whenever a chunk has {@code flush} of them in memory, so a
+ * <p>The key is one column: a single key's own value, or a struct of several. Each key keeps
+ * its open windows in a ring of {@code ring} slots by window number (start / slide), so a row
+ * costs one lookup of its key; a window that needs a slot held by another writes that one's
+ * partial out (a window of the same key and chunk may give several partials, which merge
+ * like any). Partials are written out too whenever a chunk holds {@code flush} of them, so a
  * partition of many keys and windows gives more rows, never more memory. The twin in Spark
  * SQL is {@code _in_input_order}'s two passes in kit/windows/fast.py.
  */
@@ -47,7 +51,9 @@ public class WindowScan implements MapPartitionsFunction {
     static final long MIN = Long.MIN_VALUE;
 
     private final long size, slide, offset, base;
-    private final int keyAt, keyWidth, tsAt, ownAt, inAt, width, flush;
+    private final int keyAt, keyWidth, tsAt, ownAt, inAt, width, flush, mask;
+    private final boolean struct;   // several keys, in a struct
+    private final Internal.Reader reader;
     private final Aggregates aggregates;
 
     /** {@code input}: the schema of the rows {@code call} reads; settings: see kit/windows/fast.py. */
@@ -63,35 +69,36 @@ public class WindowScan implements MapPartitionsFunction {
         ownAt = Integer.parseInt((String) s.get("own"));
         inAt = Integer.parseInt((String) s.get("in"));
         flush = Integer.parseInt((String) s.get("flush"));
-        DataType[] types = new DataType[input.fields().length];
-        for (int i = 0; i < types.length; i++) types[i] = input.fields()[i].dataType();
+        mask = Integer.parseInt((String) s.get("ring")) - 1;
+        reader = new Internal.Reader(input);
+        struct = keyAt >= 0 && reader.type(keyAt) instanceof StructType;
         aggregates = new Aggregates((String) s.get("agg_functions"), (String) s.get("agg_columns"),
-                                    (String) s.get("agg_kinds"), types, true);
+                                    (String) s.get("agg_kinds"), reader, true);
         width = 6 + (keyAt >= 0 ? 1 : 0) + 2 * aggregates.size();
     }
 
     /** A key's window in one chunk, and its partial aggregates. */
     static final class Group {
-        InternalRow key;
-        long start;
-        int hash;
+        final long start;
         long contents;
-        long[] counts;
-        Object[] accs;
+        final long[] counts;
+        final Object[] accs;
 
-        void set(InternalRow key, long start) {
-            this.key = key;
+        Group(long start, int n) {
             this.start = start;
-            this.hash = (key == null ? 0 : key.hashCode()) * 31 + (int) (start ^ (start >>> 32));
+            counts = new long[n];
+            accs = new Object[n];
         }
+    }
 
-        public int hashCode() {
-            return hash;
-        }
+    /** A key of one chunk, and its open windows by window number. */
+    static final class Keyed {
+        final Object key;
+        final Group[] ring;
 
-        public boolean equals(Object o) {
-            Group g = (Group) o;
-            return g.start == start && (key == null ? g.key == null : key.equals(g.key));
+        Keyed(Object key, int slots) {
+            this.key = key;
+            ring = new Group[slots];
         }
     }
 
@@ -100,14 +107,26 @@ public class WindowScan implements MapPartitionsFunction {
         return v - Math.floorMod(v - base, slide);
     }
 
+    /** Row {@code r}'s key as Spark reads it (a view into the row: see {@link #kept}). */
+    Object keyOf(InternalRow r) {
+        if (keyAt < 0 || r.isNullAt(keyAt)) return null;
+        return struct ? r.getStruct(keyAt, keyWidth) : reader.get(r, keyAt);
+    }
+
+    /** A key read by {@link #keyOf}, copied out of the row (Spark reuses rows). */
+    static Object kept(Object key) {
+        if (key instanceof UTF8String) return ((UTF8String) key).clone();
+        if (key instanceof InternalRow) return ((InternalRow) key).copy();
+        return key;
+    }
+
     public Iterator call(final Iterator input) {
         return new Iterator() {
-            final Map groups = new HashMap();
-            final Group probe = new Group();
+            final Map keys = new HashMap();   // key -> Keyed
             final HashSet starts = new HashSet();
             final List pending = new ArrayList();
             final int chunk = TaskContext.getPartitionId();
-            int next = 0;
+            int next = 0, live = 0;
             long rows = 0, high = MIN;   // the chunk's watermark: none yet
             boolean done = false;
 
@@ -130,10 +149,10 @@ public class WindowScan implements MapPartitionsFunction {
                 throw new UnsupportedOperationException();
             }
 
-            /** Reads rows until some are to be written: a crossing, a flush, the end. */
+            /** Reads rows until some are to be written: a crossing, an eviction, a flush, the end. */
             void step() {
-                while (pending.isEmpty() && groups.size() < flush && input.hasNext()) add((InternalRow) input.next());
-                if (groups.size() >= flush) writeGroups();
+                while (pending.isEmpty() && live < flush && input.hasNext()) add((InternalRow) input.next());
+                if (live >= flush) writeGroups();
                 if (input.hasNext()) return;
                 writeGroups();
                 pending.add(row(2, MIN, rows, high == MIN ? null : Long.valueOf(high)));
@@ -144,17 +163,23 @@ public class WindowScan implements MapPartitionsFunction {
             void add(InternalRow r) {
                 rows++;
                 long ts = r.getLong(tsAt);
-                InternalRow key = keyAt < 0 ? null : r.getStruct(keyAt, keyWidth);
+                Keyed keyed = null;
                 for (long start = ts - Math.floorMod(ts - offset, slide); start > ts - size; start -= slide) {
                     if (start + size - 1 <= high) break;   // late in this window and every earlier one
-                    probe.set(key, start);
-                    Group g = (Group) groups.get(probe);
-                    if (g == null) {
-                        g = new Group();
-                        g.set(key == null ? null : key.copy(), start);
-                        g.counts = new long[aggregates.size()];
-                        g.accs = new Object[aggregates.size()];
-                        groups.put(g, g);
+                    if (keyed == null) {
+                        Object key = keyOf(r);
+                        keyed = (Keyed) keys.get(key);
+                        if (keyed == null) {
+                            keyed = new Keyed(kept(key), mask + 1);
+                            keys.put(keyed.key, keyed);
+                        }
+                    }
+                    int slot = (int) Math.floorDiv(start - offset, slide) & mask;
+                    Group g = keyed.ring[slot];
+                    if (g == null || g.start != start) {
+                        if (g != null) write(keyed.key, g);
+                        else live++;
+                        g = keyed.ring[slot] = new Group(start, aggregates.size());
                     }
                     g.contents++;
                     aggregates.add(g.counts, g.accs, r);
@@ -167,21 +192,26 @@ public class WindowScan implements MapPartitionsFunction {
             }
 
             void writeGroups() {
-                Iterator it = groups.values().iterator();
+                Iterator it = keys.values().iterator();
                 while (it.hasNext()) {
-                    Group g = (Group) it.next();
-                    Object[] v = new Object[width];
-                    fill(v, 0, g.key, g.start, 0, null);
-                    v[5] = Long.valueOf(g.contents);
-                    int at = keyAt >= 0 ? 7 : 6;
-                    for (int p = 0; p < aggregates.size(); p++) {
-                        v[at++] = Long.valueOf(g.counts[p]);
-                        v[at++] = g.accs[p];
-                    }
-                    pending.add(new GenericInternalRow(v));
-                    if (starts.add(Long.valueOf(g.start)) && starts.size() >= flush) writeStarts();
+                    Keyed keyed = (Keyed) it.next();
+                    for (int i = 0; i < keyed.ring.length; i++) if (keyed.ring[i] != null) write(keyed.key, keyed.ring[i]);
                 }
-                groups.clear();
+                keys.clear();
+                live = 0;
+            }
+
+            void write(Object key, Group g) {
+                Object[] v = new Object[width];
+                fill(v, 0, key, g.start, 0, null);
+                v[5] = Long.valueOf(g.contents);
+                int at = keyAt >= 0 ? 7 : 6;
+                for (int p = 0; p < aggregates.size(); p++) {
+                    v[at++] = Long.valueOf(g.counts[p]);
+                    v[at++] = g.accs[p];
+                }
+                pending.add(new GenericInternalRow(v));
+                if (starts.add(Long.valueOf(g.start)) && starts.size() >= flush) writeStarts();
             }
 
             /** The starts not yet written (one written again later costs a row, not memory). */
@@ -197,7 +227,7 @@ public class WindowScan implements MapPartitionsFunction {
                 return new GenericInternalRow(v);
             }
 
-            void fill(Object[] v, int tag, InternalRow key, long start, long i, Long own) {
+            void fill(Object[] v, int tag, Object key, long start, long i, Long own) {
                 v[0] = Integer.valueOf(tag);
                 v[1] = Integer.valueOf(chunk);
                 v[2] = start == MIN ? null : Long.valueOf(start);

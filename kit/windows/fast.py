@@ -203,6 +203,8 @@ def _pass_two(result, plain: DataFrame, keys, size, slide, fields, first) -> Dat
 
 
 _FLUSH = 1 << 20   # the partial aggregates one JVM task holds before it writes them out
+_RING = 16         # the most windows a key keeps open in one JVM task (a power of two)
+_PLAIN_KEYS = (T.StringType, T.NumericType, T.BooleanType, T.DateType, T.TimestampType, T.TimestampNTZType)
 
 
 def _scanned(result, checked: DataFrame, keys, size, slide):
@@ -224,12 +226,16 @@ def _scanned(result, checked: DataFrame, keys, size, slide):
     kinds = [_aggregate_kind(p.function, None if p.column is None else types[p.column]) for p in parts]
     if None in kinds or not jvm.available(spark, "WindowScan"):
         return None
-    rows = checked.select(*([F.struct(*keys).alias("_key")] if keys else []), *inputs, "_ts",
-                          s.own_watermark().alias("_own"), "_in")
+    # one key of an atomic type is its own column (read without a struct); others a struct
+    plain = len(keys) == 1 and isinstance(types[keys[0]], _PLAIN_KEYS)
+    key = [F.col(keys[0]) if plain else F.struct(*keys)] if keys else []
+    rows = checked.select(*[k.alias("_key") for k in key], *inputs, "_ts", s.own_watermark().alias("_own"), "_in")
     at = {c: i for i, c in enumerate(rows.columns)}
+    # a key's open windows: those within the window size and the watermark delay of its newest
+    ring = min(_RING, 1 << (-(-(size + s.watermark.delay.millis) // slide)).bit_length())
     settings = ";".join(f"{k}={v}" for k, v in {
         "size": size, "slide": slide, "offset": a.offset, "key": at.get("_key", -1), "key_width": len(keys),
-        "ts": at["_ts"], "own": at["_own"], "in": at["_in"], "flush": _FLUSH,
+        "ts": at["_ts"], "own": at["_own"], "in": at["_in"], "flush": _FLUSH, "ring": ring,
         "agg_functions": ",".join(p.function for p in parts),
         "agg_columns": ",".join(str(-1 if p.column is None else at[p.column]) for p in parts),
         "agg_kinds": ",".join(map(str, kinds))}.items())
@@ -266,7 +272,8 @@ def _scanned(result, checked: DataFrame, keys, size, slide):
                        "avg": F.when(count > 0, F.sum(acc) / count)}[part.function].alias(part.alias))
     windows = (partials.groupBy(*(["_key"] if keys else []), "_start")
                .agg(*merged, F.sum("_contents").alias("contents"))
-               .select(*[F.col("_key")[k].alias(k) for k in keys], F.col("_start").alias("_at"),
+               .select(*([F.col("_key").alias(keys[0])] if plain else [F.col("_key")[k].alias(k) for k in keys]),
+                       F.col("_start").alias("_at"),
                        *[p.alias for p in parts], "contents"))
     return _fired(counts, cells, maxima, slide), windows
 
