@@ -269,7 +269,8 @@ class Arrivals:
     that read every row: a first pass over the source counts each input partition's rows
     and finds the largest watermark and processing time they carry on (one row per
     partition, collected; ``count``: the rows in all); ``rows`` and ``first`` then read the
-    source once more each, chunk by chunk, with no sort.
+    source once more each, chunk by chunk, with no sort. ``last_proctime``: the last
+    arrival's processing time (ms; None without a clock).
 
         chunk  rows  largest own watermark   ->  carried in: seq  watermark
         0      2     7                           0    NULL
@@ -293,6 +294,10 @@ class Arrivals:
             wm = r._max if wm is None or (r._max is not None and r._max > wm) else wm
             pt = r._pmax if pt is None or (r._pmax is not None and r._pmax > pt) else pt
         self._chunks, self.count = ",".join(chunks), seq
+        clock = s.proctime
+        # the last arrival's processing time, ms (a clock never goes back)
+        self.last_proctime = (epoch_ms(clock.start) + (seq - 1) * clock.step.millis if isinstance(clock, Clock) and seq
+                              else pt if isinstance(clock, str) else None)
 
     def _scan(self, mode: str, df: DataFrame, schema: T.StructType, grids: str = "") -> DataFrame:
         from . import jvm

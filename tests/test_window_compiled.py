@@ -3,6 +3,7 @@ firings, late elements, every element's fate -- for every built-in assigner, tri
 evictor and aggregate; anything else stays in Python."""
 
 import math
+import re
 from unittest import mock
 from decimal import Decimal
 
@@ -44,7 +45,7 @@ def scenarios(draw):
             draw(st.integers(2, 6))), NeverTrigger()]))
     if isinstance(trigger, ContinuousEventTimeTrigger) and not isinstance(
             assigner, (TumblingEventTimeWindows, SlidingEventTimeWindows, EventTimeSessionWindows)):
-        trigger = None   # from event times to a far window end, one firing per interval: Flink's loop, not a test
+        trigger = None   # from event times to a far window end: endless (test_periodic_timers_...)
     if trigger is not None and draw(st.booleans()):
         trigger = PurgingTrigger.of(trigger)
     evictor = draw(st.sampled_from([None, None, CountEvictor.of(draw(st.integers(0, 3)), draw(st.booleans())),
@@ -119,6 +120,25 @@ def test_a_timer_registered_anew_at_its_own_time_is_an_error_not_a_hang(spark):
                                             "once, without end") as failure:
             _rows(result, engine)
         assert "at flinkkit" not in str(failure.value)   # the JVM's error comes without its stack trace
+
+
+@pytest.mark.parametrize("windows", ["global", "processing-time"])
+def test_periodic_timers_up_to_a_far_window_end_are_an_error_not_a_hang(spark, windows):
+    """ContinuousEventTimeTrigger on GlobalWindows, or on processing-time windows ending far
+    past the event times: when the input ends, the watermark jumps to +inf and the trigger
+    fires every interval up to the window's end (Long.MAX_VALUE, or an hour of 2024)."""
+    df = spark.createDataFrame([("a", 1), ("a", 2), ("a", 12)], "k string, ts long").coalesce(1)
+    s = kit.stream(df, time="ts", proctime=kit.Clock("2024-01-01 00:00:00", Duration.of_millis(1)))
+    assigner, name, end = ((GlobalWindows.create(), "GlobalWindow", 2 ** 63 - 1) if windows == "global" else
+                           (TumblingProcessingTimeWindows.of(Time.hours(1)),
+                            "TimeWindow{start=1704067200000, end=1704070800000}", 1704070799999))
+    result = s.key_by("k").window(assigner).trigger(ContinuousEventTimeTrigger.of(5)).aggregate(Count())
+    for engine in ("python", "auto"):
+        with pytest.raises(Exception, match=re.escape(
+                f"window {name} fired 100,000 times at the end of input and ContinuousEventTimeTrigger.of("
+                f"Time.milliseconds(5)) registers its next timer every time, up to the window's end ({end})")) as failure:
+            _rows(result, engine)
+        assert "at flinkkit" not in str(failure.value)
 
 
 def test_window_all_counting_rows_reads_no_value_column(spark):

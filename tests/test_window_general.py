@@ -12,7 +12,8 @@ from pyspark.sql import functions as F
 import kit
 from kit.time import Duration
 from kit.windows import fast
-from kit.windows.assigners import MAX_TIME, MIN_TIME, EventTimeSessionWindows, TumblingEventTimeWindows
+from kit.windows.assigners import (MAX_TIME, MIN_TIME, EventTimeSessionWindows, ProcessingTimeSessionWindows,
+                                   TumblingEventTimeWindows, TumblingProcessingTimeWindows)
 from kit.windows.evictors import CountEvictor
 from kit.windows.functions import Contents, Count
 from kit.windows.operator import Element, WindowSpec, replay
@@ -24,17 +25,26 @@ from streams import stacked
 @st.composite
 def scenarios(draw):
     """A window setup that the fast path does not take, and 8 small streams one after the
-    other in one input (keys differ per stream, so one Spark job checks them all)."""
-    if draw(st.booleans()):
+    other in one input (keys differ per stream, so one Spark job checks them all). Timers
+    of both clocks (a processing-time trigger on event-time windows, or the reverse) make
+    the whole stream run in one operator; otherwise each key runs alone."""
+    kind = draw(st.sampled_from(["session", "tumbling", "processing-time"]))
+    if kind == "session":
         assigner, trigger = EventTimeSessionWindows.with_gap(draw(st.integers(2, 8))), EventTimeTrigger.create()
-    else:
+    elif kind == "tumbling":
         assigner = TumblingEventTimeWindows.of(draw(st.integers(3, 12)))
         trigger = draw(st.sampled_from([CountTrigger.of(2), ContinuousEventTimeTrigger.of(4),
                                         ProcessingTimeTrigger.create()]))
+    else:
+        assigner = draw(st.sampled_from([TumblingProcessingTimeWindows.of(draw(st.integers(3, 12))),
+                                         ProcessingTimeSessionWindows.with_gap(draw(st.integers(2, 8)))]))
+        trigger = draw(st.sampled_from([ProcessingTimeTrigger.create(), CountTrigger.of(2),
+                                        EventTimeTrigger.create()]))
     evictor = draw(st.sampled_from([None, None, CountEvictor.of(2)]))
     rows = stacked(draw)
     # a processing clock of ms from 1970 on: windows ahead of it and behind it
-    clock = draw(st.sampled_from([None, 1, 20_000] if not isinstance(trigger, ProcessingTimeTrigger) else [1, 20_000]))
+    needs_clock = isinstance(trigger, ProcessingTimeTrigger) or kind == "processing-time"
+    clock = draw(st.sampled_from([1, 20_000] if needs_clock else [None, 1, 20_000]))
     return dict(**rows, assigner=assigner, trigger=trigger, evictor=evictor,
                 lateness=draw(st.sampled_from([0, 0, 4])), delay=draw(st.sampled_from([0, 3])), clock=clock)
 
@@ -84,5 +94,12 @@ _BEHIND = dict(   # a timer registered behind the watermark fires at its next ri
 @given(scenarios())
 @example(_BEHIND)
 @example(dict(_BEHIND, trigger=ProcessingTimeTrigger.create(), clock=20_000))   # behind the clock
+@example(dict(   # the clock passes the timer at another key's arrival, before the watermark cleans up
+    keys=["0a", "1a"], times=[0, 100000], assigner=TumblingEventTimeWindows.of(3),
+    trigger=ProcessingTimeTrigger.create(), evictor=None, lateness=0, delay=0, clock=20_000))
+@example(dict(   # the arrivals after a key's last one move its clock: its windows fire
+    keys=["a", "b", "a", "b", "c", "c", "c"], times=[0, 1, 2, 3, 4, 5, 6],
+    assigner=TumblingProcessingTimeWindows.of(3), trigger=ProcessingTimeTrigger.create(), evictor=None,
+    lateness=0, delay=0, clock=1))
 def test_general_path_equals_the_whole_stream_replay(spark, case):
     assert _spark(case) == _reference(case)

@@ -39,7 +39,10 @@ public class WindowOperator implements MapPartitionsFunction {
     static final UTF8String FIRING = text("firing"), LATE = text("late"), ELEMENT_ROW = text("element");
 
     // the settings, "name=value;..." (see compiled.py)
-    private final String assigner, trigger, evictor;
+    private final String assigner, trigger, triggerRepr, evictor;
+    private final int maxFiringsAtEnd;
+    private final boolean hasFinalPt;   // the stream's last processing time, the clock's at the end
+    private final long finalPt;
     private final boolean eventTime, evictAfter, emitFirings, emitLate, emitElements;
     private final long size, slide, offset, lateness, evictArg;
     private final int[] keys;
@@ -57,6 +60,10 @@ public class WindowOperator implements MapPartitionsFunction {
         offset = number(s, "offset");
         lateness = number(s, "lateness");
         trigger = (String) s.get("trigger");
+        triggerRepr = (String) s.get("trigger_repr");
+        maxFiringsAtEnd = (int) number(s, "max_firings_at_end");
+        hasFinalPt = ((String) s.get("final_pt")).length() > 0;
+        finalPt = hasFinalPt ? number(s, "final_pt") : 0;
         evictor = (String) s.get("evictor");
         evictArg = number(s, "evict_arg");
         evictAfter = "1".equals(s.get("evict_after"));
@@ -408,8 +415,10 @@ public class WindowOperator implements MapPartitionsFunction {
             if (w <= watermark) return;
             watermark = w;
             Timer t, last = null;
+            Map atEnd = w == MAX ? new HashMap() : null;
             while ((t = timers[0].popUntil(watermark)) != null) {
                 last = notAgain(t, last, "event-time");
+                if (atEnd != null) notEndless(t.window, atEnd);
                 eventFloor = Math.max(t.time, t.floor);
                 procFloor = next(lastSeq);
                 timerFloor = t.floor;
@@ -612,6 +621,19 @@ public class WindowOperator implements MapPartitionsFunction {
             return fired;
         }
 
+        /** operator.py's _not_endless: a window's timers that keep firing at the end of input. */
+        void notEndless(Window w, Map fired) {
+            int[] n = (int[]) fired.get(w);
+            if (n == null) fired.put(w, n = new int[1]);
+            if (++n[0] > maxFiringsAtEnd) throw Internal.error(
+                "window " + describe(w) + " fired "
+                + String.format(java.util.Locale.ROOT, "%,d", new Object[] {Integer.valueOf(maxFiringsAtEnd)})
+                + " times at the end of input and " + triggerRepr + " registers its next timer every time, up to "
+                + "the window's end (" + w.maxTimestamp() + "): when the input ends the watermark jumps to +inf "
+                + "(Long.MAX_VALUE), so Flink would not finish either. Use windows that end with the data (an "
+                + "event-time assigner) or a trigger without periodic timers");
+        }
+
         // ---------------------------------------------------------- timers and firing
 
         void onTimer(long time, Window window, boolean eventClock) {
@@ -716,7 +738,10 @@ public class WindowOperator implements MapPartitionsFunction {
             return first ? "on-time" : "late";
         }
 
+        /** operator.py's finish: the clock runs to the stream's last processing time, then the
+         *  watermark jumps to Long.MAX_VALUE. */
         void finish() {
+            if (hasFinalPt) advanceProcessingTime(finalPt);
             advanceWatermark(MAX);
             boolean[] pending = new boolean[n];
             for (Iterator it = contents.values().iterator(); it.hasNext(); ) {

@@ -14,6 +14,9 @@ Each key's elements are replayed through the reference ``WindowOperator``
 task's rows by key and arrival, and one ``mapInArrow`` per task replays its keys with
 the values as plain Python values (``window_all``: one task) -- or, when every part of the
 window is built in, its Java twin replays them (``compiled.py``), with the same rows.
+Timers of two clocks (``operator.timer_clocks``: e.g. ``ProcessingTimeTrigger`` on
+event-time windows, whose state the watermark cleans up) fire in an order that every key's
+arrivals decide, so such a window replays the whole stream in one task instead.
 ``result.df`` columns:
 
 =================  ===========================================================
@@ -67,7 +70,7 @@ from .assigners import MAX_TIME, MIN_TIME, GlobalWindows, WindowAssigner
 from .evictors import CountEvictor, Evictor
 from . import compiled, fast
 from .functions import Contents, SqlAggregate
-from .operator import Element, WindowSpec, run_key
+from .operator import Element, WindowSpec, replay, run_key, timer_clocks
 from .placement import fires_on_timers, place_timers
 from .triggers import CountTrigger, PurgingTrigger, Trigger
 
@@ -288,9 +291,16 @@ class WindowResult:
         self.stream, self.keys = stream, windowed.keys
         self.values = [c for c in stream.source.columns]
         self.time_type = stream.source.schema[stream.time].dataType
+        clocks = timer_clocks(spec)
+        self._whole_stream = len(clocks) > 1 and bool(self.keys)
         if not self.keys:
             warnings.warn("window_all runs every element in one group on one core, as Flink runs it "
                           "with parallelism 1; key_by(...) first to run in parallel", WindowWarning, stacklevel=3)
+        elif self._whole_stream:
+            warnings.warn(f"{spec.trigger!r} on {spec.assigner!r} has timers of both clocks, whose order every "
+                          "key's arrivals decide: the whole stream runs in one group on one core", WindowWarning,
+                          stacklevel=3)
+        self._clocked = "processing" in clocks
         output = _schema(output_type)
         if output is None:
             if spec.function is None and spec.contents.kind == "reduce":
@@ -399,19 +409,36 @@ class WindowResult:
             for i, f in enumerate(kind_fields)]
         arrow = to_arrow_schema(T.StructType(fields), timezone="UTC")
 
+        whole_stream, final_proctime = self._whole_stream, self._final_proctime
+
+        def replayed(table):
+            """``(key, elements, KeyResult)`` of each key: alone, or all in one operator."""
+            if not whole_stream:
+                for key, elements in _keyed_elements(table, keys, values):
+                    yield key, elements, run_key(key, elements, spec, final_proctime=final_proctime)
+                return
+            runs = list(_keyed_elements(table, keys, values))   # the table is in arrival order
+            own = dict(zip(python_values(table.column("seq")), python_values(table.column("_own"))))
+            results = replay([(key, e) for key, run in runs for e in run], spec, lambda e: own[e.seq])
+            by_key = {}
+            for key, run in runs:
+                by_key.setdefault(key, []).extend(run)
+            for key, elements in by_key.items():
+                yield key, elements, results[key]
+
         def per_task(batches):
             batches = list(batches)
             if not batches:
                 return
             table = pa.Table.from_batches(batches)
             rows = {kind: [] for kind in columns}
-            for key, elements in _keyed_elements(table, keys, values):
-                result = run_key(key, elements, spec)
+            for key, elements, result in replayed(table):
                 head = [key if len(keys) == 1 else dict(zip(keys, key))] if keys else []
                 for f in result.firings:
+                    placed = whole_stream and f.watermark == MAX_TIME   # the end of input: no clock
                     meta = [f.kind, f.pane, f.cause, f.timer,
                             None if f.watermark in (MIN_TIME, MAX_TIME) else f.watermark,
-                            f.proctime, f.fired_after, len(f.seqs)]
+                            None if placed else f.proctime, f.fired_after, len(f.seqs)]
                     for value in f.outputs:
                         rows["firing"].append(head + [f.window.start, f.window.end] + _row_values(value, output)
                                               + meta + [len(rows["firing"]), f.floor])
@@ -426,10 +453,28 @@ class WindowResult:
                     yield _batch(kind, kind_rows, arrow, fields)
 
         kinds = list(columns) if kind is None else [kind]
+        if whole_stream:   # in arrival order, with the watermark each arrival emits
+            s = self.stream
+            rows = s.unordered().select(*values, "seq", *self._time_columns(), s.own_watermark().alias("_own"))
+            return (rows.repartition(1).sortWithinPartitions("seq").mapInArrow(per_task, T.StructType(fields)),
+                    list(columns))
         compiled_run = compiled.run(self, self._spread, fields, kinds) if engine == "auto" else None
         if compiled_run is not None:
             return compiled_run, kinds
         return self._spread(values).mapInArrow(per_task, T.StructType(fields)), list(columns)
+
+    @cached_property
+    def _final_proctime(self) -> int | None:
+        """The stream's last processing time (ms), which a key replayed alone runs its clock
+        to at the end of input (the arrivals after its own move it); None when the window
+        has no processing-time timers, or the stream no clock."""
+        s = self.stream
+        if not self._clocked or s.proctime is None:
+            return None
+        scan = self._arrivals
+        if scan is not None:
+            return scan.last_proctime
+        return s.unordered().agg(F.max(F.unix_millis("proctime"))).first()[0]
 
     @cached_property
     def _arrivals(self) -> Arrivals | None:
@@ -456,7 +501,7 @@ class WindowResult:
         fast_path = engine == "fast" or (engine == "auto" and fast.eligible(self.spec))
         if fast_path:
             df = fast.firings(self)
-        elif fires_on_timers(self.spec.trigger):
+        elif fires_on_timers(self.spec.trigger) and not self._whole_stream:   # the whole stream: placed
             df = place_timers(self._replayed("firing"), self.stream, self._arrivals)
         else:
             df = self._replayed("firing", keep=False)

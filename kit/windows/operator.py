@@ -18,7 +18,10 @@ An element no window accepted is *late* if ``timestamp + allowed_lateness <= wat
 (it goes to the late side output); otherwise it fell between windows (sliding windows
 with slide > size) -- Flink drops it without a trace, the kit records it. At the end of
 input the watermark becomes ``Long.MAX_VALUE`` (every event-time timer fires); the
-processing clock stops, so processing-time windows not yet fired stay *pending*.
+processing clock stops, so processing-time windows not yet fired stay *pending*. A window
+whose timers keep firing there (``ContinuousEventTimeTrigger`` on ``GlobalWindows`` fires
+every interval up to ``Long.MAX_VALUE``: Flink never finishes) is an error after
+``MAX_FIRINGS_AT_END`` firings.
 
 Every element ends with one fate: ``fired`` (in the contents of at least one firing),
 ``late``, ``evicted`` (removed by an evictor before any firing saw it), ``expired``
@@ -33,15 +36,17 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ..errors import KitError
-from .assigners import MAX_TIME, MIN_TIME, GlobalWindow
+from .assigners import MAX_TIME, MIN_TIME, GlobalWindow, GlobalWindows
 from .evictors import TimestampedValue
 from .functions import Contents
 from .state import StateStore
-from .triggers import Trigger
+from .triggers import PurgingTrigger, Trigger
 
-__all__ = ["Element", "WindowSpec", "Firing", "KeyResult", "run_key", "replay", "FATES"]
+__all__ = ["Element", "WindowSpec", "Firing", "KeyResult", "run_key", "replay", "timer_clocks", "FATES",
+           "MAX_FIRINGS_AT_END"]
 
 FATES = ("fired", "late", "evicted", "expired", "pending", "no window")
+MAX_FIRINGS_AT_END = 100_000   # timer firings of one window at the end of input before they count as endless
 
 
 @dataclass
@@ -237,11 +242,26 @@ class _Operator:
         if watermark <= self.watermark:
             return
         self.watermark = watermark
-        last = None
+        last, at_end = None, {} if watermark == MAX_TIME else None
         while (fired := self.timers[0].pop_until(self.watermark)) is not None:
             last = _not_again(fired, last, "event-time")
+            if at_end is not None:
+                self._not_endless(fired[1], at_end)
             self.floors = (max(fired[0], fired[2]), _next(self.last_seq))
             self.on_timer(*fired, event_time=True)
+
+    def _not_endless(self, window, fired: dict):
+        """Counts ``window``'s timer firings at the end of input in ``fired``: a trigger that
+        registers its next timer every interval up to the window's end fires without end once
+        the watermark jumps to +inf (ContinuousEventTimeTrigger on GlobalWindows: every
+        interval up to Long.MAX_VALUE), and Flink spins on it too."""
+        n = fired[window] = fired.get(window, 0) + 1
+        if n > MAX_FIRINGS_AT_END:
+            raise KitError(
+                f"window {window!r} fired {MAX_FIRINGS_AT_END:,} times at the end of input and {self.trigger!r} "
+                f"registers its next timer every time, up to the window's end ({window.max_timestamp()}): when "
+                "the input ends the watermark jumps to +inf (Long.MAX_VALUE), so Flink would not finish either. "
+                "Use windows that end with the data (an event-time assigner) or a trigger without periodic timers")
 
     def advance_processing_time(self, time):
         """The clock runs to ``time``; each processing-time timer fires at its own time."""
@@ -459,8 +479,11 @@ class _Operator:
             out = f.apply(window, values) if hasattr(f, "apply") else f(window, values)
         return [] if out is None else list(out)
 
-    def finish(self):
-        """End of input: the watermark jumps to Long.MAX_VALUE; the processing clock stops."""
+    def finish(self, final_proctime=None):
+        """End of input: the processing clock runs to ``final_proctime`` (the last arrival's
+        processing time, which a key replayed alone did not see: the arrivals after its last
+        one move it) and stops; the watermark jumps to Long.MAX_VALUE."""
+        self.advance_processing_time(final_proctime)
         self.advance_watermark(MAX_TIME)
         pending = {s for _, seqs in self.contents.values() for s in seqs}
         fates = self.result.fates
@@ -495,8 +518,9 @@ def _not_again(fired: tuple, last: tuple | None, clock: str) -> tuple:
     return fired
 
 
-def run_key(key, elements, spec: WindowSpec, end_of_input: bool = True) -> KeyResult:
-    """Replay one key's ``elements`` (in arrival order) through the window operator."""
+def run_key(key, elements, spec: WindowSpec, end_of_input: bool = True, final_proctime=None) -> KeyResult:
+    """Replay one key's ``elements`` (in arrival order) through the window operator; at the
+    end of input the clock runs to ``final_proctime`` (ms, the stream's last)."""
     op = _Operator(key, spec)
     op.seen = []
     for e in elements:
@@ -505,8 +529,22 @@ def run_key(key, elements, spec: WindowSpec, end_of_input: bool = True) -> KeyRe
         op.seen.append(e.seq)
         op.process(e)
     if end_of_input:
-        return op.finish()
+        return op.finish(final_proctime)
     return op.result
+
+
+def timer_clocks(spec: WindowSpec) -> set:
+    """The clocks whose timers can change what ``spec``'s windows do: those the trigger
+    answers (``on_event_time``, ``on_processing_time`` overridden; a timer of another clock
+    only gets CONTINUE) and the clock of the windows' cleanup (none for GlobalWindows)."""
+    trigger = spec.trigger
+    while type(trigger) is PurgingTrigger:   # answers as the trigger it wraps
+        trigger = trigger.nested
+    clocks = {clock for clock, method in (("event", "on_event_time"), ("processing", "on_processing_time"))
+              if getattr(type(trigger), method) is not getattr(Trigger, method)}
+    if not isinstance(spec.assigner, GlobalWindows):
+        clocks.add("event" if spec.assigner.event_time else "processing")
+    return clocks
 
 
 def replay(arrivals, spec: WindowSpec, own_watermark) -> dict:
