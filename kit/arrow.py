@@ -50,13 +50,14 @@ def python_values(col: pa.ChunkedArray) -> list:
     return col.to_pylist()
 
 
-def column(values: list, dtype: T.DataType, arrow: pa.DataType) -> pa.Array:
+def column(values: list, dtype: T.DataType, arrow: pa.DataType, nan_is_null: bool = True) -> pa.Array:
     """Python values as an Arrow column of ``dtype`` (integers truncate like Java; NaN ->
-    NULL; integers in a TIMESTAMP column are epoch milliseconds)."""
+    NULL, unless ``nan_is_null`` is False: then a NaN in a FLOAT or DOUBLE column stays, as
+    Flink keeps it; integers in a TIMESTAMP column are epoch milliseconds)."""
     if isinstance(dtype, T.IntegralType):
         values = [None if v is None or v != v else int(v) for v in values]
     elif isinstance(dtype, (T.FloatType, T.DoubleType)):
-        values = [None if v is None or v != v else float(v) for v in values]
+        values = [None if v is None or (nan_is_null and v != v) else float(v) for v in values]
     elif isinstance(dtype, T.TimestampType):
         return pa.Array.from_pandas(pd.Series(pd.to_datetime(
             [v if v is None or not isinstance(v, (int, np.integer)) else pd.Timestamp(int(v), unit="ms")

@@ -141,6 +141,33 @@ def test_periodic_timers_up_to_a_far_window_end_are_an_error_not_a_hang(spark, w
         assert "at flinkkit" not in str(failure.value)
 
 
+def test_a_nan_stays_a_value_in_both_engines(spark):
+    """NaN is a DOUBLE value, as in Flink: a sum or average with it is NaN, a maximum that
+    met it first stays NaN (no later value compares above it), and the late side output and
+    the elements keep it."""
+    df = spark.createDataFrame([("a", 1, math.nan), ("a", 2, 1.5), ("a", 12, 2.0), ("a", 3, 4.0)],
+                               "k string, ts long, w double").coalesce(1)
+
+    def result():
+        return (kit.stream(df, time="ts").key_by("k").window(TumblingEventTimeWindows.of(10))
+                .trigger(CountTrigger.of(1)).aggregate(Aggregates(Sum("w", alias="s"), Avg("w", alias="m"),
+                                                                 Max("w", alias="top"), Min("w", alias="low"))))
+
+    def rows(r):
+        def show(v):
+            return "NaN" if isinstance(v, float) and math.isnan(v) else v
+        return ([tuple(map(show, (x.window_start, x.s, x.m, x.top, x.low))) for x in r.df.collect()],
+                [tuple(map(show, x)) for x in r.late.collect()], [tuple(map(show, x)) for x in r.elements().collect()])
+
+    expected = ([(0, "NaN", "NaN", "NaN", "NaN"), (0, "NaN", "NaN", "NaN", "NaN"), (10, 2.0, 2.0, 2.0, 2.0)],
+                [("a", 3, 4.0, 3, 11)],
+                [("a", 1, "NaN", 0, "fired"), ("a", 2, 1.5, 1, "fired"), ("a", 12, 2.0, 2, "fired"),
+                 ("a", 3, 4.0, 3, "late")])
+    assert rows(result()) == expected
+    with mock.patch.object(compiled, "run", return_value=None):
+        assert rows(result()) == expected
+
+
 def test_window_all_counting_rows_reads_no_value_column(spark):
     """The firings' replay reads only the keys and the aggregated columns: here none."""
     df = spark.createDataFrame([("a", 1), ("b", 2), ("a", 3), ("a", 12), ("c", 25)], "k string, ts long")

@@ -66,7 +66,7 @@ final class Aggregates implements java.io.Serializable {
         for (int p = 0; p < functions.length; p++) {
             Object x = aAccs[p], y = bAccs[p];
             counts[p] = aCounts[p] + bCounts[p];
-            if ("count".equals(functions[p])) continue;
+            if (counting[p]) continue;
             accs[p] = x == null ? y : y == null ? x : combine(p, x, y);
         }
     }
@@ -101,12 +101,12 @@ final class Aggregates implements java.io.Serializable {
         for (int p = 0; p < functions.length; p++) {
             long count = counts == null ? 0 : counts[p];
             Object acc = accs == null ? null : accs[p];
-            if ("count".equals(functions[p])) {
+            if (counting[p]) {
                 out[p] = Long.valueOf(count);
             } else if ("avg".equals(functions[p])) {
-                out[p] = count == 0 || acc == null ? null : WindowOperator.plain(Double.valueOf(average(p, acc, count)));
+                out[p] = count == 0 || acc == null ? null : Double.valueOf(average(p, acc, count));
             } else {
-                out[p] = WindowOperator.plain(acc);
+                out[p] = acc;
             }
         }
         return out;

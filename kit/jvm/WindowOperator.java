@@ -389,7 +389,7 @@ public class WindowOperator implements MapPartitionsFunction {
             if (keys.length == 0) {
                 key = null;
             } else if (keys.length == 1) {
-                key = plain(value(first, keys[0]));
+                key = value(first, keys[0]);
             } else {
                 Object[] k = new Object[keys.length];
                 for (int i = 0; i < keys.length; i++) k[i] = value(first, keys[i]);
@@ -762,7 +762,7 @@ public class WindowOperator implements MapPartitionsFunction {
         InternalRow elementRow(InternalRow r, UTF8String kind, int at, int i, Object last) {
             Object[] row = new Object[width];
             row[0] = kind;
-            for (int c = 0; c < seqAt; c++) row[at++] = plain(value(r, c));   // the values come first
+            for (int c = 0; c < seqAt; c++) row[at++] = value(r, c);   // the values come first
             row[at++] = Long.valueOf(seq[i]);
             row[at] = last;
             return new GenericInternalRow(row);
@@ -964,13 +964,6 @@ public class WindowOperator implements MapPartitionsFunction {
 
     static long next(long v) {
         return v >= MAX ? MAX : v + 1;
-    }
-
-    /** A value as the Python replay writes it: NaN becomes NULL. */
-    static Object plain(Object v) {
-        if (v instanceof Double && ((Double) v).isNaN()) return null;
-        if (v instanceof Float && ((Float) v).isNaN()) return null;
-        return v;
     }
 
     /** Column {@code c} of {@code r}, in Spark's internal form (NULL: null). */

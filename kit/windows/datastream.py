@@ -291,8 +291,7 @@ class WindowResult:
         self.stream, self.keys = stream, windowed.keys
         self.values = [c for c in stream.source.columns]
         self.time_type = stream.source.schema[stream.time].dataType
-        clocks = timer_clocks(spec)
-        self._whole_stream = len(clocks) > 1 and bool(self.keys)
+        self._whole_stream = len(timer_clocks(spec)) > 1 and bool(self.keys)
         if not self.keys:
             warnings.warn("window_all runs every element in one group on one core, as Flink runs it "
                           "with parallelism 1; key_by(...) first to run in parallel", WindowWarning, stacklevel=3)
@@ -300,7 +299,6 @@ class WindowResult:
             warnings.warn(f"{spec.trigger!r} on {spec.assigner!r} has timers of both clocks, whose order every "
                           "key's arrivals decide: the whole stream runs in one group on one core", WindowWarning,
                           stacklevel=3)
-        self._clocked = "processing" in clocks
         output = _schema(output_type)
         if output is None:
             if spec.function is None and spec.contents.kind == "reduce":
@@ -409,7 +407,8 @@ class WindowResult:
             for i, f in enumerate(kind_fields)]
         arrow = to_arrow_schema(T.StructType(fields), timezone="UTC")
 
-        whole_stream, final_proctime = self._whole_stream, self._final_proctime
+        whole_stream = self._whole_stream
+        final_proctime = None if whole_stream else self._final_proctime
 
         def replayed(table):
             """``(key, elements, KeyResult)`` of each key: alone, or all in one operator."""
@@ -469,7 +468,7 @@ class WindowResult:
         to at the end of input (the arrivals after its own move it); None when the window
         has no processing-time timers, or the stream no clock."""
         s = self.stream
-        if not self._clocked or s.proctime is None:
+        if "processing" not in timer_clocks(self.spec) or s.proctime is None:
             return None
         scan = self._arrivals
         if scan is not None:
@@ -540,7 +539,7 @@ def _batch(kind: str, rows: list, arrow: pa.Schema, fields: list) -> pa.RecordBa
     mine = {_column(kind, i): values for i, values in enumerate(zip(*rows))}
     return pa.RecordBatch.from_arrays(
         [pa.array([kind] * n, pa.string()) if f.name == "_kind"
-         else column(list(mine[f.name]), f.dataType, arrow.field(f.name).type) if f.name in mine
+         else column(list(mine[f.name]), f.dataType, arrow.field(f.name).type, nan_is_null=False) if f.name in mine
          else pa.nulls(n, arrow.field(f.name).type) for f in fields], schema=arrow)
 
 
