@@ -1,5 +1,6 @@
 """The windows fast path (native Spark) equals the reference operator, row for row."""
 
+from datetime import datetime, timedelta
 from unittest import mock
 
 import pandas as pd
@@ -158,3 +159,29 @@ def test_the_jvm_pass_keeps_keys_of_every_kind(spark, keys):
     with _engine("sql"):
         sql = result._firings("fast").collect()
     assert len(jvm) > 10 and [tuple(r) for r in jvm] == [tuple(r) for r in sql]
+
+
+def test_the_jvm_pass_reads_a_file_scans_batches_in_place(spark, tmp_path):
+    """A Parquet source's columns go to the JVM pass as the scan's column batches (no row
+    written first): the rows equal Spark SQL's passes, over two input partitions, and a
+    NULL event time fails naming the row."""
+    rows = [("u%d" % (i % 3), datetime(2024, 1, 1) + timedelta(seconds=(i * 7) % 50 - i // 9), i) for i in range(40)]
+    path = str(tmp_path / "clicks")
+    spark.createDataFrame(rows, "user string, cTime timestamp, v long").repartition(2).write.parquet(path)
+    source = spark.read.parquet(path)
+    assert source.rdd.getNumPartitions() == 2
+    result = (kit.stream(source, time="cTime", watermark=Duration.of_seconds(3)).key_by("user")
+              .window(SlidingEventTimeWindows.of(Duration.of_seconds(10), Duration.of_seconds(5)))
+              .aggregate(Aggregates(Count(alias="c"), Sum("v", alias="t"))))
+    with _engine("jvm"):
+        jvm = result._firings("fast").collect()
+    with _engine("sql"):
+        sql = result._firings("fast").collect()
+    assert len(jvm) > 10 and [tuple(r) for r in jvm] == [tuple(r) for r in sql]
+
+    spark.createDataFrame([("a", 1), ("a", None)], "k string, ts long").coalesce(1).write.parquet(path + "_null")
+    windows = (kit.stream(spark.read.parquet(path + "_null"), time="ts").key_by("k")
+               .window(TumblingEventTimeWindows.of(10)).aggregate(Count()))
+    with pytest.raises(Exception, match="row 1 of input partition 0 has NULL event time in column 'ts'") as failure:
+        windows.df.collect()
+    assert "at flinkkit" not in str(failure.value)

@@ -4,7 +4,10 @@ import org.apache.spark.api.java.function.MapPartitionsFunction;
 import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.execution.ColumnarToRowExec;
 import org.apache.spark.sql.execution.QueryExecution;
+import org.apache.spark.sql.execution.SparkPlan;
+import org.apache.spark.sql.execution.WholeStageCodegenExec;
 import org.apache.spark.sql.internal.SQLConf;
 import org.apache.spark.sql.types.BooleanType;
 import org.apache.spark.sql.types.DataType;
@@ -16,6 +19,7 @@ import org.apache.spark.sql.types.StringType;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.types.TimestampNTZType;
 import org.apache.spark.sql.types.TimestampType;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
 import scala.jdk.javaapi.CollectionConverters;
 
 /**
@@ -24,6 +28,9 @@ import scala.jdk.javaapi.CollectionConverters;
  * a DataFrame of {@code schema}: Dataset.mapPartitions without converting every row to a
  * {@code Row} and back. The function must not keep an input row past the next one without
  * copying it (Spark reuses them); the rows it gives are read once, in turn.
+ *
+ * <p>A DataFrame that only reads columns of a file (a scan whose column batches Spark turns
+ * into rows) is read from the batches in place, each row a view of its batch.
  *
  * <p>The input is planned without adaptive execution, so that a shuffle in it runs when
  * the result is read, not when it is built (adaptive plans run their shuffles to plan on).
@@ -43,9 +50,25 @@ public final class Internal {
         } finally {
             conf.setConfString(adaptive, before);
         }
-        RDD out = plan.toRdd().mapPartitions(new Partition(f), false,
-                                             scala.reflect.ClassTag$.MODULE$.apply(InternalRow.class));
+        SparkPlan columnar = columnarSource(plan.executedPlan(), df.schema());
+        RDD out = columnar != null
+            ? columnar.executeColumnar().mapPartitions(new Partition(f, true), false, ROW)
+            : plan.toRdd().mapPartitions(new Partition(f, false), false, ROW);
         return df.sparkSession().internalCreateDataFrame(out, schema, false);
+    }
+
+    private static final scala.reflect.ClassTag ROW = scala.reflect.ClassTag$.MODULE$.apply(InternalRow.class);
+
+    /**
+     * The columnar source of a plan that only turns it into rows (a file scan of the columns
+     * read, as {@code spark.read.parquet(...).select(...)} plans it), or null: its batches
+     * are then read row by row in place, without Spark writing each row out first.
+     */
+    private static SparkPlan columnarSource(SparkPlan plan, StructType schema) {
+        if (plan instanceof WholeStageCodegenExec) plan = ((WholeStageCodegenExec) plan).child();
+        if (!(plan instanceof ColumnarToRowExec)) return null;
+        SparkPlan source = ((ColumnarToRowExec) plan).child();
+        return source.supportsColumnar() && source.schema().equals(schema) ? source : null;
     }
 
     /**
@@ -99,6 +122,32 @@ public final class Internal {
         }
     }
 
+    /** The rows of column batches, in order. */
+    static final class BatchRows implements java.util.Iterator {
+        private final java.util.Iterator batches;
+        private ColumnarBatch batch;
+        private int next, size;
+
+        BatchRows(java.util.Iterator batches) {
+            this.batches = batches;
+        }
+
+        public boolean hasNext() {
+            while (next == size) {
+                if (!batches.hasNext()) return false;
+                batch = (ColumnarBatch) batches.next();
+                next = 0;
+                size = batch.numRows();
+            }
+            return true;
+        }
+
+        public Object next() {
+            if (!hasNext()) throw new java.util.NoSuchElementException();
+            return batch.getRow(next++);
+        }
+    }
+
     /** A class's settings, {@code "name=value;..."} (the Python side writes them), as a map. */
     public static java.util.Map settings(String text) {
         java.util.Map out = new java.util.HashMap();
@@ -110,17 +159,21 @@ public final class Internal {
         return out;
     }
 
-    /** The function, as Scala's RDD.mapPartitions takes it. */
+    /** The function, as Scala's RDD.mapPartitions takes it: over rows, or over the rows of
+     *  column batches (each row a view of its batch, read before the next). */
     static final class Partition extends scala.runtime.AbstractFunction1 implements java.io.Serializable {
         private final MapPartitionsFunction f;
+        private final boolean batches;
 
-        Partition(MapPartitionsFunction f) {
+        Partition(MapPartitionsFunction f, boolean batches) {
             this.f = f;
+            this.batches = batches;
         }
 
-        public Object apply(Object rows) {
+        public Object apply(Object input) {
+            java.util.Iterator rows = CollectionConverters.asJava((scala.collection.Iterator) input);
             try {
-                return CollectionConverters.asScala(f.call(CollectionConverters.asJava((scala.collection.Iterator) rows)));
+                return CollectionConverters.asScala(f.call(batches ? new BatchRows(rows) : rows));
             } catch (RuntimeException e) {
                 throw e;
             } catch (Exception e) {

@@ -39,19 +39,30 @@ import org.apache.spark.unsafe.types.UTF8String;
  *      (2, 0, .., i 3, own 11), (3, 0, start 0), (3, 0, start 10)
  * </pre>
  *
- * <p>The key is one column: a single key's own value, or a struct of several. Each key keeps
- * its open windows in a ring of {@code ring} slots by window number (start / slide), so a row
- * costs one lookup of its key; a window that needs a slot held by another writes that one's
- * partial out (a window of the same key and chunk may give several partials, which merge
- * like any). Partials are written out too whenever a chunk holds {@code flush} of them, so a
- * partition of many keys and windows gives more rows, never more memory. The twin in Spark
- * SQL is {@code _in_input_order}'s two passes in kit/windows/fast.py.
+ * <p>The rows are the source's own columns (kit/windows/fast.py's {@code _scanned}): the key
+ * -- a single key's value, or a struct of several --, the aggregated columns, the event time
+ * (in {@code ts_unit} per ms: microseconds of a TIMESTAMP, or ms) and a watermark column if
+ * the strategy reads one. Each row's arrival number ({@code _in}, as
+ * {@code monotonically_increasing_id()} numbers it) and the watermark it emits (its time
+ * less {@code own_shift}, or its watermark column) are computed here; a NULL time fails,
+ * naming the row.
+ *
+ * <p>Each key keeps its open windows in a ring of {@code ring} slots by window number (start /
+ * slide), so a row costs one lookup of its key; a window that needs a slot held by another
+ * writes that one's partial out (a window of the same key and chunk may give several
+ * partials, which merge like any). Partials are written out too whenever a chunk holds
+ * {@code flush} of them, so a partition of many keys and windows gives more rows, never more
+ * memory. The twin in Spark SQL is {@code _in_input_order}'s two passes in
+ * kit/windows/fast.py.
  */
 public class WindowScan implements MapPartitionsFunction {
     static final long MIN = Long.MIN_VALUE;
 
     private final long size, slide, offset, base;
-    private final int keyAt, keyWidth, tsAt, ownAt, inAt, width, flush, mask;
+    private final int keyAt, keyWidth, tsAt, ownAt, width, flush, mask;
+    private final long tsUnit, ownUnit, ownShift;   // micros or millis per ms; the own watermark's lag
+    private final String tsName;
+    private final boolean shifted;   // the own watermark is the time - ownShift; else column ownAt (-1: none)
     private final boolean struct;   // several keys, in a struct
     private final Internal.Reader reader;
     private final Aggregates aggregates;
@@ -66,8 +77,12 @@ public class WindowScan implements MapPartitionsFunction {
         keyAt = Integer.parseInt((String) s.get("key"));
         keyWidth = Integer.parseInt((String) s.get("key_width"));
         tsAt = Integer.parseInt((String) s.get("ts"));
+        tsUnit = Long.parseLong((String) s.get("ts_unit"));
+        tsName = (String) s.get("ts_name");
+        shifted = "shift".equals(s.get("own_kind"));
         ownAt = Integer.parseInt((String) s.get("own"));
-        inAt = Integer.parseInt((String) s.get("in"));
+        ownUnit = Long.parseLong((String) s.get("own_unit"));
+        ownShift = Long.parseLong((String) s.get("own_shift"));
         flush = Integer.parseInt((String) s.get("flush"));
         mask = Integer.parseInt((String) s.get("ring")) - 1;
         reader = new Internal.Reader(input);
@@ -161,8 +176,10 @@ public class WindowScan implements MapPartitionsFunction {
             }
 
             void add(InternalRow r) {
-                rows++;
-                long ts = r.getLong(tsAt);
+                long in = ((long) chunk << 33) | rows++;   // monotonically_increasing_id()'s
+                if (r.isNullAt(tsAt)) throw Internal.error("row " + (rows - 1) + " of input partition " + chunk
+                    + " has NULL event time in column '" + tsName + "'; Flink rejects such rows: filter or fill them first");
+                long ts = Math.floorDiv(r.getLong(tsAt), tsUnit);
                 Keyed keyed = null;
                 for (long start = ts - Math.floorMod(ts - offset, slide); start > ts - size; start -= slide) {
                     if (start + size - 1 <= high) break;   // late in this window and every earlier one
@@ -184,10 +201,15 @@ public class WindowScan implements MapPartitionsFunction {
                     g.contents++;
                     aggregates.add(g.counts, g.accs, r);
                 }
-                if (r.isNullAt(ownAt)) return;
-                long own = r.getLong(ownAt);
+                long own;   // the watermark the row emits: its time - shift, its watermark column's, none
+                if (shifted) {
+                    own = ts - ownShift;
+                } else {
+                    if (ownAt < 0 || r.isNullAt(ownAt)) return;
+                    own = Math.floorDiv(r.getLong(ownAt), ownUnit);
+                }
                 if (own <= high) return;
-                if (high == MIN || cell(own) > cell(high)) pending.add(row(1, MIN, r.getLong(inAt), Long.valueOf(own)));
+                if (high == MIN || cell(own) > cell(high)) pending.add(row(1, MIN, in, Long.valueOf(own)));
                 high = own;
             }
 

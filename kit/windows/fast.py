@@ -127,13 +127,13 @@ def _in_input_order(result, keys, size, slide) -> DataFrame:
     """
     s, a = result.stream, result.spec.assigner
     agg = result.spec.contents._agg
-    ts = s.millis(s.time)
-    plain = s.source.select("*", F.monotonically_increasing_id().alias("_in"), ts.alias("_ts"))
-    where = F.concat(F.col("_in").bitwiseAND((1 << _CHUNK_BITS) - 1).cast("string"), F.lit(" of input partition "),
-                     F.shiftright("_in", _CHUNK_BITS).cast("string"))
-    checked = plain.withColumn("_ts", F.when(F.col("_ts").isNull(), null_time_error(s.time, where).cast("long"))
-                               .otherwise(F.col("_ts")))
-    scanned = _scanned(result, checked, keys, size, slide)
+    scanned = _scanned(result, keys, size, slide)
+    if scanned is None:
+        plain = s.source.select("*", F.monotonically_increasing_id().alias("_in"), s.millis(s.time).alias("_ts"))
+        where = F.concat(F.col("_in").bitwiseAND((1 << _CHUNK_BITS) - 1).cast("string"),
+                         F.lit(" of input partition "), F.shiftright("_in", _CHUNK_BITS).cast("string"))
+        checked = plain.withColumn("_ts", F.when(F.col("_ts").isNull(), null_time_error(s.time, where).cast("long"))
+                                   .otherwise(F.col("_ts")))
     fired = scanned[0] if scanned else _pass_one(result, checked, size, slide)
     fields = _looked_up(fired, slide)   # _a, _after, _seq by _max; None: joined
     first = None if fields else s.source.sparkSession.createDataFrame(
@@ -207,7 +207,7 @@ _RING = 16         # the most windows a key keeps open in one JVM task (a power 
 _PLAIN_KEYS = (T.StringType, T.NumericType, T.BooleanType, T.DateType, T.TimestampType, T.TimestampNTZType)
 
 
-def _scanned(result, checked: DataFrame, keys, size, slide):
+def _scanned(result, keys, size, slide):
     """``(fired, windows)`` from one pass in the JVM (``kit/jvm/WindowScan.java``), run at
     once by the small part brought to the driver, its whole result kept for the windows
     (``localCheckpoint``, filled by that first read): each input partition's partial
@@ -226,23 +226,43 @@ def _scanned(result, checked: DataFrame, keys, size, slide):
     kinds = [_aggregate_kind(p.function, None if p.column is None else types[p.column]) for p in parts]
     if None in kinds or not jvm.available(spark, "WindowScan"):
         return None
-    # one key of an atomic type is its own column (read without a struct); others a struct
+    # The source's own columns where they serve as they are (a file scan's batches are then
+    # read in place: kit/jvm/Internal.java), in its order: one key of an atomic type, the
+    # aggregated columns, the time and watermark columns as TIMESTAMP (microseconds) or BIGINT
+    # (ms); a struct of several keys, and the time and watermark in ms otherwise.
     plain = len(keys) == 1 and isinstance(types[keys[0]], _PLAIN_KEYS)
-    key = [F.col(keys[0]) if plain else F.struct(*keys)] if keys else []
-    rows = checked.select(*[k.alias("_key") for k in key], *inputs, "_ts", s.own_watermark().alias("_own"), "_in")
-    at = {c: i for i, c in enumerate(rows.columns)}
+    extra = {"__key": F.struct(*keys)} if keys and not plain else {}
+
+    def as_is(column, name):
+        """``(column, units per ms)``: TIMESTAMP (microseconds) and BIGINT as they are,
+        others in ms as ``name``."""
+        if isinstance(types[column], (T.TimestampType, T.LongType)):
+            return column, 1000 if isinstance(types[column], T.TimestampType) else 1
+        extra[name] = s.millis(column)
+        return name, 1
+
+    wm = s.watermark
+    key = keys[0] if plain else "__key" if keys else None
+    ts, ts_unit = as_is(s.time, "__ts")
+    own, own_unit = as_is(wm.column, "__own") if wm.kind == "column" else (None, 1)
+    names = sorted({n for n in (key, *inputs, ts, own) if n is not None and n not in extra},
+                   key=s.source.columns.index) + list(extra)
+    rows = s.source.select(*[extra[n].alias(n) if n in extra else F.col(n) for n in names])
+    at = {c: i for i, c in enumerate(names)}
     # a key's open windows: those within the window size and the watermark delay of its newest
-    ring = min(_RING, 1 << (-(-(size + s.watermark.delay.millis) // slide)).bit_length())
+    ring = min(_RING, 1 << (-(-(size + wm.delay.millis) // slide)).bit_length())
     settings = ";".join(f"{k}={v}" for k, v in {
-        "size": size, "slide": slide, "offset": a.offset, "key": at.get("_key", -1), "key_width": len(keys),
-        "ts": at["_ts"], "own": at["_own"], "in": at["_in"], "flush": _FLUSH, "ring": ring,
+        "size": size, "slide": slide, "offset": a.offset, "key": at.get(key, -1), "key_width": len(keys),
+        "ts": at[ts], "ts_unit": ts_unit, "ts_name": s.time, "own": at.get(own, -1), "own_unit": own_unit,
+        "own_kind": "shift" if wm.kind in ("bounded", "sql") else "column",
+        "own_shift": wm.delay.millis + (wm.kind == "bounded"), "flush": _FLUSH, "ring": ring,
         "agg_functions": ",".join(p.function for p in parts),
         "agg_columns": ",".join(str(-1 if p.column is None else at[p.column]) for p in parts),
         "agg_kinds": ",".join(map(str, kinds))}.items())
     fields = [T.StructField(n, t) for n, t in [("_tag", T.IntegerType()), ("_chunk", T.IntegerType()),
                                                ("_start", T.LongType()), ("_i", T.LongType()),
                                                ("_own", T.LongType()), ("_contents", T.LongType())]]
-    fields += [T.StructField("_key", rows.schema["_key"].dataType)] if keys else []   # NULL in tags 1-3
+    fields += [T.StructField("_key", rows.schema[key].dataType)] if keys else []   # NULL in tags 1-3
     for p, part in enumerate(parts):
         acc = (T.LongType() if part.function == "count" or kinds[p] == 0 else T.DoubleType()) \
             if part.function in ("count", "sum", "avg") else types[part.column]
