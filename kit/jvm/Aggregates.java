@@ -15,6 +15,10 @@ import org.apache.spark.unsafe.types.UTF8String;
  *   SUM(v), MIN(v) over v = 3, NULL, 1  ->  counts {2, 2}, accs {4, 1}  ->  results {4, 1}
  * </pre>
  *
+ * <p>Partial aggregates that merge in Spark SQL (kit/windows/fast.py) keep the NaNs of a
+ * FLOAT or DOUBLE MIN or MAX apart ({@code nanParts}): whether the first value was NaN is the
+ * caller's to note, the accumulator takes the other values.
+ *
  * <p>Each aggregate has a kind (kit/windows/compiled.py's {@code _aggregate_kind}): 0 adds and
  * compares integers, 1 doubles, 2 compares with {@code compareTo}, 3 compares strings by their
  * UTF-8 bytes (the order of code points).
@@ -25,13 +29,17 @@ final class Aggregates implements java.io.Serializable {
     private final boolean[] counting;   // COUNT: reads no value
     private final Internal.Reader reader;   // the input rows'
     private final boolean copies;   // keep copies of the strings a row gives (Spark reuses rows)
+    private final boolean[] nanApart;   // MIN or MAX whose NaNs the caller keeps apart: they change nothing here
 
-    Aggregates(String functions, String columns, String kinds, Internal.Reader reader, boolean copies) {
+    Aggregates(String functions, String columns, String kinds, Internal.Reader reader, boolean copies,
+               int[] nanParts) {
         this.functions = functions.split(",");
         this.columns = ints(columns);
         this.kinds = ints(kinds);
         this.reader = reader;
         this.copies = copies;
+        nanApart = new boolean[this.functions.length];
+        for (int i = 0; i < nanParts.length; i++) nanApart[nanParts[i]] = true;
         counting = new boolean[this.functions.length];
         for (int p = 0; p < counting.length; p++) counting[p] = "count".equals(this.functions[p]);
     }
@@ -56,6 +64,7 @@ final class Aggregates implements java.io.Serializable {
             counts[p]++;
             if (counting[p]) continue;
             Object v = reader.get(r, c);
+            if (nanApart[p] && Double.isNaN(((Number) v).doubleValue())) continue;
             Object next = accs[p] == null ? first(p, v) : combine(p, accs[p], v);
             accs[p] = copies && next == v && v instanceof UTF8String ? ((UTF8String) v).clone() : next;
         }

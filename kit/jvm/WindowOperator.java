@@ -82,7 +82,7 @@ public class WindowOperator implements MapPartitionsFunction {
         elementAt = (int) number(s, "element_at");
         reader = new Internal.Reader(input);
         aggregates = new Aggregates((String) s.get("agg_functions"), (String) s.get("agg_columns"),
-                                    (String) s.get("agg_kinds"), reader, false);
+                                    (String) s.get("agg_kinds"), reader, false, new int[0]);
     }
 
     private static long number(Map s, String name) {

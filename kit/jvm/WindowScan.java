@@ -19,12 +19,15 @@ import org.apache.spark.unsafe.types.UTF8String;
  * tumbling or sliding windows, the default trigger, no allowed lateness, built-in
  * aggregates. Each input partition -- a chunk of the arrival order -- is read once, in
  * order, under the watermark its own rows emit (the running maximum of {@code own}, from
- * none), and gives rows {@code (tag, chunk, start, i, own, contents[, key], count_p, acc_p...)}:
+ * none), and gives rows {@code (tag, chunk, start, i, own, contents[, key], count_p, acc_p...,
+ * first_q, nan_q...)}:
  *
  * <ul>
  *   <li>tag 0: per key and window start, partial aggregates ({@link Aggregates}) of the
- *       elements that watermark has not made late (window maximum above it); a chunk's
- *       partial counts when the chunks before it have not passed the window's maximum either;
+ *       elements that watermark has not made late (window maximum above it) -- and for each
+ *       FLOAT or DOUBLE MIN or MAX ({@code nan_parts}), the arrival of its first value and
+ *       whether it was NaN, which its accumulator leaves out; a chunk's partial counts when
+ *       the chunks before it have not passed the window's maximum either;
  *   <li>tag 1: each row where that watermark first reaches a value of the grid of window
  *       maxima: {@code i} the row's {@code _in}, {@code own} its watermark;
  *   <li>tag 2: the chunk's rows ({@code i}) and largest watermark ({@code own}, NULL: none);
@@ -66,6 +69,7 @@ public class WindowScan implements MapPartitionsFunction {
     private final boolean struct;   // several keys, in a struct
     private final Internal.Reader reader;
     private final Aggregates aggregates;
+    private final int[] nanParts;   // FLOAT or DOUBLE MIN and MAX: NaN first or not is noted apart
 
     /** {@code input}: the schema of the rows {@code call} reads; settings: see kit/windows/fast.py. */
     public WindowScan(String settings, StructType input) {
@@ -87,22 +91,28 @@ public class WindowScan implements MapPartitionsFunction {
         mask = Integer.parseInt((String) s.get("ring")) - 1;
         reader = new Internal.Reader(input);
         struct = keyAt >= 0 && reader.type(keyAt) instanceof StructType;
+        nanParts = Aggregates.ints((String) s.get("nan_parts"));
         aggregates = new Aggregates((String) s.get("agg_functions"), (String) s.get("agg_columns"),
-                                    (String) s.get("agg_kinds"), reader, true);
-        width = 6 + (keyAt >= 0 ? 1 : 0) + 2 * aggregates.size();
+                                    (String) s.get("agg_kinds"), reader, true, nanParts);
+        width = 6 + (keyAt >= 0 ? 1 : 0) + 2 * aggregates.size() + 2 * nanParts.length;
     }
 
-    /** A key's window in one chunk, and its partial aggregates. */
+    /** A key's window in one chunk, and its partial aggregates; for each of the {@code
+     *  nanParts}, the arrival of its first value (-1: none yet) and whether that was NaN. */
     static final class Group {
         final long start;
         long contents;
-        final long[] counts;
+        final long[] counts, firsts;
         final Object[] accs;
+        final boolean[] nans;
 
-        Group(long start, int n) {
+        Group(long start, int n, int nanParts) {
             this.start = start;
             counts = new long[n];
             accs = new Object[n];
+            firsts = new long[nanParts];
+            java.util.Arrays.fill(firsts, -1);
+            nans = new boolean[nanParts];
         }
     }
 
@@ -196,9 +206,15 @@ public class WindowScan implements MapPartitionsFunction {
                     if (g == null || g.start != start) {
                         if (g != null) write(keyed.key, g);
                         else live++;
-                        g = keyed.ring[slot] = new Group(start, aggregates.size());
+                        g = keyed.ring[slot] = new Group(start, aggregates.size(), nanParts.length);
                     }
                     g.contents++;
+                    for (int i = 0; i < nanParts.length; i++) {
+                        int c = aggregates.columns[nanParts[i]];
+                        if (g.firsts[i] >= 0 || r.isNullAt(c)) continue;
+                        g.firsts[i] = in;
+                        g.nans[i] = Double.isNaN(((Number) reader.get(r, c)).doubleValue());
+                    }
                     aggregates.add(g.counts, g.accs, r);
                 }
                 long own;   // the watermark the row emits: its time - shift, its watermark column's, none
@@ -231,6 +247,10 @@ public class WindowScan implements MapPartitionsFunction {
                 for (int p = 0; p < aggregates.size(); p++) {
                     v[at++] = Long.valueOf(g.counts[p]);
                     v[at++] = g.accs[p];
+                }
+                for (int i = 0; i < nanParts.length; i++) {
+                    v[at++] = g.firsts[i] < 0 ? null : Long.valueOf(g.firsts[i]);
+                    v[at++] = Boolean.valueOf(g.nans[i]);
                 }
                 pending.add(new GenericInternalRow(v));
                 if (starts.add(Long.valueOf(g.start)) && starts.size() >= flush) writeStarts();

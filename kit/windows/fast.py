@@ -27,6 +27,8 @@ Property tests (tests/test_window_fast.py) check it against the reference replay
 
 from __future__ import annotations
 
+import math
+
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -85,7 +87,7 @@ def _on_time_only(result, rows: DataFrame, keys, size, slide) -> DataFrame:
     grouped = tagged.groupBy(
         F.col("_e.tag").alias("_tag"), *[F.when(is_element, F.col(k)).alias(k) for k in keys],
         F.col("_e.at").alias("_at")).agg(
-        *[c.alias(n) for n, c in agg.to_spark(mask=is_element)],
+        *[c.alias(n) for n, c in agg.to_spark(result.stream.source.schema, F.col("seq"), mask=is_element)],
         F.count(F.when(is_element, 1)).alias("contents"),
         F.min(F.when(~is_element, hit)).alias("_hit"))
     windows = grouped.filter(F.col("_tag") == 0).drop("_hit")
@@ -198,7 +200,8 @@ def _pass_two(result, plain: DataFrame, keys, size, slide, fields, first) -> Dat
     else:
         rows = rows.join(first.select("_max", "_a"), "_max").filter(
             F.col("_a").isNull() | (F.col("_in") <= F.col("_a")))
-    return rows.groupBy(*keys, "_at").agg(*[c.alias(n) for n, c in agg.to_spark()],
+    return rows.groupBy(*keys, "_at").agg(*[c.alias(n) for n, c in agg.to_spark(result.stream.source.schema,
+                                                                                F.col("_in"))],
                                           F.count(F.lit(1)).alias("contents"))
 
 
@@ -249,6 +252,7 @@ def _scanned(result, keys, size, slide):
                    key=s.source.columns.index) + list(extra)
     rows = s.source.select(*[extra[n].alias(n) if n in extra else F.col(n) for n in names])
     at = {c: i for i, c in enumerate(names)}
+    nan_parts = [p for p, part in enumerate(parts) if part.function in ("min", "max") and kinds[p] == 1]
     # a key's open windows: those within the window size and the watermark delay of its newest
     ring = min(_RING, 1 << (-(-(size + wm.delay.millis) // slide)).bit_length())
     settings = ";".join(f"{k}={v}" for k, v in {
@@ -258,7 +262,7 @@ def _scanned(result, keys, size, slide):
         "own_shift": wm.delay.millis + (wm.kind == "bounded"), "flush": _FLUSH, "ring": ring,
         "agg_functions": ",".join(p.function for p in parts),
         "agg_columns": ",".join(str(-1 if p.column is None else at[p.column]) for p in parts),
-        "agg_kinds": ",".join(map(str, kinds))}.items())
+        "agg_kinds": ",".join(map(str, kinds)), "nan_parts": ",".join(map(str, nan_parts))}.items())
     fields = [T.StructField(n, t) for n, t in [("_tag", T.IntegerType()), ("_chunk", T.IntegerType()),
                                                ("_start", T.LongType()), ("_i", T.LongType()),
                                                ("_own", T.LongType()), ("_contents", T.LongType())]]
@@ -267,6 +271,8 @@ def _scanned(result, keys, size, slide):
         acc = (T.LongType() if part.function == "count" or kinds[p] == 0 else T.DoubleType()) \
             if part.function in ("count", "sum", "avg") else types[part.column]
         fields += [T.StructField(f"_c{p}", T.LongType()), T.StructField(f"_a{p}", acc)]
+    fields += [T.StructField(f"_{name}{p}", t) for p in nan_parts
+               for name, t in (("f", T.LongType()), ("z", T.BooleanType()))]
     scan = jvm.window_scan(rows, settings, T.StructType(fields)).localCheckpoint(eager=False)
     counts, highs, cells, maxima = {}, {}, [], set()
     base = (a.offset + size - 1) % slide
@@ -288,8 +294,11 @@ def _scanned(result, keys, size, slide):
     merged = []
     for p, part in enumerate(parts):
         count, acc = F.sum(f"_c{p}"), F.col(f"_a{p}")
-        merged.append({"count": count, "sum": F.sum(acc), "min": F.min(acc), "max": F.max(acc),
-                       "avg": F.when(count > 0, F.sum(acc) / count)}[part.function].alias(part.alias))
+        value = {"count": count, "sum": F.sum(acc), "min": F.min(acc), "max": F.max(acc),
+                 "avg": F.when(count > 0, F.sum(acc) / count)}[part.function]
+        if p in nan_parts:   # NaN when the first value (by arrival) was: see SqlAggregate.to_spark
+            value = F.when(F.min_by(f"_z{p}", f"_f{p}"), F.lit(math.nan).cast(types[part.column])).otherwise(value)
+        merged.append(value.alias(part.alias))
     windows = (partials.groupBy(*(["_key"] if keys else []), "_start")
                .agg(*merged, F.sum("_contents").alias("contents"))
                .select(*([F.col("_key").alias(keys[0])] if plain else [F.col("_key")[k].alias(k) for k in keys]),
@@ -368,7 +377,7 @@ def firings(result) -> DataFrame:
     lateness = spec.allowed_lateness
     if in_input_order(result):
         return _in_input_order(result, keys, size, slide)   # no annotated stream needed
-    aggs = spec.contents._agg.to_spark()   # [(alias, column)]
+    aggs = spec.contents._agg.to_spark(s.source.schema, F.col("seq"))   # [(alias, column)]
     inputs = sorted({p.column for p in spec.contents._agg.parts if p.column is not None})
     has_clock = s.proctime is not None
     pt = F.unix_millis("proctime") if has_clock else F.lit(None).cast("long")
@@ -413,7 +422,8 @@ def firings(result) -> DataFrame:
     out = on_time
     if lateness > 0:
         by_arrival = Window.partitionBy(*window_cols).orderBy("seq").rowsBetween(Window.unboundedPreceding, 0)
-        running = [c.over(by_arrival).alias(n) for n, c in aggs]
+        running = [c.alias(n) for n, c in spec.contents._agg.to_spark(s.source.schema, F.col("seq"),
+                                                                         window=by_arrival)]
         late_rank = Window.partitionBy(*window_cols, "_on_time").orderBy("seq")
         late = (accepted
                 .withColumn("_has_on_time", F.max(F.col("_on_time").cast("int")).over(Window.partitionBy(*window_cols)))

@@ -210,17 +210,30 @@ class SqlAggregate(AggregateFunction):
                 values[part.alias] = acc
         return Row(**values)
 
-    def to_spark(self, mask=None) -> list:
-        """The same aggregates as Spark columns: ``[(alias, column)]``; with ``mask`` (a
-        boolean column) over the rows where it holds."""
+    def to_spark(self, schema, order, mask=None, window=None) -> list:
+        """The same aggregates as Spark columns: ``[(alias, column)]``, for rows of ``schema``
+        in the arrival ``order`` (a column); with ``mask`` (a boolean column) over the rows
+        where it holds; with ``window``, running over it. MIN and MAX of FLOAT or DOUBLE
+        compare as Python's min and max (and Flink SQL's MIN and MAX): a NaN that comes first
+        stays, a later one replaces nothing -- Spark's would rank NaN above every number."""
         from pyspark.sql import functions as F
+        from pyspark.sql import types as T
+
+        def over(c):
+            return c if window is None else c.over(window)
+
         out = []
         for part in self.parts:
             col = F.lit(1) if part.column is None else F.col(part.column)
             if mask is not None:
                 col = F.when(mask, col)
             f = {"count": F.count, "sum": F.sum, "min": F.min, "max": F.max, "avg": F.avg}[part.function]
-            out.append((part.alias, f(col)))
+            if part.function in ("min", "max") and isinstance(schema[part.column].dataType,
+                                                              (T.FloatType, T.DoubleType)):
+                first = over(F.min_by(col, F.when(col.isNotNull(), order)))
+                out.append((part.alias, F.when(F.isnan(first), first).otherwise(over(f(F.when(~F.isnan(col), col))))))
+            else:
+                out.append((part.alias, over(f(col))))
         return out
 
     def output_type(self, schema):
