@@ -134,9 +134,9 @@ def test_periodic_timers_up_to_a_far_window_end_are_an_error_not_a_hang(spark, w
                             "TimeWindow{start=1704067200000, end=1704070800000}", 1704070799999))
     result = s.key_by("k").window(assigner).trigger(ContinuousEventTimeTrigger.of(5)).aggregate(Count())
     for engine in ("python", "auto"):
-        with pytest.raises(Exception, match=re.escape(
-                f"window {name} fired 100,000 times at the end of input and ContinuousEventTimeTrigger.of("
-                f"Time.milliseconds(5)) registers its next timer every time, up to the window's end ({end})")) as failure:
+        message = (f"window {name} fired 100,000 times at the end of input and ContinuousEventTimeTrigger.of("
+                   f"Time.milliseconds(5)) registers its next timer every time, up to the window's end ({end})")
+        with pytest.raises(Exception, match=re.escape(message)) as failure:
             _rows(result, engine)
         assert "at flinkkit" not in str(failure.value)
 

@@ -20,8 +20,8 @@ function         ``aggregate(...)`` of ``Count``, ``Sum``, ``Avg`` (integer or f
 Anything else -- a user trigger, evictor or function, ``DeltaEvictor``, a dynamic gap,
 decimals -- runs in Python, as does every window in a session the kit cannot reach the
 JVM of (``kit.jvm.available``) and a window with timers of both clocks, which replays the
-whole stream at once (``operator.timer_clocks``). Property tests (tests/test_window_compiled.py) check
-that both give the same rows.
+whole stream at once (``operator.timer_clocks``). Property tests
+(tests/test_window_compiled.py) check that both give the same rows.
 
     settings(result, fields)  ->  "assigner=session;event_time=1;size=30000;...;trigger=event;..."
 """
