@@ -463,8 +463,13 @@ def test_expression_positions():
      "expected an interval unit (DAY, HOUR, MINUTE, SECOND, MILLISECOND) but found 'WEEK'",
      2, 35, "      PATTERN (A) WITHIN INTERVAL '1' WEEK\n                                      ^"),
     ("  PATTERN (A) WITHIN INTERVAL '1:xx' HOUR TO MINUTE",
-     "invalid interval '1:xx' for HOUR TO MINUTE", 2, 31,
+     "invalid interval '1:xx' for HOUR TO MINUTE: give its fields as numbers (at most 10 digits in the first), "
+     "e.g. '1' HOUR or '1:30' HOUR TO MINUTE", 2, 31,
      "      PATTERN (A) WITHIN INTERVAL '1:xx' HOUR TO MINUTE\n                                  ^"),
+    ("  PATTERN (A) WITHIN INTERVAL '12345678901' MINUTE",
+     "invalid interval '12345678901' for MINUTE: give its fields as numbers (at most 10 digits in the first), "
+     "e.g. '1' HOUR or '1:30' HOUR TO MINUTE", 2, 31,
+     "      PATTERN (A) WITHIN INTERVAL '12345678901' MINUTE\n                                  ^"),
     ("  MEASURES LAST(A.x, -1) AS p\n  PATTERN (A)",
      "expected a non-negative integer offset but found '-'", 2, 22,
      "      MEASURES LAST(A.x, -1) AS p\n                         ^"),

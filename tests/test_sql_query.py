@@ -2,6 +2,7 @@
 matcher), Spark's errors at the user's line and column, and the checks on arguments."""
 
 import datetime
+import re
 from types import SimpleNamespace
 
 import pandas as pd
@@ -13,6 +14,7 @@ import kit.match_recognize
 from kit.match_recognize import MatchResult
 from kit.match_recognize import spec as S
 from kit.sql import SqlError, sql
+from kit.sql.lexer import MAX_NESTING
 
 TICKER = pd.DataFrame({
     "symbol": ["ACME", "ACME", "XYZ"],
@@ -334,3 +336,53 @@ def test_semantics_must_be_known(ticker):
 def test_tables_must_be_dataframes_or_streams():
     with pytest.raises(kit.KitError, match="table Ticker: expected a Spark or pandas DataFrame"):
         sql("SELECT 1", Ticker=[1, 2])
+
+
+def test_query_must_be_a_string(ticker):
+    with pytest.raises(kit.KitError, match=r"takes the query as a string of Flink SQL; got None \(NoneType\)"):
+        sql(None, Ticker=ticker)
+
+
+@pytest.mark.parametrize("columns, message", [
+    (["symbol", "symbol", "price"], "table Ticker: two columns are named 'symbol'; rename one of them"),
+    (["symbol", "Symbol", "price"], "table Ticker: columns 'symbol' and 'Symbol' differ only in case"),
+    (["symbol", "a.b", "price"], "table Ticker: column 'a.b' has a '.', which Spark SQL reads as a field of a "
+                                 "struct; rename it, e.g. to 'a_b'"),
+])
+def test_table_columns_must_be_unique_and_without_dots(spark, columns, message):
+    frame = TICKER.set_axis(columns, axis=1)
+    with pytest.raises(kit.KitError, match=re.escape(message)):
+        sql("SELECT * FROM Ticker", Ticker=frame)
+    with pytest.raises(kit.KitError, match=re.escape(message)):
+        sql("SELECT * FROM Ticker", Ticker=spark.createDataFrame(TICKER).toDF(*columns))
+
+
+def test_nesting_deeper_than_the_parsers_take_is_an_error_at_its_place(ticker):
+    at_limit = "(" * MAX_NESTING + "price" + ")" * MAX_NESTING
+    assert rows(sql(f"SELECT {at_limit} FROM Ticker WHERE symbol = 'XYZ'", Ticker=ticker)) == [(10,)]
+    for level, deep in (("(", "(" * 300 + "price" + ")" * 300), ("NOT ", "NOT " * 3000 + "TRUE"),
+                        ("- ", "- " * 3000 + "1")):
+        with pytest.raises(SqlError, match=f"nests more than {MAX_NESTING} levels deep here") as info:
+            sql(f"SELECT symbol,\n  {deep} FROM Ticker", Ticker=ticker)
+        assert (info.value.line, info.value.column) == (2, 3 + MAX_NESTING * len(level))   # the level too many
+    define = "A AS " + "(" * 200 + "A.price > 10" + ")" * 200
+    with pytest.raises(SqlError, match="nests more than"):
+        sql("SELECT * FROM Ticker MATCH_RECOGNIZE (ORDER BY rowtime MEASURES A.price AS p PATTERN (A) "
+            f"DEFINE {define})", Ticker=ticker)
+
+
+def test_constants_spark_rejects_are_sql_errors(ticker):
+    with pytest.raises(SqlError, match=r"line 1, column \d+: \[DECIMAL_PRECISION_EXCEEDS_MAX_PRECISION\]"):
+        sql("SELECT CAST(price AS DECIMAL(99, 2)) FROM Ticker", Ticker=ticker)
+    with pytest.raises(SqlError, match=r"line 1, column \d+: \[INVALID_INTERVAL_FORMAT"):
+        sql("SELECT rowtime + INTERVAL '-' SECOND FROM Ticker", Ticker=ticker)
+
+
+def test_spark_suggests_no_internal_column(spark):
+    orders = kit.stream(pd.DataFrame({"t": pd.to_datetime(["2024-01-01 10:00"]), "cur": ["EUR"]}), time="t")
+    rates = kit.stream(pd.DataFrame({"t": pd.to_datetime(["2024-01-01 09:00"]), "cur": ["EUR"], "rate": [1.1]}),
+                       time="t", primary_key="cur")
+    with pytest.raises(SqlError, match="rrate") as info:
+        sql("SELECT o.cur, rrate FROM orders o JOIN rates FOR SYSTEM_TIME AS OF o.t AS r ON o.cur = r.cur",
+            orders=orders, rates=rates)
+    assert "`r`.`rate`" in str(info.value) and "__kit_" not in str(info.value)

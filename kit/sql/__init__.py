@@ -48,7 +48,7 @@ import re
 import uuid
 
 import pandas
-from pyspark.errors import AnalysisException, ParseException
+from pyspark.errors import PySparkException
 from pyspark.errors.exceptions.base import QueryContextType
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -103,6 +103,9 @@ def sql(query: str, semantics: str = "flink", aggregates: dict | None = None, co
     ``kit.viz.match_timeline``. Each interval join run is in ``result.interval_joins``
     (``IntervalJoin``: ``details()`` has the rows it dropped as late).
     """
+    if not isinstance(query, str):
+        raise KitError(f"kit.sql takes the query as a string of Flink SQL; got {_short(query)} "
+                       f"({type(query).__name__})")
     if semantics not in SEMANTICS:
         raise KitError(f"semantics={semantics!r} is not one of " + ", ".join(map(repr, SEMANTICS)))
     aggregates = {name.upper(): function for name, function in (aggregates or {}).items()}
@@ -156,6 +159,7 @@ class _Run(Resolver):
         if not isinstance(table, (DataFrame, Stream, pandas.DataFrame)):
             raise KitError(f"table {name}: expected a Spark or pandas DataFrame or a kit.Stream, "
                            f"got {type(table).__name__}")
+        _check_columns(name, list(table.source.columns if isinstance(table, Stream) else table.columns))
         if isinstance(table, Stream):
             self.streams[name.lower()] = table
 
@@ -240,10 +244,12 @@ class _Run(Resolver):
         return self.joins[id(call)]
 
     def sql(self, rewritten: Rewritten):
-        """``spark.sql`` of ``rewritten``, its errors turned into SqlErrors on the user's text."""
+        """``spark.sql`` of ``rewritten``, its errors turned into SqlErrors on the user's text
+        (parse and analysis errors, and those of constants Spark checks then: a DECIMAL(99, 2),
+        an INTERVAL '-' SECOND)."""
         try:
             return self.spark.sql(rewritten.text)
-        except (ParseException, AnalysisException) as error:
+        except PySparkException as error:
             raise self._error(error, rewritten) from None
 
     def _placed(self, error: KitError) -> KitError:
@@ -259,6 +265,9 @@ class _Run(Resolver):
         message = re.split(r"\s*SQLSTATE:", message)[0]
         for view, label in self.labels.items():
             message = message.replace(view, label)
+        # the joins' link columns are no names the user can use: not among Spark's suggestions
+        message = re.sub(r"\[([^\[\]]*__kit_[^\[\]]*)\]", lambda m: "[" + ", ".join(
+            name for name in m.group(1).split(", ") if "__kit_" not in name) + "]", message)
         offset = _spark_offset(error, rewritten.text)
         if offset is not None:
             offset = rewritten.source_offset(offset)
@@ -280,6 +289,29 @@ class _Run(Resolver):
     def drop(self):
         for view in self.labels:
             self.spark.catalog.dropTempView(view)
+
+
+def _check_columns(name, columns):
+    """Raise a KitError unless table ``name``'s column names are unique and free of dots:
+    Spark matches names ignoring case, so two that differ only in case are the same column,
+    and reads ``a.b`` as field ``b`` of a struct ``a``."""
+    seen = {}
+    for column in map(str, columns):
+        twin = seen.get(column.lower())
+        if twin is not None:
+            raise KitError(f"table {name}: " + (f"two columns are named {column!r}" if twin == column else
+                                                f"columns {twin!r} and {column!r} differ only in case, which "
+                                                "Spark SQL ignores") + "; rename one of them")
+        seen[column.lower()] = column
+        if "." in column:
+            raise KitError(f"table {name}: column {column!r} has a '.', which Spark SQL reads as a field of a "
+                           f"struct; rename it, e.g. to {column.replace('.', '_')!r}")
+
+
+def _short(value, width: int = 60) -> str:
+    """``repr(value)``, cut to ``width`` characters."""
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def _frame(spark, table):

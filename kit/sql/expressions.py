@@ -33,6 +33,7 @@ _NAV = {"FIRST": 0, "LAST": 0, "PREV": 1, "NEXT": 1}
 _COMPARE = ("=", "<>", "!=", "<", "<=", ">", ">=")
 _POSTFIX = ("BETWEEN", "IN", "LIKE")
 _INT_MAX, _BIGINT_MAX = 2**31 - 1, 2**63 - 1
+_LEADING_DIGITS = 10   # Calcite's largest interval precision: DAY(10), HOUR(10)...
 
 
 class ExpressionParser(Cursor):
@@ -325,8 +326,9 @@ class ExpressionParser(Cursor):
             last = self.interval_unit()
         ms = _interval_ms(lit.value, first, last)
         if ms is None:
-            raise self.error(f"invalid interval '{lit.value}' for {first}"
-                             + (f" TO {last}" if last != first else ""), lit, found=False)
+            raise self.error(f"invalid interval '{lit.value}' for {first}" + (f" TO {last}" if last != first else "")
+                             + f": give its fields as numbers (at most {_LEADING_DIGITS} digits in the first), "
+                             "e.g. '1' HOUR or '1:30' HOUR TO MINUTE", lit, found=False)
         return (-ms if negative else ms), tok
 
     def interval_unit(self) -> str:
@@ -341,7 +343,8 @@ class ExpressionParser(Cursor):
 
 
 def _interval_ms(value: str, first: str, last: str):
-    """``'1:30'`` HOUR TO MINUTE -> 5_400_000; None when the text does not fit the units."""
+    """``'1:30'`` HOUR TO MINUTE -> 5_400_000; None when the text does not fit the units or
+    its first field has more than ``_LEADING_DIGITS`` digits."""
     units = list(INTERVAL_UNITS)
     lo, hi = units.index(first), units.index(last)
     if hi < lo:
@@ -350,7 +353,7 @@ def _interval_ms(value: str, first: str, last: str):
     text = value.strip()
     sign = -1 if text.startswith("-") else 1
     parts = re.split(r"[ :]", text.lstrip("+-"))
-    if len(parts) != len(fields):
+    if len(parts) != len(fields) or len(parts[0].split(".")[0]) > _LEADING_DIGITS:
         return None
     try:
         total = decimal.Decimal(0)

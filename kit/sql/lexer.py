@@ -5,6 +5,11 @@ reserved word, ``value`` upper-cased), ``STRING`` (``value`` unescaped: ``'it''s
 ``it's``), ``NUMBER`` (``value`` as written), ``OP`` (operators and punctuation) and
 ``EOF``. Comments (``-- ...`` and ``/* ... */``) and white space are skipped.
 
+A query may nest ``MAX_NESTING`` levels deep: each open parenthesis, and each ``NOT`` or
+sign in a row (``NOT NOT x``, ``- -1``), is a level. Deeper, the recursive parsers (the
+kit's, and Spark's, whose stack overflows a few hundred parentheses down) would fail
+without saying where; ``tokenize`` raises a SqlError at the first token too deep.
+
 >>> [t.value for t in tokenize("SELECT `user`, 1e3 FROM t -- hi")]
 ['SELECT', 'user', ',', '1e3', 'FROM', 't', '']
 """
@@ -16,7 +21,9 @@ from dataclasses import dataclass
 
 from .errors import SqlError, position
 
-__all__ = ["RESERVED", "Token", "tokenize"]
+__all__ = ["MAX_NESTING", "RESERVED", "Token", "tokenize"]
+
+MAX_NESTING = 50
 
 #: Words that never name a column, variable or alias (they end clauses or are operators).
 RESERVED = frozenset((
@@ -115,7 +122,21 @@ def tokenize(text: str) -> list[Token]:
             add("OP", op, i, i + len(op))
             i += len(op)
     add("EOF", "", n, n)
+    _check_nesting(text, tokens)
     return tokens
+
+
+def _check_nesting(text: str, tokens: list[Token]):
+    """Raise a SqlError at the first token nested deeper than ``MAX_NESTING`` (module doc)."""
+    depth = run = 0
+    for tok in tokens:
+        if tok.kind == "OP" and tok.value in ("(", ")"):
+            depth += 1 if tok.value == "(" else -1
+        prefix = tok.is_word("NOT") or (tok.kind == "OP" and tok.value in ("-", "+"))
+        run = run + 1 if prefix else 0
+        if depth + run > MAX_NESTING:
+            raise SqlError(f"the query nests more than {MAX_NESTING} levels deep here (parentheses, NOT and "
+                           "signs in a row each add one): simplify the expression", tok.line, tok.column, text)
 
 
 def _quoted(text: str, i: int, quote: str) -> tuple[int, str]:
