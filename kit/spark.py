@@ -11,7 +11,7 @@ setting                                            why
 ``spark.sql.execution.arrow.pyspark.enabled``      pandas in and out through Arrow
 ``spark.sql.shuffle.partitions = <cores>``         a tiny job pays ~0.25 s with 2, ~0.42 s with 200
 ``spark.ui.enabled = false``, no progress bar      nothing to serve, nothing printed in cells
-log4j at ERROR, JVM start-up output to a log file  no JVM warnings in notebook cells
+log4j at ERROR, JVM output to ``LOG_FILE``         no JVM warnings in notebook cells
 PySpark's query-error loggers off                  no Java stack traces for a failed query
 ``spark.jars = <the kit's Java helpers>``          per-partition folds without a sort (``kit.jvm``)
 ``PYSPARK_PYTHON = sys.executable``                workers run on the same interpreter
@@ -20,6 +20,11 @@ PySpark's query-error loggers off                  no Java stack traces for a fa
 Environment: ``SPARK_REMOTE`` (e.g. ``sc://host:15002``) connects to a Spark Connect
 server instead; ``KIT_SPARK_MASTER`` (default ``local[*]``) and ``KIT_DRIVER_MEMORY``
 (default ``4g``) tune the local session.
+
+``LOG_FILE`` is the local session's log (the JVM's output, and why the Java helpers did not
+build): a new file per session, ``spark-<date>-<time>-<random>.log``, in a directory only
+the user can enter, ``<tmp>/flink-kit-<uid>`` (mode 0700; should that path be anything
+else -- a link, another user's -- a fresh private directory instead).
 """
 
 from __future__ import annotations
@@ -27,18 +32,44 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import stat
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from . import jvm
 from .errors import KitError
 from .java import ensure_java
 
-__all__ = ["spark", "LOG_FILE"]
+__all__ = ["spark", "LOG_FILE", "log_file"]
 
-LOG_FILE = Path(tempfile.gettempdir()) / f"flink-kit-spark-{os.getuid()}.log"
+LOG_FILE: Path | None = None   # the session's log, made by log_file()
 _LOG4J = Path(__file__).with_name("log4j2.properties")
+
+
+def _log_dir() -> Path:
+    """``<tmp>/flink-kit-<uid>``, a directory of the user's that only they can enter (made
+    mode 0700); when that path is something else, a new private directory beside it."""
+    path = Path(tempfile.gettempdir()) / f"flink-kit-{os.getuid()}"
+    with contextlib.suppress(FileExistsError):
+        path.mkdir(mode=0o700)
+    info = os.lstat(path)   # a link is not followed
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        return Path(tempfile.mkdtemp(prefix=f"flink-kit-{os.getuid()}-"))
+    if stat.S_IMODE(info.st_mode) != 0o700:
+        os.chmod(path, 0o700)
+    return path
+
+
+def log_file() -> Path:
+    """``LOG_FILE``, created (never an existing file, nor through a link) on first use."""
+    global LOG_FILE
+    if LOG_FILE is None:
+        fd, name = tempfile.mkstemp(prefix=time.strftime("spark-%Y%m%d-%H%M%S-"), suffix=".log", dir=_log_dir())
+        os.close(fd)
+        LOG_FILE = Path(name)
+    return LOG_FILE
 
 
 def _conf() -> dict[str, str]:
@@ -113,17 +144,19 @@ def _local():
     builder = SparkSession.builder.master(os.environ.get("KIT_SPARK_MASTER", "local[*]"))
     for key, value in _conf().items():
         builder = builder.config(key, value)
-    LOG_FILE.write_text("")
+    global LOG_FILE
+    LOG_FILE = None   # a new session, a new log
+    log = log_file()
     helpers = jvm.jar()
     if helpers is not None:
         builder = builder.config("spark.jars", str(helpers))
     try:
-        with _stderr_to(LOG_FILE):
+        with _stderr_to(log):
             session = builder.getOrCreate()
     except Exception as e:
         raise KitError(
-            f"Spark did not start ({type(e).__name__}). Last lines of {LOG_FILE}:\n"
-            f"{_tail(LOG_FILE)}"
+            f"Spark did not start ({type(e).__name__}). Last lines of {log}:\n"
+            f"{_tail(log)}"
         ) from None
     session.sparkContext.setLogLevel("ERROR")
     return session

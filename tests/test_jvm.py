@@ -1,6 +1,8 @@
 """The kit's Java helpers (kit/jvm): built once, cached, and left out when they do not build."""
 
+import hashlib
 import importlib
+import zipfile
 
 from kit import jvm
 
@@ -9,6 +11,18 @@ def test_the_java_helpers_are_built_once_and_cached(spark):
     built = jvm.jar()
     assert built is not None and built.exists() and jvm.jar() == built
     assert spark.conf.get("spark.jars") == str(built) and jvm.available(spark, "LateScan")
+
+
+def test_a_cached_jar_whose_bytes_changed_is_built_anew(tmp_path, monkeypatch):
+    """The jar is found by name, and its name ends with a hash of its bytes, checked."""
+    monkeypatch.setattr(jvm, "_cache_dir", lambda: tmp_path / "cache")
+    built = jvm.jar()
+    assert jvm.jar() == built   # cached
+    built.write_bytes(built.read_bytes()[:-10] + b"tampered!!")   # same name, other bytes
+    again = jvm.jar()
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [again.name]
+    assert again.name.endswith(f"-{hashlib.sha256(again.read_bytes()).hexdigest()[:16]}.jar")
+    assert "flinkkit/WindowOperator.class" in zipfile.ZipFile(again).namelist()
 
 
 def test_the_java_helpers_that_do_not_compile_leave_the_python_twins(tmp_path, monkeypatch):

@@ -1,9 +1,12 @@
 """kit.spark(): one quiet local session with the kit's settings; Spark Connect with SPARK_REMOTE."""
 
+import importlib
 import os
 import socket
+import stat
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -99,3 +102,39 @@ def test_failed_queries_print_no_java_stack_trace(spark, capfd):
         kit.spark().sql("SELECT nope FROM range(1)")
     out, err = capfd.readouterr()
     assert "at org.apache.spark" not in out + err
+
+
+def test_the_session_log_is_a_new_file_in_a_private_directory(spark):
+    """No predictable name in the shared /tmp to be truncated or redirected by a link."""
+    log = importlib.import_module("kit.spark").LOG_FILE
+    assert log is not None and log.is_file() and not log.is_symlink()
+    assert log.parent.name == f"flink-kit-{os.getuid()}" and log.parent.parent == Path(tempfile.gettempdir())
+    assert stat.S_IMODE(os.lstat(log.parent).st_mode) == 0o700
+    assert stat.S_IMODE(os.lstat(log).st_mode) == 0o600
+
+
+def test_each_session_logs_to_a_file_of_its_own(tmp_path, monkeypatch):
+    module = importlib.import_module("kit.spark")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    (tmp_path / f"flink-kit-{os.getuid()}").mkdir(mode=0o755)   # too open: made private
+    logs = []
+    for _ in range(2):
+        monkeypatch.setattr(module, "LOG_FILE", None)
+        logs.append(module.log_file())
+    assert logs[0] != logs[1] and logs[0].parent == logs[1].parent == tmp_path / f"flink-kit-{os.getuid()}"
+    assert stat.S_IMODE(os.lstat(logs[0].parent).st_mode) == 0o700
+
+
+def test_a_link_at_the_log_directory_is_not_followed(tmp_path, monkeypatch):
+    """Someone's link at <tmp>/flink-kit-<uid>: the log goes to a fresh private directory."""
+    module = importlib.import_module("kit.spark")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    elsewhere.chmod(0o777)
+    (tmp_path / f"flink-kit-{os.getuid()}").symlink_to(elsewhere)
+    monkeypatch.setattr(module, "LOG_FILE", None)
+    log = module.log_file()
+    assert list(elsewhere.iterdir()) == [] and stat.S_IMODE(elsewhere.stat().st_mode) == 0o777
+    assert log.parent.parent == tmp_path and log.parent.name.startswith(f"flink-kit-{os.getuid()}-")
+    assert stat.S_IMODE(os.lstat(log.parent).st_mode) == 0o700

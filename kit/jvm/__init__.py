@@ -22,10 +22,11 @@ class                          what it computes                              Pyt
 
 The sources (``kit/jvm/*.java``) are compiled on first use with Janino, the compiler Spark
 ships for its own generated code (in pyspark's jars), run by the Java that runs Spark, into
-a jar cached beside the kit's other files (``~/.cache/flink-kit/jvm-<hash>.jar``, the hash of
-the sources and the Spark version). The local session starts with it (``spark.jars``, so a
-cluster's executors get it too). A session without it -- Spark Connect, or one started
-elsewhere -- takes the Python twin, which gives the same rows.
+a jar cached beside the kit's other files (``~/.cache/flink-kit/jvm-<sources>-<jar>.jar``:
+a hash of the sources and the Spark version, then one of the jar's own bytes, checked before
+each use -- a jar that no longer matches is built anew). The local session starts with it
+(``spark.jars``, so a cluster's executors get it too). A session without it -- Spark
+Connect, or one started elsewhere -- takes the Python twin, which gives the same rows.
 """
 
 from __future__ import annotations
@@ -59,9 +60,11 @@ def jar() -> Path | None:
     digest = hashlib.sha256(pyspark.__version__.encode())
     for source in _SOURCES:
         digest.update(source.read_bytes())
-    target = _cache_dir() / f"jvm-{digest.hexdigest()[:16]}.jar"
-    if target.exists():
-        return target
+    sources = digest.hexdigest()[:16]
+    for cached in sorted(_cache_dir().glob(f"jvm-{sources}-*.jar")):
+        if cached.name == f"jvm-{sources}-{_digest(cached)}.jar":
+            return cached
+        cached.unlink(missing_ok=True)   # changed since it was built: built anew below
     jars = _pyspark_jars()
     java = Path(os.environ["JAVA_HOME"]) / "bin" / "java" if os.environ.get("JAVA_HOME") else "java"
     with tempfile.TemporaryDirectory() as out:
@@ -75,18 +78,24 @@ def jar() -> Path | None:
             failed = str(e)
         classes = sorted((Path(out) / _PACKAGE).glob("*.class"))
         if failed or not classes:
-            from ..spark import LOG_FILE
+            from ..spark import log_file
 
-            with open(LOG_FILE, "a") as log:
+            with open(log_file(), "a") as log:
                 log.write(f"flink-kit: the Java helpers did not compile; Python twins run instead.\n{failed}\n")
             return None
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(f".{os.getpid()}.tmp")
+        _cache_dir().mkdir(parents=True, exist_ok=True)
+        tmp = _cache_dir() / f"jvm-{sources}.{os.getpid()}.tmp"
         with zipfile.ZipFile(tmp, "w") as z:
             for c in classes:
                 z.write(c, f"{_PACKAGE}/{c.name}")
+        target = _cache_dir() / f"jvm-{sources}-{_digest(tmp)}.jar"
         tmp.replace(target)
     return target
+
+
+def _digest(path: Path) -> str:
+    """The first 16 hex digits of the SHA-256 of ``path``'s bytes."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
 def available(spark, name: str) -> bool:
