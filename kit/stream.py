@@ -36,6 +36,8 @@ first collects one row per chunk, the second carries it in.
 from __future__ import annotations
 
 import calendar
+import re
+import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -46,7 +48,7 @@ from pyspark.sql import types as T
 from .errors import KitError
 from .time import Clock, Duration, WatermarkStrategy
 
-__all__ = ["stream", "Stream", "Arrivals", "arrivals"]
+__all__ = ["stream", "Stream", "StreamWarning", "Arrivals", "arrivals"]
 
 _CHUNK_BITS = 33  # monotonically_increasing_id(): partition index << 33 | row in partition
 _ADDED = ("seq", "watermark", "late", "proctime")
@@ -115,7 +117,9 @@ def stream(df, time: str, watermark: WatermarkStrategy | Duration | None = None,
       ``for_bounded_out_of_orderness(d)``; default ``for_monotonous_timestamps()``.
     - ``order``: column(s) giving the arrival order; default: the input's order
       (its partitions in order, rows in partition order; a file read keeps file order).
-      Ties in ``order`` keep input order.
+      Ties in ``order`` keep input order. The order is fixed once, here: an input sorted
+      by ``order``, or whose own order a second read would not repeat (a shuffle's output),
+      is read now and kept (see ``in_arrival_order``).
     - ``proctime``: the processing time of each arrival, a TIMESTAMP column or a
       ``Clock``; a clock never goes back, so a column is made non-decreasing.
     - ``primary_key``: column(s) that make the stream a versioned table (Flink's ``PRIMARY
@@ -148,7 +152,107 @@ def stream(df, time: str, watermark: WatermarkStrategy | Duration | None = None,
     for col in primary_key:
         if col not in df.columns:
             raise KitError(f"primary key column {col!r} is not a column; columns are {df.columns}")
-    return Stream(df, time, watermark, order, proctime, primary_key)
+    return Stream(in_arrival_order(df, order), time, watermark, order, proctime, primary_key)
+
+
+class StreamWarning(UserWarning):
+    """The stream's input order is Spark's, not one a second run would repeat."""
+
+
+def in_arrival_order(df: DataFrame, order: tuple[str, ...] = ()) -> DataFrame:
+    """``df`` with its partitions and rows in arrival order, the same at every read.
+
+    An input is read again by every job an operator runs (a count, then a scan, then the
+    firings), so its order must not change between reads: a file or a local table keeps
+    it; a shuffle's output does not (its tasks fetch blocks in whatever order they come),
+    nor does a nondeterministic column. Such an input, or one sorted by ``order``, is read
+    once, in order, and kept (``localCheckpoint``, released with the last DataFrame that
+    reads it). Ties in ``order`` keep the input's order when that is reproducible, else
+    go by the rows' values, so the same rows always give the same arrivals.
+
+        order="arr", input shuffled over 7 partitions:  arr 3, 0, 2, 1  ->  0, 1, 2, 3
+    """
+    reproducible = _reproducible(df)
+    if not order:
+        if reproducible:
+            return df
+        warnings.warn(
+            "the stream's input comes out of a shuffle or has a nondeterministic column, so its "
+            "order is not one another run would repeat; the kit fixes the order it read once, for "
+            "this stream. Pass order=<column(s)> for an arrival order that is the same every time",
+            StreamWarning, stacklevel=3)
+        return df.localCheckpoint()
+    if reproducible and _sorted_by(df, order):
+        return df
+    ties = [] if reproducible else [F.col(f.name) for f in df.schema.fields
+                                    if f.name not in order and _sortable(f.dataType)]
+    return (df.withColumn("_in", F.monotonically_increasing_id())
+              .orderBy(*[F.col(c).asc_nulls_last() for c in order], *ties, "_in")
+              .drop("_in").localCheckpoint())
+
+
+def _reproducible(df: DataFrame) -> bool:
+    """Whether every read of ``df`` gives the same rows in the same partitions and order:
+    no shuffle exchange in its plan (a broadcast keeps the streamed side's order) and no
+    nondeterministic expression."""
+    jdf = getattr(df, "_jdf", None)
+    if jdf is not None:
+        execution = jdf.queryExecution()
+        plan, deterministic = execution.executedPlan().toString(), execution.optimizedPlan().deterministic()
+    else:   # Spark Connect: the plans as text
+        plan = df._explain_string(extended=True)
+        deterministic = not _NONDETERMINISTIC.search(plan)
+    return deterministic and not _SHUFFLE.search(plan)
+
+
+_SHUFFLE = re.compile(r"(?<!Broadcast)Exchange ")
+_NONDETERMINISTIC = re.compile(r"\b(rand|randn|uuid|shuffle|monotonically_increasing_id|spark_partition_id|"
+                               r"input_file_name|random)\(", re.IGNORECASE)
+
+
+def _sorted_by(df: DataFrame, order: tuple[str, ...]) -> bool:
+    """Whether ``df`` is already in ``order`` (NULLs last): each input partition sorted, and
+    each one's last row at most the next one's first. One pass over the ``order`` columns
+    (a log written in arrival order then needs no sort), in the JVM (``OrderScan``) or
+    through Arrow."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from pyspark import TaskContext
+
+    fields = [df.schema[c] for c in order]
+    ends = T.StructType([T.StructField(f.name, f.dataType) for f in fields])
+    schema = T.StructType([T.StructField("part", T.IntegerType()), T.StructField("ok", T.BooleanType()),
+                           T.StructField("first", ends), T.StructField("last", ends)])
+
+    def check(batches):
+        table = pa.Table.from_batches(list(batches))
+        if not table.num_rows:
+            return
+        sort = pc.sort_indices(table, sort_keys=[(c, "ascending") for c in order], null_placement="at_end")
+        ok = pc.all(pc.equal(sort, pa.array(range(table.num_rows), sort.type))).as_py()
+        first, last = (pa.StructArray.from_arrays([c.combine_chunks() for c in table.slice(at, 1).columns],
+                                                  names=list(order)) for at in (0, table.num_rows - 1))
+        yield pa.RecordBatch.from_arrays([pa.array([TaskContext.get().partitionId()], pa.int32()),
+                                          pa.array([ok]), first, last], names=["part", "ok", "first", "last"])
+
+    from . import jvm
+
+    columns = df.select(*order)
+    scan = (jvm.order_scan(columns, schema) if jvm.available(df.sparkSession, "OrderScan")
+            else columns.mapInArrow(check, schema))
+    parts = sorted(scan.collect())
+    return all(p.ok for p in parts) and all(
+        _sort_key(a.last) <= _sort_key(b.first) for a, b in zip(parts, parts[1:]))
+
+
+def _sort_key(row) -> tuple:
+    """A row's ``order`` values as Spark sorts them ascending: NaN above numbers, NULL last."""
+    return tuple((v is None, v != v, None if v is None or v != v else v) for v in row)
+
+
+def _sortable(dtype) -> bool:
+    return not isinstance(dtype, (T.MapType, T.VariantType)) and not (
+        isinstance(dtype, (T.ArrayType, T.StructType)) and "map<" in dtype.simpleString())
 
 
 def _check_columns(df: DataFrame, time, watermark, order, proctime) -> None:
@@ -206,12 +310,9 @@ def null_time_error(column: str, where: Column) -> Column:
 
 
 def prepared(s: Stream) -> DataFrame:
-    """The source in arrival order (not yet numbered) with ``_ts`` (event time, ms), ``_g``
+    """The source (in arrival order: ``in_arrival_order``), not yet numbered, with ``_ts`` (event time, ms), ``_g``
     (the watermark the row emits, ms) and, for a proctime column, ``_p`` (ms)."""
     df = s.source
-    if s.order:
-        df = (df.withColumn("_in", F.monotonically_increasing_id())
-                .orderBy(*[F.col(c).asc_nulls_last() for c in s.order], "_in").drop("_in"))
     ts_ms = F.unix_millis(F.col(s.time).cast("timestamp")) if s.time_is_timestamp else F.col(s.time).cast("long")
     df = df.withColumn("_ts", ts_ms).withColumn("_g", _candidate(s, F.col("_ts")))
     if isinstance(s.proctime, str):

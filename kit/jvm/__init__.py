@@ -6,6 +6,8 @@ class                          what it computes                              Pyt
 =============================  ============================================  ========================
 ``flinkkit.LateScan``          per input partition: smallest time, largest   ``asof._late_check``
                                watermark, any late row
+``flinkkit.OrderScan``         per input partition: whether its rows are     ``stream._sorted_by``
+                               sorted, its first and last
 ``flinkkit.ArrivalScan``       per input partition: the stream's arrival     ``stream._scan``,
                                order, watermarks and processing time;        ``placement.
                                the first arrival past each timer             first_at_least``
@@ -40,7 +42,7 @@ from pathlib import Path
 
 from ..java import _cache_dir
 
-__all__ = ["jar", "available", "late_scan", "arrival_scan", "window_operator", "window_scan"]
+__all__ = ["jar", "available", "late_scan", "order_scan", "arrival_scan", "window_operator", "window_scan"]
 
 _SOURCES = sorted(Path(__file__).parent.glob("*.java"))
 _PACKAGE = "flinkkit"
@@ -122,6 +124,12 @@ def late_scan(df, shift: int):
     out = times.mapPartitions(jvm.flinkkit.LateScan(shift),
                               encoders.tuple(encoders.INT(), encoders.LONG(), encoders.LONG(), encoders.BOOLEAN()))
     return DataFrame(out.toDF(), spark).toDF("_part", "_min", "_max", "_late")
+
+
+def order_scan(df, schema):
+    """``OrderScan`` over ``df`` (the ``order`` columns of a stream's source): one row per
+    non-empty input partition of ``schema`` (``part``, ``ok``, ``first``, ``last``)."""
+    return _map_partitions(df, df.sparkSession._jvm.flinkkit.OrderScan(df._jdf.schema()), schema)
 
 
 def arrival_scan(df, settings: str, schema):

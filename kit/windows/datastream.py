@@ -478,8 +478,8 @@ class WindowResult:
     @cached_property
     def _arrivals(self) -> Arrivals | None:
         """The stream's arrival scan in the JVM, read by the replay and the timer placement
-        (None: Spark SQL's scan; so for ``order=``, whose sort must not differ between passes)."""
-        return None if self.stream.order else arrivals(self.stream)
+        (None: Spark SQL's scan)."""
+        return arrivals(self.stream)
 
     def _spread(self, values: list, sort: bool = True) -> DataFrame:
         """``values``, ``seq``, ``_ts``, ``_wm``, ``_pt`` of every arrival, spread over tasks by

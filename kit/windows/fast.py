@@ -16,10 +16,10 @@ Then Flink's operator reduces to arithmetic on each element and its watermark:
                                  a@5 (seq 2)
     -> on-time, pane 0, after seq 1: count 1;  late, pane 1, after seq 2: count 2
 
-Without allowed lateness, on a stream in input order (no ``order=``, no processing-time
-column), no element needs its own watermark: ``_in_input_order`` finds each window's
-first arrival past its end and counts what arrived by then, with no sort and no scan of
-the stream -- in one pass in the JVM, or two in Spark SQL. Otherwise the annotated stream
+Without allowed lateness, on a stream without a processing-time column, no element needs
+its own watermark: ``_in_input_order`` finds each window's first arrival past its end and
+counts what arrived by then, with no sort and no scan of the stream -- in one pass in the
+JVM, or two in Spark SQL. Otherwise the annotated stream
 (``Stream.df``) is read.
 
 Property tests (tests/test_window_fast.py) check it against the reference replay.
@@ -113,7 +113,7 @@ def _on_time_only(result, rows: DataFrame, keys, size, slide) -> DataFrame:
 
 
 def _in_input_order(result, keys, size, slide) -> DataFrame:
-    """``_on_time_only`` for a stream in input order (no ``order=``), from its source rows:
+    """``_on_time_only`` for a stream read in its source's order, from its source rows:
     no sort, no scan of the annotated stream. The watermark only grows, so window ``w``
     accepts exactly the elements that arrive up to and with ``A(w)``, the first arrival
     whose own watermark reaches ``max_timestamp(w)``; the firing happens right after
@@ -362,10 +362,11 @@ def _fired(counts: dict, cells: list, maxima, slide: int) -> list:
 
 def in_input_order(result) -> bool:
     """Whether ``firings`` reads the source rows in input order (``_in_input_order``): no
-    allowed lateness, no ``order=``, no processing-time column. Its last stage is then a
+    allowed lateness, no processing-time column (a stream with ``order=`` is in input order:
+    ``kit.stream`` sorted it). Its last stage is then a
     small aggregation, which one task can finish."""
     s = result.stream
-    return result.spec.allowed_lateness == 0 and not s.order and not isinstance(s.proctime, str)
+    return result.spec.allowed_lateness == 0 and not isinstance(s.proctime, str)
 
 
 def firings(result) -> DataFrame:
