@@ -285,12 +285,13 @@ def _check_columns(df: DataFrame, time, watermark, order, proctime) -> None:
 
 
 def _candidate(s: Stream, ts_ms: Column) -> Column:
-    """The watermark each row leaves behind (before the running maximum), in ms."""
+    """The watermark each row leaves behind (before the running maximum), in ms. Like
+    Flink's ``BoundedOutOfOrdernessWatermarks`` (whose running maximum starts at
+    ``Long.MIN_VALUE + delay + 1``), it never goes below ``Long.MIN_VALUE``: NULL there."""
     wm = s.watermark
-    if wm.kind == "bounded":
-        return ts_ms - F.lit(wm.delay.millis + 1)
-    if wm.kind == "sql":
-        return ts_ms - F.lit(wm.delay.millis)
+    if wm.kind in ("bounded", "sql"):
+        shift = wm.delay.millis + (wm.kind == "bounded")
+        return F.when(ts_ms >= F.lit(-2 ** 63 + shift), ts_ms - F.lit(shift))
     if wm.kind == "column":
         col = F.col(wm.column)
         return F.unix_millis(col.cast("timestamp")) if s.time_is_timestamp else col.cast("long")

@@ -482,7 +482,8 @@ public class WindowOperator implements MapPartitionsFunction {
                 long start = t - Math.floorMod(t - offset, size);
                 out.add(new Window(start, start + size, false));
             } else if ("sliding".equals(assigner)) {
-                for (long start = t - Math.floorMod(t - offset, slide); start > t - size; start -= slide) {
+                long start = t - Math.floorMod(t - offset, slide);   // Flink's loop, never around the long range
+                for (long k = size / slide + (size % slide == 0 ? 0 : 1); k > 0 && start > t - size; k--, start -= slide) {
                     out.add(new Window(start, start + size, false));
                 }
             } else {

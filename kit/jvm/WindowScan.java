@@ -31,7 +31,10 @@ import org.apache.spark.unsafe.types.UTF8String;
  *   <li>tag 1: each row where that watermark first reaches a value of the grid of window
  *       maxima: {@code i} the row's {@code _in}, {@code own} its watermark;
  *   <li>tag 2: the chunk's rows ({@code i}) and largest watermark ({@code own}, NULL: none);
- *   <li>tag 3: a window start of its partials (each at least once).
+ *   <li>tag 3: a window start of its partials (each at least once);
+ *   <li>tag 4: the chunk has a time or watermark beyond {@code ±limit} ms, where the window
+ *       arithmetic could overflow: its rows after that one are not read (the replay then
+ *       takes the window).
  * </ul>
  *
  * <pre>
@@ -64,6 +67,7 @@ public class WindowScan implements MapPartitionsFunction {
     private final long size, slide, offset, base;
     private final int keyAt, keyWidth, tsAt, ownAt, width, flush, mask;
     private final long tsUnit, ownUnit, ownShift;   // micros or millis per ms; the own watermark's lag
+    private final long limit;   // the largest time (ms, either sign) read
     private final String tsName;
     private final boolean shifted;   // the own watermark is the time - ownShift; else column ownAt (-1: none)
     private final boolean struct;   // several keys, in a struct
@@ -87,6 +91,7 @@ public class WindowScan implements MapPartitionsFunction {
         ownAt = Integer.parseInt((String) s.get("own"));
         ownUnit = Long.parseLong((String) s.get("own_unit"));
         ownShift = Long.parseLong((String) s.get("own_shift"));
+        limit = Long.parseLong((String) s.get("limit"));
         flush = Integer.parseInt((String) s.get("flush"));
         mask = Integer.parseInt((String) s.get("ring")) - 1;
         reader = new Internal.Reader(input);
@@ -176,7 +181,13 @@ public class WindowScan implements MapPartitionsFunction {
 
             /** Reads rows until some are to be written: a crossing, an eviction, a flush, the end. */
             void step() {
-                while (pending.isEmpty() && live < flush && input.hasNext()) add((InternalRow) input.next());
+                while (pending.isEmpty() && live < flush && input.hasNext()) {
+                    if (!add((InternalRow) input.next())) {   // beyond the limit: nothing more to read
+                        pending.add(row(4, MIN, rows, null));
+                        done = true;
+                        return;
+                    }
+                }
                 if (live >= flush) writeGroups();
                 if (input.hasNext()) return;
                 writeGroups();
@@ -185,11 +196,16 @@ public class WindowScan implements MapPartitionsFunction {
                 done = true;
             }
 
-            void add(InternalRow r) {
+            /** Adds row {@code r}; false (and nothing added) when a time is beyond the limit. */
+            boolean add(InternalRow r) {
                 long in = ((long) chunk << 33) | rows++;   // monotonically_increasing_id()'s
                 if (r.isNullAt(tsAt)) throw Internal.error("row " + (rows - 1) + " of input partition " + chunk
                     + " has NULL event time in column '" + tsName + "'; Flink rejects such rows: filter or fill them first");
                 long ts = Math.floorDiv(r.getLong(tsAt), tsUnit);
+                // the watermark the row emits: its time - shift, its watermark column's, none (MIN)
+                long own = shifted ? ts - ownShift
+                    : ownAt < 0 || r.isNullAt(ownAt) ? MIN : Math.floorDiv(r.getLong(ownAt), ownUnit);
+                if (ts < -limit || ts > limit || own != MIN && (own < -limit || own > limit)) return false;
                 Keyed keyed = null;
                 for (long start = ts - Math.floorMod(ts - offset, slide); start > ts - size; start -= slide) {
                     if (start + size - 1 <= high) break;   // late in this window and every earlier one
@@ -217,16 +233,10 @@ public class WindowScan implements MapPartitionsFunction {
                     }
                     aggregates.add(g.counts, g.accs, r);
                 }
-                long own;   // the watermark the row emits: its time - shift, its watermark column's, none
-                if (shifted) {
-                    own = ts - ownShift;
-                } else {
-                    if (ownAt < 0 || r.isNullAt(ownAt)) return;
-                    own = Math.floorDiv(r.getLong(ownAt), ownUnit);
-                }
-                if (own <= high) return;
+                if (own <= high) return true;
                 if (high == MIN || cell(own) > cell(high)) pending.add(row(1, MIN, in, Long.valueOf(own)));
                 high = own;
+                return true;
             }
 
             void writeGroups() {

@@ -4,6 +4,9 @@ Times are epoch milliseconds. A window ``[start, end)`` holds timestamps ``start
 end - 1``; ``max_timestamp = end - 1`` is when event time has passed it. Window starts
 follow Flink's formula ``start = ts - (ts - offset) mod size`` (the remainder taken
 non-negative), so an offset of ``Time.hours(-8)`` aligns daily windows to UTC+8 midnight.
+The arithmetic is Java's ``long``, as in Flink: near ``Long.MAX_VALUE`` a window's end
+overflows (``end < start``, and the window is over as soon as the watermark rises), near
+``Long.MIN_VALUE`` its start does -- Flink's answer on the whole BIGINT range.
 
     TumblingEventTimeWindows.of(Time.seconds(5))          ts 7000 -> [5000, 10000)
     SlidingEventTimeWindows.of(Time.seconds(10), Time.seconds(5))
@@ -24,10 +27,16 @@ __all__ = ["TimeWindow", "GlobalWindow", "WindowAssigner", "MergingWindowAssigne
            "TumblingEventTimeWindows", "TumblingProcessingTimeWindows",
            "SlidingEventTimeWindows", "SlidingProcessingTimeWindows",
            "EventTimeSessionWindows", "ProcessingTimeSessionWindows", "GlobalWindows",
-           "MIN_TIME", "MAX_TIME"]
+           "MIN_TIME", "MAX_TIME", "java_long"]
 
 MIN_TIME = -2 ** 63      # Long.MIN_VALUE: no watermark yet
 MAX_TIME = 2 ** 63 - 1   # Long.MAX_VALUE: end of input
+
+
+def java_long(value: int) -> int:
+    """``value`` as a Java ``long`` holds it: wrapped into ``Long.MIN_VALUE .. Long.MAX_VALUE``
+    (``java_long(MAX_TIME + 1) == MIN_TIME``), as Flink's window arithmetic overflows."""
+    return value if MIN_TIME <= value <= MAX_TIME else (value - MIN_TIME) % 2 ** 64 + MIN_TIME
 
 
 def _ms(value, name: str) -> int:
@@ -59,7 +68,7 @@ class TimeWindow(NamedTuple):
     end: int
 
     def max_timestamp(self) -> int:
-        return self.end - 1
+        return self.end - 1 if self.end != MIN_TIME else MAX_TIME   # Java's end - 1
 
     def intersects(self, other: "TimeWindow") -> bool:
         """True when the windows overlap or touch (Flink merges touching sessions)."""
@@ -95,9 +104,9 @@ class GlobalWindow:
 
 
 def window_start(timestamp: int, offset: int, size: int) -> int:
-    """Flink's ``TimeWindow.getWindowStartWithOffset``."""
-    remainder = (timestamp - offset) % size   # Python's % is already non-negative here
-    return timestamp - remainder
+    """Flink's ``TimeWindow.getWindowStartWithOffset``, in Java's ``long`` arithmetic."""
+    remainder = java_long(timestamp - offset) % size   # Python's % is already non-negative here
+    return java_long(timestamp - remainder)
 
 
 class WindowAssigner:
@@ -158,7 +167,7 @@ class _Tumbling(WindowAssigner):
     def assign_windows(self, element, timestamp, processing_time):
         t = self._time(timestamp, processing_time)
         start = window_start(t, self.offset, self.size)
-        return [TimeWindow(start, start + self.size)]
+        return [TimeWindow(start, java_long(start + self.size))]
 
     def __repr__(self):
         return f"{type(self).__name__}.of({_times(self.size, offset=self.offset)})"
@@ -175,11 +184,12 @@ class _Sliding(WindowAssigner):
 
     def assign_windows(self, element, timestamp, processing_time):
         t = self._time(timestamp, processing_time)
-        out = []
-        start = window_start(t, self.offset, self.slide)
-        while start > t - self.size:
-            out.append(TimeWindow(start, start + self.size))
-            start -= self.slide
+        out, start, low = [], window_start(t, self.offset, self.slide), java_long(t - self.size)
+        for _ in range(-(-self.size // self.slide)):   # Flink's loop, but never around the long range
+            if start <= low:
+                break
+            out.append(TimeWindow(start, java_long(start + self.size)))
+            start = java_long(start - self.slide)
         return out
 
     def __repr__(self):
@@ -201,7 +211,7 @@ class _Session(MergingWindowAssigner):
             if gap <= 0:
                 raise KitError(f"Dynamic gap can not be negative or zero: the extractor returned {gap} ms "
                                f"for {element!r}")
-        return [TimeWindow(t, t + gap)]
+        return [TimeWindow(t, java_long(t + gap))]
 
     def __repr__(self):
         if self.extractor is None:

@@ -154,15 +154,8 @@ def run(result, spread_of, fields: list, kinds: list) -> DataFrame | None:
     if config is None or not jvm.available(result.stream.source.sparkSession, "WindowOperator"):
         return None
     spread = spread_of(values, sort=False)   # the JVM sorts each key's rows
-    # the JVM writes window bounds in ms; they become the time column's type here
-    bounds = {"_firing0", "_firing1"} if not result.keys else {"_firing1", "_firing2"}
-    timestamp = isinstance(result.time_type, T.TimestampType)
-    written = T.StructType([T.StructField(f.name, T.LongType()) if timestamp and f.name in bounds else f
-                            for f in fields])
     if result.spec.assigner.event_time or "continuous-event" in config:   # Flink rejects rows without a time
         where = F.concat(F.lit("seq="), F.col("seq").cast("string"))
         spread = spread.withColumn("_ts", F.when(F.col("_ts").isNull(), null_time_error(
             result.stream.time, where).cast("long")).otherwise(F.col("_ts")))
-    out = jvm.window_operator(spread, config, written)
-    return out.select(*[F.timestamp_millis(f.name).alias(f.name) if timestamp and f.name in bounds else f.name
-                        for f in fields])
+    return jvm.window_operator(spread, config, T.StructType(fields))   # window bounds in ms

@@ -23,7 +23,7 @@ arrivals decide, so such a window replays the whole stream in one task instead.
 ``key``            the ``key_by`` value (a struct for several columns); absent
                    for ``window_all``
 ``window_start``   window bounds, typed like the time column (NULL for
-``window_end``     GlobalWindows)
+``window_end``     GlobalWindows; near the ends of the time's range: below)
 <result columns>   the function's output (``reduce``: the element's columns)
 ``firing``         ``early`` (before the window's end), ``on-time`` (the first
                    firing at or after it), ``late`` (later ones)
@@ -37,6 +37,16 @@ arrivals decide, so such a window replays the whole stream in one task instead.
 ``fired_after``    the arrival (``seq``) after which it fired; NULL: end of input
 ``contents``       how many elements the firing saw
 =================  ===========================================================
+
+Times near the ends of their range. A BIGINT time takes Flink's whole range, in Java's
+``long`` arithmetic: near ``Long.MAX_VALUE`` a window's end overflows (``window_end <
+window_start``: the window is over as soon as the watermark rises, and a later element of
+it gets the fate ``no window``, as Flink drops it without a trace), near ``Long.MIN_VALUE``
+its start does, and the watermark stops at ``Long.MIN_VALUE``. A TIMESTAMP time takes what
+a TIMESTAMP holds, ``0001-01-01 00:00:00 .. 9999-12-31 23:59:59.999`` (``TIMESTAMPS``):
+a window bound, timer or watermark beyond it (the hour from 9999-12-31 23:00 ends in year
+10000) fails the query, naming the firing and the range. (PySpark's ``collect()`` cannot
+give back a TIMESTAMP on 0001-01-01 itself, an input's neither: ``datetime.fromtimestamp``.)
 
 ``result.late`` (= the late side output) has the dropped elements with their ``seq``
 and the ``watermark`` that made them late; ``result.elements()`` every element with its
@@ -57,7 +67,7 @@ from functools import cached_property
 
 import pyarrow as pa
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, Row
+from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -328,7 +338,8 @@ class WindowResult:
         late = self._in_arrival_order("late")
         if isinstance(self.time_type, T.IntegralType):
             return late
-        return late.withColumn("watermark", F.timestamp_millis("watermark"))
+        return late.withColumn("watermark", _timestamp(
+            "watermark", F.concat(F.lit("the late element seq="), F.col("seq").cast("string"))))
 
     def get_side_output(self, output_tag: OutputTag) -> DataFrame:
         if output_tag != self.windowed._late_tag:
@@ -370,8 +381,8 @@ class WindowResult:
     def _columns(self) -> dict:
         """Each kind of row the replay emits (``firing``, ``late``, ``element``) and its columns."""
         src, long = self.stream.source.schema, T.LongType()
-        firing = ([T.StructField("key", self._key_type())] if self.keys else []) + [
-            T.StructField("window_start", self.time_type), T.StructField("window_end", self.time_type)]
+        firing = ([T.StructField("key", self._key_type())] if self.keys else []) + [   # bounds in ms
+            T.StructField("window_start", long), T.StructField("window_end", long)]
         firing += self.output.fields + [T.StructField(c, T.StringType() if c in ("firing", "cause") else long)
                                         for c in _METADATA + ("_order", "_floor")]
         element = [src[c] for c in self.values] + [T.StructField("seq", long)]
@@ -498,20 +509,24 @@ class WindowResult:
         """The firings, by the fast path when it applies (``engine="auto"``), else by
         replaying each key (``"reference"``)."""
         fast_path = engine == "fast" or (engine == "auto" and fast.eligible(self.spec))
-        if fast_path:
-            df = fast.firings(self)
-        elif fires_on_timers(self.spec.trigger) and not self._whole_stream:   # the whole stream: placed
+        df = fast.firings(self) if fast_path else None   # None: a time beyond the fast path's range
+        fast_path = df is not None
+        if not fast_path and fires_on_timers(self.spec.trigger) and not self._whole_stream:   # else: placed
             df = place_timers(self._replayed("firing"), self.stream, self._arrivals)
-        else:
+        elif not fast_path:
             df = self._replayed("firing", keep=False)
         # per key, in the order the operator emitted, in one partition: a small last stage runs
         # as one task (no shuffle); a replay or a window over the elements stays parallel
         one = df.coalesce(1) if fast_path and fast.in_input_order(self) else df.repartition(1)
         df = one.sortWithinPartitions(*(["key"] if self.keys else []), "_order")
-        times = ["proctime"]   # ms; for a TIMESTAMP time the others too (the replay gives timestamp bounds)
+        times = ["proctime"]   # ms; for a TIMESTAMP time the others too
         if not isinstance(self.time_type, T.IntegralType):
-            times += ["timer", "watermark"] + (["window_start", "window_end"] if fast_path else [])
-        return df.select(*[F.timestamp_millis(c).alias(c) if c in times else c for c in df.columns
+            times += ["timer", "watermark", "window_start", "window_end"]
+        firing = F.concat(F.lit("the firing of "), *([F.lit("key "), F.col("key").cast("string"), F.lit(", ")]
+                                                     if self.keys else []),
+                          F.lit("window ["), F.col("window_start").cast("string"), F.lit(", "),
+                          F.col("window_end").cast("string"), F.lit(") ms"))
+        return df.select(*[_timestamp(c, firing) if c in times else c for c in df.columns
                            if c not in ("_order", "_floor")])
 
     def _infer_output(self) -> T.StructType:
@@ -526,6 +541,20 @@ class WindowResult:
 
 
 _TASK_ROWS = 500_000
+TIMESTAMPS = (-62_135_596_800_000, 253_402_300_799_999)   # ms: 0001-01-01 00:00:00 .. 9999-12-31 23:59:59.999
+
+
+def _timestamp(column: str, row: Column) -> Column:
+    """``column`` (epoch ms) as a TIMESTAMP; a time beyond ``TIMESTAMPS`` fails the query,
+    naming the time and ``row`` (text in Spark)."""
+    ms = F.col(column)
+    beyond = F.raise_error(F.concat(
+        F.lit(f"{column} "), ms.cast("string"), F.lit(" ms of "), row,
+        F.lit(" is beyond the TIMESTAMP range 0001-01-01 00:00:00 .. 9999-12-31 23:59:59.999 (Spark's, and "
+              "Python's datetime): give the stream a BIGINT time column (epoch milliseconds), on which the kit "
+              "follows Flink over the whole BIGINT range")))
+    return F.when(ms.isNull() | ms.between(*TIMESTAMPS), F.timestamp_millis(ms)).otherwise(
+        beyond.cast("timestamp")).alias(column)
 
 
 def _column(kind: str, i: int) -> str:

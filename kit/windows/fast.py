@@ -22,14 +22,22 @@ counts what arrived by then, with no sort and no scan of the stream -- in one pa
 JVM, or two in Spark SQL. Otherwise the annotated stream
 (``Stream.df``) is read.
 
+The fast path takes event times and watermarks within ``±TIME_LIMIT`` ms (2**61, about
+73 million years either side of 1970), where none of its sums can overflow a BIGINT;
+a stream with a time beyond it (found by the first pass, which reads every row anyway)
+runs the replay, which follows Flink's ``long`` arithmetic on the whole range. Only a
+window that reads a processing-time column without allowed lateness makes no first pass:
+there such a time fails the query, naming the row.
+
 Property tests (tests/test_window_fast.py) check it against the reference replay.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -40,7 +48,19 @@ from .placement import first_at_least
 from .triggers import EventTimeTrigger
 from ..stream import _CHUNK_BITS, epoch_ms, null_time_error
 
-__all__ = ["eligible", "firings", "in_input_order"]
+__all__ = ["eligible", "firings", "in_input_order", "TIME_LIMIT"]
+
+TIME_LIMIT = 2 ** 61   # the event times and watermarks (ms, either sign) the fast path takes
+
+
+class _Beyond(Exception):
+    """A time beyond ``±TIME_LIMIT``: the replay takes the window."""
+
+
+def _within(*times: Column) -> Column:
+    """Whether every one of ``times`` (ms; NULL counts as within) lies in ``±TIME_LIMIT``."""
+    inside = [F.coalesce(t.between(-TIME_LIMIT, TIME_LIMIT), F.lit(True)) for t in times]
+    return functools.reduce(lambda a, b: a & b, inside)
 
 
 def eligible(spec) -> bool:
@@ -62,6 +82,13 @@ def _on_time_only(result, rows: DataFrame, keys, size, slide) -> DataFrame:
     ``_wmb`` to ``max(_wmb, _own)``, passing the window ends (every ``slide``) in between;
     the arrival that sets the first watermark passes every end below it."""
     a, agg = result.spec.assigner, result.spec.contents._agg
+    beyond = F.raise_error(F.concat(
+        F.lit("row seq="), F.col("seq").cast("string"), F.lit(f" has event time or watermark beyond ±{TIME_LIMIT} ms, "
+                                                             "the range of the fast path, which this window (a "
+                                                             "processing-time column, no allowed lateness) cannot "
+                                                             "leave once running: filter such rows first")))
+    rows = rows.withColumn("_ts", F.when(_within(F.col("_ts"), F.col("_own")), F.col("_ts"))
+                           .otherwise(beyond.cast("long")))
     ts, wmb, own = F.col("_ts"), F.col("_wmb"), F.col("_own")
     after = F.greatest(wmb, own)
     last_start = ts - F.pmod(ts - F.lit(a.offset), F.lit(slide))
@@ -164,12 +191,16 @@ def _pass_one(result, checked: DataFrame, size, slide) -> list:
     row per partition and window end). It fails on a NULL time, so pass 2 need not check."""
     s, a = result.stream, result.spec.assigner
     own, ts = s.own_watermark(), F.col("_ts")
+    within = _within(ts, own)
     base = (a.offset + size - 1) % slide
     last = ts - F.pmod(ts - F.lit(a.offset), F.lit(slide)) + F.lit(size - 1)
     summary = (checked.groupBy(F.shiftright("_in", _CHUNK_BITS).alias("chunk"),
-                               (own - F.pmod(own - F.lit(base), F.lit(slide))).alias("g"), last.alias("last"))
+                               F.when(within, own - F.pmod(own - F.lit(base), F.lit(slide))).alias("g"),
+                               F.when(within, last).alias("last"))
                .agg(F.min("_in").alias("first"), F.min_by(own, F.col("_in")).alias("after"),
-                    F.count(F.lit(1)).alias("n"))).collect()
+                    F.count(F.lit(1)).alias("n"), F.count(F.when(~within, 1)).alias("beyond"))).collect()
+    if any(r.beyond for r in summary):
+        raise _Beyond()
     counts = {}
     for r in summary:
         counts[r.chunk] = counts.get(r.chunk, 0) + r.n
@@ -260,6 +291,7 @@ def _scanned(result, keys, size, slide):
         "ts": at[ts], "ts_unit": ts_unit, "ts_name": s.time, "own": at.get(own, -1), "own_unit": own_unit,
         "own_kind": "shift" if wm.kind in ("bounded", "sql") else "column",
         "own_shift": wm.delay.millis + (wm.kind == "bounded"), "flush": _FLUSH, "ring": ring,
+        "limit": TIME_LIMIT,
         "agg_functions": ",".join(p.function for p in parts),
         "agg_columns": ",".join(str(-1 if p.column is None else at[p.column]) for p in parts),
         "agg_kinds": ",".join(map(str, kinds)), "nan_parts": ",".join(map(str, nan_parts))}.items())
@@ -281,8 +313,10 @@ def _scanned(result, keys, size, slide):
             cells.append((r._own - (r._own - base) % slide, r._i, r._own))
         elif r._tag == 2:
             counts[r._chunk], highs[r._chunk] = r._i, r._own
-        else:
+        elif r._tag == 3:
             maxima.add(r._start + size - 1)
+        else:   # 4: a time beyond TIME_LIMIT
+            raise _Beyond()
     before, high = [], MIN_TIME   # per partition (all, numbered from 0), the watermark the ones before it left
     for chunk in sorted(highs):
         before.append(high)
@@ -370,11 +404,21 @@ def in_input_order(result) -> bool:
 
 
 def firings(result) -> DataFrame:
-    """The firings of ``result`` (a ``WindowResult``), times in ms, with a sort key ``_order``."""
-    s, spec, keys = result.stream, result.spec, list(result.keys)
-    a = spec.assigner
-    size = a.size
-    slide = getattr(a, "slide", size)
+    """The firings of ``result`` (a ``WindowResult``), times in ms, with a sort key ``_order``;
+    None when a time lies beyond ``TIME_LIMIT`` (the replay then takes the window)."""
+    a, spec = result.spec.assigner, result.spec
+    slide = getattr(a, "slide", a.size)
+    if _MAX_PASSED * slide + a.size + result.stream.watermark.delay.millis + spec.allowed_lateness > TIME_LIMIT:
+        return None   # windows too long for the fast path's sums
+    try:
+        return _firings(result, list(result.keys), a.size, slide)
+    except _Beyond:
+        return None
+
+
+def _firings(result, keys, size, slide) -> DataFrame:
+    """``firings``, raising ``_Beyond`` when its first pass meets a time beyond the limit."""
+    s, spec, a = result.stream, result.spec, result.spec.assigner
     lateness = spec.allowed_lateness
     if in_input_order(result):
         return _in_input_order(result, keys, size, slide)   # no annotated stream needed
@@ -388,21 +432,28 @@ def firings(result) -> DataFrame:
                        pt.alias("_pt"), s.own_watermark().alias("_own"))
     if lateness == 0:
         return _on_time_only(result, rows, keys, size, slide)
-    # the windows of each element: starts last_start, last_start - slide, ... > ts - size
-    last_start = F.col("_ts") - F.pmod(F.col("_ts") - F.lit(a.offset), F.lit(slide))
+    # the windows of each element: starts last_start, last_start - slide, ... > ts - size;
+    # a row beyond the limit keeps one, NULL, which the windows' maxima below reveal
+    beyond = ~_within(F.col("_ts"), F.col("_own"))
+    ts = F.when(~beyond, F.col("_ts"))
+    last_start = ts - F.pmod(ts - F.lit(a.offset), F.lit(slide))
     per_element = -(-size // slide)
-    rows = (rows.withColumn("_k", F.explode(F.sequence(F.lit(0), F.lit(per_element - 1))))
+    rows = (rows.withColumn("_beyond", beyond)
+                .withColumn("_k", F.explode(F.sequence(F.lit(0), F.lit(per_element - 1))))
                 .withColumn("_start", last_start - F.col("_k") * F.lit(slide))
-                .filter(F.col("_start") > F.col("_ts") - F.lit(size))
+                .filter(F.col("_beyond") & (F.col("_k") == 0) | (F.col("_start") > ts - F.lit(size)))
                 .withColumn("_max", F.col("_start") + F.lit(size - 1)))
     cleanup = F.when(F.col("_max") > F.lit(MAX_TIME - lateness), F.lit(MAX_TIME)).otherwise(
         F.col("_max") + F.lit(lateness))
-    accepted = rows.filter(cleanup > F.col("_wmb"))
+    accepted = rows.filter(F.col("_beyond") | (cleanup > F.col("_wmb")))
 
     # when did the watermark pass each window's end?
     arrivals = s.unordered().select("seq", s.own_watermark().alias("own"), F.greatest(
         F.coalesce(s.millis("watermark"), F.lit(MIN_TIME)), s.own_watermark()).alias("after"), pt.alias("pt"))
-    hits = first_at_least(arrivals, {"own": [r._max for r in accepted.select("_max").distinct().collect()]})
+    maxima = [r._max for r in accepted.select("_max").distinct().collect()]
+    if None in maxima:
+        raise _Beyond()
+    hits = first_at_least(arrivals, {"own": maxima})
     passed = s.source.sparkSession.createDataFrame(
         [(t, None, None, None) if h is None else (t, h.seq, h.after, h.pt) for (_, t), h in hits.items()],
         "_max long, _j long, _jwm long, _jpt long").hint("broadcast")

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ..errors import KitError
-from .assigners import MAX_TIME, MIN_TIME, GlobalWindow, GlobalWindows
+from .assigners import MAX_TIME, MIN_TIME, GlobalWindow, GlobalWindows, java_long
 from .evictors import TimestampedValue
 from .functions import Contents
 from .state import StateStore
@@ -322,7 +322,7 @@ class _Operator:
                 (self.ctx.register_event_time_timer if self.event_time
                  else self.ctx.register_processing_time_timer)(cleanup)
         if skipped:
-            late = self.event_time and e.timestamp + self.spec.allowed_lateness <= self.watermark
+            late = self.event_time and java_long(e.timestamp + self.spec.allowed_lateness) <= self.watermark
             if late:
                 self.result.late.append((e.seq, self.watermark))
             self.result.fates[e.seq] = "late" if late else "no window"
