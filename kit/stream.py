@@ -255,8 +255,26 @@ def _sortable(dtype) -> bool:
         isinstance(dtype, (T.ArrayType, T.StructType)) and "map<" in dtype.simpleString())
 
 
+def check_column_names(owner: str, columns) -> None:
+    """Raise a KitError unless ``owner``'s column names are unique and free of dots: Spark
+    matches names ignoring case, so two that differ only in case are the same column, and
+    reads ``a.b`` as field ``b`` of a struct ``a``."""
+    seen = {}
+    for column in map(str, columns):
+        twin = seen.get(column.lower())
+        if twin is not None:
+            raise KitError(f"{owner}: " + (f"two columns are named {column!r}" if twin == column else
+                                           f"columns {twin!r} and {column!r} differ only in case, which "
+                                           "Spark SQL ignores") + "; rename one of them")
+        seen[column.lower()] = column
+        if "." in column:
+            raise KitError(f"{owner}: column {column!r} has a '.', which Spark SQL reads as a field of a "
+                           f"struct; rename it, e.g. to {column.replace('.', '_')!r}")
+
+
 def _check_columns(df: DataFrame, time, watermark, order, proctime) -> None:
     names = df.columns
+    check_column_names("the stream's input", names)
     schema = {f.name: f.dataType for f in df.schema.fields}
 
     def need(col, what):

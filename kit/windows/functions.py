@@ -245,6 +245,9 @@ class SqlAggregate(AggregateFunction):
                 raise KitError(f"{type(part).__name__}({part.column!r}): no such column; columns are "
                                f"{schema.fieldNames()}")
             source = None if part.column is None else schema[part.column].dataType
+            if part.function in ("sum", "avg") and not isinstance(source, T.NumericType):
+                raise KitError(f"{type(part).__name__}({part.column!r}) needs a numeric column; {part.column!r} "
+                               f"is {source.simpleString().upper()}")
             if part.function == "count":
                 dtype = T.LongType()
             elif part.function in ("min", "max"):
