@@ -1,11 +1,16 @@
 """Flink's lookup join: the replay's cache and updates in pure Python, then on Spark with SQLite."""
 
+import os
+import re
 import sqlite3
 from contextlib import closing
 from datetime import datetime, timedelta
+from functools import partial
 
 import pandas as pd
 import pytest
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import PythonException
 
 import kit
 from kit import Clock, Duration, KitError
@@ -238,4 +243,88 @@ def test_errors_say_what_to_fix(spark, shop):
         lookup_join(stream, LookupTable.sqlite(shop, "customers", updates=bad_op), {"customer_id": "id"})
     with pytest.raises(KitError, match=r"missing \['city'\]"):
         lookup_join(stream, LookupTable.sqlite(shop, "customers", updates=bad_op.drop(columns="city")),
+                    {"customer_id": "id"})
+
+
+# -- failures on the workers: the kit's message, no worker traceback -----------------------
+
+def on_workers(action):
+    """A ``connect`` for a SQLite file that, on a Spark worker (not in this process), does
+    ``action(connection)`` first; local functions travel to the workers by value."""
+    driver = os.getpid()
+
+    def connect(path):
+        conn = sqlite3.connect(path)
+        if os.getpid() != driver:
+            action(conn)
+        return conn
+    return connect
+
+
+def run_failure(out):
+    """The error ``out.collect()`` raises: the kit's message alone."""
+    with pytest.raises(Exception) as info:
+        out.collect()
+    error = info.value
+    assert not isinstance(error, (PythonException, Py4JJavaError)), type(error)
+    assert error.getCondition() == "USER_RAISED_EXCEPTION"
+    assert not re.search(r"Traceback|java\.|at org\.apache|File \"", str(error)), str(error)
+    return str(error)
+
+
+def test_a_database_gone_before_the_query_runs_fails_it_naming_the_table(spark, shop):
+    out = lookup_join(orders(spark, [1, 2]), LookupTable.sqlite(shop, "customers"), {"customer_id": "id"})
+    query = kit.sql("SELECT o.id, c.name FROM orders AS o JOIN customers FOR SYSTEM_TIME AS OF o.proctime AS c "
+                    "ON o.customer_id = c.id", orders=orders(spark, [1]), customers=LookupTable.sqlite(shop, "customers"))
+    shop.unlink()
+    for result in (out, query):
+        assert re.match(rf"\[USER_RAISED_EXCEPTION\] lookup table 'customers' \(SQLite file {re.escape(str(shop))}\): "
+                        r"connect\(\) failed on a Spark worker \(OperationalError: unable to open database file\); "
+                        "it runs on every worker, so the database must be reachable", run_failure(result))
+
+
+def test_a_table_dropped_or_a_connection_closed_on_the_workers_fails_the_query(spark, shop):
+    out = lookup_join(orders(spark, [1]), LookupTable.sqlite(shop, "customers"), {"customer_id": "id"})
+    with closing(sqlite3.connect(shop)) as c:
+        c.execute("DROP TABLE customers")
+    message = run_failure(out)
+    assert message.startswith(f"[USER_RAISED_EXCEPTION] lookup table 'customers' (SQLite file {shop}): a lookup on "
+                              "a Spark worker failed (OperationalError: no such table: customers); the table must "
+                              "stay in the database, and the connection open, until the query has run")
+    with closing(sqlite3.connect(shop)) as c:
+        c.execute("CREATE TABLE customers (id INTEGER, name TEXT)")
+    closed = LookupTable(partial(on_workers(sqlite3.Connection.close), shop), "customers")
+    assert re.search(r"lookup table 'customers' \(connect=on_workers\.<locals>\.connect\): a lookup on a Spark "
+                     r"worker failed \(ProgrammingError: Cannot operate on a closed database\.\)",
+                     run_failure(lookup_join(orders(spark, [1]), closed, {"customer_id": "id"})))
+
+
+def test_connect_failing_on_the_workers_or_not_reaching_them(spark, shop, tmp_path, monkeypatch):
+    def unreachable(conn):
+        raise ConnectionRefusedError("database host unreachable")
+    table = LookupTable(partial(on_workers(unreachable), shop), "customers")
+    assert ("connect() failed on a Spark worker (ConnectionRefusedError: database host unreachable)"
+            in run_failure(lookup_join(orders(spark, [1]), table, {"customer_id": "id"})))
+    (tmp_path / "only_here.py").write_text(f"import sqlite3\n\ndef connect():\n    return sqlite3.connect({str(shop)!r})\n")
+    monkeypatch.syspath_prepend(str(tmp_path))                 # this process can import it, the workers cannot
+    from only_here import connect
+    table = LookupTable(connect, "customers")
+    assert ("lookup table 'customers' (connect=connect): connect cannot be loaded on a Spark worker "
+            "(ModuleNotFoundError: No module named 'only_here'); define it in a module every worker can import"
+            in run_failure(lookup_join(orders(spark, [1]), table, {"customer_id": "id"})))
+    conn = sqlite3.connect(shop)
+    with pytest.raises(KitError, match=r"connect cannot be sent to the Spark workers \(TypeError: cannot pickle "
+                                       r"'sqlite3.Connection' object\); give a function that opens a new connection"):
+        lookup_join(orders(spark, [1]), LookupTable(lambda: conn, "customers"), {"customer_id": "id"})
+    conn.close()
+
+
+def test_values_that_do_not_fit_the_schema_fail_the_query_naming_the_types(spark, shop):
+    table = LookupTable.sqlite(shop, "customers", schema="id BIGINT, name BIGINT, city STRING")
+    assert ("does not fit the column types id BIGINT, name BIGINT, city STRING (ValueError: invalid literal for "
+            "int() with base 10: 'Ann'); give schema='name TYPE, ...' with the types of its values"
+            in run_failure(lookup_join(orders(spark, [1]), table, {"customer_id": "id"})))
+    with pytest.raises(KitError, match=r"schema 'id BIGINT, name' of 'customers' is not Spark DDL \('name TYPE, "
+                                       r"\.\.\.'\): ParseException: \[PARSE_SYNTAX_ERROR\]"):
+        lookup_join(orders(spark, [1]), LookupTable.sqlite(shop, "customers", schema="id BIGINT, name"),
                     {"customer_id": "id"})

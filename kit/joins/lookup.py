@@ -50,6 +50,13 @@ the update's row (none for ``-D``). A lookup first applies every update of its k
 ``at <= proctime``. Updates live in the replay, never in the database, which is only read
 (``LookupTable.sqlite`` opens it read-only): re-runs give the same answer.
 
+Failures: the table's columns are read when the join is planned, so a database or a table
+that is not there, or a ``connect`` Spark cannot send to its workers, is a ``KitError`` then.
+What fails later, on the workers, as Spark runs the lookups (``connect()`` failing there, the
+database file or the table gone, the connection closed, a value that does not fit the column
+types) fails the query with a message naming the table and its database, as Spark's
+``USER_RAISED_EXCEPTION`` without a worker traceback (``kit.errors``).
+
 Determinism: Flink caches per subtask; the kit answers as one subtask would (parallelism
 1). Without ``max_rows`` keys are independent (entries and updates are per key), so each
 task replays its keys, sorted by key and arrival; with ``max_rows`` eviction couples the
@@ -78,16 +85,19 @@ from dataclasses import dataclass, field, fields
 from functools import partial
 from pathlib import Path
 from typing import Callable, NamedTuple
+from urllib.parse import unquote, urlsplit
 
 import pandas as pd
 import pyarrow as pa
+from pyspark import cloudpickle
+from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from ..arrow import column, python_values
-from ..errors import KitError
+from ..errors import KitError, raising
 from ..stream import Stream, epoch_ms
 from ..time import Duration
 
@@ -96,6 +106,7 @@ __all__ = ["LookupCache", "LookupTable", "LookupReplay", "Lookup", "Update", "lo
 _META = ("seq", "match_index", "proctime", "cache", "looked_up_at")
 _OPS = ("+I", "+U", "-D")
 _BATCH_ROWS = 10_000
+_ERROR = "_kit_error"
 
 
 @dataclass(frozen=True)
@@ -301,6 +312,12 @@ def lookups(left: Stream, table: LookupTable, left_keys, table_keys, misses: boo
     if unknown:
         raise KitError(f"column(s) {unknown} are not in table {table.table!r}; its columns are {names}")
     updates = _updates(table, names, table_keys)
+    named = _named(table)
+    try:  # sent pickled, so that failing to send it or to load it there is said as the kit says things
+        sent = cloudpickle.dumps(table.connect)
+    except Exception as e:
+        raise KitError(f"{named}: connect cannot be sent to the Spark workers ({_cause(e)}); give a function "
+                       "that opens a new connection, e.g. functools.partial(sqlite3.connect, path)") from e
 
     keyed = rows.select(*carry, "seq", F.unix_millis(F.col("proctime").cast("timestamp")).alias("_pt"),
                         *[F.col(c).alias(f"_k{i}") for i, c in enumerate(left_keys)])
@@ -308,23 +325,39 @@ def lookups(left: Stream, table: LookupTable, left_keys, table_keys, misses: boo
                        + [T.StructField(n, f.dataType) for n, f in zip(_uniquify(names, carry + list(_META)), schema)]
                        + [T.StructField("match_index", T.IntegerType()), T.StructField("proctime", T.TimestampType()),
                           T.StructField("cache", T.StringType()), T.StructField("looked_up_at", T.TimestampType())])
-    arrow = to_arrow_schema(out, timezone="UTC")
+    with_error = T.StructType(out.fields + [T.StructField(_ERROR, T.StringType())])
+    arrow = to_arrow_schema(with_error, timezone="UTC")
     columns = keyed.columns
-    connect, name, cache, width = table.connect, table.table, table.cache, len(names)
+    name, cache, width = table.table, table.cache, len(names)
+    types = ", ".join(f"{f.name} {f.dataType.simpleString().upper()}" for f in schema)
 
     def batch(found: list) -> pa.RecordBatch:
-        return pa.RecordBatch.from_arrays(
-            [column(list(v), f.dataType, arrow.field(f.name).type) for v, f in zip(zip(*found), out)], schema=arrow)
+        try:
+            arrays = [column(list(v), f.dataType, arrow.field(f.name).type) for v, f in zip(zip(*found), out)]
+        except (ArithmeticError, TypeError, ValueError) as e:
+            raise KitError(f"{named}: a row it holds does not fit the column types {types} ({_cause(e)}); give "
+                           "schema='name TYPE, ...' with the types of its values") from e
+        return pa.RecordBatch.from_arrays(arrays + [pa.nulls(len(found), pa.string())], schema=arrow)
+
+    def failed(message: str) -> pa.RecordBatch:
+        return pa.RecordBatch.from_arrays([pa.nulls(1, f.type) for f in arrow][:-1] + [pa.array([message])],
+                                          schema=arrow)
 
     def per_task(batches):
+        try:
+            yield from lookup_all(batches)
+        except KitError as e:  # the database failed the lookups: the query fails with the kit's message
+            yield failed(str(e))
+
+    def lookup_all(batches):
         batches = list(batches)
         if not batches:
             return
         data = pa.Table.from_batches(batches)
         values = {c: python_values(data.column(c)) for c in columns}
         found = []
-        with closing(connect()) as conn:
-            replay = LookupReplay(_query(conn, name, names, table_keys), cache, updates)
+        with closing(_connected(sent, named)) as conn:
+            replay = LookupReplay(_query(conn, name, names, table_keys, named), cache, updates)
             for i, (seq, now) in enumerate(zip(values["seq"], values["_pt"])):
                 result = replay.lookup(tuple(values[f"_k{k}"][i] for k in range(len(left_keys))), now)
                 head = (*[values[c][i] for c in carry], seq)
@@ -343,7 +376,7 @@ def lookups(left: Stream, table: LookupTable, left_keys, table_keys, misses: boo
         spread = keyed.repartition(1).sortWithinPartitions("seq")
     else:
         spread = keyed.repartition(*key_columns).sortWithinPartitions(*key_columns, "seq")
-    return spread.mapInArrow(per_task, out)
+    return raising(spread.mapInArrow(per_task, with_error), _ERROR)
 
 
 def _uniquify(names: list, taken: list) -> list:
@@ -369,8 +402,9 @@ def _driver(conn):
     return sys.modules[type(conn).__module__.split(".")[0]]
 
 
-def _query(conn, table: str, columns: list, keys: list) -> Callable[[tuple], list]:
-    """A function: key values -> the table's rows with them, ordered by every column."""
+def _query(conn, table: str, columns: list, keys: list, named: str) -> Callable[[tuple], list]:
+    """A function: key values -> the table's rows with them, ordered by every column; a
+    failed read is a KitError on behalf of ``named`` (the table, as messages name it)."""
     style = _driver(conn).paramstyle
     mark = {"qmark": lambda i: "?", "numeric": lambda i: f":{i + 1}", "named": lambda i: f":k{i}",
             "format": lambda i: "%s", "pyformat": lambda i: f"%(k{i})s"}[style]
@@ -379,10 +413,48 @@ def _query(conn, table: str, columns: list, keys: list) -> Callable[[tuple], lis
     sql = f"SELECT {listed} FROM {_quote(table)} WHERE {where} ORDER BY {listed}"
 
     def run(key: tuple) -> list:
-        cursor = conn.cursor()
-        cursor.execute(sql, {f"k{i}": v for i, v in enumerate(key)} if style in ("named", "pyformat") else key)
-        return [tuple(r) for r in cursor.fetchall()]
+        try:
+            cursor = conn.cursor()
+            cursor.execute(sql, {f"k{i}": v for i, v in enumerate(key)} if style in ("named", "pyformat") else key)
+            return [tuple(r) for r in cursor.fetchall()]
+        except Exception as e:
+            raise KitError(f"{named}: a lookup on a Spark worker failed ({_cause(e)}); the table must stay in the "
+                           "database, and the connection open, until the query has run") from e
     return run
+
+
+def _connected(sent: bytes, named: str):
+    """A connection on a Spark worker, from ``connect`` as ``sent`` pickled; failing, a
+    KitError on behalf of ``named``."""
+    try:
+        connect = cloudpickle.loads(sent)
+    except Exception as e:
+        raise KitError(f"{named}: connect cannot be loaded on a Spark worker ({_cause(e)}); define it in a module "
+                       "every worker can import, or use functools.partial(sqlite3.connect, path)") from e
+    try:
+        return connect()
+    except Exception as e:
+        raise KitError(f"{named}: connect() failed on a Spark worker ({_cause(e)}); it runs on every worker, so "
+                       "the database must be reachable from each of them (SQLite: a path they can all read) "
+                       "until the query has run") from e
+
+
+def _named(table: LookupTable) -> str:
+    """How messages name ``table``: its name and its database (a SQLite file's path)."""
+    connect = table.connect
+    function = connect.func if isinstance(connect, partial) else connect
+    if function is sqlite3.connect and connect.args:
+        path = str(connect.args[0])
+        where = f"SQLite file {unquote(urlsplit(path).path) if path.startswith('file:') else path}"
+    else:
+        where = f"connect={getattr(function, '__qualname__', type(function).__qualname__)}"
+    return f"lookup table {table.table!r} ({where})"
+
+
+def _cause(error: Exception) -> str:
+    """``error`` in one line: its type and the first line of its message."""
+    text = str(error).strip().split("\n")[0]
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def _describe(table: LookupTable) -> T.StructType:
@@ -390,16 +462,22 @@ def _describe(table: LookupTable) -> T.StructType:
     try:
         conn = table.connect()
     except Exception as e:
-        raise KitError(f"cannot connect to the lookup database of {table.table!r}: {e}") from e
+        raise KitError(f"{_named(table)}: cannot connect ({_cause(e)}); check that the database is there and "
+                       "connect() opens it") from e
     with closing(conn):
-        cursor = conn.cursor()
         try:
+            cursor = conn.cursor()
             cursor.execute(f"SELECT * FROM {_quote(table.table)} WHERE 1 = 0")
-        except _driver(conn).Error as e:
-            raise KitError(f"table {table.table!r} is not in the database ({e}); check the name") from e
+        except Exception as e:
+            raise KitError(f"table {table.table!r} is not in the database or cannot be read ({_cause(e)}); check "
+                           "the name and that connect() gives an open connection") from e
         names = [d[0] for d in cursor.description]
         if table.schema is not None:
-            schema = T.StructType.fromDDL(table.schema)
+            try:
+                schema = T.StructType.fromDDL(table.schema)
+            except PySparkException as e:
+                raise KitError(f"schema {table.schema!r} of {table.table!r} is not Spark DDL ('name TYPE, ...'): "
+                               f"{_cause(e).split(' SQLSTATE')[0]}") from e
             if schema.fieldNames() != names:
                 raise KitError(f"schema {table.schema!r} must name the table's columns in order: {names}")
             return schema
