@@ -10,16 +10,37 @@ from __future__ import annotations
 
 from ..errors import KitError
 
-__all__ = ["MatchRecognizeError", "NotSupportedByFlink", "MatchRuntimeError", "TooManyThreads"]
+__all__ = ["MatchRecognizeError", "NotSupportedByFlink", "MatchRuntimeError", "TooManyThreads", "sql_text"]
+
+
+def sql_text(node) -> str:
+    """A pattern or expression as Flink SQL, for messages (the SQL front end prints it)."""
+    from ..sql.format import to_sql
+    return to_sql(node)
 
 
 class MatchRecognizeError(KitError):
-    """A MATCH_RECOGNIZE clause that cannot run: ``clause`` names the part (PATTERN, DEFINE...)."""
+    """A MATCH_RECOGNIZE clause that cannot run: ``clause`` names the part (PATTERN, DEFINE...).
+
+    It pickles with its type, so a Spark task can hand it to the driver (``operator``)."""
 
     def __init__(self, clause: str, message: str, pos=None):
-        self.clause, self.pos = clause, pos
+        self.clause, self.message, self.pos = clause, message, pos
         where = f" (line {pos[0]}, column {pos[1]})" if pos else ""
         super().__init__(f"{clause}: {message}{where}")
+
+    def __reduce__(self):
+        return _rebuild, (type(self), self.clause, self.message, self.pos)
+
+    def in_partition(self, where: str) -> "MatchRecognizeError":
+        """The same error, its message naming the PARTITION BY values ``where``."""
+        return _rebuild(type(self), self.clause, f"{self.message} (partition {where})", self.pos)
+
+
+def _rebuild(cls, clause, message, pos):
+    error = cls.__new__(cls)
+    MatchRecognizeError.__init__(error, clause, message, pos)
+    return error
 
 
 class NotSupportedByFlink(MatchRecognizeError):
@@ -36,4 +57,5 @@ class MatchRuntimeError(MatchRecognizeError):
 
 
 class TooManyThreads(MatchRecognizeError):
-    """The standard matcher exceeded its bound on live threads (a pathological pattern)."""
+    """A matcher exceeded its step budget or (the standard one) its bound on live threads:
+    a pathological pattern."""

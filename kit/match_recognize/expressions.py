@@ -43,6 +43,7 @@ class Env:
     pattern variables, SUBSET names, user aggregates and the time columns.
 
     ``avg_truncates``: AVG of integers returns an integer (Flink 2.3 runtime: BIGINT AVG).
+    ``reads[0]`` counts the rows the compiled aggregates have read (the matchers' step budget).
     """
 
     def __init__(self, columns: dict, variables=(), subsets=None, aggregates=None,
@@ -56,6 +57,7 @@ class Env:
         self.rowtime, self.proctime = rowtime, proctime
         self.avg_truncates = avg_truncates
         self.clause = clause
+        self.reads = [0]
         self.nrows = len(next(iter(columns.values()))) if columns else 0
 
     def column(self, name, pos=None):
@@ -314,10 +316,11 @@ def _aggregate(e: Aggregate, env, inner):
         raise env.error(f"DISTINCT aggregates are not supported: {func}(DISTINCT ...)", e.pos)
     args = e.arg if isinstance(e.arg, tuple) else (() if e.arg is None else (e.arg,))
     labels = _single_label_set(args, env, f"aggregate {func}()") if args else None
-    if labels is None:
-        pick = lambda R, L: R  # noqa: E731
-    else:
-        pick = lambda R, L: [r for r, lab in zip(R, L) if lab in labels]  # noqa: E731
+    reads = env.reads
+
+    def pick(R, L):
+        reads[0] += len(R)
+        return R if labels is None else [r for r, lab in zip(R, L) if lab in labels]
     gs = [compile_expr(a, env, inner=True) for a in args]
     if func in env.aggregates:
         cls = env.aggregates[func]

@@ -259,13 +259,15 @@ def _table(states, conditions):
             for var, take, proceed, not_take, _ in states]
 
 
-def run(elements, conditions, times, nrows, after_match, within_ms=None, within_inclusive=False):
+def run(elements, conditions, times, nrows, after_match, within_ms=None, within_inclusive=False,
+        *, budget):
     """Matches of one partition in emission order, each ``(R, L)``: the reference runner.
 
     ``conditions[var](R, L, m, F)`` is the compiled DEFINE condition (True classifies the
     row); ``times`` the time column (epoch ms) for WITHIN. A partial match is
     ``(start, state, L)``: variables are unique, so a row's condition is evaluated at most
     once per partial match, and with strict contiguity its rows are ``range(start, r + 1)``.
+    ``budget`` (``budget.Budget``) is spent one step per partial match per row.
     """
     states, start_state = compile_nfa(elements)
     table = _table(states, conditions)
@@ -275,6 +277,7 @@ def run(elements, conditions, times, nrows, after_match, within_ms=None, within_
             out.expire(r)
         new_partial = []
         out.partial.append((r, start_state, ()))
+        budget.spend(len(out.partial))
         for start, state, L in out.partial:
             R1 = range(start, r + 1)
             while state is not None:   # a concatenation: PROCEEDs form a chain
@@ -296,7 +299,7 @@ def run(elements, conditions, times, nrows, after_match, within_ms=None, within_
 
 
 def run_blocks(elements, defines: dict, env, times, nrows, after_match, within_ms=None,
-               within_inclusive=False):
+               within_inclusive=False, *, budget):
     """``run``, generated for one pattern: the same matches, several times faster.
 
     ``defines``: the DEFINE expression per variable (``env`` resolves their columns). A
@@ -386,9 +389,11 @@ def run_blocks(elements, defines: dict, env, times, nrows, after_match, within_m
         loop = ["    r = 1", "    while r < nrows:", "        if not partial:",
                 "            r = following[r - 1] + 1",
                 "            if r >= nrows:", "                break"]
-    source = "\n".join(["def runner(nrows, out, complete, ok, following):", "    partial = out.partial"] + loop + [
+    source = "\n".join(["def runner(nrows, out, complete, spend, ok, following):",
+                         "    partial = out.partial"] + loop + [
         "        new = []",
         "        append = new.append",
+        "        spend(len(partial) + 1)",
         "        for start, state, B in partial:"] + _indent(body or ["pass"], 3) + _indent(starts, 2) + [
         "        out.partial = partial = new",
         "        if out.waiting:",
@@ -396,7 +401,7 @@ def run_blocks(elements, defines: dict, env, times, nrows, after_match, within_m
         "    return out.finish()", ""])
     exec(compile_source(source, "<MATCH_RECOGNIZE>"), names)  # noqa: S102 -- built above
     out = _Matches(after_match, times, within_ms, within_inclusive)
-    return names["runner"](nrows, out, lambda start, r, M: out.complete(start, *expand(r, M)),
+    return names["runner"](nrows, out, lambda start, r, M: out.complete(start, *expand(r, M)), budget.spend,
                            *((None, None) if ok is None else (ok.tolist(), _following(ok))))
 
 

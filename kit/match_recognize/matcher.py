@@ -18,9 +18,10 @@ Standard matcher, per start row ``s`` (leftmost first):
     and keeps ``(A | A A)* B`` linear; with history-free DEFINEs (and no WITHIN) the
     (instruction, row) pairs visited by a failed attempt are remembered as dead for later
     start rows, so ``(A+ B+)+ C`` with C never true stays linear too;
-  * bounds: at most ``max_threads`` live threads and ``step_budget`` thread steps per
-    partition (default ``2_000_000 + 200 * rows``); beyond them TooManyThreads is raised
-    instead of running for minutes (e.g. ``(A+ B+)+ C`` whose C looks at the history).
+  * bounds: at most ``max_threads`` live threads, and the step budget (``budget.py``: thread
+    steps plus rows read by DEFINE's aggregates, per partition; the Flink runner spends it
+    too); beyond them TooManyThreads is raised instead of running for minutes (e.g.
+    ``(A+ B+)+ C`` whose C looks at the history).
 Default AFTER MATCH is SKIP PAST LAST ROW; an empty match moves on one row. WITHIN (not in
 the standard) follows Flink's runtime: a thread dies when ``t - t_start >= within``.
 
@@ -39,11 +40,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import flink
+from .budget import MAX_THREADS, Budget
 from .errors import MatchRecognizeError, MatchRuntimeError, TooManyThreads
 from .codegen import compile_fast
 from .expressions import Env, walk
 from .measures import Measures, prepare_columns
-from .program import compile_pattern, labels_of
+from .program import check_size, compile_pattern, labels_of
 from .spec import ONE_ROW, AfterMatch, Aggregate, Column, MatchNumber, Nav
 
 __all__ = ["Match", "PartitionResult", "run_partition", "SEMANTICS"]
@@ -89,10 +91,12 @@ def run_partition(columns: dict, spec, semantics: str = "flink", aggregates: dic
     ``trace``: a list that receives every DEFINE evaluation, in order, as a dict
     ``{"row", "variable", "rows", "classifiers", "result"}`` (the rows and labels the
     condition saw, the row being classified last) -- the seed's evaluation tables.
+    ``step_budget``: the most steps the matcher may take (None: ``budget.py``'s default).
     """
     if semantics not in SEMANTICS:
         raise MatchRecognizeError("MATCH_RECOGNIZE", f"unknown semantics {semantics!r}; "
                                                      f"choose one of {', '.join(SEMANTICS)}")
+    check_size(spec.pattern)
     lists, stamps = prepare_columns(columns)
     nrows = len(next(iter(lists.values()))) if lists else 0
     is_flink = semantics != "standard"
@@ -107,6 +111,7 @@ def run_partition(columns: dict, spec, semantics: str = "flink", aggregates: dic
                   timestamp_columns=stamps, rowtime=rowtime, proctime=proctime,
                   avg_truncates=semantics == "flink-2.3")
     define_env = Env(lists, clause="DEFINE", **common)
+    budget = Budget(spec.pattern, nrows, step_budget, define_env.reads)
     measures = Measures(spec, Env(lists, clause="MEASURES", **common))
     number = [1]
     # Flink's matches are contiguous blocks of unique variables: its DEFINEs read blocks
@@ -133,17 +138,17 @@ def run_partition(columns: dict, spec, semantics: str = "flink", aggregates: dic
     if is_flink:
         if blocks:
             found = flink.run_blocks(elements, dict(spec.define), define_env, times, nrows, after,
-                                     spec.within_ms, within_inclusive=semantics == "flink")
+                                     spec.within_ms, within_inclusive=semantics == "flink", budget=budget)
         else:
             found = flink.run(elements, conditions, times, nrows, after, spec.within_ms,
-                              within_inclusive=semantics == "flink")
+                              within_inclusive=semantics == "flink", budget=budget)
         matches, rows = [], []
         for i, (R, L) in enumerate(found, 1):
             matches.append(Match(i, R, L, (False,) * len(R), R[0]))
             rows.append(measures.one_row(R, L, i))
         return PartitionResult(rows, matches, measures.names)
     return _standard(spec, conditions, number, measures, after, nrows, times,
-                     subsets, max_threads, step_budget, full_history=trace is not None)
+                     subsets, max_threads, budget, full_history=trace is not None)
 
 
 def _traced(var, condition, out):
@@ -174,7 +179,7 @@ def _history_dependent(spec) -> bool:
 
 
 def _standard(spec, conditions, number, measures, after, nrows, times, subsets,
-              max_threads, step_budget, full_history=False):
+              max_threads, budget, full_history=False):
     code = compile_pattern(spec.pattern)
     if measures.with_unmatched and any(ins[0] == "EXCLUDE" for ins in code):
         raise MatchRecognizeError("PATTERN", "the exclusion syntax {- -} is not allowed with ALL "
@@ -182,7 +187,6 @@ def _standard(spec, conditions, number, measures, after, nrows, times, subsets,
     dependent = full_history or _history_dependent(spec)
     true = lambda R, L, m, F: True  # noqa: E731
     cond = {ins[1]: conditions.get(ins[1], true) for ins in code if ins[0] == "LABEL"}
-    budget = [step_budget if step_budget is not None else 2_000_000 + 200 * nrows]
     within = spec.within_ms
     # (pc, row) pairs that a failed attempt visited: with history-free conditions their
     # future does not depend on where the attempt started, so they cannot match either
@@ -252,19 +256,16 @@ def _standard(spec, conditions, number, measures, after, nrows, times, subsets,
                     ok = cache[key] = cond[var](R, L1, number[0], None) is True
                 if ok:
                     seeds.append((pc + 1, L1 if dependent else None, (var, d > 0, H), d))
-            budget[0] -= len(threads)
-            if budget[0] < 0:
-                raise TooManyThreads("PATTERN", "the matcher exceeded its step budget on this "
-                                                "partition (a pathological pattern: nested "
-                                                "quantifiers that rarely finish?); simplify the "
-                                                "pattern or raise step_budget")
+            budget.spend(len(threads))
             pos += 1
             threads, found = closure(seeds, pos, visited)
             if found is not None:
                 best = found
             if len(threads) > max_threads:
-                raise TooManyThreads("PATTERN", f"more than {max_threads} live threads at row "
-                                                f"{pos}; simplify the pattern or raise max_threads")
+                raise TooManyThreads("PATTERN", f"more than {max_threads:,} live threads at row {pos} "
+                                                "of this partition; simplify the pattern or raise the "
+                                                f"bound: config={{'{MAX_THREADS}': n}} in kit.sql, "
+                                                "max_threads=n in match_recognize")
         if best is None:
             if dead is not None:
                 dead.update(visited)

@@ -21,6 +21,7 @@ Output (``MatchResult.rows``), ordered by partition, then match, then row:
 
 from __future__ import annotations
 
+import pickle
 import warnings
 from dataclasses import dataclass, field
 from typing import Optional
@@ -35,15 +36,17 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from ..arrow import column, groups
 from ..errors import KitError
 from ..stream import Stream
+from .errors import MatchRecognizeError, MatchRuntimeError
 from .matcher import SEMANTICS, run_partition
 from .expressions import walk
 from .spec import ONE_ROW, Column, MatchRecognize, MatchRowtime
-from .types import measure_type
+from .types import check_types, measure_type
 
 __all__ = ["match_recognize", "MatchResult", "SEMANTICS", "MatchRecognizeWarning"]
 
 _SEQ = "_kit_seq"
-_ERROR = "_kit_error"  # a partition's run-time error, raised by Spark with its message
+_ERROR = "_kit_error"    # a partition's run-time error: its message, for Spark's raise_error
+_RAISED = "_kit_raised"  # ... and the error itself (pickled), for the driver to raise
 
 
 class MatchRecognizeWarning(UserWarning):
@@ -98,16 +101,40 @@ def _numpy(col: pa.ChunkedArray) -> np.ndarray:
 
 
 def match_recognize(table, spec: MatchRecognize, semantics: str = "flink",
-                    aggregates: dict | None = None) -> MatchResult:
-    """Run ``spec`` over ``table`` (a Spark DataFrame or a ``kit.Stream``)."""
-    plan = _Plan(table, spec, semantics, aggregates)
+                    aggregates: dict | None = None, *, step_budget: int | None = None,
+                    max_threads: int | None = None) -> MatchResult:
+    """Run ``spec`` over ``table`` (a Spark DataFrame or a ``kit.Stream``).
+
+    The matches are computed here (the query's errors are raised here, as KitErrors).
+    ``step_budget``: the most steps the matcher may take in one partition (``budget.py``;
+    default ``1_000_000 + 200 * rows``); ``max_threads``: the most live threads of the
+    standard matcher (default 10,000). Past either, TooManyThreads."""
+    limits = {"step_budget": step_budget, "max_threads": max_threads}
+    for name, value in limits.items():
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise KitError(f"{name} must be a positive int; got {value!r}")
+    plan = _Plan(table, spec, semantics, aggregates, {k: v for k, v in limits.items() if v is not None})
     return MatchResult(plan.rows(), plan.late, spec, semantics, plan)
+
+
+def _runtime(error: KitError) -> MatchRecognizeError:
+    """A run-time error of the matcher as a MatchRecognizeError (which pickles with its type)."""
+    return error if isinstance(error, MatchRecognizeError) else MatchRuntimeError("MATCH_RECOGNIZE", str(error))
+
+
+def _error_row(group: pa.Table, arrow: pa.Schema, error: MatchRecognizeError) -> pa.RecordBatch:
+    """A row carrying ``error``: the group's first values in its input columns (NOT NULL ones
+    included: a NULL there would fail Spark's row writer), NULL elsewhere."""
+    values = [group.column(f.name).slice(0, 1).combine_chunks() if f.name in group.column_names
+              else pa.nulls(1, f.type) for f in arrow]
+    values[-2:] = [pa.array([str(error)]), pa.array([pickle.dumps(error)], pa.binary())]
+    return pa.RecordBatch.from_arrays(values, schema=arrow)
 
 
 class _Plan:
     """One MATCH_RECOGNIZE over one input: the checks, the grouping, the per-partition run."""
 
-    def __init__(self, table, spec: MatchRecognize, semantics: str, aggregates):
+    def __init__(self, table, spec: MatchRecognize, semantics: str, aggregates, limits: dict):
         df, stream = _check(table, spec, semantics)
         self.late = None
         if stream is not None:
@@ -118,7 +145,7 @@ class _Plan:
         if not spec.partition_by:
             warnings.warn("MATCH_RECOGNIZE without PARTITION BY runs as one partition on one core; "
                           "add PARTITION BY to match in parallel", MatchRecognizeWarning, stacklevel=3)
-        self.spec, self.semantics, self.aggregates = spec, semantics, aggregates
+        self.spec, self.semantics, self.aggregates, self.limits = spec, semantics, aggregates, limits
         self.rowtime = stream.time if stream is not None else None
         self.schema = df.schema
         self.inputs = [c for c in df.columns if c != _SEQ]
@@ -130,6 +157,7 @@ class _Plan:
         # unsupported features...) here, on the driver, instead of inside a Spark task
         run_partition({c: np.array([], dtype=object) for c in self.inputs}, spec, semantics,
                       aggregates=aggregates, rowtime=self.rowtime)
+        check_types(spec, self.schema, semantics, aggregates)
 
     def _sorted(self, columns: list) -> DataFrame:
         """The input, only ``columns`` of it, spread over tasks by PARTITION BY and sorted by
@@ -157,15 +185,20 @@ class _Plan:
             walk(expr, visit)
         return [c for c in self.inputs if c.lower() in names]
 
-    def _run(self, out_schema: T.StructType, emit, columns: list):
+    def _run(self, out_schema: T.StructType, emit, columns: list, eager: bool = False):
         """The matcher over ``columns`` of the input, one PARTITION BY group at a time, in a
         ``mapInArrow`` over the sorted input; ``emit(group, result)`` builds a group's output
-        columns (Arrow arrays); a group's run-time error fails the query with its message."""
-        spec, semantics, aggregates, rowtime = self.spec, self.semantics, self.aggregates, self.rowtime
+        columns (Arrow arrays). A group's run-time error (SKIP TO FIRST onto a match's first
+        row, a step budget exceeded...) is a row of its own: ``eager`` computes the matches
+        now (``localCheckpoint``) and raises the first such error here, as the kit's own
+        exception; otherwise it fails the query, when read, with its message."""
+        spec, semantics, aggregates, rowtime, limits = (self.spec, self.semantics, self.aggregates,
+                                                        self.rowtime, self.limits)
         partition_by = self.partition_by
         inputs = [c for c in columns if c not in partition_by or c in self._referenced()]
         schema = T.StructType(out_schema.fields + [T.StructField("_kit_order", T.LongType()),
-                                                   T.StructField(_ERROR, T.StringType())])
+                                                   T.StructField(_ERROR, T.StringType()),
+                                                   T.StructField(_RAISED, T.BinaryType())])
         arrow = to_arrow_schema(schema, timezone="UTC")
 
         def per_task(batches):
@@ -177,25 +210,31 @@ class _Plan:
                 group = table.slice(start, length)
                 try:
                     result = run_partition({c: _numpy(group.column(c)) for c in inputs}, spec, semantics,
-                                           aggregates=aggregates, rowtime=rowtime)
+                                           aggregates=aggregates, rowtime=rowtime, **limits)
                 except KitError as e:  # e.g. SKIP TO FIRST onto the match's first row: Flink fails the job
                     where = ", ".join(f"{c}={group.column(c)[0].as_py()!r}" for c in partition_by)
-                    message = pa.array([f"{e} (partition {where or 'all rows'})"])
-                    yield pa.RecordBatch.from_arrays([pa.nulls(1, f.type) for f in arrow][:-1] + [message],
-                                                     schema=arrow)
+                    yield _error_row(group, arrow, _runtime(e).in_partition(where or "all rows"))
                     continue
                 out = emit(group, result, arrow)
                 n = len(out[0]) if out else 0
-                out += [pa.array(range(n), pa.int64()), pa.nulls(n, pa.string())]  # emission order
+                out += [pa.array(range(n), pa.int64()), pa.nulls(n, pa.string()),  # emission order
+                        pa.nulls(n, pa.binary())]
                 yield from pa.Table.from_arrays(out, schema=arrow).to_batches()
 
+        matched = self._sorted(columns).mapInArrow(per_task, schema)
         error = F.col(_ERROR)
+        if eager:
+            matched = matched.localCheckpoint()
+            failed = matched.filter(error.isNotNull()).select(_RAISED).head()
+            if failed is not None:
+                raise pickle.loads(failed[0])
+        else:
+            matched = matched.filter(F.when(error.isNull(), F.lit(True))
+                                      .otherwise(F.raise_error(error).cast("boolean")))
         # one partition, then a sort inside it: a total order without the sampling job of a
         # global orderBy, which would run the matcher twice
-        return (self._sorted(columns).mapInArrow(per_task, schema)
-                    .filter(F.when(error.isNull(), F.lit(True)).otherwise(F.raise_error(error).cast("boolean")))
-                    .repartition(1).sortWithinPartitions(*partition_by, "_kit_order")
-                    .drop("_kit_order", _ERROR))
+        return (matched.repartition(1).sortWithinPartitions(*partition_by, "_kit_order")
+                       .drop("_kit_order", _ERROR, _RAISED))
 
     def rows(self) -> DataFrame:
         measures = [(m.alias, measure_type(m.expr, self.schema, self.semantics, self.aggregates))
@@ -214,7 +253,7 @@ class _Plan:
 
         return self._run(T.StructType([self.schema[c] for c in keep] + [
             T.StructField(name, dtype, True) for name, dtype in measures]), emit,
-            self._referenced() if one_row else self.inputs)
+            self._referenced() if one_row else self.inputs, eager=True)
 
     def details(self) -> DataFrame:
         inputs = self.inputs
@@ -226,11 +265,11 @@ class _Plan:
             entries.sort(key=lambda e: (e[0], e[1] or 0))  # row order, then match
             index, number, label = zip(*entries) if entries else ((), (), ())
             return group.select(inputs).take(pa.array(index, pa.int64())).columns + [
-                pa.array(number, pa.int64()), pa.array(label, pa.string()), pa.array([False] * len(index))]
+                pa.array(number, pa.int64()), pa.array(label, pa.string())]
 
         details = self._run(T.StructType([self.schema[c] for c in self.inputs] + [
-            T.StructField("match_number", T.LongType()), T.StructField("classifier", T.StringType()),
-            T.StructField("late", T.BooleanType(), False)]), emit, self.inputs)
+            T.StructField("match_number", T.LongType()), T.StructField("classifier", T.StringType())]),
+            emit, self.inputs).withColumn("late", F.lit(False))
         if self.late is None:
             return details
         late = self.late.select(*self.inputs, F.lit(None).cast("long").alias("match_number"),

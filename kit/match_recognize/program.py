@@ -17,16 +17,25 @@ Quantifiers are unrolled: ``x{2,4}`` is ``x x (x (x)?)?``; an unbounded tail is 
 iteration that matched no row ends the loop (as in Perl and Trino): the matcher sees the
 loop head already visited on this row and continues after the loop. PERMUTE(A, B, C) is the
 alternation of the permutations in lexicographic order of the listed items.
+
+Both matchers unroll bounded quantifiers (Flink's NFA has a state per repetition), so a
+pattern may unroll to at most ``MAX_UNROLLED`` pattern variables (``check_size``):
+``B{10000}`` is rejected at planning instead of exhausting memory or running for hours.
 """
 
 from __future__ import annotations
 
 from itertools import permutations
+from math import factorial
 
-from .errors import MatchRecognizeError
+from .errors import MatchRecognizeError, sql_text
 from .spec import Alternation, Anchor, Concat, Empty, Exclusion, Label, Permute, Quantified
 
-__all__ = ["compile_pattern", "labels_of", "can_be_empty"]
+__all__ = ["compile_pattern", "labels_of", "can_be_empty", "check_size", "MAX_UNROLLED"]
+
+#: The most pattern variables a pattern may unroll to (``A{3}`` is 3, ``(A B){2,4}`` is 8,
+#: ``PERMUTE(A, B, C)`` is 18): a bound both matchers compile in well under a second.
+MAX_UNROLLED = 1000
 
 
 def labels_of(pattern) -> list:
@@ -60,6 +69,30 @@ def can_be_empty(p) -> bool:
     if isinstance(p, Exclusion):
         return can_be_empty(p.node)
     raise MatchRecognizeError("PATTERN", f"unknown pattern node {p!r}")
+
+
+def check_size(pattern) -> int:
+    """The number of pattern variables ``pattern`` unrolls to; a MatchRecognizeError at the
+    first node that takes it past ``MAX_UNROLLED``."""
+    if isinstance(pattern, Label):
+        return 1
+    if isinstance(pattern, (Anchor, Empty)):
+        return 0
+    if isinstance(pattern, (Quantified, Exclusion)):
+        size = check_size(pattern.node)
+        if isinstance(pattern, Quantified):
+            size *= max(pattern.min, pattern.min + 1 if pattern.max is None else pattern.max)
+    else:
+        size = sum(check_size(item) for item in pattern.items)
+        if isinstance(pattern, Permute):
+            size *= factorial(len(pattern.items))
+    if size > MAX_UNROLLED:
+        raise MatchRecognizeError("PATTERN", f"{sql_text(pattern)} unrolls to {size:,} pattern variables; "
+                                             f"the kit allows at most {MAX_UNROLLED:,}: lower the "
+                                             "bounds (or PERMUTE fewer items), or repeat with an unbounded "
+                                             "quantifier (+, *, {n,}) and a condition that counts", pattern.pos)
+    return size
+
 
 
 def compile_pattern(pattern) -> list:

@@ -33,11 +33,13 @@ import re
 from pyspark.sql import types as T
 
 from ..errors import KitError
+from .errors import MatchRecognizeError, sql_text
+from .expressions import walk
 from .spec import (Aggregate, Between, Binary, Call, Case, Cast, Classifier, Column, InList,
                    IsNull, Literal, MatchNumber, MatchProctime, MatchRowtime, Nav, Semantics,
                    Unary)
 
-__all__ = ["measure_type", "spark_type", "MeasureTypeError"]
+__all__ = ["measure_type", "spark_type", "check_types", "MeasureTypeError"]
 
 
 class MeasureTypeError(KitError):
@@ -185,3 +187,95 @@ def measure_type(expr, schema: T.StructType, semantics: str = "flink",
         if expr.args:
             return of(expr.args[0])
     raise MeasureTypeError(f"cannot tell the type of measure {expr!r}; wrap it in CAST(... AS type)")
+
+
+def check_types(spec, schema: T.StructType, semantics: str = "flink", aggregates: dict | None = None):
+    """Raise, at planning, what Flink's planner rejects in DEFINE and MEASURES: a DEFINE that
+    is not a BOOLEAN condition (``A AS A.price + 1``, ``A AS 'true'``) and operands of the
+    wrong type (``A.price > 'abc'``, ``NOT A.price``, ``'x' * 2``), each at its line and
+    column. An expression whose type cannot be told (a user aggregate without
+    ``result_type``) is not judged."""
+    def type_of(e):
+        try:
+            return measure_type(e, schema, semantics, aggregates)
+        except KitError:
+            return None
+
+    for clause, exprs in (("DEFINE", [e for _, e in spec.define]), ("MEASURES", [m.expr for m in spec.measures])):
+        for expr in exprs:
+            walk(expr, lambda e, clause=clause: _check_operands(e, type_of, clause))
+    for var, expr in spec.define:
+        kind = _family(type_of(expr))
+        if kind not in (None, "BOOLEAN"):
+            hint = (f"compare it, e.g. {sql_text(expr)} > 0" if kind == "NUMERIC" else
+                    "write a comparison or a predicate (=, <, IS NULL, LIKE ...)")
+            raise MatchRecognizeError("DEFINE", f"the condition of {var}, {sql_text(expr)}, is "
+                                                f"{_name(type_of(expr))}, not BOOLEAN: {hint}", _start(expr))
+
+
+_ARITHMETIC = {"+", "-", "*", "/", "%"}
+_COMPARISONS = {"=", "<>", "!=", "<", "<=", ">", ">="}
+
+
+def _check_operands(e, type_of, clause):
+    """Raise when node ``e`` compares operands of different kinds, or applies AND, OR, NOT
+    or arithmetic to an operand that is not BOOLEAN, or NUMERIC (or TIMESTAMP)."""
+    if isinstance(e, Binary) and e.op.upper() in ("AND", "OR") or isinstance(e, Unary) and e.op.upper() == "NOT":
+        operands, allowed = (e.arg,) if isinstance(e, Unary) else (e.left, e.right), {"BOOLEAN"}
+    elif isinstance(e, Binary) and e.op in _ARITHMETIC or isinstance(e, Unary) and e.op == "-":
+        operands, allowed = (e.arg,) if isinstance(e, Unary) else (e.left, e.right), {"NUMERIC", "TIMESTAMP"}
+    else:
+        known = [(x, kind) for x in _compared(e) if (kind := _family(type_of(x))) is not None]
+        for x, kind in known[1:]:
+            if kind != known[0][1]:
+                a = known[0][0]
+                raise MatchRecognizeError(clause, f"cannot compare {sql_text(a)} ({_name(type_of(a))}) with "
+                                                  f"{sql_text(x)} ({_name(type_of(x))}) in {sql_text(e)}: CAST "
+                                                  "one side to the other's type", _start(e))
+        return
+    for x in operands:
+        kind = _family(type_of(x))
+        if kind is not None and kind not in allowed:
+            raise MatchRecognizeError(clause, f"{e.op.upper()} needs {' or '.join(sorted(allowed))} operands, "
+                                              f"not {sql_text(x)} ({_name(type_of(x))}), in {sql_text(e)}",
+                                      _start(e))
+
+
+def _compared(e) -> tuple:
+    """The operands node ``e`` compares with one another (none if it compares nothing)."""
+    if isinstance(e, Binary) and e.op in _COMPARISONS:
+        return e.left, e.right
+    if isinstance(e, Between):
+        return e.arg, e.low, e.high
+    if isinstance(e, InList):
+        return (e.arg, *e.items)
+    return ()
+
+
+def _family(t) -> str | None:
+    """The kind of values of type ``t`` that compare with one another; None for NULL or an
+    unknown type (neither is judged)."""
+    if t is None or isinstance(t, T.NullType):
+        return None
+    if isinstance(t, T.BooleanType):
+        return "BOOLEAN"
+    if isinstance(t, T.NumericType):
+        return "NUMERIC"
+    if isinstance(t, T.StringType):
+        return "STRING"
+    if isinstance(t, (T.TimestampType, T.TimestampNTZType, T.DateType)):
+        return "TIMESTAMP"
+    return t.simpleString().upper()
+
+
+def _name(t: T.DataType) -> str:
+    """A Spark type by its Flink SQL name (``BIGINT``, ``STRING`` ...)."""
+    names = {v.simpleString(): k for k, v in reversed(_SIMPLE.items())}
+    return names.get(t.simpleString(), t.simpleString().upper())
+
+
+def _start(expr):
+    """The line and column where ``expr``'s text begins: the first position in it."""
+    found = []
+    walk(expr, lambda e: found.append(e.pos) if getattr(e, "pos", None) else None)
+    return min(found, default=None)

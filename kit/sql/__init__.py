@@ -61,7 +61,7 @@ from ..stream import Stream
 from .errors import SqlError, position
 from .format import to_sql
 from .lexer import tokenize
-from .match_recognize import parse_match_recognize
+from .match_recognize import match_options, parse_match_recognize
 from .query import Resolver, Rewritten, clauses, rewrite
 from .temporal import join_options, plan as plan_temporal
 from .interval import true_pairs
@@ -89,6 +89,11 @@ def sql(query: str, semantics: str = "flink", aggregates: dict | None = None, co
     ``kit.join.interleave`` (``replay.INTERLEAVINGS``) and ``kit.join.clock`` (a ``Clock``
     over the merged arrivals, for state retention); interval joins take the interleaving
     too (they clean their state by event time, so the TTL does not apply to them).
+    MATCH_RECOGNIZE takes ``kit.match-recognize.step-budget`` (the most steps its matcher
+    may take in one partition: rows met by partial matches plus rows its DEFINEs'
+    aggregates read; default ``1_000_000 + 200 * rows``) and ``kit.match-recognize.max-threads``
+    (semantics="standard": the most live threads, default 10,000); past them the query
+    fails with TooManyThreads instead of running for minutes.
 
     The versioned table of a temporal join (``FOR SYSTEM_TIME AS OF``) is a ``kit.Stream`` with
     a ``primary_key``, or a ``WITH`` query that deduplicates a stream (``ROW_NUMBER() OVER
@@ -110,7 +115,8 @@ def sql(query: str, semantics: str = "flink", aggregates: dict | None = None, co
         raise KitError(f"semantics={semantics!r} is not one of " + ", ".join(map(repr, SEMANTICS)))
     aggregates = {name.upper(): function for name, function in (aggregates or {}).items()}
     run = _Run(session(), query, semantics, aggregates)
-    run.options = join_options(config or {})
+    run.match_options, config = match_options(config or {})
+    run.options = join_options(config)
     keep = run.keeps_views()
     try:
         for name, table in tables.items():
@@ -189,6 +195,7 @@ class _Run(Resolver):
             table = self.sql(_verbatim(self.query, source, at.start))
         try:
             options = {"aggregates": self.aggregates} if self.aggregates else {}
+            options.update(self.match_options)
             result = matching.match_recognize(table, spec, semantics=self.semantics, **options)
         except KitError as error:
             placed = self._placed(error)

@@ -28,11 +28,12 @@ name a pattern variable or a subset.
 from __future__ import annotations
 
 from ..match_recognize import spec as S
+from ..match_recognize.budget import MAX_THREADS, STEP_BUDGET
 from .errors import SqlError
 from .expressions import ExpressionParser
 from .lexer import tokenize
 
-__all__ = ["MatchRecognizeParser", "parse_match_recognize"]
+__all__ = ["MatchRecognizeParser", "parse_match_recognize", "match_options"]
 
 _ROWS_PER_MATCH = {"SHOW": S.ALL_ROWS_SHOW, "OMIT": S.ALL_ROWS_OMIT,
                    "WITH": S.ALL_ROWS_WITH_UNMATCHED}
@@ -46,6 +47,14 @@ def parse_match_recognize(text: str, aggregates=()) -> S.MatchRecognize:
     if parser.peek().kind != "EOF":
         raise parser.error("expected end of input")
     return clause
+
+
+def match_options(config: dict) -> tuple:
+    """``kit.sql``'s ``config`` split into ``match_recognize``'s keywords (from the keys
+    ``kit.match-recognize.step-budget`` and ``kit.match-recognize.max-threads``) and the rest."""
+    names = {STEP_BUDGET: "step_budget", MAX_THREADS: "max_threads"}
+    return ({names[key]: value for key, value in config.items() if key in names},
+            {key: value for key, value in config.items() if key not in names})
 
 
 class MatchRecognizeParser(ExpressionParser):
