@@ -3,6 +3,9 @@ the whole stream) equals one operator over the whole stream (``operator.replay``
 for row: random streams with disorder and late elements, sessions and time windows with
 non-default triggers, evictors and allowed lateness."""
 
+import gc
+import time
+
 import pandas as pd
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -10,7 +13,7 @@ from pyspark.sql import Row
 from pyspark.sql import functions as F
 
 import kit
-from kit.time import Duration
+from kit.time import Duration, Time
 from kit.windows import fast
 from kit.windows.assigners import (MAX_TIME, MIN_TIME, EventTimeSessionWindows, ProcessingTimeSessionWindows,
                                    TumblingEventTimeWindows, TumblingProcessingTimeWindows)
@@ -103,3 +106,24 @@ _BEHIND = dict(   # a timer registered behind the watermark fires at its next ri
     lateness=0, delay=0, clock=1))
 def test_general_path_equals_the_whole_stream_replay(spark, case):
     assert _spark(case) == _reference(case)
+
+
+def test_what_a_result_keeps_is_released_when_it_is_garbage(spark):
+    """Session windows (their firings and elements kept for the timer placement and
+    ``late``/``elements()``) and the fast path (its JVM scan kept): deleted and collected,
+    the results leave no persisted data in the JVM."""
+    persisted = spark.sparkContext._jsc.getPersistentRDDs
+    before = persisted().size()
+    df = spark.createDataFrame([("a", i * 1000) for i in range(20)], "k string, ts long").coalesce(1)
+    keyed = kit.stream(df, time="ts").key_by("k")
+    results = [keyed.window(EventTimeSessionWindows.with_gap(Time.seconds(3))).aggregate(Count())
+               for _ in range(3)] + [keyed.window(TumblingEventTimeWindows.of(Time.seconds(3))).aggregate(Count())]
+    for r in results:
+        r.df.collect(), r.late.collect(), r.elements().collect()
+    assert persisted().size() > before
+    del r, results
+    gc.collect()
+    deadline = time.time() + 30
+    while persisted().size() > before and time.time() < deadline:   # unpersist does not block
+        time.sleep(0.2)
+    assert persisted().size() <= before   # (other tests' results may go meanwhile)

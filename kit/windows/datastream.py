@@ -66,7 +66,6 @@ from decimal import Decimal
 from functools import cached_property
 
 import pyarrow as pa
-from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -395,12 +394,13 @@ class WindowResult:
         placement reads the firings twice, and ``df``, ``late`` and ``elements()`` read the
         same replay. The JVM replays for one kind at a time (it costs less than keeping every
         element's row), and only the firings are kept, unless ``keep`` is False (they are
-        read once: no timer to place)."""
+        read once: no timer to place). What is kept is released with the result
+        (``fast.kept_for``)."""
         columns = self._columns()
         if kind not in self._tagged:
             df, covered = self._run(columns, kind=kind)
             if kind == "firing" and keep or len(covered) > 1:
-                df = df.persist(StorageLevel.MEMORY_AND_DISK)
+                df = fast.kept_for(self, df)
             self._tagged.update(dict.fromkeys(covered, df))
         return self._tagged[kind].filter(F.col("_kind") == kind).select(
             *[F.col(_column(kind, i)).alias(f.name) for i, f in enumerate(columns[kind])])

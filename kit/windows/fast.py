@@ -36,7 +36,9 @@ from __future__ import annotations
 
 import functools
 import math
+import weakref
 
+from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -48,9 +50,17 @@ from .placement import first_at_least
 from .triggers import EventTimeTrigger
 from ..stream import _CHUNK_BITS, epoch_ms, null_time_error
 
-__all__ = ["eligible", "firings", "in_input_order", "TIME_LIMIT"]
+__all__ = ["eligible", "firings", "in_input_order", "kept_for", "TIME_LIMIT"]
 
 TIME_LIMIT = 2 ** 61   # the event times and watermarks (ms, either sign) the fast path takes
+
+
+def kept_for(owner, df: DataFrame) -> DataFrame:
+    """``df``, kept (``persist``) once computed, until ``owner`` is garbage: then released
+    (a DataFrame read from it that outlives ``owner`` computes it again)."""
+    df = df.persist(StorageLevel.MEMORY_AND_DISK)
+    weakref.finalize(owner, df.unpersist).atexit = False   # at exit the JVM may be gone
+    return df
 
 
 class _Beyond(Exception):
@@ -244,7 +254,7 @@ _PLAIN_KEYS = (T.StringType, T.NumericType, T.BooleanType, T.DateType, T.Timesta
 def _scanned(result, keys, size, slide):
     """``(fired, windows)`` from one pass in the JVM (``kit/jvm/WindowScan.java``), run at
     once by the small part brought to the driver, its whole result kept for the windows
-    (``localCheckpoint``, filled by that first read): each input partition's partial
+    (``kept_for`` the result, filled by that first read): each input partition's partial
     aggregates per key and window over the elements its own watermark left on time, and
     where that watermark reached each grid value of window maxima. A partial counts when
     no partition before its own passed the window's maximum; the rest merge per window.
@@ -305,7 +315,7 @@ def _scanned(result, keys, size, slide):
         fields += [T.StructField(f"_c{p}", T.LongType()), T.StructField(f"_a{p}", acc)]
     fields += [T.StructField(f"_{name}{p}", t) for p in nan_parts
                for name, t in (("f", T.LongType()), ("z", T.BooleanType()))]
-    scan = jvm.window_scan(rows, settings, T.StructType(fields)).localCheckpoint(eager=False)
+    scan = kept_for(result, jvm.window_scan(rows, settings, T.StructType(fields)))
     counts, highs, cells, maxima = {}, {}, [], set()
     base = (a.offset + size - 1) % slide
     for r in scan.filter(F.col("_tag") != 0).select("_tag", "_chunk", "_start", "_i", "_own").collect():
