@@ -3,7 +3,9 @@
 order) equals the same rows read from a local table, and nothing is lost (each element
 once, with its ``seq`` the rank of its arrival)."""
 
+import gc
 import random
+import time
 import warnings
 
 import pytest
@@ -116,3 +118,22 @@ def test_a_shuffled_input_without_order_is_read_once_and_said_so(spark):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         kit.stream(spark.range(10).selectExpr("id AS t"), time="t")   # a reproducible input: no warning
+
+
+def test_the_kept_arrival_order_goes_with_the_last_dataframe_that_reads_it(spark):
+    def kept():   # RDDInfo, not the RDDs: a map of them held by Py4J would keep them
+        return len(spark.sparkContext._jsc.sc().getRDDStorageInfo())
+
+    df = spark.range(300).selectExpr("id AS arr", "id AS t").repartition(3)
+    s = kit.stream(df, time="t", order="arr")
+    rows = s.df
+    assert rows.count() == 300
+    before = kept()
+    assert before >= 1
+    del s, rows
+    gc.collect()
+    deadline = time.time() + 30
+    while kept() >= before and time.time() < deadline:   # Spark's cleaner, after the JVM's GC
+        spark._jvm.System.gc()
+        time.sleep(0.5)
+    assert kept() < before
