@@ -14,6 +14,8 @@ Arrow column of the output's Spark type.
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -58,8 +60,10 @@ def column(values: list, dtype: T.DataType, arrow: pa.DataType, nan_is_null: boo
         values = [None if v is None or v != v else int(v) for v in values]
     elif isinstance(dtype, (T.FloatType, T.DoubleType)):
         values = [None if v is None or (nan_is_null and v != v) else float(v) for v in values]
-    elif isinstance(dtype, T.TimestampType):
-        return pa.Array.from_pandas(pd.Series(pd.to_datetime(
-            [v if v is None or not isinstance(v, (int, np.integer)) else pd.Timestamp(int(v), unit="ms")
-             for v in values])), type=arrow)
+    elif isinstance(dtype, T.TimestampType):   # datetimes, not pandas: years 1 to 9999
+        values = [None if v is None or v is pd.NaT else _EPOCH + timedelta(milliseconds=int(v))
+                  if isinstance(v, (int, np.integer)) else v for v in values]
     return pa.array(values, type=arrow)
+
+
+_EPOCH = datetime(1970, 1, 1)

@@ -24,7 +24,8 @@ server instead; ``KIT_SPARK_MASTER`` (default ``local[*]``) and ``KIT_DRIVER_MEM
 ``LOG_FILE`` is the local session's log (the JVM's output, and why the Java helpers did not
 build): a new file per session, ``spark-<date>-<time>-<random>.log``, in a directory only
 the user can enter, ``<tmp>/flink-kit-<uid>`` (mode 0700; should that path be anything
-else -- a link, another user's -- a fresh private directory instead).
+else -- a link, another user's -- a fresh private directory instead). A new session
+removes all but the newest 20 logs there.
 """
 
 from __future__ import annotations
@@ -66,10 +67,17 @@ def log_file() -> Path:
     """``LOG_FILE``, created (never an existing file, nor through a link) on first use."""
     global LOG_FILE
     if LOG_FILE is None:
-        fd, name = tempfile.mkstemp(prefix=time.strftime("spark-%Y%m%d-%H%M%S-"), suffix=".log", dir=_log_dir())
+        folder = _log_dir()
+        for old in sorted(folder.glob("spark-*.log"))[:-_LOGS_KEPT]:   # the names sort by date
+            with contextlib.suppress(OSError):
+                old.unlink()
+        fd, name = tempfile.mkstemp(prefix=time.strftime("spark-%Y%m%d-%H%M%S-"), suffix=".log", dir=folder)
         os.close(fd)
         LOG_FILE = Path(name)
     return LOG_FILE
+
+
+_LOGS_KEPT = 20   # the newest session logs kept; older ones go when a session starts
 
 
 def _conf() -> dict[str, str]:

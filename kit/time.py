@@ -129,12 +129,13 @@ class WatermarkStrategy:
         return WatermarkStrategy("none")
 
     def watermark(self, max_timestamp: int) -> int | None:
-        """The watermark after an element when the largest timestamp seen is ``max_timestamp`` (ms)."""
-        if self.kind == "bounded":
-            return max_timestamp - self.delay.millis - 1
-        if self.kind == "sql":
-            return max_timestamp - self.delay.millis
-        return None
+        """The watermark after an element when the largest timestamp seen is ``max_timestamp``
+        (ms); None for none, also where it would fall below ``Long.MIN_VALUE`` (Flink's
+        generator starts its maximum at ``Long.MIN_VALUE + delay + 1``)."""
+        if self.kind not in ("bounded", "sql"):
+            return None
+        watermark = max_timestamp - self.delay.millis - (self.kind == "bounded")
+        return watermark if watermark >= -2 ** 63 else None
 
     def __repr__(self) -> str:
         if self.kind == "bounded":

@@ -92,7 +92,7 @@ def test_the_fast_path_with_a_processing_time_column_names_a_time_beyond_its_lim
         result.df.collect()
 
 
-@pytest.mark.parametrize("engine", ["jvm", "fast-jvm", "fast-sql"])
+@pytest.mark.parametrize("engine", ["python", "jvm", "fast-jvm", "fast-sql"])
 def test_timestamp_results_beyond_year_9999_or_before_year_1_name_the_firing_and_the_range(spark, engine):
     """The hour from 9999-12-31 23:00 ends in year 10000, and with an offset of 30 minutes
     the window of 0001-01-01 00:10 starts in year 0: neither is a TIMESTAMP (Spark's range,
@@ -113,3 +113,14 @@ def test_timestamp_results_beyond_year_9999_or_before_year_1_name_the_firing_and
         assert [(r.window_start, r.window_end) for r in fine.df.collect()] == [
             (dt.datetime(1, 1, 2), dt.datetime(1, 1, 2, 1)),
             (dt.datetime(9999, 12, 31, 22), dt.datetime(9999, 12, 31, 23))]
+        assert [(e.ts, e.fate) for e in fine.elements().collect()] == [   # the replay's rows: no pandas range
+            (dt.datetime(1, 1, 2, 0, 10), "fired"), (dt.datetime(9999, 12, 31, 22, 30), "fired")]
+
+
+def test_a_bounded_watermark_below_long_min_is_none_on_the_driver_too():
+    """``WatermarkStrategy.watermark`` (the joins' replay) agrees with ``stream._candidate``."""
+    from kit.time import WatermarkStrategy
+    bounded = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_seconds(5))
+    assert bounded.watermark(-L - 1 + 5000) is None
+    assert bounded.watermark(-L + 5000) == -L - 1
+    assert WatermarkStrategy.for_sql_delay(Duration(0)).watermark(-L - 1) == -L - 1

@@ -138,3 +138,20 @@ def test_a_link_at_the_log_directory_is_not_followed(tmp_path, monkeypatch):
     assert list(elsewhere.iterdir()) == [] and stat.S_IMODE(elsewhere.stat().st_mode) == 0o777
     assert log.parent.parent == tmp_path and log.parent.name.startswith(f"flink-kit-{os.getuid()}-")
     assert stat.S_IMODE(os.lstat(log.parent).st_mode) == 0o700
+
+
+def test_old_session_logs_go_when_a_session_starts(tmp_path, monkeypatch):
+    module = importlib.import_module("kit.spark")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    folder = tmp_path / f"flink-kit-{os.getuid()}"
+    folder.mkdir(mode=0o700)
+    old = [folder / f"spark-2026010{d}-000000-x.log" for d in range(1, 10)] + [
+        folder / f"spark-202602{d:02}-000000-x.log" for d in range(1, 20)]
+    for log in old:
+        log.write_text("old")
+    (folder / "notes.txt").write_text("not a log")
+    monkeypatch.setattr(module, "_LOGS_KEPT", 20)
+    monkeypatch.setattr(module, "LOG_FILE", None)
+    new = module.log_file()
+    left = sorted(p.name for p in folder.glob("spark-*.log"))
+    assert left == sorted([p.name for p in old[-20:]] + [new.name]) and (folder / "notes.txt").exists()
