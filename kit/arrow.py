@@ -61,9 +61,19 @@ def column(values: list, dtype: T.DataType, arrow: pa.DataType, nan_is_null: boo
     elif isinstance(dtype, (T.FloatType, T.DoubleType)):
         values = [None if v is None or (nan_is_null and v != v) else float(v) for v in values]
     elif isinstance(dtype, T.TimestampType):   # datetimes, not pandas: years 1 to 9999
-        values = [None if v is None or v is pd.NaT else _EPOCH + timedelta(milliseconds=int(v))
-                  if isinstance(v, (int, np.integer)) else v for v in values]
+        values = [_datetime(v) for v in values]
     return pa.array(values, type=arrow)
 
 
 _EPOCH = datetime(1970, 1, 1)
+
+
+def _datetime(v):
+    """A TIMESTAMP value (datetime, pandas or numpy timestamp, epoch ms) as a datetime."""
+    if v is None or v is pd.NaT:
+        return None
+    if isinstance(v, (int, np.integer)):
+        return _EPOCH + timedelta(milliseconds=int(v))
+    if isinstance(v, np.datetime64):
+        return None if np.isnat(v) else v.astype("datetime64[us]").item()
+    return v
