@@ -8,6 +8,7 @@
 
 import importlib
 
+from . import errors
 from .errors import KitError
 from .match_recognize import explain as explain_match
 from .spark import spark
@@ -19,6 +20,7 @@ __all__ = ["KitError", "SqlError", "explain_match", "spark", "sql", "stream", "S
            "WatermarkStrategy", "data", "joins", "viz", "widgets"]
 __version__ = "0.1.0"
 
+errors.install()   # the kit's errors from running queries as KitErrors
 _LAZY = ("data", "joins", "viz", "widgets", "windows")
 
 

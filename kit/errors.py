@@ -4,23 +4,70 @@ A ``KitError`` is raised where the kit is called: by ``kit.sql``, ``kit.stream``
 operator's constructor. What goes wrong only while Spark runs the query (a lookup join's
 database gone from the workers, a row Flink would fail the job on) happens after the call
 has returned its lazy DataFrame, on the workers, when the user calls ``.collect()`` or
-``.show()``: the kit's message then reaches the user as Spark's ``USER_RAISED_EXCEPTION``
-(``pyspark.errors.SparkRuntimeException``, the error SQL's ``raise_error`` raises), which
-PySpark shows without a Python or a Java stack trace. ``raising`` is the way there for
-Python run on the workers: a task yields a row with the message instead of raising.
+``.show()``. The query then fails with the kit's message (``fail``: Spark's
+``USER_RAISED_EXCEPTION``, the error SQL's ``raise_error`` raises, marked as the kit's), and
+PySpark raises it as a ``KitRuntimeError``, a ``KitError``: ``import kit`` teaches PySpark's
+exception converters (classic and Spark Connect) to, so no Python or Java stack trace comes
+with it. ``raising`` is the way there for Python run on the workers: a task yields a row
+with the message instead of raising.
+
+    kit.stream(df, time="t").key_by("k").window(...).aggregate(Count()).df.collect()
+    KitRuntimeError: row seq=1 has NULL event time in column 't'; Flink rejects such rows: ...
 """
 
-__all__ = ["KitError", "raising"]
+__all__ = ["KitError", "KitRuntimeError", "fail", "raising"]
+
+MARK = "flink-kit: "   # the kit's messages among USER_RAISED_EXCEPTIONs (kit/jvm/Internal.java too)
 
 
 class KitError(Exception):
     """Base class of every error the kit raises on purpose."""
 
 
+class KitRuntimeError(KitError):
+    """The kit's error from a query Spark was running (module doc)."""
+
+
+def fail(message):
+    """A column that fails the query with ``message`` (a string column) as the kit's error."""
+    from pyspark.sql import functions as F
+
+    return F.raise_error(F.concat(F.lit(MARK), message))
+
+
 def raising(df, column: str):
     """``df`` without ``column``; the first row whose ``column`` is set fails the query with
-    its text as the message (Spark's ``USER_RAISED_EXCEPTION``; module doc)."""
+    its text as the message (``fail``)."""
     from pyspark.sql import functions as F
 
     error = F.col(column)
-    return df.filter(F.when(error.isNull(), F.lit(True)).otherwise(F.raise_error(error).cast("boolean"))).drop(column)
+    return df.filter(F.when(error.isNull(), F.lit(True)).otherwise(fail(error).cast("boolean"))).drop(column)
+
+
+def _kits(converted):
+    """``converted`` (PySpark's exception for a failed query) as a ``KitRuntimeError`` when
+    it is the kit's ``fail``, else as it is."""
+    condition = getattr(converted, "getCondition", lambda: None)()
+    if condition == "USER_RAISED_EXCEPTION":
+        message = (converted.getMessageParameters() or {}).get("errorMessage") or ""
+        if message.startswith(MARK):
+            return KitRuntimeError(message[len(MARK):])
+    return converted
+
+
+def install() -> None:
+    """Wrap PySpark's exception converters with ``_kits``, once (``import kit`` does it)."""
+    import importlib
+
+    for name in ("pyspark.errors.exceptions.captured", "pyspark.errors.exceptions.connect",
+                 "pyspark.sql.connect.client.core"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:   # Spark Connect's client needs grpc, an extra
+            continue
+        convert = getattr(module, "convert_exception", None)
+        if convert is not None and not getattr(convert, "_kit", False):
+            def converted(*args, _convert=convert, **kwargs):
+                return _kits(_convert(*args, **kwargs))
+            converted._kit = True
+            module.convert_exception = converted

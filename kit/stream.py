@@ -45,7 +45,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from .errors import KitError
+from .errors import KitError, fail
 from .time import Clock, Duration, WatermarkStrategy
 
 __all__ = ["stream", "Stream", "StreamWarning", "Arrivals", "arrivals"]
@@ -323,7 +323,7 @@ def epoch_ms(dt) -> int:
 
 def null_time_error(column: str, where: Column) -> Column:
     """Fails the query: Flink rejects rows without an event time. ``where``: the row."""
-    return F.raise_error(F.concat(
+    return fail(F.concat(
         F.lit("row "), where, F.lit(f" has NULL event time in column {column!r}; Flink rejects such rows: "
                                     "filter or fill them first")))
 

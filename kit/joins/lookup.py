@@ -54,8 +54,8 @@ Failures: the table's columns are read when the join is planned, so a database o
 that is not there, or a ``connect`` Spark cannot send to its workers, is a ``KitError`` then.
 What fails later, on the workers, as Spark runs the lookups (``connect()`` failing there, the
 database file or the table gone, the connection closed, a value that does not fit the column
-types) fails the query with a message naming the table and its database, as Spark's
-``USER_RAISED_EXCEPTION`` without a worker traceback (``kit.errors``).
+types) fails the query with a message naming the table and its database, a
+``KitRuntimeError`` without a worker traceback (``kit.errors``).
 
 Determinism: Flink caches per subtask; the kit answers as one subtask would (parallelism
 1). Without ``max_rows`` keys are independent (entries and updates are per key), so each

@@ -57,6 +57,8 @@ public final class Internal {
         return df.sparkSession().internalCreateDataFrame(out, schema, false);
     }
 
+    static final String MARK = "flink-kit: ";
+
     private static final scala.reflect.ClassTag ROW = scala.reflect.ClassTag$.MODULE$.apply(InternalRow.class);
 
     /**
@@ -76,9 +78,9 @@ public final class Internal {
      * one SQL's {@code raise_error} raises, so PySpark shows its message alone, without a Java
      * stack trace.
      */
-    public static RuntimeException error(String message) {
+    public static RuntimeException error(String message) {   // marked as the kit's: kit/errors.py
         scala.collection.immutable.Map parameters = (scala.collection.immutable.Map)
-            scala.collection.immutable.Map$.MODULE$.empty().updated("errorMessage", message);
+            scala.collection.immutable.Map$.MODULE$.empty().updated("errorMessage", MARK + message);
         return new org.apache.spark.SparkRuntimeException("USER_RAISED_EXCEPTION", parameters, null,
                                                           new org.apache.spark.QueryContext[0], "");
     }

@@ -34,7 +34,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from ..arrow import column, groups
-from ..errors import KitError
+from ..errors import KitError, fail
 from ..stream import Stream
 from .errors import MatchRecognizeError, MatchRuntimeError
 from .matcher import SEMANTICS, run_partition
@@ -230,7 +230,7 @@ class _Plan:
                 raise pickle.loads(failed[0])
         else:
             matched = matched.filter(F.when(error.isNull(), F.lit(True))
-                                      .otherwise(F.raise_error(error).cast("boolean")))
+                                      .otherwise(fail(error).cast("boolean")))
         # one partition, then a sort inside it: a total order without the sampling job of a
         # global orderBy, which would run the matcher twice
         return (matched.repartition(1).sortWithinPartitions(*partition_by, "_kit_order")

@@ -72,7 +72,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from ..arrow import column, groups, python_values
-from ..errors import KitError
+from ..errors import KitError, fail
 from ..stream import Arrivals, arrivals
 from ..time import Duration
 from .assigners import MAX_TIME, MIN_TIME, GlobalWindows, WindowAssigner
@@ -548,7 +548,7 @@ def _timestamp(column: str, row: Column) -> Column:
     """``column`` (epoch ms) as a TIMESTAMP; a time beyond ``TIMESTAMPS`` fails the query,
     naming the time and ``row`` (text in Spark)."""
     ms = F.col(column)
-    beyond = F.raise_error(F.concat(
+    beyond = fail(F.concat(
         F.lit(f"{column} "), ms.cast("string"), F.lit(" ms of "), row,
         F.lit(" is beyond the TIMESTAMP range 0001-01-01 00:00:00 .. 9999-12-31 23:59:59.999 (Spark's, and "
               "Python's datetime): give the stream a BIGINT time column (epoch milliseconds), on which the kit "

@@ -44,6 +44,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from .. import jvm
+from ..errors import fail
 from .assigners import MAX_TIME, MIN_TIME, SlidingEventTimeWindows, TumblingEventTimeWindows
 from .functions import SqlAggregate
 from .placement import first_at_least
@@ -92,7 +93,7 @@ def _on_time_only(result, rows: DataFrame, keys, size, slide) -> DataFrame:
     ``_wmb`` to ``max(_wmb, _own)``, passing the window ends (every ``slide``) in between;
     the arrival that sets the first watermark passes every end below it."""
     a, agg = result.spec.assigner, result.spec.contents._agg
-    beyond = F.raise_error(F.concat(
+    beyond = fail(F.concat(
         F.lit("row seq="), F.col("seq").cast("string"), F.lit(f" has event time or watermark beyond ±{TIME_LIMIT} ms, "
                                                              "the range of the fast path, which this window (a "
                                                              "processing-time column, no allowed lateness) cannot "
