@@ -137,3 +137,21 @@ def test_the_kept_arrival_order_goes_with_the_last_dataframe_that_reads_it(spark
         spark._jvm.System.gc()
         time.sleep(0.5)
     assert kept() < before
+
+
+VSHAPE = """SELECT * FROM Ticker MATCH_RECOGNIZE (
+    PARTITION BY symbol ORDER BY rowtime
+    MEASURES FIRST(A.rowtime) AS start_t, LAST(C.rowtime) AS end_t, COUNT(B.price) AS falls
+    AFTER MATCH SKIP PAST LAST ROW
+    PATTERN (A B+ C)
+    DEFINE B AS B.price < A.price, C AS C.price > A.price) MR"""
+
+
+def test_match_recognize_gives_the_same_rows_whatever_the_partitioning(spark):
+    walk = kit.data.ticker_walk(1500, symbols=5, seed=3)
+    expected = kit.sql(VSHAPE, Ticker=walk).collect()
+    assert len(expected) > 20
+    for shuffled in (walk.repartition(7), walk.groupBy(*walk.columns).count().drop("count")):
+        assert kit.sql(VSHAPE, Ticker=shuffled).collect() == expected
+        stream = kit.stream(shuffled.withColumn("arr", F.unix_millis("rowtime")), time="rowtime", order="arr")
+        assert kit.sql(VSHAPE, Ticker=stream).drop("arr").collect() == expected
