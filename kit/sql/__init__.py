@@ -57,7 +57,7 @@ from ..errors import KitError
 from .. import match_recognize as matching  # looked up per call, so tests can stand in
 from ..match_recognize.matcher import SEMANTICS
 from ..spark import spark as session
-from ..stream import Stream
+from ..stream import Stream, check_column_names
 from .errors import SqlError, position
 from .format import to_sql
 from .lexer import tokenize
@@ -165,7 +165,7 @@ class _Run(Resolver):
         if not isinstance(table, (DataFrame, Stream, pandas.DataFrame)):
             raise KitError(f"table {name}: expected a Spark or pandas DataFrame or a kit.Stream, "
                            f"got {type(table).__name__}")
-        _check_columns(name, list(table.source.columns if isinstance(table, Stream) else table.columns))
+        check_column_names(f"table {name}", table.source.columns if isinstance(table, Stream) else table.columns)
         if isinstance(table, Stream):
             self.streams[name.lower()] = table
 
@@ -296,23 +296,6 @@ class _Run(Resolver):
     def drop(self):
         for view in self.labels:
             self.spark.catalog.dropTempView(view)
-
-
-def _check_columns(name, columns):
-    """Raise a KitError unless table ``name``'s column names are unique and free of dots:
-    Spark matches names ignoring case, so two that differ only in case are the same column,
-    and reads ``a.b`` as field ``b`` of a struct ``a``."""
-    seen = {}
-    for column in map(str, columns):
-        twin = seen.get(column.lower())
-        if twin is not None:
-            raise KitError(f"table {name}: " + (f"two columns are named {column!r}" if twin == column else
-                                                f"columns {twin!r} and {column!r} differ only in case, which "
-                                                "Spark SQL ignores") + "; rename one of them")
-        seen[column.lower()] = column
-        if "." in column:
-            raise KitError(f"table {name}: column {column!r} has a '.', which Spark SQL reads as a field of a "
-                           f"struct; rename it, e.g. to {column.replace('.', '_')!r}")
 
 
 def _short(value, width: int = 60) -> str:
