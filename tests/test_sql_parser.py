@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from kit.match_recognize import spec as S
 from kit.sql import SqlError, clauses, parse_match_recognize, to_sql
-from kit.sql.expressions import ExpressionParser
+from kit.sql.expressions import MAX_DEPTH, ExpressionParser, depth
 
 SEED = GOLDEN_DIR.parent.parent / "seeds" / "001_0706de470e537bc5.txt"
 
@@ -496,6 +496,19 @@ def test_errors(body, message, line, column, caret):
     error = info.value
     assert (error.message, error.line, error.column) == (message, line, column)
     assert str(error) == f"line {line}, column {column}: {message}\n{caret}"
+
+
+def test_expressions_deeper_than_the_kit_takes_are_an_error_at_their_start():
+    assert depth(expr(" AND ".join(["x > 0"] * (MAX_DEPTH // 2)))) == MAX_DEPTH // 2 + 1
+    assert depth(expr("CASE WHEN a THEN ABS(b) END")) == 3
+    chain = " + ".join(["A.x"] * MAX_DEPTH)                    # MAX_DEPTH - 1 operators on a comparison
+    with pytest.raises(SqlError, match=f"this expression is {MAX_DEPTH + 1} nodes deep .* more than the "
+                                       f"{MAX_DEPTH} the kit takes: split the chain") as info:
+        mr(f"  PATTERN (A)\n  DEFINE A AS {chain} > 0")
+    assert (info.value.line, info.value.column) == (3, 15)
+    with pytest.raises(SqlError, match="nodes deep") as info:
+        mr(f"  MEASURES {chain} + 1 AS total\n  PATTERN (A)\n  DEFINE A AS TRUE")
+    assert (info.value.line, info.value.column) == (2, 12)
 
 
 def test_error_at_end_of_input():

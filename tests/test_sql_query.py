@@ -360,8 +360,9 @@ def test_table_columns_must_be_unique_and_without_dots(spark, columns, message):
 def test_nesting_deeper_than_the_parsers_take_is_an_error_at_its_place(ticker):
     at_limit = "(" * MAX_NESTING + "price" + ")" * MAX_NESTING
     assert rows(sql(f"SELECT {at_limit} FROM Ticker WHERE symbol = 'XYZ'", Ticker=ticker)) == [(10,)]
+    case = "CASE WHEN TRUE THEN "
     for level, deep in (("(", "(" * 300 + "price" + ")" * 300), ("NOT ", "NOT " * 3000 + "TRUE"),
-                        ("- ", "- " * 3000 + "1")):
+                        ("- ", "- " * 3000 + "1"), (case, case * 300 + "1" + " END" * 300)):
         with pytest.raises(SqlError, match=f"nests more than {MAX_NESTING} levels deep here") as info:
             sql(f"SELECT symbol,\n  {deep} FROM Ticker", Ticker=ticker)
         assert (info.value.line, info.value.column) == (2, 3 + MAX_NESTING * len(level))   # the level too many

@@ -3,6 +3,10 @@
 Precedence, loosest first: ``OR`` < ``AND`` < ``NOT`` < comparison, ``IS [NOT] NULL``,
 ``[NOT] BETWEEN``, ``[NOT] IN``, ``[NOT] LIKE`` < ``||`` < ``+ -`` < ``* / %`` < unary ``-``.
 
+An expression may be ``MAX_DEPTH`` nodes deep (``a + b + c`` is three: a chain of operators
+nests to the left): the walks over it, the kit's and pickle's as Spark sends it to the
+workers, recurse once per level and would hit Python's recursion limit.
+
 >>> ExpressionParser.parse("LAST(B.price, 1) IS NULL OR B.price > 2 * LAST(B.price, 2)")
 Binary(op='OR', left=IsNull(arg=Nav(kind='LAST', arg=Column(name='price', var='B'), offset=1), \
 negated=False), right=Binary(op='>', left=Column(name='price', var='B'), right=Binary(op='*', \
@@ -20,7 +24,7 @@ from ..match_recognize import spec as S
 from .cursor import Cursor
 from .lexer import tokenize
 
-__all__ = ["AGGREGATES", "INTERVAL_UNITS", "ExpressionParser"]
+__all__ = ["AGGREGATES", "INTERVAL_UNITS", "MAX_DEPTH", "ExpressionParser", "depth"]
 
 #: Built-in aggregate functions; callers add user aggregates by name.
 AGGREGATES = frozenset({"COUNT", "SUM", "AVG", "MIN", "MAX"})
@@ -34,6 +38,7 @@ _COMPARE = ("=", "<>", "!=", "<", "<=", ">", ">=")
 _POSTFIX = ("BETWEEN", "IN", "LIKE")
 _INT_MAX, _BIGINT_MAX = 2**31 - 1, 2**63 - 1
 _LEADING_DIGITS = 10   # Calcite's largest interval precision: DAY(10), HOUR(10)...
+MAX_DEPTH = 200
 
 
 class ExpressionParser(Cursor):
@@ -45,6 +50,7 @@ class ExpressionParser(Cursor):
     def __init__(self, text, tokens, i=0, aggregates=()):
         super().__init__(text, tokens, i)
         self.aggregates = AGGREGATES | {a.upper() for a in aggregates}
+        self.inside = False       # parsing an expression: a nested one is checked with it
 
     @classmethod
     def parse(cls, text: str, aggregates=()):
@@ -58,7 +64,20 @@ class ExpressionParser(Cursor):
     # ------------------------------------------------------------ boolean layers
 
     def expression(self):
-        return self.or_expr()
+        """An expression; a whole one (not inside another) at most ``MAX_DEPTH`` deep."""
+        if self.inside:
+            return self.or_expr()
+        start, self.inside = self.peek(), True
+        try:
+            expr = self.or_expr()
+        finally:
+            self.inside = False
+        levels = depth(expr)
+        if levels > MAX_DEPTH:
+            raise self.error(f"this expression is {levels} nodes deep (a chain of operators nests one per operator), "
+                             f"more than the {MAX_DEPTH} the kit takes: split the chain, or compute part of it as "
+                             "a column of the input", start, found=False)
+        return expr
 
     def or_expr(self):
         left = self.and_expr()
@@ -340,6 +359,23 @@ class ExpressionParser(Cursor):
             raise self.error("expected an interval unit (" + ", ".join(INTERVAL_UNITS) + ")")
         self.next()
         return unit
+
+
+def depth(expr) -> int:
+    """How many nodes deep ``expr`` is (a leaf is 1; tuples of nodes add no level), found
+    without recursion."""
+    deepest, stack = 0, [(expr, 1)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, (tuple, list)):
+            stack.extend((item, level) for item in node)
+            continue
+        deepest = max(deepest, level)
+        for name in getattr(node, "__dataclass_fields__", ()):
+            child = getattr(node, name)
+            if name != "pos" and (hasattr(child, "__dataclass_fields__") or isinstance(child, (tuple, list))):
+                stack.append((child, level + 1))
+    return deepest
 
 
 def _interval_ms(value: str, first: str, last: str):

@@ -5,8 +5,8 @@ reserved word, ``value`` upper-cased), ``STRING`` (``value`` unescaped: ``'it''s
 ``it's``), ``NUMBER`` (``value`` as written), ``OP`` (operators and punctuation) and
 ``EOF``. Comments (``-- ...`` and ``/* ... */``) and white space are skipped.
 
-A query may nest ``MAX_NESTING`` levels deep: each open parenthesis, and each ``NOT`` or
-sign in a row (``NOT NOT x``, ``- -1``), is a level. Deeper, the recursive parsers (the
+A query may nest ``MAX_NESTING`` levels deep: each open parenthesis or ``CASE``, and each
+``NOT`` or sign in a row (``NOT NOT x``, ``- -1``), is a level. Deeper, the recursive parsers (the
 kit's, and Spark's, whose stack overflows a few hundred parentheses down) would fail
 without saying where; ``tokenize`` raises a SqlError at the first token too deep.
 
@@ -130,13 +130,13 @@ def _check_nesting(text: str, tokens: list[Token]):
     """Raise a SqlError at the first token nested deeper than ``MAX_NESTING`` (module doc)."""
     depth = run = 0
     for tok in tokens:
-        if tok.kind == "OP" and tok.value in ("(", ")"):
-            depth += 1 if tok.value == "(" else -1
+        if (tok.kind == "OP" and tok.value in ("(", ")")) or tok.is_word("CASE", "END"):
+            depth += 1 if tok.value in ("(", "CASE") else -1
         prefix = tok.is_word("NOT") or (tok.kind == "OP" and tok.value in ("-", "+"))
         run = run + 1 if prefix else 0
         if depth + run > MAX_NESTING:
-            raise SqlError(f"the query nests more than {MAX_NESTING} levels deep here (parentheses, NOT and "
-                           "signs in a row each add one): simplify the expression", tok.line, tok.column, text)
+            raise SqlError(f"the query nests more than {MAX_NESTING} levels deep here (parentheses, CASE, and NOT "
+                           "and signs in a row each add one): simplify the expression", tok.line, tok.column, text)
 
 
 def _quoted(text: str, i: int, quote: str) -> tuple[int, str]:
