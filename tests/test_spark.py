@@ -89,6 +89,17 @@ def test_spark_remote_connects_and_streams_run_there(connect_server):
         from kit import jvm
         from kit.joins.asof import has_late
         assert not jvm.available(s, "LateScan") and has_late(kit.stream(df, time="ts"))   # the Python twin
+        shuffled = s.range(300).selectExpr("id AS arr", "id * 10 AS t").repartition(3)
+        rows = kit.stream(shuffled, time="t", order="arr").df.collect()   # sorted and kept once
+        assert [(r.seq, r.arr) for r in rows] == [(i, i) for i in range(300)]
+        in_order = s.range(300).selectExpr("id AS arr", "id AS t")
+        assert kit.stream(in_order, time="t", order="arr").source is in_order   # checked through Arrow
+        from kit.errors import KitRuntimeError
+        try:
+            kit.stream(s.createDataFrame([(1,), (None,)], "ts long"), time="ts").df.collect()
+            raise AssertionError("a NULL time went through")
+        except KitRuntimeError as e:
+            assert str(e).startswith("row seq=1 has NULL event time"), str(e)
         """)
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
