@@ -274,6 +274,9 @@ def check_error(error, query):
             f"line {error.line}, column {error.column} is not in {query!r}")
         assert message.startswith(f"line {error.line}, column {error.column}: ")
         assert error.text == query
+    else:  # about a table or an argument: it names one the query does
+        assert any(re.search(rf"\b{re.escape(t.value)}\b", message) for t in tokenize(query) if t.kind == "IDENT"), (
+            f"{message!r} names nothing of {query!r}")
 
 
 @pytest.fixture(scope="module")
@@ -318,3 +321,5 @@ def test_the_checks_reject_what_is_not_the_kits():
                   SqlError("expected ')'", 1, 1, "SELECT 1")):                         # another query's text
         with pytest.raises(AssertionError):
             check_error(error, "SELECT")
+    with pytest.raises(AssertionError):                                                 # names no input
+        check_error(KitError("something went wrong"), "SELECT x FROM t")

@@ -272,7 +272,8 @@ def run_failure(out):
 def test_a_database_gone_before_the_query_runs_fails_it_naming_the_table(spark, shop):
     out = lookup_join(orders(spark, [1, 2]), LookupTable.sqlite(shop, "customers"), {"customer_id": "id"})
     query = kit.sql("SELECT o.id, c.name FROM orders AS o JOIN customers FOR SYSTEM_TIME AS OF o.proctime AS c "
-                    "ON o.customer_id = c.id", orders=orders(spark, [1]), customers=LookupTable.sqlite(shop, "customers"))
+                    "ON o.customer_id = c.id", orders=orders(spark, [1]),
+                    customers=LookupTable.sqlite(shop, "customers"))
     shop.unlink()
     for result in (out, query):
         assert re.match(rf"lookup table 'customers' \(SQLite file {re.escape(str(shop))}\): "
@@ -302,7 +303,8 @@ def test_connect_failing_on_the_workers_or_not_reaching_them(spark, shop, tmp_pa
     table = LookupTable(partial(on_workers(unreachable), shop), "customers")
     assert ("connect() failed on a Spark worker (ConnectionRefusedError: database host unreachable)"
             in run_failure(lookup_join(orders(spark, [1]), table, {"customer_id": "id"})))
-    (tmp_path / "only_here.py").write_text(f"import sqlite3\n\ndef connect():\n    return sqlite3.connect({str(shop)!r})\n")
+    (tmp_path / "only_here.py").write_text(
+        f"import sqlite3\n\ndef connect():\n    return sqlite3.connect({str(shop)!r})\n")
     monkeypatch.syspath_prepend(str(tmp_path))                 # this process can import it, the workers cannot
     from only_here import connect
     table = LookupTable(connect, "customers")
