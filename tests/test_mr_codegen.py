@@ -1,16 +1,19 @@
 """The generated DEFINE/MEASURES functions (codegen.py) equal the reference closures."""
 
 import math
+from decimal import Decimal
 
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from pyspark.sql import types as T
 
 from kit.match_recognize.codegen import (compile_blocks, compile_fast, compile_source, expand,
                                          vector_condition)
 from kit.match_recognize.expressions import Env, compile_expr
-from kit.match_recognize.spec import (Binary, Call, Case, Classifier, Column, IsNull, Literal,
+from kit.match_recognize.spec import (Binary, Call, Case, Cast, Classifier, Column, IsNull, Literal,
                                       MatchNumber, Nav, Semantics, Unary)
+from kit.match_recognize.types import coerce, measure_type
 
 N = 8
 VARS = ("A", "B")
@@ -186,3 +189,34 @@ def test_vector_condition_leaves_what_float64_would_round():
     drop = Binary(">", Column("a", "A"), Column("a", "B"))
     assert compile_fast(drop, mixed, "B")(range(2), ("A", "B"), 0, None) is True
     assert vector_condition(drop, mixed, "B", ("A", "B"), 3) is None
+
+
+DECIMALS = T.StructType([T.StructField("price", T.DecimalType(10, 2)), T.StructField("ratio", T.DoubleType()),
+                         T.StructField("qty", T.LongType())])
+PRICE, RATIO, QTY = Column("price", "A"), Column("ratio", "A"), Column("qty", "A")
+
+
+@pytest.mark.parametrize("expr, value, dtype", [
+    (Binary("+", PRICE, RATIO), 10.75, T.DoubleType()),                       # DECIMAL + DOUBLE: DOUBLE
+    (Binary("*", RATIO, PRICE), 5.125, T.DoubleType()),
+    (Binary("*", PRICE, Literal(Decimal("1.5"), "DECIMAL")), Decimal("15.375"), T.DecimalType(13, 3)),
+    (Binary("*", RATIO, Literal(Decimal("1.5"), "DECIMAL")), 0.75, T.DoubleType()),
+    (Binary("+", PRICE, Literal(1, "INT")), Decimal("11.25"), T.DecimalType(10, 2)),
+    (Binary("+", PRICE, QTY), Decimal("13.25"), T.DecimalType(10, 2)),
+    (Binary("/", PRICE, PRICE), Decimal(1), T.DecimalType(23, 13)),
+    (Binary("%", PRICE, Literal(Decimal("0.1"), "DECIMAL")), Decimal("0.05"), T.DecimalType(3, 2)),
+    (Binary(">", PRICE, RATIO), True, T.BooleanType()),
+    (Binary("=", RATIO, Literal(Decimal("0.5"), "DECIMAL")), True, T.BooleanType()),
+    (Binary("-", Cast(PRICE, "DECIMAL(10, 1)"), RATIO), 9.8, T.DoubleType()),
+])
+@pytest.mark.parametrize("clause", ["DEFINE", "MEASURES"])
+@pytest.mark.parametrize("semantics", ["flink", "standard"])
+def test_decimal_meets_double_as_in_flink(expr, value, dtype, clause, semantics):
+    """DECIMAL op DOUBLE is DOUBLE (the DECIMAL cast at planning: Python's Decimal + float is
+    a TypeError), DECIMAL op DECIMAL or INTEGER stays an exact Decimal, on both evaluators."""
+    env = Env({"price": [Decimal("10.25")], "ratio": [0.5], "qty": [3]}, variables=VARS, clause=clause)
+    coerced = coerce(expr, DECIMALS, semantics)
+    assert measure_type(coerced, DECIMALS, semantics) == measure_type(expr, DECIMALS, semantics) == dtype
+    for f in (compile_expr(coerced, env), compile_fast(coerced, env, "A")):
+        got = f((0,), ("A",), 1, ((0,), ("A",)))
+        assert got == value and type(got) is type(value)

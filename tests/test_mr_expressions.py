@@ -2,6 +2,8 @@
 offsets, aggregates (built-in and user), three-valued logic, SQL arithmetic, CAST, CASE,
 scalar functions, timestamps and intervals, MATCH_ROWTIME/MATCH_PROCTIME."""
 
+from decimal import Decimal
+
 import numpy as np
 import pytest
 
@@ -105,7 +107,7 @@ def test_three_valued_logic(expr, expected):
     (Binary("/", lit(7.0), lit(2)), 3.5), (Binary("%", lit(-7), lit(2)), -1),
     (Binary("+", c("price"), NULL), None), (Unary("-", c("price")), -31),
     (Cast(c("price"), "DOUBLE"), 31.0), (Cast(lit(3.9), "BIGINT"), 3),
-    (Cast(c("price"), "STRING"), "31"), (Cast(lit(2.345), "DECIMAL(10, 2)"), 2.35),
+    (Cast(c("price"), "STRING"), "31"), (Cast(lit(2.345), "DECIMAL(10, 2)"), Decimal("2.35")),
     (Case(None, ((Binary(">", c("price"), lit(30)), lit("big", "STRING")),), lit("small", "STRING")), "big"),
     (Case(c("price"), ((lit(1), lit("one", "STRING")),), None), None),
     (Call("ABS", (lit(-3),)), 3), (Call("ROUND", (lit(2.5),)), 3.0),

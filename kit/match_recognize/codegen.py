@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import operator
+from decimal import Decimal
 
 import numpy as np
 
@@ -357,6 +358,8 @@ class _Vector:
             return self.value(e.arg)
         if isinstance(e, Literal):
             v = compile_expr(e, self.env)(None, None, None, None)
+            if isinstance(v, Decimal) and float(v) == v:   # a DECIMAL literal a float holds
+                v = float(v)
             if v is None or (type(v) in (int, float) and abs(v) < _EXACT):
                 return v
         elif isinstance(e, Column):

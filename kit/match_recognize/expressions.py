@@ -17,6 +17,9 @@ tuple of their labels (pattern variables), ``m`` the match number and ``F`` the 
 >>> f((0, 1), ("A", "B"), 1, None)
 True
 
+A DECIMAL (a column, a literal such as ``1.5``, a CAST) is a Python ``Decimal``, FLOAT and
+DOUBLE are floats; the two do not meet in arithmetic or comparisons once ``types.coerce``
+has cast the DECIMAL side to DOUBLE, as Flink's planner does.
 NULL follows SQL three-valued logic (a comparison with NULL is NULL, and a NULL condition
 does not classify the row); integer ``/`` truncates toward zero as BIGINT division does.
 Timestamps are epoch milliseconds inside expressions; INTERVAL literals are milliseconds.
@@ -26,7 +29,7 @@ from __future__ import annotations
 
 import math
 import re
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import ROUND_HALF_UP, Context, Decimal
 
 import numpy as np
 
@@ -35,7 +38,7 @@ from .spec import (Aggregate, Between, Binary, Call, Case, Cast, Classifier, Col
                    IsNull, Literal, MatchNumber, MatchProctime, MatchRowtime, Nav, Semantics,
                    Unary)
 
-__all__ = ["Env", "compile_expr", "variables_of", "walk", "is_timestamp", "to_ms"]
+__all__ = ["Env", "compile_expr", "variables_of", "walk", "is_timestamp", "to_ms", "to_decimal"]
 
 
 class Env:
@@ -149,7 +152,9 @@ def _literal(e: Literal, env, inner):
     if v is not None:
         if t == "TIMESTAMP" or t == "DATE":
             v = to_ms(v)
-        elif t in ("DECIMAL", "DOUBLE", "FLOAT"):
+        elif t == "DECIMAL":
+            v = v if isinstance(v, Decimal) else Decimal(str(v))
+        elif t in ("DOUBLE", "FLOAT"):
             v = float(v)
         elif t in ("INT", "INTEGER", "BIGINT", "SMALLINT", "TINYINT", "INTERVAL"):
             v = int(v)
@@ -389,7 +394,9 @@ def _mod(a, b):
             raise MatchRecognizeError("expression", "division by zero in MOD")
         r = abs(a) % abs(b)
         return r if a >= 0 else -r
-    return math.fmod(a, b)
+    if isinstance(a, float) or isinstance(b, float):
+        return math.fmod(a, b)
+    return a % b   # a DECIMAL: Decimal's % takes the dividend's sign, as SQL's MOD
 
 
 _ARITH = {
@@ -530,10 +537,10 @@ def _cast_fn(type_name: str, env, pos):
     t = type_name.upper().split("(")[0].strip()
     if t in ("INT", "INTEGER", "BIGINT", "SMALLINT", "TINYINT"):
         return lambda v: int(v) if not isinstance(v, str) else int(float(v))
-    if t in ("DOUBLE", "FLOAT", "REAL", "DECIMAL", "NUMERIC"):
-        if t in ("DECIMAL", "NUMERIC") and "," in type_name:
-            scale = int(type_name.split(",")[1].rstrip(") "))
-            return lambda v: _round(float(v), scale)
+    if t in ("DECIMAL", "NUMERIC"):
+        scale = int(type_name.split(",")[1].rstrip(") ")) if "," in type_name else 0
+        return lambda v: to_decimal(v, scale)
+    if t in ("DOUBLE", "FLOAT", "REAL"):
         return float
     if t in ("STRING", "VARCHAR", "CHAR"):
         return lambda v: ("TRUE" if v else "FALSE") if isinstance(v, bool) else str(v)
@@ -550,12 +557,21 @@ def _cast(e: Cast, env, inner):
     return lambda R, L, m, F: (lambda v: None if v is None else fn(v))(g(R, L, m, F))
 
 
+_WIDE = Context(prec=80)   # room for any DECIMAL(38, s) value at any scale up to 38
+
+
+def to_decimal(x, scale: int) -> Decimal:
+    """A number (int, float, Decimal) as a Decimal of ``scale`` digits after the point,
+    rounded half up as Flink rounds a DECIMAL: ``to_decimal(2.345, 2)`` is ``Decimal('2.35')``."""
+    d = x if isinstance(x, Decimal) else Decimal(repr(x) if isinstance(x, float) else x)
+    return d.quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP, context=_WIDE)
+
+
 def _round(x, digits=0):
     if isinstance(x, int) and digits >= 0:
         return x
-    q = Decimal(1).scaleb(-digits)
-    r = Decimal(repr(x)).quantize(q, rounding=ROUND_HALF_UP)
-    return int(r) if isinstance(x, int) else float(r)
+    r = to_decimal(x, digits)
+    return r if isinstance(x, Decimal) else int(r) if isinstance(x, int) else float(r)
 
 
 def _like(value: str, pattern: str) -> bool:
@@ -574,7 +590,7 @@ _SCALARS = {
     "CEILING": (1, lambda x: math.ceil(x) if isinstance(x, float) else x),
     "UPPER": (1, str.upper), "LOWER": (1, str.lower),
     "CHAR_LENGTH": (1, len), "CHARACTER_LENGTH": (1, len), "LENGTH": (1, len),
-    "MOD": (2, _mod), "POWER": (2, lambda a, b: float(a) ** b), "SQRT": (1, math.sqrt),
+    "MOD": (2, _mod), "POWER": (2, lambda a, b: float(a) ** float(b)), "SQRT": (1, math.sqrt),
     "EXP": (1, math.exp), "LN": (1, math.log), "LOG10": (1, math.log10),
     "ROUND": (None, _round), "LIKE": (2, _like),
 }

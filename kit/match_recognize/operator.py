@@ -38,9 +38,9 @@ from ..errors import KitError, fail
 from ..stream import Stream
 from .errors import MatchRecognizeError, MatchRuntimeError
 from .matcher import SEMANTICS, run_partition
-from .expressions import walk
+from .expressions import to_decimal, walk
 from .spec import ONE_ROW, Column, MatchRecognize, MatchRowtime
-from .types import check_types, measure_type
+from .types import check_types, coerce_spec, measure_type
 
 __all__ = ["match_recognize", "MatchResult", "SEMANTICS", "MatchRecognizeWarning"]
 
@@ -131,6 +131,14 @@ def _error_row(group: pa.Table, arrow: pa.Schema, error: MatchRecognizeError) ->
     return pa.RecordBatch.from_arrays(values, schema=arrow)
 
 
+def _scaled(values: list, dtype: T.DataType) -> list:
+    """A measure's values, rounded to the scale of its type when that is a DECIMAL (Arrow
+    refuses a digit past it: ``price / 3`` is DECIMAL(21, 13))."""
+    if not isinstance(dtype, T.DecimalType):
+        return values
+    return [None if v is None or v != v else to_decimal(v, dtype.scale) for v in values]
+
+
 class _Plan:
     """One MATCH_RECOGNIZE over one input: the checks, the grouping, the per-partition run."""
 
@@ -158,6 +166,7 @@ class _Plan:
         run_partition({c: np.array([], dtype=object) for c in self.inputs}, spec, semantics,
                       aggregates=aggregates, rowtime=self.rowtime)
         check_types(spec, self.schema, semantics, aggregates)
+        self.spec = coerce_spec(spec, self.schema, semantics, aggregates)
 
     def _sorted(self, columns: list) -> DataFrame:
         """The input, only ``columns`` of it, spread over tasks by PARTITION BY and sorted by
@@ -248,7 +257,7 @@ class _Plan:
             else:
                 index, values = [r[0] for r in result.rows], [list(r[1:]) for r in result.rows]
             taken = group.select(keep).take(pa.array(index, pa.int64()))  # None: a NULL row
-            return taken.columns + [column([v[j] for v in values], dtype, arrow.field(name).type)
+            return taken.columns + [column(_scaled([v[j] for v in values], dtype), dtype, arrow.field(name).type)
                                     for j, (name, dtype) in enumerate(measures)]
 
         return self._run(T.StructType([self.schema[c] for c in keep] + [

@@ -13,7 +13,10 @@ expression                             type
                                        ``flink`` (as documented) and ``standard``: DOUBLE
                                        for integers, else the type of ``x``
 ``MIN/MAX(x)``                         the type of ``x``
-``a + b`` etc.                         the wider numeric type (INT / INT is INT, as in SQL)
+``a + b`` etc.                         the wider numeric type (INT / INT is INT, as in SQL);
+                                       DECIMAL with FLOAT or DOUBLE: DOUBLE; DECIMAL with
+                                       DECIMAL: Flink's DECIMAL(p, s) of the operator; a
+                                       DECIMAL divided: as if the integer were DECIMAL(n, 0)
 comparisons, AND/OR/NOT, IS NULL       BOOLEAN
 ``CLASSIFIER()``                       STRING
 ``MATCH_NUMBER()``                     BIGINT
@@ -24,10 +27,15 @@ comparisons, AND/OR/NOT, IS NULL       BOOLEAN
 >>> schema = T.StructType([T.StructField("price", T.LongType())])
 >>> measure_type(Aggregate("AVG", Column("price", "A")), schema, "flink-2.3").simpleString()
 'bigint'
+
+A DECIMAL that meets a FLOAT or DOUBLE in arithmetic or a comparison is cast to DOUBLE by
+``coerce`` at planning, as Flink's planner casts it: on the workers a DECIMAL is Python's
+``Decimal``, which does not mix with a float.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from pyspark.sql import types as T
@@ -39,7 +47,7 @@ from .spec import (Aggregate, Between, Binary, Call, Case, Cast, Classifier, Col
                    IsNull, Literal, MatchNumber, MatchProctime, MatchRowtime, Nav, Semantics,
                    Unary)
 
-__all__ = ["measure_type", "spark_type", "check_types", "MeasureTypeError"]
+__all__ = ["measure_type", "spark_type", "check_types", "coerce", "coerce_spec", "MeasureTypeError"]
 
 
 class MeasureTypeError(KitError):
@@ -97,6 +105,49 @@ def _wider(a: T.DataType, b: T.DataType) -> T.DataType:
     return a if _rank(a) >= _rank(b) else b
 
 
+_INTEGER_DIGITS = {T.ByteType: 3, T.ShortType: 5, T.IntegerType: 10, T.LongType: 19}
+
+
+def _decimal_of(t: T.DataType) -> T.DecimalType:
+    """``t`` as a DECIMAL: an integer type is DECIMAL(its digits, 0)."""
+    return t if isinstance(t, T.DecimalType) else T.DecimalType(_INTEGER_DIGITS[type(t)], 0)
+
+
+def _decimal_result(op: str, a: T.DecimalType, b: T.DecimalType) -> T.DecimalType:
+    """Flink's type of ``a op b`` for two DECIMALs (``LogicalTypeMerging``): + and -
+    ``s = max(s1, s2), p = max(p1 - s1, p2 - s2) + s + 1``; * ``s = s1 + s2, p = p1 + p2 + 1``;
+    / ``s = max(6, s1 + p2 + 1), p = p1 - s1 + s2 + s``; % ``s = max(s1, s2),
+    p = min(p1 - s1, p2 - s2) + s``. Past 38 digits the precision is 38 and the scale
+    gives way down to ``min(s, 6)``."""
+    (p1, s1), (p2, s2) = (a.precision, a.scale), (b.precision, b.scale)
+    if op == "*":
+        p, s = p1 + p2 + 1, s1 + s2
+    elif op == "/":
+        s = max(6, s1 + p2 + 1)
+        p = p1 - s1 + s2 + s
+    elif op == "%":
+        s = max(s1, s2)
+        p = min(p1 - s1, p2 - s2) + s
+    else:
+        s = max(s1, s2)
+        p = max(p1 - s1, p2 - s2) + s + 1
+    if p <= 38:
+        return T.DecimalType(p, s)
+    return T.DecimalType(38, max(38 - (p - s), min(s, 6)))
+
+
+def _arithmetic(op: str, a: T.DataType, b: T.DataType) -> T.DataType:
+    """The type of ``a op b`` for numbers ``a`` and ``b`` (see the table above)."""
+    decimals = [isinstance(t, T.DecimalType) for t in (a, b)]
+    if not any(decimals):
+        return _wider(a, b)
+    if any(isinstance(t, (T.FloatType, T.DoubleType)) for t in (a, b)):
+        return T.DoubleType()
+    if all(decimals) or op == "/":
+        return _decimal_result(op, _decimal_of(a), _decimal_of(b))
+    return _wider(a, b)
+
+
 def _literal_type(lit: Literal) -> T.DataType:
     if lit.type == "DECIMAL":
         digits = str(lit.value).lstrip("-")
@@ -149,6 +200,8 @@ def measure_type(expr, schema: T.StructType, semantics: str = "flink",
         if isinstance(left, T.TimestampType) or isinstance(right, T.TimestampType):
             return T.TimestampType() if op in "+-" and not (
                 isinstance(left, T.TimestampType) and isinstance(right, T.TimestampType)) else T.LongType()
+        if op in _ARITHMETIC and _rank(left) >= 0 and _rank(right) >= 0:
+            return _arithmetic(op, left, right)
         return _wider(left, right)
     if isinstance(expr, Unary):
         return T.BooleanType() if expr.op.upper() == "NOT" else of(expr.arg)
@@ -215,6 +268,60 @@ def check_types(spec, schema: T.StructType, semantics: str = "flink", aggregates
 
 _ARITHMETIC = {"+", "-", "*", "/", "%"}
 _COMPARISONS = {"=", "<>", "!=", "<", "<=", ">", ">="}
+
+
+def coerce_spec(spec, schema: T.StructType, semantics: str = "flink", aggregates: dict | None = None):
+    """``spec`` with its DEFINE and MEASURES expressions through ``coerce``."""
+    def fix(e):
+        return coerce(e, schema, semantics, aggregates)
+    return dataclasses.replace(spec, define=tuple((var, fix(e)) for var, e in spec.define),
+                               measures=tuple(dataclasses.replace(m, expr=fix(m.expr)) for m in spec.measures))
+
+
+def coerce(expr, schema: T.StructType, semantics: str = "flink", aggregates: dict | None = None):
+    """``expr`` with every DECIMAL operand of arithmetic, a comparison, BETWEEN or IN cast to
+    DOUBLE where another operand is FLOAT or DOUBLE (a DECIMAL literal becomes a DOUBLE one),
+    as Flink's planner casts it: ``A.price + A.ratio`` (DECIMAL, DOUBLE) is
+    ``CAST(A.price AS DOUBLE) + A.ratio``. The types are told at planning, so the workers
+    check nothing per row."""
+    def type_of(e):
+        try:
+            return measure_type(e, schema, semantics, aggregates)
+        except KitError:
+            return None
+
+    def fix(e):
+        if isinstance(e, Binary) and e.op in _ARITHMETIC | _COMPARISONS:
+            left, right = _doubled((e.left, e.right), type_of)
+            return dataclasses.replace(e, left=left, right=right)
+        if isinstance(e, Between):
+            arg, low, high = _doubled((e.arg, e.low, e.high), type_of)
+            return dataclasses.replace(e, arg=arg, low=low, high=high)
+        if isinstance(e, InList):
+            arg, *items = _doubled((e.arg, *e.items), type_of)
+            return dataclasses.replace(e, arg=arg, items=tuple(items))
+        return e
+    return _rewrite(expr, fix)
+
+
+def _doubled(operands: tuple, type_of) -> tuple:
+    """``operands``, the DECIMAL ones cast to DOUBLE when one of the others is FLOAT or DOUBLE."""
+    types = [type_of(x) for x in operands]
+    if not any(isinstance(t, (T.FloatType, T.DoubleType)) for t in types):
+        return operands
+    return tuple((Literal(None if x.value is None else float(x.value), "DOUBLE", x.pos)
+                  if isinstance(x, Literal) else Cast(x, "DOUBLE", _start(x)))
+                 if isinstance(t, T.DecimalType) else x for x, t in zip(operands, types))
+
+
+def _rewrite(expr, fix):
+    """``fix`` applied to every node of ``expr``, children first (tuples of nodes included)."""
+    if isinstance(expr, (tuple, list)):
+        return type(expr)(_rewrite(x, fix) for x in expr)
+    if not dataclasses.is_dataclass(expr):
+        return expr
+    changes = {f.name: _rewrite(getattr(expr, f.name), fix) for f in dataclasses.fields(expr) if f.name != "pos"}
+    return fix(dataclasses.replace(expr, **changes))
 
 
 def _check_operands(e, type_of, clause):
