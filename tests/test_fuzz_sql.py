@@ -323,3 +323,13 @@ def test_the_checks_reject_what_is_not_the_kits():
             check_error(error, "SELECT")
     with pytest.raises(AssertionError):                                                 # names no input
         check_error(KitError("something went wrong"), "SELECT x FROM t")
+
+
+def test_an_unknown_config_key_lists_every_key_kit_sql_takes(spark):
+    with pytest.raises(KitError) as error:
+        kit.sql("SELECT 1 AS x", config={"table.exec.state.tll": "1 h"})
+    message = str(error.value)
+    assert "'table.exec.state.tll'" in message
+    for key in ("table.exec.state.ttl", "kit.join.interleave", "kit.join.clock", "kit.match-recognize.step-budget",
+                "kit.match-recognize.max-threads"):
+        assert key in message, message

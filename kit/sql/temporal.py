@@ -504,8 +504,10 @@ def join_options(config: dict) -> dict:
     from ..time import Clock, Duration
     from ..errors import KitError
 
-    known = ("table.exec.state.ttl", "kit.join.interleave", "kit.join.clock")
-    unknown = [k for k in config if k not in known]
+    from ..match_recognize.budget import MAX_THREADS, STEP_BUDGET
+
+    known = ("table.exec.state.ttl", "kit.join.interleave", "kit.join.clock", STEP_BUDGET, MAX_THREADS)
+    unknown = [k for k in config if k not in known]   # (match_options took the last two out)
     if unknown:
         raise KitError(f"unknown config key(s) {unknown}; known: {list(known)}")
     options = {}
