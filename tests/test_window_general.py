@@ -104,6 +104,9 @@ _BEHIND = dict(   # a timer registered behind the watermark fires at its next ri
     keys=["a", "b", "a", "b", "c", "c", "c"], times=[0, 1, 2, 3, 4, 5, 6],
     assigner=TumblingProcessingTimeWindows.of(3), trigger=ProcessingTimeTrigger.create(), evictor=None,
     lateness=0, delay=0, clock=1))
+@example(dict(   # ... but nothing comes after the last arrival: the timer it registered at its own time waits
+    keys=["0a", "1a"], times=[0, 100000], assigner=TumblingProcessingTimeWindows.of(3),
+    trigger=ProcessingTimeTrigger.create(), evictor=None, lateness=0, delay=0, clock=20_000))
 def test_general_path_equals_the_whole_stream_replay(spark, case):
     assert _spark(case) == _reference(case)
 

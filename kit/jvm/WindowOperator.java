@@ -42,7 +42,7 @@ public class WindowOperator implements MapPartitionsFunction {
     private final String assigner, trigger, triggerRepr, evictor;
     private final int maxFiringsAtEnd;
     private final boolean hasFinalPt;   // the stream's last processing time, the clock's at the end
-    private final long finalPt;
+    private final long finalPt, endSeq;   // the stream's last arrival: its processing time, its seq
     private final boolean eventTime, evictAfter, emitFirings, emitLate, emitElements;
     private final long size, slide, offset, lateness, evictArg;
     private final int[] keys;
@@ -64,6 +64,7 @@ public class WindowOperator implements MapPartitionsFunction {
         maxFiringsAtEnd = (int) number(s, "max_firings_at_end");
         hasFinalPt = ((String) s.get("final_pt")).length() > 0;
         finalPt = hasFinalPt ? number(s, "final_pt") : 0;
+        endSeq = number(s, "end_seq");
         evictor = (String) s.get("evictor");
         evictArg = number(s, "evict_arg");
         evictAfter = "1".equals(s.get("evict_after"));
@@ -739,10 +740,10 @@ public class WindowOperator implements MapPartitionsFunction {
             return first ? "on-time" : "late";
         }
 
-        /** operator.py's finish: the clock runs to the stream's last processing time, then the
-         *  watermark jumps to Long.MAX_VALUE. */
+        /** operator.py's finish: the clock runs to the stream's last processing time when
+         *  arrivals came after the key's last one, then the watermark jumps to Long.MAX_VALUE. */
         void finish() {
-            if (hasFinalPt) advanceProcessingTime(finalPt);
+            if (hasFinalPt && seq[n - 1] < endSeq) advanceProcessingTime(finalPt);
             advanceWatermark(MAX);
             boolean[] pending = new boolean[n];
             for (Iterator it = contents.values().iterator(); it.hasNext(); ) {

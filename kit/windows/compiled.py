@@ -123,7 +123,8 @@ def settings(result, fields: list, kinds=("firing", "late", "element"), values=N
         "size": getattr(a, "size", None) or getattr(a, "gap", None) or 0, "slide": getattr(a, "slide", 0),
         "offset": getattr(a, "offset", 0), "lateness": spec.allowed_lateness, "trigger": trigger[0],
         "trigger_repr": repr(spec.trigger), "max_firings_at_end": MAX_FIRINGS_AT_END,
-        "final_pt": "" if result._final_proctime is None else result._final_proctime,
+        "final_pt": "" if result._end is None else result._end[1],
+        "end_seq": -1 if result._end is None else result._end[0],
         "evictor": {type(None): "", CountEvictor: "count", TimeEvictor: "time"}[type(evictor)],
         "evict_arg": (0 if evictor is None else evictor.max_count if isinstance(evictor, CountEvictor)
                       else evictor.window_size),

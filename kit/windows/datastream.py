@@ -419,13 +419,14 @@ class WindowResult:
         arrow = to_arrow_schema(T.StructType(fields), timezone="UTC")
 
         whole_stream = self._whole_stream
-        final_proctime = None if whole_stream else self._final_proctime
+        end = None if whole_stream else self._end
 
         def replayed(table):
             """``(key, elements, KeyResult)`` of each key: alone, or all in one operator."""
             if not whole_stream:
                 for key, elements in _keyed_elements(table, keys, values):
-                    yield key, elements, run_key(key, elements, spec, final_proctime=final_proctime)
+                    final = None if end is None or elements[-1].seq >= end[0] else end[1]
+                    yield key, elements, run_key(key, elements, spec, final_proctime=final)
                 return
             runs = list(_keyed_elements(table, keys, values))   # the table is in arrival order
             own = dict(zip(python_values(table.column("seq")), python_values(table.column("_own"))))
@@ -474,17 +475,19 @@ class WindowResult:
         return self._spread(values).mapInArrow(per_task, T.StructType(fields)), list(columns)
 
     @cached_property
-    def _final_proctime(self) -> int | None:
-        """The stream's last processing time (ms), which a key replayed alone runs its clock
-        to at the end of input (the arrivals after its own move it); None when the window
-        has no processing-time timers, or the stream no clock."""
+    def _end(self) -> tuple | None:
+        """``(seq, proctime)`` of the stream's last arrival (ms): a key replayed alone whose
+        last element came before it runs its clock to that time at the end of input (the
+        arrivals after its own move it; after the last arrival nothing does); None when the
+        window has no processing-time timers, or the stream no clock."""
         s = self.stream
         if "processing" not in timer_clocks(self.spec) or s.proctime is None:
             return None
         scan = self._arrivals
         if scan is not None:
-            return scan.last_proctime
-        return s.unordered().agg(F.max(F.unix_millis("proctime"))).first()[0]
+            return scan.count - 1, scan.last_proctime
+        count, last = s.unordered().agg(F.count(F.lit(1)), F.max(F.unix_millis("proctime"))).first()
+        return count - 1, last
 
     @cached_property
     def _arrivals(self) -> Arrivals | None:

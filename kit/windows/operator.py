@@ -482,7 +482,8 @@ class _Operator:
     def finish(self, final_proctime=None):
         """End of input: the processing clock runs to ``final_proctime`` (the last arrival's
         processing time, which a key replayed alone did not see: the arrivals after its last
-        one move it) and stops; the watermark jumps to Long.MAX_VALUE."""
+        one move it; None when none came after it) and stops; the watermark jumps to
+        Long.MAX_VALUE."""
         self.advance_processing_time(final_proctime)
         self.advance_watermark(MAX_TIME)
         pending = {s for _, seqs in self.contents.values() for s in seqs}
