@@ -25,13 +25,15 @@ def test_the_output_starts_with_fn_of_the_initial_values():
     assert len(view.output.outputs) == 1
     assert view.data["text/plain"] == "<kit chart '3 points'>"
     assert VEGA in view.data
+    assert view.elapsed > 0 and view.error is None
 
 
 def test_moving_a_control_replaces_the_output(capsys):
     slider = w.IntSlider(value=3, min=1, max=10)
     view = bind(points, n=slider, colour=w.Dropdown(options=["steelblue", "red"]))
     first = view.data
-    slider.value = 5  # as a user would: the callback runs
+    slider.value = 5  # as a user would: the callback runs (in a thread)
+    view.wait()
     assert len(view.output.outputs) == 1, "replaced, not appended"
     assert view.data["text/plain"] == "<kit chart '5 points'>"
     assert view.data[VEGA] != first[VEGA]
@@ -112,8 +114,9 @@ def test_the_cell_output_is_a_short_stable_line():
 def test_controls_come_first_then_the_output():
     slider, dropdown = w.IntSlider(), w.Dropdown(options=["a"])
     view = bind(lambda n, s: n, n=slider, s=dropdown)
-    controls, output = view.children
+    controls, status, output = view.children
     assert controls.children == (slider, dropdown) and output is view.output
+    assert status is view.status and status.value == "", "the status line is empty when idle"
 
 
 def test_controls_must_name_parameters_and_be_widgets():
@@ -122,3 +125,89 @@ def test_controls_must_name_parameters_and_be_widgets():
     with pytest.raises(TypeError, match="control 'n' is a int"):
         bind(points, n=3)
     bind(lambda **kw: kw, anything=w.IntSlider())  # **kwargs takes any name
+
+
+def _title(view) -> dict:
+    return view.data[VEGA]["title"]
+
+
+def test_the_chart_title_names_the_values_it_shows():
+    view = bind(points, n=w.IntSlider(value=3, description="points"), colour=w.Dropdown(options=["red", "blue"]))
+    assert _title(view)["text"] == "3 points"
+    assert _title(view)["subtitle"] == ["points = 3, colour = red"]
+    view.set(n=4, colour="blue")
+    assert _title(view)["subtitle"] == ["points = 4, colour = blue"]
+    untitled = bind(lambda n: alt.Chart(pd.DataFrame({"x": [n]})).mark_point().encode(x="x"), n=w.IntSlider())
+    assert _title(untitled)["text"] == "n = 0"
+
+
+def test_hidden_controls_are_not_named_and_follow_the_values():
+    shape = w.Dropdown(options=["tumbling", "sliding"])
+    slide = w.IntSlider(value=5, description="slide")
+    calls = []
+    view = bind(lambda shape, slide: calls.append(slide) or points(3), shape=shape, slide=slide)
+    assert view.visible_when(slide=lambda v: v["shape"] == "sliding") is view
+    assert slide.layout.display == "none" and calls == [5], "hidden without a recomputation"
+    assert _title(view)["subtitle"] == ["shape = tumbling"]
+    view.set(shape="sliding")
+    assert slide.layout.display is None and _title(view)["subtitle"] == ["shape = sliding, slide = 5"]
+    with pytest.raises(TypeError, match="no control named gap; the controls are shape, slide"):
+        view.visible_when(gap=lambda v: True)
+
+
+def test_labels_get_room_for_the_longest_description():
+    short, long = w.IntSlider(description="n"), w.IntSlider(description="orders delay (min)")
+    bind(lambda a, b: None, a=short, b=long)
+    assert short.style.description_width == long.style.description_width == "20ch"
+    set_by_user = w.IntSlider(description="x", style={"description_width": "50px"})
+    bind(lambda a: None, a=set_by_user)
+    assert set_by_user.style.description_width == "50px"
+
+
+def test_rapid_changes_coalesce_and_only_the_latest_values_are_drawn():
+    import threading
+
+    started, release, calls = threading.Event(), threading.Event(), []
+
+    def slow(n):
+        calls.append(n)
+        if n == 1:           # the first change's redraw is still running while the control moves on
+            started.set()
+            release.wait(10)
+        return points(n)
+
+    slider = w.IntSlider(value=0, max=10)
+    view = bind(slow, n=slider)
+    slider.value = 1
+    assert started.wait(10)
+    assert "computing n = 1" in view.status.value
+    for n in (2, 3, 4):      # while 1 computes: superseded, never computed
+        slider.value = n
+    release.set()
+    view.wait(10)
+    assert calls == [0, 1, 4]
+    assert view.data["text/plain"] == "<kit chart '4 points'>" and view.status.value == ""
+
+
+def test_a_superseded_redraw_cancels_its_spark_jobs(spark):
+    import threading
+
+    from pyspark.sql import functions as F
+
+    started = threading.Event()
+
+    def count(seconds):
+        if seconds:
+            started.set()
+        slow = F.udf(lambda x: __import__("time").sleep(seconds) or x, "long")
+        return pd.DataFrame({"n": [spark.range(2, numPartitions=1).select(slow("id")).count()]})
+
+    slider = w.IntSlider(value=0, max=100)
+    view = bind(count, seconds=slider)
+    slider.value = 60        # a minute of Spark work...
+    assert started.wait(10)
+    __import__("time").sleep(1)
+    slider.value = 0         # ...superseded: its job is cancelled, the new value drawn at once
+    view.wait(30)
+    assert view._worker is None, "the superseded job was not cancelled"
+    assert "<td>2</td>" in view.data["text/html"] and view.error is None

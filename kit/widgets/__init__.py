@@ -20,14 +20,22 @@ Example::
     view.set(n=8)["text/plain"]   # what tests do: move a control, read the new output
 
 The result may be an altair chart, a pandas or Spark DataFrame (shown as a table of its
-first rows), or anything IPython can display. An exception raised by ``fn`` is shown as
-one line, ``ErrorType: message``, in place of the result (``view.error`` keeps the
-exception, traceback included).
+first rows), or anything IPython can display. An altair chart's title gets a line naming
+the values it shows (``n = 8``). An exception raised by ``fn`` is shown as one line,
+``ErrorType: message``, in place of the result (``view.error`` keeps the exception,
+traceback included).
+
+Moving a control while a redraw runs does not queue another: the redraw runs in a
+thread, a status line above the output says what is being computed, and when it ends
+only the controls' latest values are drawn; the superseded redraw's Spark jobs are
+cancelled. ``view.wait()`` returns once the output shows the latest values.
 """
 
 from __future__ import annotations
 
 import inspect
+import threading
+import time
 from typing import Any, Callable
 
 import ipywidgets as widgets
@@ -42,12 +50,18 @@ def bind(fn: Callable[..., Any], **controls: widgets.ValueWidget) -> "Bound":
     return Bound(fn, controls)
 
 
+class Superseded(Exception):
+    """A redraw whose values the controls have moved on from."""
+
+
 class Bound(widgets.VBox):
     """The widget :func:`bind` returns.
 
-    ``controls`` (name -> widget), ``output`` (the output area), ``values`` (name ->
-    current value), ``data`` (what the output area shows), ``error`` (the exception of
-    the last run, for its traceback, or None), ``set(**values)`` and ``refresh()``.
+    ``controls`` (name -> widget), ``status`` (the line saying what is being computed),
+    ``output`` (the output area), ``values`` (name -> current value), ``data`` (what the
+    output area shows), ``error`` (the exception of the last run, for its traceback, or
+    None), ``elapsed`` (seconds the last redraw took), ``set(**values)``, ``refresh()``,
+    ``wait()`` and ``visible_when(**predicates)``.
     """
 
     def __init__(self, fn: Callable[..., Any], controls: dict[str, widgets.ValueWidget]):
@@ -65,9 +79,18 @@ class Bound(widgets.VBox):
                                 "not a widget with a value")
         self.fn = fn
         self.controls = dict(controls)
+        self._visible: dict[str, Callable[[dict], bool]] = {}
         self._holding = False
+        self._lock = threading.Lock()
+        self._wanted = 0            # the number of the latest request; a redraw draws only if it is still it
+        self._worker: threading.Thread | None = None
+        self.elapsed = 0.0
+        self.error: Exception | None = None
+        self._result: Any = None
+        self.status = widgets.HTML()
         self.output = widgets.Output()
-        super().__init__([widgets.VBox(list(controls.values())), self.output])
+        _label_width(self.controls.values())
+        super().__init__([widgets.VBox(list(controls.values())), self.status, self.output])
         for control in self.controls.values():
             control.observe(self._changed, names="value")
         self.refresh()
@@ -83,8 +106,24 @@ class Bound(widgets.VBox):
         (out,) = self.output.outputs or ({"data": {}},)
         return out.get("data") or {"text/plain": out.get("text", "")}
 
+    def visible_when(self, **predicates: Callable[[dict], bool]) -> "Bound":
+        """Show a control only while ``predicate(values)`` holds, e.g.
+        ``view.visible_when(slide=lambda v: v["assigner"] == "sliding")``; a hidden
+        control's value is still passed to ``fn`` but not named in the chart's title."""
+        unknown = [name for name in predicates if name not in self.controls]
+        if unknown:
+            raise TypeError(f"visible_when: no control named {', '.join(unknown)}; "
+                            f"the controls are {', '.join(self.controls)}")
+        self._visible.update(predicates)
+        values = self.values
+        self._show_controls(values)
+        if self.error is None:   # the title names the visible values only: redrawn, not recomputed
+            self.output.outputs = (_output(self._result, self._shown(values)),)
+        return self
+
     def set(self, **values: Any) -> dict[str, Any]:
         """Move controls as a user would, recompute once, return the new :attr:`data`."""
+        self.wait()
         self._holding = True
         try:
             for name, value in values.items():
@@ -95,33 +134,150 @@ class Bound(widgets.VBox):
         return self.data
 
     def refresh(self) -> None:
-        """Recompute ``fn(**values)`` and replace the output area's content with it."""
-        self.error = None
+        """Recompute ``fn(**values)`` now, in this thread, and replace the output with it."""
+        with self._lock:
+            self._wanted += 1
+            wanted = self._wanted
+        self._draw(self.values, wanted)
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Return once no redraw is running (the output shows the latest values)."""
+        worker = self._worker
+        if worker is not None:
+            worker.join(timeout)
+
+    def _changed(self, change: dict) -> None:
+        if self._holding:
+            return
+        with self._lock:
+            self._wanted += 1
+            if self._worker is not None:   # running: it picks the latest values up when done
+                _cancel(self._running_group)
+                return
+            self._worker = threading.Thread(target=self._work, name="kit-widgets-redraw", daemon=True)
+        self._worker.start()
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                wanted = self._wanted
+            self._draw(self.values, wanted)
+            with self._lock:
+                if self._wanted == wanted:
+                    self._worker = None
+                    return
+
+    _running_group: str | None = None
+
+    def _draw(self, values: dict[str, Any], wanted: int) -> None:
+        """Compute ``fn(**values)`` and show it, unless a newer request superseded it."""
+        self._show_controls(values)
+        shown = self._shown(values)
+        self.status.value = (f"<span class='kit-computing'>⏳ computing {_escape(shown)}…</span>"
+                             if shown else "<span class='kit-computing'>⏳ computing…</span>")
+        started = time.perf_counter()
+        group = self._running_group = f"kit-widgets-{id(self)}-{wanted}"
+        error = result = None
         try:
-            data, metadata = _format(self.fn(**self.values))
-            out = {"output_type": "display_data", "data": data, "metadata": metadata}
+            with _job_group(group):
+                result = self.fn(**values)
+                out = _output(result, shown)
         except Exception as exc:  # shown, not raised: the user is moving a slider
-            self.error = exc
+            if self._wanted != wanted:
+                return             # cancelled or superseded: the next redraw shows
+            error = exc
             first = (str(exc).strip().splitlines() or [""])[0]
             text = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
             out = {"output_type": "stream", "name": "stderr", "text": text + "\n"}
-        self.output.outputs = (out,)
+        with self._lock:
+            if self._wanted != wanted:
+                return
+            self.error, self._result = error, result
+            self.elapsed = time.perf_counter() - started
+            self.output.outputs = (out,)
+            self.status.value = ""
 
-    def _changed(self, change: dict) -> None:
-        if not self._holding:
-            self.refresh()
+    def _show_controls(self, values: dict[str, Any]) -> None:
+        for name, visible in self._visible.items():
+            self.controls[name].layout.display = None if visible(values) else "none"
+
+    def _shown(self, values: dict[str, Any]) -> str:
+        """``label = value, ...`` for the visible controls."""
+        return ", ".join(f"{_label(name, self.controls[name])} = {value}" for name, value in values.items()
+                         if name not in self._visible or self._visible[name](values))
 
     def __repr__(self) -> str:
         args = ", ".join(f"{name}={value!r}" for name, value in self.values.items())
         return f"bind({getattr(self.fn, '__name__', 'fn')}, {args})"
 
 
-def _format(result: Any) -> tuple[dict, dict]:
-    """(data, metadata) for ``result``, as IPython would display it."""
+def _label(name: str, control: widgets.Widget) -> str:
+    return (getattr(control, "description", "") or name).strip()
+
+
+def _label_width(controls) -> None:
+    """Room for the longest description, so no label is cut ("orders del…")."""
+    longest = max((len(getattr(c, "description", "") or "") for c in controls), default=0)
+    for control in controls:
+        style = getattr(control, "style", None)
+        if longest and style is not None and hasattr(style, "description_width") and not style.description_width:
+            style.description_width = f"{longest + 2}ch"
+
+
+def _escape(text: str) -> str:
+    import html
+
+    return html.escape(text)
+
+
+class _job_group:
+    """Spark jobs started inside run under ``group``, so a superseded redraw can cancel them."""
+
+    def __init__(self, group: str):
+        self.group = group
+
+    def __enter__(self):
+        self.sc = _spark_context()
+        if self.sc is not None:
+            self.sc.setJobGroup(self.group, "kit.widgets redraw", interruptOnCancel=True)
+
+    def __exit__(self, *exc):
+        if self.sc is not None:
+            self.sc.setLocalProperty("spark.jobGroup.id", None)
+            self.sc.setLocalProperty("spark.job.description", None)
+
+
+def _cancel(group: str | None) -> None:
+    sc = _spark_context()
+    if sc is not None and group:
+        sc.cancelJobGroup(group)
+
+
+def _spark_context():
+    """The running SparkContext (classic Spark only; None without one)."""
+    import sys
+
+    if "pyspark" not in sys.modules:
+        return None
+    from pyspark import SparkContext
+
+    return SparkContext._active_spark_context
+
+
+def _output(result: Any, shown: str) -> dict:
+    data, metadata = _format(result, shown)
+    return {"output_type": "display_data", "data": data, "metadata": metadata}
+
+
+def _format(result: Any, shown: str = "") -> tuple[dict, dict]:
+    """(data, metadata) for ``result``, as IPython would display it; an altair chart's
+    title gets the line ``shown``."""
     if result is None:
         return {}, {}
     if _is_spark_dataframe(result):
         result = result.limit(MAX_ROWS).toPandas()
+    if shown and _is_altair_chart(result):
+        result = _titled(result, shown)
     try:
         from IPython import get_ipython
 
@@ -132,6 +288,25 @@ def _format(result: Any) -> tuple[dict, dict]:
         formatter = DisplayFormatter()
     data, metadata = formatter.format(result)
     return data, metadata
+
+
+def _titled(chart, line: str):
+    """``chart`` with ``line`` first under its title."""
+    import altair as alt
+
+    title = chart.title
+    if title is alt.Undefined or title is None or title == "":
+        return chart.properties(title=alt.TitleParams(line, anchor="start"))
+    if isinstance(title, str):
+        return chart.properties(title=alt.TitleParams(title, subtitle=[line], anchor="start"))
+    params = title.to_dict() if hasattr(title, "to_dict") else dict(title)
+    subtitle = params.get("subtitle", [])
+    params["subtitle"] = [line] + ([subtitle] if isinstance(subtitle, str) else list(subtitle))
+    return chart.properties(title=alt.TitleParams(**params))
+
+
+def _is_altair_chart(obj: Any) -> bool:
+    return type(obj).__module__.startswith("altair") and hasattr(obj, "properties") and hasattr(obj, "title")
 
 
 def _is_spark_dataframe(obj: Any) -> bool:
