@@ -36,6 +36,7 @@ first collects one row per chunk, the second carries it in.
 from __future__ import annotations
 
 import calendar
+import weakref
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -70,6 +71,14 @@ class Stream:
         """The annotated rows, built when first read (operators that need no watermark
         per row never read it)."""
         return _annotate(self)
+
+    @cached_property
+    def arrivals(self) -> "Arrivals | None":
+        """The JVM arrival scan (its first pass runs when first read), shared by ``df`` and
+        every operator over this stream; None where the kit does not reach Spark's JVM."""
+        from . import jvm
+
+        return Arrivals(self) if jvm.available(self.source.sparkSession, "ArrivalScan") else None
 
     @property
     def time_is_timestamp(self) -> bool:
@@ -148,11 +157,25 @@ def stream(df, time: str, watermark: WatermarkStrategy | Duration | None = None,
             f"WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_seconds(5)); got {watermark!r}")
     order = (order,) if isinstance(order, str) else tuple(order or ())
     primary_key = (primary_key,) if isinstance(primary_key, str) else tuple(primary_key or ())
+    made = _STREAMS.setdefault(df, {})
+    args = (time, watermark, order, proctime, primary_key)
+    try:
+        return made[args]
+    except (KeyError, TypeError):   # TypeError: an argument that cannot be a key, checked below
+        pass
     _check_columns(df, time, watermark, order, proctime)
     for col in primary_key:
         if col not in df.columns:
             raise KitError(f"primary key column {col!r} is not a column; columns are {df.columns}")
-    return Stream(in_arrival_order(df, order), time, watermark, order, proctime, primary_key)
+    made[args] = s = Stream(in_arrival_order(df, order), time, watermark, order, proctime, primary_key)
+    return s
+
+
+# What a DataFrame object has given, kept while it lives: the same input replayed again with
+# the same arguments (a widget redrawing) is the same Stream (its annotated rows and arrival
+# scan computed once), and ordered again by the same columns reads the order kept the first time.
+_STREAMS: "weakref.WeakKeyDictionary[DataFrame, dict]" = weakref.WeakKeyDictionary()
+_ORDERED: "weakref.WeakKeyDictionary[DataFrame, dict]" = weakref.WeakKeyDictionary()
 
 
 class StreamWarning(UserWarning):
@@ -171,7 +194,17 @@ def in_arrival_order(df: DataFrame, order: tuple[str, ...] = ()) -> DataFrame:
     go by the rows' values, so the same rows always give the same arrivals.
 
         order="arr", input shuffled over 7 partitions:  arr 3, 0, 2, 1  ->  0, 1, 2, 3
+
+    The same DataFrame object ordered again by the same columns gives what it gave the
+    first time (kept as long as that DataFrame lives), with no further Spark job.
     """
+    kept = _ORDERED.setdefault(df, {})
+    if order not in kept:
+        kept[order] = _in_arrival_order(df, order)
+    return kept[order]
+
+
+def _in_arrival_order(df: DataFrame, order: tuple[str, ...]) -> DataFrame:
     reproducible = _reproducible(df)
     if not order:
         if reproducible:
@@ -180,7 +213,7 @@ def in_arrival_order(df: DataFrame, order: tuple[str, ...] = ()) -> DataFrame:
             "the stream's input comes out of a shuffle or has a nondeterministic column, so its "
             "order is not one another run would repeat; the kit fixes the order it read once, for "
             "this stream. Pass order=<column(s)> for an arrival order that is the same every time",
-            StreamWarning, stacklevel=3)
+            StreamWarning, stacklevel=4)
         return df.localCheckpoint()
     if reproducible and _sorted_by(df, order):
         return df
@@ -340,11 +373,16 @@ def prepared(s: Stream) -> DataFrame:
 
 
 def _annotate(s: Stream, ordered: bool = True) -> DataFrame:
-    df = prepared(s)
-    running = {"_wm": ("_g", False)}
-    if isinstance(s.proctime, str):
-        running["_proc"] = ("_p", True)  # a clock never goes back
-    out = _scan(df, running)
+    scan = s.arrivals
+    if scan is not None:   # the JVM's scan: its output partitions are the input's, in arrival order
+        ordered = False
+        out = scan.rows([c for c in s.source.columns if c not in _ADDED]).withColumnRenamed("_pt", "_proc")
+    else:
+        df = prepared(s)
+        running = {"_wm": ("_g", False)}
+        if isinstance(s.proctime, str):
+            running["_proc"] = ("_p", True)  # a clock never goes back
+        out = _scan(df, running)
     out = out.withColumn("watermark", F.timestamp_millis("_wm") if s.time_is_timestamp else F.col("_wm"))
     null_time = null_time_error(s.time, F.concat(F.lit("seq="), F.col("seq").cast("string")))
     out = out.withColumn("late", F.when(F.col("_ts").isNull(), null_time.cast("boolean"))
@@ -451,8 +489,7 @@ class Arrivals:
 
 
 def arrivals(s: Stream) -> Arrivals | None:
-    """The JVM arrival scan of ``s`` (its first pass runs now), or None where the kit does
-    not reach Spark's JVM (Spark Connect, a session without the kit's jar)."""
-    from . import jvm
-
-    return Arrivals(s) if jvm.available(s.source.sparkSession, "ArrivalScan") else None
+    """The JVM arrival scan of ``s`` (its first pass runs when first asked for), or None
+    where the kit does not reach Spark's JVM (Spark Connect, a session without the kit's
+    jar). One per stream."""
+    return s.arrivals
