@@ -47,7 +47,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from .errors import KitError, fail
-from .time import Clock, Duration, WatermarkStrategy
+from .time import Clock, Duration, WatermarkStrategy, to_duration
 
 __all__ = ["stream", "Stream", "StreamWarning", "Arrivals", "arrivals"]
 
@@ -122,7 +122,7 @@ def stream(df, time: str, watermark: WatermarkStrategy | Duration | None = None,
 
     - ``df``: a Spark or pandas DataFrame.
     - ``time``: the event-time column, TIMESTAMP or BIGINT epoch milliseconds.
-    - ``watermark``: a ``WatermarkStrategy``, or a ``Duration`` meaning
+    - ``watermark``: a ``WatermarkStrategy``, or a ``Duration`` (or ``timedelta``) meaning
       ``for_bounded_out_of_orderness(d)``; default ``for_monotonous_timestamps()``.
     - ``order``: column(s) giving the arrival order; default: the input's order
       (its partitions in order, rows in partition order; a file read keeps file order).
@@ -149,12 +149,10 @@ def stream(df, time: str, watermark: WatermarkStrategy | Duration | None = None,
             raise KitError(f"stream() takes a Spark or pandas DataFrame; got {type(df).__name__}")
     if watermark is None:
         watermark = WatermarkStrategy.for_monotonous_timestamps()
-    elif isinstance(watermark, Duration):
-        watermark = WatermarkStrategy.for_bounded_out_of_orderness(watermark)
-    elif not isinstance(watermark, WatermarkStrategy):
-        raise KitError(
-            "watermark must be a WatermarkStrategy or a Duration, e.g. "
-            f"WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_seconds(5)); got {watermark!r}")
+    elif not isinstance(watermark, WatermarkStrategy):   # a Duration: for_bounded_out_of_orderness(d)
+        watermark = WatermarkStrategy.for_bounded_out_of_orderness(to_duration(
+            watermark, "kit.stream", "watermark", kinds="a WatermarkStrategy, Duration or timedelta",
+            like="Duration"))
     order = (order,) if isinstance(order, str) else tuple(order or ())
     primary_key = (primary_key,) if isinstance(primary_key, str) else tuple(primary_key or ())
     made = _STREAMS.setdefault(df, {})

@@ -11,11 +11,12 @@ import kit
 from kit.errors import KitError
 from kit.joins.interval import HOWS, IntervalBounds, merge_order, run_key
 from kit.joins.replay import MAX_TIME, MIN_TIME, replay
-from kit.time import Duration, WatermarkStrategy
+from kit.time import Duration, Time, WatermarkStrategy
 
+ms = Time.milliseconds   # sizes, gaps and bounds are Times: these tests' are in milliseconds
 NONE = WatermarkStrategy.no_watermarks()
 SQL0 = WatermarkStrategy.for_sql_delay(Duration(0))
-B = IntervalBounds(-4, 0)   # o.time BETWEEN s.time - 4 AND s.time
+B = IntervalBounds(ms(-4), ms(0))   # o.time BETWEEN s.time - 4 AND s.time
 
 
 def pairs(result):
@@ -33,9 +34,9 @@ def run(left, right, sides, bounds=B, how="inner", wm=(NONE, NONE), key=None, **
 # -- bounds ---------------------------------------------------------------------------
 
 def test_bounds_relative_sizes_and_strict_edges():
-    b = IntervalBounds(-4, 0)
+    b = IntervalBounds(ms(-4), ms(0))
     assert (b.left_relative_size, b.right_relative_size, b.output_delay) == (4, 0, 4)
-    strict = IntervalBounds(-4, 0, lower_inclusive=False, upper_inclusive=False)
+    strict = IntervalBounds(ms(-4), ms(0), lower_inclusive=False, upper_inclusive=False)
     assert (strict.left_lower, strict.left_upper) == (-3, -1)     # Flink: `<` is `<=` 1 ms in
     assert (strict.left_relative_size, strict.right_relative_size) == (3, -1)
     assert IntervalBounds(Duration.of_seconds(-1), Duration(0)).lower == -1000
@@ -44,12 +45,14 @@ def test_bounds_relative_sizes_and_strict_edges():
 
 
 @pytest.mark.parametrize("args, kwargs, word", [
-    ((5, 4), {}, "lower must be <= upper"),
-    ((4, 4), {"lower_inclusive": False}, "lower_inclusive"),
-    ((3, 4), {"lower_inclusive": False, "upper_inclusive": False}, "upper_inclusive"),
-    ((1.5, 4), {}, "lower"),
-    ((1, "4"), {}, "upper"),
-    ((1, 4), {"upper_inclusive": 1}, "upper_inclusive"),
+    ((ms(5), ms(4)), {}, "lower must be <= upper"),
+    ((ms(4), ms(4)), {"lower_inclusive": False}, "lower_inclusive"),
+    ((ms(3), ms(4)), {"lower_inclusive": False, "upper_inclusive": False}, "upper_inclusive"),
+    ((1.5, ms(4)), {}, "lower"),
+    ((ms(1), "4"), {}, "upper"),
+    ((ms(1), ms(4)), {"upper_inclusive": 1}, "upper_inclusive"),
+    ((-4, ms(0)), {}, r"IntervalBounds: lower must be a Time, Duration or timedelta, e\.g\. Time\.seconds\(-4\) or "
+                      r"Time\.milliseconds\(-4\); not the int -4"),
 ])
 def test_bounds_validation_names_the_parameter(args, kwargs, word):
     with pytest.raises(KitError, match=word):
@@ -93,7 +96,7 @@ def test_inner_inclusive_edges():
 def test_inner_exclusive_edges(lower_inclusive, upper_inclusive, expected):
     left = [(995, "o-5"), (996, "o-4"), (997, "o-3"), (998, "o-2"), (999, "o-1"), (1000, "o0"),
             (1001, "o+1")]
-    bounds = IntervalBounds(-4, 0, lower_inclusive, upper_inclusive)
+    bounds = IntervalBounds(ms(-4), ms(0), lower_inclusive, upper_inclusive)
     r = run(left, [(1000, "s")], "R" + "L" * len(left), bounds)
     assert sorted(pairs(r)) == sorted((o, "s") for o in expected)
 
@@ -220,7 +223,7 @@ def test_a_row_sees_the_watermark_from_before_it():
     # l.time BETWEEN r.time + 1 AND r.time + 5: a left row reaches 1 ms *back* (lrs = -1).
     # o is processed under the watermark before it (none), so it is cached with a timer at
     # 1000 - 1 + 1; the rise to 1000 that o itself causes fires that timer right after it.
-    bounds = IntervalBounds(1, 5)
+    bounds = IntervalBounds(ms(1), ms(5))
     r = run([(1000, "k-o")], [(1005, "x-s"), (997, "k-s")], "RLR", bounds, wm=(SQL0, SQL0),
             key="k", how="left")
     assert [(o.left, o.kind, o.emitted_pos, o.watermark, o.order) for o in r.outputs] == \
@@ -230,7 +233,7 @@ def test_a_row_sees_the_watermark_from_before_it():
 
 def test_late_row_still_joins_cached_rows_and_is_not_dropped():
     # right row at 995 is kept until 995 + 10 + 1; the late left row at 997 still finds it
-    bounds = IntervalBounds(-4, 10)
+    bounds = IntervalBounds(ms(-4), ms(10))
     r = run([(1003, "x-o"), (997, "k-o")], [(995, "k-s"), (1002, "x-s")], "RLRL",
             bounds, wm=(SQL0, SQL0), key="k")
     assert pairs(r) == [("k-o", "k-s")] and r.dropped == []
@@ -276,7 +279,7 @@ def inputs(draw, max_rows=7):
     elif lower + 1 == upper and not li and not ui:
         ui = True
     use_condition = draw(st.booleans())
-    return left, right, sides, IntervalBounds(lower, upper, li, ui), use_condition
+    return left, right, sides, IntervalBounds(ms(lower), ms(upper), li, ui), use_condition
 
 
 def _condition(l, r):
@@ -365,15 +368,15 @@ def _found(query):
 
 @pytest.mark.parametrize("query, how, keys, bounds", [
     ("SELECT * FROM Orders o, Ships s WHERE o.id = s.id AND o.t BETWEEN s.st - INTERVAL '4' SECOND AND s.st",
-     "inner", (("id", "id"),), IntervalBounds(-4000, 0)),
+     "inner", (("id", "id"),), IntervalBounds(Time.seconds(-4), Time.seconds(0))),
     ("SELECT * FROM Orders AS o LEFT OUTER JOIN Ships AS s ON o.id = s.id AND o.t >= s.st - INTERVAL '4' SECOND "
-     "AND o.t < s.st", "left", (("id", "id"),), IntervalBounds(-4000, 0, upper_inclusive=False)),
+     "AND o.t < s.st", "left", (("id", "id"),), IntervalBounds(Time.seconds(-4), Time.seconds(0), upper_inclusive=False)),
     # the right time in front, bounds flipped; the tighter of two lower bounds; no key
     ("SELECT * FROM Orders o FULL JOIN Ships s ON s.st BETWEEN o.t AND o.t + INTERVAL '1' MINUTE "
-     "AND o.t > s.st - INTERVAL '30' SECOND", "full", (), IntervalBounds(-30000, 0, lower_inclusive=False)),
+     "AND o.t > s.st - INTERVAL '30' SECOND", "full", (), IntervalBounds(Time.seconds(-30), Time.seconds(0), lower_inclusive=False)),
     ("SELECT * FROM Orders o RIGHT JOIN Ships s ON o.id = s.id AND s.st < o.t + INTERVAL '1' SECOND "
      "AND INTERVAL '1' SECOND + s.st >= o.t", "right", (("id", "id"),),
-     IntervalBounds(-1000, 1000, lower_inclusive=False)),
+     IntervalBounds(Time.seconds(-1), Time.seconds(1), lower_inclusive=False)),
 ])
 def test_sql_interval_join_forms_are_found(query, how, keys, bounds):
     [call] = _found(query)

@@ -11,6 +11,7 @@ import kit
 from kit.time import Duration, Time
 from kit.windows import Count, SlidingEventTimeWindows, TumblingEventTimeWindows, compiled, fast
 
+ms = Time.milliseconds   # sizes, gaps and bounds are Times: these tests' are in milliseconds
 L = 2 ** 63 - 1
 HOUR = 3_600_000
 
@@ -63,7 +64,7 @@ def test_times_near_long_min_wrap_the_window_start_and_keep_the_watermark_at_lon
 @pytest.mark.parametrize("engine", ["python", "jvm"])
 def test_a_sliding_window_below_long_min_plus_size_has_no_window_as_in_flink(spark, engine):
     """Flink's loop ``start > timestamp - size`` meets an overflowed bound: no window."""
-    result = _windows([("a", -L + 2)], "k string, ts long", SlidingEventTimeWindows.of(10, 5))
+    result = _windows([("a", -L + 2)], "k string, ts long", SlidingEventTimeWindows.of(ms(10), ms(5)))
     with _engine(engine):
         assert _firings(result) == []
         assert [r.fate for r in result.elements().collect()] == ["no window"]
@@ -71,9 +72,9 @@ def test_a_sliding_window_below_long_min_plus_size_has_no_window_as_in_flink(spa
 
 @pytest.mark.parametrize("engine", ["fast-jvm", "fast-sql"])
 def test_the_fast_path_takes_times_within_its_limit_and_leaves_the_rest_to_the_replay(spark, engine):
-    inside = _windows([("a", fast.TIME_LIMIT - 1)], "k string, ts long", TumblingEventTimeWindows.of(10))
-    beyond = _windows([("a", fast.TIME_LIMIT + 1)], "k string, ts long", TumblingEventTimeWindows.of(10))
-    late = _windows([("a", L - 10), ("a", L - 20)], "k string, ts long", TumblingEventTimeWindows.of(10),
+    inside = _windows([("a", fast.TIME_LIMIT - 1)], "k string, ts long", TumblingEventTimeWindows.of(ms(10)))
+    beyond = _windows([("a", fast.TIME_LIMIT + 1)], "k string, ts long", TumblingEventTimeWindows.of(ms(10)))
+    late = _windows([("a", L - 10), ("a", L - 20)], "k string, ts long", TumblingEventTimeWindows.of(ms(10)),
                     lateness=20)
     with _engine(engine):
         assert fast.firings(inside) is not None
@@ -81,13 +82,13 @@ def test_the_fast_path_takes_times_within_its_limit_and_leaves_the_rest_to_the_r
         assert [r.fate for r in late.elements().collect()] == ["fired", "fired"]
         with mock.patch.object(compiled, "run", return_value=None):
             assert _firings(late) == _firings(_windows([("a", L - 10), ("a", L - 20)], "k string, ts long",
-                                                       TumblingEventTimeWindows.of(10), lateness=20))
+                                                       TumblingEventTimeWindows.of(ms(10)), lateness=20))
 
 
 def test_the_fast_path_with_a_processing_time_column_names_a_time_beyond_its_limit(spark):
     """No first pass there to leave the window to the replay: the query fails, naming the row."""
     rows = [("a", L - 10, dt.datetime(2024, 1, 1))]
-    result = _windows(rows, "k string, ts long, pt timestamp", TumblingEventTimeWindows.of(10), proctime="pt")
+    result = _windows(rows, "k string, ts long, pt timestamp", TumblingEventTimeWindows.of(ms(10)), proctime="pt")
     with pytest.raises(Exception, match=r"row seq=0 has event time or watermark beyond ±2305843009213693952 ms"):
         result.df.collect()
 

@@ -127,7 +127,8 @@ def test_pandas_input_and_timestamp_columns(spark):
     (dict(time="nope"), "time column 'nope' is not a column"),
     (dict(time="k"), "must be TIMESTAMP or BIGINT"),
     (dict(time="ts", order=["zz"]), "order column 'zz' is not a column"),
-    (dict(time="ts", watermark=5), "watermark must be a WatermarkStrategy or a Duration"),
+    (dict(time="ts", watermark=5), r"kit.stream: watermark must be a WatermarkStrategy, Duration or timedelta, "
+                                   r"e.g. Duration.of_seconds\(5\) or Duration.of_millis\(5\); not the int 5"),
     (dict(time="ts", proctime=3), "proctime must be a column name or a Clock"),
     (dict(time="ts", proctime="k"), "proctime column 'k' must be TIMESTAMP"),
 ])
@@ -145,7 +146,7 @@ def test_added_columns_must_not_clash(spark):
 
 @pytest.mark.parametrize("make, message", [
     (lambda: WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_seconds(-1)), ">= 0 ms"),
-    (lambda: WatermarkStrategy.for_bounded_out_of_orderness(5), "must be a Duration"),
+    (lambda: WatermarkStrategy.for_bounded_out_of_orderness(5), "max_out_of_orderness must be a Time, Duration"),
     (lambda: Clock("2024-01-01", Duration(0)), "step must be > 0 ms"),
 ])
 def test_bad_time_parameters(make, message):

@@ -173,8 +173,11 @@ def test_processing_time_join_forgets_on_deletion_and_on_expiry():
 def test_bad_arguments_say_what_to_fix():
     with pytest.raises(kit.KitError, match="INNER or LEFT"):
         event_time_join([], None, "right")
-    with pytest.raises(kit.KitError, match="state_ttl must be a Duration"):
+    with pytest.raises(kit.KitError, match=r"StateRetention: ttl must be a Time, Duration or timedelta, "
+                                           r"e.g. Duration.of_seconds\(5\) or Duration.of_millis\(5\); not the int 5"):
         StateRetention(5)
+    with pytest.raises(kit.KitError, match="state_ttl must be a Duration >= 0"):
+        StateRetention(Duration.of_millis(-1))
     with pytest.raises(kit.KitError, match="sides must hold 1 L and 0 R"):
         replay([(1, "a")], [], "R", NONE, NONE)
 

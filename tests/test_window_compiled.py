@@ -26,6 +26,8 @@ from kit.windows.triggers import (ContinuousEventTimeTrigger, ContinuousProcessi
 
 from streams import stacked
 
+ms = Time.milliseconds   # sizes, gaps and bounds are Times: these tests' are in milliseconds
+
 AGG = Aggregates(Count(alias="n"), Count("v", alias="nv"), Sum("v", alias="total"), Avg("w", alias="mean"),
                  Min("s", alias="low"), Max("w", alias="top"), Min("ts", alias="first"))
 
@@ -34,22 +36,22 @@ AGG = Aggregates(Count(alias="n"), Count("v", alias="nv"), Sum("v", alias="total
 def scenarios(draw):
     size = draw(st.integers(2, 12))
     assigner = draw(st.sampled_from([
-        TumblingEventTimeWindows.of(size, draw(st.integers(-size + 1, size - 1))),
-        SlidingEventTimeWindows.of(size, draw(st.integers(1, 6))),
-        EventTimeSessionWindows.with_gap(draw(st.integers(1, 8))),
-        TumblingProcessingTimeWindows.of(size), SlidingProcessingTimeWindows.of(size, draw(st.integers(1, 6))),
-        ProcessingTimeSessionWindows.with_gap(draw(st.integers(2, 8))), GlobalWindows.create()]))
+        TumblingEventTimeWindows.of(ms(size), ms(draw(st.integers(-size + 1, size - 1)))),
+        SlidingEventTimeWindows.of(ms(size), ms(draw(st.integers(1, 6)))),
+        EventTimeSessionWindows.with_gap(ms(draw(st.integers(1, 8)))),
+        TumblingProcessingTimeWindows.of(ms(size)), SlidingProcessingTimeWindows.of(ms(size), ms(draw(st.integers(1, 6)))),
+        ProcessingTimeSessionWindows.with_gap(ms(draw(st.integers(2, 8)))), GlobalWindows.create()]))
     trigger = draw(st.sampled_from([
         None, EventTimeTrigger.create(), ProcessingTimeTrigger.create(), CountTrigger.of(draw(st.integers(1, 3))),
-        ContinuousEventTimeTrigger.of(draw(st.integers(2, 6))), ContinuousProcessingTimeTrigger.of(
-            draw(st.integers(2, 6))), NeverTrigger()]))
+        ContinuousEventTimeTrigger.of(ms(draw(st.integers(2, 6)))), ContinuousProcessingTimeTrigger.of(
+            ms(draw(st.integers(2, 6)))), NeverTrigger()]))
     if isinstance(trigger, ContinuousEventTimeTrigger) and not isinstance(
             assigner, (TumblingEventTimeWindows, SlidingEventTimeWindows, EventTimeSessionWindows)):
         trigger = None   # from event times to a far window end: endless (test_periodic_timers_...)
     if trigger is not None and draw(st.booleans()):
         trigger = PurgingTrigger.of(trigger)
     evictor = draw(st.sampled_from([None, None, CountEvictor.of(draw(st.integers(0, 3)), draw(st.booleans())),
-                                    TimeEvictor.of(draw(st.integers(0, 5)), draw(st.booleans()))]))
+                                    TimeEvictor.of(ms(draw(st.integers(0, 5))), draw(st.booleans()))]))
     rows = stacked(draw, v=st.sampled_from([None, -3, 0, 2, 5]),
                    w=st.sampled_from([None, 1.5, -2.25, 0.0, math.nan]),
                    s=st.sampled_from([None, "a", "b", "\U0001F600", "\uFFFD"]))
@@ -87,7 +89,7 @@ def _rows(result, engine):
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 @example(dict(keys=["0a"] * 4, times=[1, 3, 12, 2], v=[1, None, 2, 3], w=[1.5, math.nan, None, 0.0],
-              s=["\U0001F600", "\uFFFD", None, "a"], assigner=EventTimeSessionWindows.with_gap(5),
+              s=["\U0001F600", "\uFFFD", None, "a"], assigner=EventTimeSessionWindows.with_gap(ms(5)),
               trigger=CountTrigger.of(2), evictor=CountEvictor.of(1), lateness=4, delay=0, step=1))
 def test_the_jvm_operator_gives_the_python_replays_rows(spark, case):
     result = _result(case)
@@ -113,7 +115,7 @@ def test_a_timer_registered_anew_at_its_own_time_is_an_error_not_a_hang(spark):
     trigger's next timer is the window's end, already past, so it fires again at once."""
     df = spark.createDataFrame([("a", 1), ("a", 2), ("a", 12)], "k string, ts long").coalesce(1)
     s = kit.stream(df, time="ts", proctime=kit.Clock("2024-01-01 00:00:00", Duration.of_millis(1)))
-    result = (s.key_by("k").window(TumblingEventTimeWindows.of(5)).trigger(ContinuousProcessingTimeTrigger.of(3))
+    result = (s.key_by("k").window(TumblingEventTimeWindows.of(ms(5))).trigger(ContinuousProcessingTimeTrigger.of(ms(3)))
               .aggregate(Count()))
     for engine in ("python", "auto"):
         with pytest.raises(Exception, match=r"timer at 4 of window TimeWindow\{start=0, end=5\} fires again at "
@@ -132,7 +134,7 @@ def test_periodic_timers_up_to_a_far_window_end_are_an_error_not_a_hang(spark, w
     assigner, name, end = ((GlobalWindows.create(), "GlobalWindow", 2 ** 63 - 1) if windows == "global" else
                            (TumblingProcessingTimeWindows.of(Time.hours(1)),
                             "TimeWindow{start=1704067200000, end=1704070800000}", 1704070799999))
-    result = s.key_by("k").window(assigner).trigger(ContinuousEventTimeTrigger.of(5)).aggregate(Count())
+    result = s.key_by("k").window(assigner).trigger(ContinuousEventTimeTrigger.of(ms(5))).aggregate(Count())
     for engine in ("python", "auto"):
         message = (f"window {name} fired 100,000 times at the end of input and ContinuousEventTimeTrigger.of("
                    f"Time.milliseconds(5)) registers its next timer every time, up to the window's end ({end})")
@@ -149,7 +151,7 @@ def test_a_nan_stays_a_value_in_both_engines(spark):
                                "k string, ts long, w double").coalesce(1)
 
     def result():
-        return (kit.stream(df, time="ts").key_by("k").window(TumblingEventTimeWindows.of(10))
+        return (kit.stream(df, time="ts").key_by("k").window(TumblingEventTimeWindows.of(ms(10)))
                 .trigger(CountTrigger.of(1)).aggregate(Aggregates(Sum("w", alias="s"), Avg("w", alias="m"),
                                                                  Max("w", alias="top"), Min("w", alias="low"))))
 
@@ -174,7 +176,7 @@ def test_window_all_counting_rows_reads_no_value_column(spark):
     s = kit.stream(df, time="ts")
 
     def result():
-        return s.window_all(TumblingEventTimeWindows.of(10)).trigger(CountTrigger.of(2)).aggregate(Count(alias="n"))
+        return s.window_all(TumblingEventTimeWindows.of(ms(10))).trigger(CountTrigger.of(2)).aggregate(Count(alias="n"))
 
     assert [(r.window_start, r.n, r.fired_after) for r in result().df.collect()] == [(0, 2, 1)]
     with mock.patch.object(compiled, "run", return_value=None):
@@ -236,7 +238,7 @@ class _MyTrigger(Trigger):
 ])
 def test_windows_with_parts_that_are_not_built_in_stay_in_python(spark, change):
     pdf = pd.DataFrame({"k": ["a", "a"], "ts": [1, 12]})
-    windowed = change(kit.stream(pdf, time="ts").key_by("k").window(TumblingEventTimeWindows.of(10)))
+    windowed = change(kit.stream(pdf, time="ts").key_by("k").window(TumblingEventTimeWindows.of(ms(10))))
     result = windowed.aggregate(Count())
     assert compiled.settings(result, result._run(result._columns(), "python")[0].schema.fields) is None
 
@@ -245,15 +247,15 @@ def test_functions_that_are_not_built_in_stay_in_python(spark):
     df = spark.createDataFrame([("a", 1, Decimal("1.50")), ("a", 12, Decimal("2.25"))],
                                "k string, ts long, d decimal(10, 2)")
     keyed = kit.stream(df, time="ts").key_by("k")
-    for result in (keyed.window(TumblingEventTimeWindows.of(10)).reduce(lambda a, b: a),
+    for result in (keyed.window(TumblingEventTimeWindows.of(ms(10))).reduce(lambda a, b: a),
                    keyed.window(EventTimeSessionWindows.with_dynamic_gap(lambda e: 5)).aggregate(Count()),
-                   keyed.window(TumblingEventTimeWindows.of(10)).aggregate(Sum("d"))):
+                   keyed.window(TumblingEventTimeWindows.of(ms(10))).aggregate(Sum("d"))):
         assert compiled.settings(result, result._run(result._columns(), "python")[0].schema.fields) is None
 
 
 def test_a_null_event_time_fails_naming_the_row(spark):
     df = spark.createDataFrame([("a", 1), ("a", 2), ("a", None)], "k string, ts long").coalesce(1)
-    windowed = kit.stream(df, time="ts").key_by("k").window(EventTimeSessionWindows.with_gap(10)).aggregate(Count())
+    windowed = kit.stream(df, time="ts").key_by("k").window(EventTimeSessionWindows.with_gap(ms(10))).aggregate(Count())
     with pytest.raises(Exception, match="row seq=2 has NULL event time in column 'ts'") as failure:
         windowed.df.collect()
     assert "at flinkkit" not in str(failure.value)   # no Java stack trace

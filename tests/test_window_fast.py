@@ -12,7 +12,7 @@ from pyspark.sql import Row
 
 import kit
 from kit.errors import KitError
-from kit.time import Duration
+from kit.time import Duration, Time
 from kit.windows import fast
 from kit.windows.assigners import (MAX_TIME, MIN_TIME, EventTimeSessionWindows, SlidingEventTimeWindows,
                                    TumblingEventTimeWindows)
@@ -21,6 +21,7 @@ from kit.windows.operator import Element, WindowSpec, replay
 from kit.windows.triggers import CountTrigger, EventTimeTrigger
 
 
+ms = Time.milliseconds   # sizes, gaps and bounds are Times: these tests' are in milliseconds
 SPAN = 27720 * 100   # a multiple of every window size and slide drawn below
 
 
@@ -30,10 +31,10 @@ def scenarios(draw):
     shifted by SPAN, so one Spark job checks them all)."""
     size = draw(st.integers(2, 12))
     if draw(st.booleans()):
-        assigner = TumblingEventTimeWindows.of(size, draw(st.integers(-size + 1, size - 1)))
+        assigner = TumblingEventTimeWindows.of(ms(size), ms(draw(st.integers(-size + 1, size - 1))))
     else:
         slide = draw(st.integers(1, 12))
-        assigner = SlidingEventTimeWindows.of(size, slide, draw(st.integers(-slide + 1, slide - 1)))
+        assigner = SlidingEventTimeWindows.of(ms(size), ms(slide), ms(draw(st.integers(-slide + 1, slide - 1))))
     keys, times, values, doubles = [], [], [], []
     for case in range(12):
         n = draw(st.integers(1, 12))
@@ -111,13 +112,13 @@ def test_fast_path_equals_the_reference(spark, engine, case):
 def test_the_fast_path_is_taken_only_for_the_common_case(spark):
     pdf = pd.DataFrame({"k": ["a"], "ts": [1], "v": [1]})
     keyed = kit.stream(pdf, time="ts").key_by("k")
-    assert fast.eligible(keyed.window(TumblingEventTimeWindows.of(10)).aggregate(Count()).spec)
-    assert not fast.eligible(keyed.window(TumblingEventTimeWindows.of(10)).trigger(CountTrigger.of(2))
+    assert fast.eligible(keyed.window(TumblingEventTimeWindows.of(ms(10))).aggregate(Count()).spec)
+    assert not fast.eligible(keyed.window(TumblingEventTimeWindows.of(ms(10))).trigger(CountTrigger.of(2))
                              .aggregate(Count()).spec)
-    assert not fast.eligible(keyed.window(EventTimeSessionWindows.with_gap(10)).aggregate(Count()).spec)
-    assert not fast.eligible(keyed.window(TumblingEventTimeWindows.of(10)).reduce(lambda a, b: a).spec)
+    assert not fast.eligible(keyed.window(EventTimeSessionWindows.with_gap(ms(10))).aggregate(Count()).spec)
+    assert not fast.eligible(keyed.window(TumblingEventTimeWindows.of(ms(10))).reduce(lambda a, b: a).spec)
     with pytest.raises(KitError, match="Sum\\('price'\\): no such column"):
-        keyed.window(TumblingEventTimeWindows.of(10)).aggregate(Sum("price"))
+        keyed.window(TumblingEventTimeWindows.of(ms(10))).aggregate(Sum("price"))
 
 
 @pytest.mark.parametrize("engine", ["jvm", "sql"])
@@ -149,7 +150,7 @@ def test_fast_path_equals_the_reference_on_timestamps_and_a_clock(spark, monkeyp
 
 def test_a_null_event_time_fails_the_fast_path_naming_the_row(spark):
     df = spark.createDataFrame([("a", 1), ("a", 2), ("a", None)], "k string, ts long").coalesce(1)
-    windows = kit.stream(df, time="ts").key_by("k").window(TumblingEventTimeWindows.of(10)).aggregate(Count())
+    windows = kit.stream(df, time="ts").key_by("k").window(TumblingEventTimeWindows.of(ms(10))).aggregate(Count())
     assert fast.eligible(windows.spec)
     with pytest.raises(Exception, match="row 2 of input partition 0 has NULL event time in column 'ts'"):
         windows.df.collect()
@@ -162,7 +163,7 @@ def test_the_jvm_pass_keeps_keys_of_every_kind(spark, keys):
     rows = [(i % 3 if i % 5 else None, "xy"[i % 2], bytes([i % 2]), (i * 7) % 50 - i // 9, i) for i in range(40)]
     df = spark.createDataFrame(rows, "n int, s string, b binary, ts long, v long").coalesce(2)
     result = (kit.stream(df, time="ts", watermark=Duration.of_millis(3)).key_by(*keys)
-              .window(SlidingEventTimeWindows.of(10, 5)).aggregate(Aggregates(Count(alias="c"), Sum("v", alias="t"))))
+              .window(SlidingEventTimeWindows.of(ms(10), ms(5))).aggregate(Aggregates(Count(alias="c"), Sum("v", alias="t"))))
     assert fast.eligible(result.spec)
     with _engine("jvm-ring"):
         jvm = result._firings("fast").collect()
@@ -191,7 +192,7 @@ def test_the_jvm_pass_reads_a_file_scans_batches_in_place(spark, tmp_path):
 
     spark.createDataFrame([("a", 1), ("a", None)], "k string, ts long").coalesce(1).write.parquet(path + "_null")
     windows = (kit.stream(spark.read.parquet(path + "_null"), time="ts").key_by("k")
-               .window(TumblingEventTimeWindows.of(10)).aggregate(Count()))
+               .window(TumblingEventTimeWindows.of(ms(10))).aggregate(Count()))
     with pytest.raises(Exception, match="row 1 of input partition 0 has NULL event time in column 'ts'") as failure:
         windows.df.collect()
     assert "at flinkkit" not in str(failure.value)

@@ -24,6 +24,8 @@ from kit.windows.triggers import ContinuousEventTimeTrigger, CountTrigger, Event
 
 from streams import stacked
 
+ms = Time.milliseconds   # sizes, gaps and bounds are Times: these tests' are in milliseconds
+
 
 @st.composite
 def scenarios(draw):
@@ -33,14 +35,14 @@ def scenarios(draw):
     the whole stream run in one operator; otherwise each key runs alone."""
     kind = draw(st.sampled_from(["session", "tumbling", "processing-time"]))
     if kind == "session":
-        assigner, trigger = EventTimeSessionWindows.with_gap(draw(st.integers(2, 8))), EventTimeTrigger.create()
+        assigner, trigger = EventTimeSessionWindows.with_gap(ms(draw(st.integers(2, 8)))), EventTimeTrigger.create()
     elif kind == "tumbling":
-        assigner = TumblingEventTimeWindows.of(draw(st.integers(3, 12)))
-        trigger = draw(st.sampled_from([CountTrigger.of(2), ContinuousEventTimeTrigger.of(4),
+        assigner = TumblingEventTimeWindows.of(ms(draw(st.integers(3, 12))))
+        trigger = draw(st.sampled_from([CountTrigger.of(2), ContinuousEventTimeTrigger.of(ms(4)),
                                         ProcessingTimeTrigger.create()]))
     else:
-        assigner = draw(st.sampled_from([TumblingProcessingTimeWindows.of(draw(st.integers(3, 12))),
-                                         ProcessingTimeSessionWindows.with_gap(draw(st.integers(2, 8)))]))
+        assigner = draw(st.sampled_from([TumblingProcessingTimeWindows.of(ms(draw(st.integers(3, 12)))),
+                                         ProcessingTimeSessionWindows.with_gap(ms(draw(st.integers(2, 8))))]))
         trigger = draw(st.sampled_from([ProcessingTimeTrigger.create(), CountTrigger.of(2),
                                         EventTimeTrigger.create()]))
     evictor = draw(st.sampled_from([None, None, CountEvictor.of(2)]))
@@ -89,7 +91,7 @@ def _spark(case):
 
 _BEHIND = dict(   # a timer registered behind the watermark fires at its next rise, not at once
     keys=["6a"] * 5 + ["7a"], times=[600012, 600024, 600025, 600025, 600018, 700000],
-    assigner=TumblingEventTimeWindows.of(6), trigger=ContinuousEventTimeTrigger.of(4), evictor=None,
+    assigner=TumblingEventTimeWindows.of(ms(6)), trigger=ContinuousEventTimeTrigger.of(ms(4)), evictor=None,
     lateness=0, delay=3, clock=None)
 
 
@@ -98,14 +100,14 @@ _BEHIND = dict(   # a timer registered behind the watermark fires at its next ri
 @example(_BEHIND)
 @example(dict(_BEHIND, trigger=ProcessingTimeTrigger.create(), clock=20_000))   # behind the clock
 @example(dict(   # the clock passes the timer at another key's arrival, before the watermark cleans up
-    keys=["0a", "1a"], times=[0, 100000], assigner=TumblingEventTimeWindows.of(3),
+    keys=["0a", "1a"], times=[0, 100000], assigner=TumblingEventTimeWindows.of(ms(3)),
     trigger=ProcessingTimeTrigger.create(), evictor=None, lateness=0, delay=0, clock=20_000))
 @example(dict(   # the arrivals after a key's last one move its clock: its windows fire
     keys=["a", "b", "a", "b", "c", "c", "c"], times=[0, 1, 2, 3, 4, 5, 6],
-    assigner=TumblingProcessingTimeWindows.of(3), trigger=ProcessingTimeTrigger.create(), evictor=None,
+    assigner=TumblingProcessingTimeWindows.of(ms(3)), trigger=ProcessingTimeTrigger.create(), evictor=None,
     lateness=0, delay=0, clock=1))
 @example(dict(   # ... but nothing comes after the last arrival: the timer it registered at its own time waits
-    keys=["0a", "1a"], times=[0, 100000], assigner=TumblingProcessingTimeWindows.of(3),
+    keys=["0a", "1a"], times=[0, 100000], assigner=TumblingProcessingTimeWindows.of(ms(3)),
     trigger=ProcessingTimeTrigger.create(), evictor=None, lateness=0, delay=0, clock=20_000))
 def test_general_path_equals_the_whole_stream_replay(spark, case):
     assert _spark(case) == _reference(case)

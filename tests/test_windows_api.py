@@ -21,6 +21,8 @@ from kit.windows.assigners import MIN_TIME
 from kit.windows.functions import Contents
 from kit.windows.operator import Element, WindowSpec, replay
 
+ms = Time.milliseconds   # sizes, gaps and bounds are Times: these tests' are in milliseconds
+
 
 def _replay(spec, items, delay=0):
     """``items``: (key, ts, v[, proctime]) in arrival order -> {key: KeyResult}."""
@@ -50,7 +52,7 @@ class Average(AggregateFunction):
 def test_aggregate_with_merge_on_sessions_and_a_window_function():
     def with_window(key, window, averages):
         return [(key, window.start, next(iter(averages)))]
-    spec = WindowSpec(EventTimeSessionWindows.with_gap(5), EventTimeSessionWindows.with_gap(5).default_trigger(),
+    spec = WindowSpec(EventTimeSessionWindows.with_gap(ms(5)), EventTimeSessionWindows.with_gap(ms(5)).default_trigger(),
                       Contents("aggregate", Average()), ("apply", with_window))
     result = _replay(spec, [("a", 1, 2), ("a", 10, 4), ("a", 5, 6)], delay=10)["a"]
     assert [f.outputs for f in result.firings] == [[("a", 1, 4.0)]]   # 1, 5, 10 merged: (2+4+6)/3
@@ -64,7 +66,7 @@ def test_process_window_function_context_and_state():
             total = context.global_state().get_state(ReducingStateDescriptor("total", lambda a, b: a + b))
             total.add(len(list(elements)))
             yield (key, context.window().start, fired.value(), total.get(), context.current_watermark())
-    spec = WindowSpec(TumblingEventTimeWindows.of(10), CountTrigger.of(1), Contents("list"), ("process", Panes()))
+    spec = WindowSpec(TumblingEventTimeWindows.of(ms(10)), CountTrigger.of(1), Contents("list"), ("process", Panes()))
     result = _replay(spec, [("a", 1, 0), ("a", 2, 0), ("a", 12, 0)])["a"]
     assert [f.outputs[0] for f in result.firings] == [("a", 0, 1, 1, MIN_TIME), ("a", 0, 2, 3, 0), ("a", 10, 1, 4, 1)]
 
@@ -86,14 +88,14 @@ def test_a_custom_trigger_with_timers_and_state():
         def clear(self, window, ctx):
             ctx.get_partitioned_state(self.seen).clear()
 
-    spec = WindowSpec(TumblingEventTimeWindows.of(10), EveryOtherOrEnd(), Contents("list"))
+    spec = WindowSpec(TumblingEventTimeWindows.of(ms(10)), EveryOtherOrEnd(), Contents("list"))
     result = _replay(spec, [("a", 1, 1), ("a", 2, 2), ("a", 3, 3), ("a", 15, 4)])["a"]
     assert [([r.v for r in f.outputs], f.cause) for f in result.firings] == [
         ([1, 2], "element"), ([1, 2, 3], "event-time timer"), ([4], "event-time timer")]
 
 
 def test_processing_time_triggers_follow_the_clock():
-    spec = WindowSpec(TumblingProcessingTimeWindows.of(100), ContinuousProcessingTimeTrigger.of(30),
+    spec = WindowSpec(TumblingProcessingTimeWindows.of(ms(100)), ContinuousProcessingTimeTrigger.of(ms(30)),
                       Contents("list"))
     items = [("a", 0, 1, 5), ("a", 0, 2, 40), ("a", 0, 3, 70), ("b", 0, 9, 95)]
     result = _replay(spec, items)["a"]
@@ -104,15 +106,15 @@ def test_parameters_are_checked_with_their_range():
     with pytest.raises(KitError, match="abs\\(offset\\) < size and size > 0; got size=10 ms, offset=10 ms"):
         TumblingEventTimeWindows.of(Time.milliseconds(10), Time.milliseconds(10))
     with pytest.raises(KitError, match="abs\\(offset\\) < slide"):
-        SlidingEventTimeWindows.of(10, 0)
+        SlidingEventTimeWindows.of(ms(10), ms(0))
     with pytest.raises(KitError, match="0 < gap; got gap=0 ms"):
-        EventTimeSessionWindows.with_gap(0)
+        EventTimeSessionWindows.with_gap(ms(0))
     with pytest.raises(KitError, match="count must be an integer > 0"):
         CountTrigger.of(0)
-    with pytest.raises(KitError, match="must be a Duration"):
+    with pytest.raises(KitError, match="size must be a Time, Duration or timedelta"):
         TumblingEventTimeWindows.of("5 minutes")
     spec = WindowSpec(EventTimeSessionWindows.with_dynamic_gap(lambda e: 0),
-                      EventTimeSessionWindows.with_gap(1).default_trigger(), Contents("list"))
+                      EventTimeSessionWindows.with_gap(ms(1)).default_trigger(), Contents("list"))
     with pytest.raises(KitError, match="Dynamic gap can not be negative or zero"):
         _replay(spec, [("a", 1, 1)])
 
@@ -175,7 +177,7 @@ def test_values_pass_through_the_replay_exactly(spark):
         assert a.v == big and b.v is None and a.d == Decimal("1.10") and b.d is None
         assert a.at == datetime.datetime(1970, 1, 1, 0, 0, 1) and a.at.tzinfo is None
         return a
-    result = kit.stream(df, time="ts").key_by("k").window(TumblingEventTimeWindows.of(5000)).reduce(first_exact)
+    result = kit.stream(df, time="ts").key_by("k").window(TumblingEventTimeWindows.of(Time.seconds(5))).reduce(first_exact)
     assert [(r.v, r.d, r.at.second) for r in result.df.collect()] == [(big, Decimal("1.10"), 1),
                                                                      (None, Decimal("2.25"), 9)]
     assert [(r.v, r.d, r.watermark) for r in result.late.collect()] == [(7, None, 8999)]
@@ -229,6 +231,6 @@ def test_reprs_are_the_constructor_call(text):
 
 
 def test_reprs_pick_the_largest_unit_that_divides():
-    assert repr(TumblingEventTimeWindows.of(90_000)) == "TumblingEventTimeWindows.of(Time.seconds(90))"
+    assert repr(TumblingEventTimeWindows.of(Time.seconds(90))) == "TumblingEventTimeWindows.of(Time.seconds(90))"
     assert repr(TumblingEventTimeWindows.of(Time.minutes(60))) == "TumblingEventTimeWindows.of(Time.hours(1))"
     assert repr(EventTimeSessionWindows.with_dynamic_gap(len)) == "EventTimeSessionWindows.with_dynamic_gap(len)"

@@ -6,7 +6,7 @@
       ON o.id = s.order_id
      AND o.order_time BETWEEN s.ship_time - INTERVAL '4' HOUR AND s.ship_time
 
-is ``IntervalBounds(lower=-4h, upper=0)``: a left row ``l`` and a right row ``r`` of the
+is ``IntervalBounds(Time.hours(-4), Time.hours(0))``: a left row ``l`` and a right row ``r`` of the
 same key join when ::
 
     r.time + lower <= l.time <= r.time + upper            (IntervalBounds.contains)
@@ -66,7 +66,7 @@ most 4 ms before its shipment), both watermarks ``max time - 0``, LEFT JOIN:
 >>> from kit.time import WatermarkStrategy, Duration
 >>> wm = WatermarkStrategy.for_sql_delay(Duration(0))
 >>> arrivals, W = replay([(10, "o1"), (20, "o2")], [(12, "s1"), (30, "s2")], "LRLR", wm, wm)
->>> result = run_key(arrivals, W, IntervalBounds(-4, 0), "left")
+>>> result = run_key(arrivals, W, IntervalBounds(Duration.of_millis(-4), Duration(0)), "left")
 >>> [(o.left, o.right, o.emitted_pos, o.kind) for o in result.outputs]
 [('o1', 's1', 1, 'joined'), ('o2', None, 4, 'left_unmatched')]
 >>> result.dropped
@@ -81,7 +81,7 @@ To merge keys, sort by ``merge_order(key, output)`` = ``(emitted_pos, phase, tim
 index)``: timers of different keys with the same timestamp fire in an order Flink leaves
 to its priority queue; the kit puts them in key order (the one tie rule it chooses).
 
-On Spark, ``interval_join(orders, shipments, on="id", bounds=IntervalBounds(-4h, 0),
+On Spark, ``interval_join(orders, shipments, on="id", bounds=IntervalBounds(Time.hours(-4), Time.hours(0)),
 how="left")`` returns an ``IntervalJoin``: ``df`` (the joined rows in Flink's emission order,
 ``merge_order``), ``details()`` (when each row left, under which watermark, and the dropped
 rows with their reasons) and ``views()`` (both inputs linked pair by pair, for ``kit.sql``'s
@@ -112,7 +112,7 @@ from functools import cached_property
 from typing import Any, Callable, NamedTuple
 
 from ..errors import KitError
-from ..time import Duration
+from ..time import Duration, millis
 from .replay import LEFT, MAX_TIME, MIN_TIME, RIGHT, Arrival, Watermarks, check_inputs, per_key, replay  # noqa: F401
 
 __all__ = ["IntervalBounds", "Output", "IntervalJoinResult", "run_key", "merge_order", "HOWS",
@@ -122,17 +122,10 @@ HOWS = ("inner", "left", "right", "full")
 JOINED, LEFT_UNMATCHED, RIGHT_UNMATCHED = "joined", "left_unmatched", "right_unmatched"
 
 
-def _millis(value, name: str) -> int:
-    if isinstance(value, Duration):
-        return value.millis
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise KitError(f"{name} must be an int (milliseconds) or a Duration; got {value!r}")
-    return value
-
-
 @dataclass(frozen=True)
 class IntervalBounds:
-    """``right.time + lower <= left.time <= right.time + upper`` (ms, or ``Duration``); a
+    """``right.time + lower <= left.time <= right.time + upper`` (each a Time, Duration or
+    timedelta; negative for a bound before the right row's time: ``Time.hours(-4)``); a
     bound with ``*_inclusive=False`` is strict (``<``), which Flink runs as the inclusive
     bound one millisecond in."""
     lower: int
@@ -141,8 +134,8 @@ class IntervalBounds:
     upper_inclusive: bool = True
 
     def __post_init__(self):
-        object.__setattr__(self, "lower", _millis(self.lower, "lower"))
-        object.__setattr__(self, "upper", _millis(self.upper, "upper"))
+        object.__setattr__(self, "lower", millis(self.lower, "IntervalBounds", "lower"))
+        object.__setattr__(self, "upper", millis(self.upper, "IntervalBounds", "upper"))
         for name in ("lower_inclusive", "upper_inclusive"):
             if not isinstance(getattr(self, name), bool):
                 raise KitError(f"{name} must be True or False; got {getattr(self, name)!r}")
@@ -345,8 +338,8 @@ class _Operator:
 
 
 def run_key(arrivals: list, watermarks: Watermarks, bounds: IntervalBounds, how: str = "inner",
-            condition: Callable[[Any, Any], bool] | None = None, *, allowed_lateness: int = 0,
-            min_cleanup_interval: int = 0) -> IntervalJoinResult:
+            condition: Callable[[Any, Any], bool] | None = None, *, allowed_lateness: Duration = Duration(0),
+            min_cleanup_interval: Duration = Duration(0)) -> IntervalJoinResult:
     """Flink's event-time interval join over ONE key's ``arrivals`` (in merged arrival
     order, from ``replay``/``interleaved``); ``watermarks`` are the operator watermark's
     rises over all keys. ``how``: inner, left, right or full; ``condition(left_row,
@@ -359,10 +352,10 @@ def run_key(arrivals: list, watermarks: Watermarks, bounds: IntervalBounds, how:
         raise KitError(f"how={how!r} is not one of " + ", ".join(map(repr, HOWS)))
     if condition is not None and not callable(condition):
         raise KitError(f"condition must be a function (left_row, right_row) -> bool; got {condition!r}")
-    allowed_lateness = _millis(allowed_lateness, "allowed_lateness")
+    allowed_lateness = millis(allowed_lateness, "run_key", "allowed_lateness")
     if allowed_lateness < 0:
         raise KitError(f"allowed_lateness must be >= 0 ms; got {allowed_lateness}")
-    min_cleanup_interval = _millis(min_cleanup_interval, "min_cleanup_interval")
+    min_cleanup_interval = millis(min_cleanup_interval, "run_key", "min_cleanup_interval")
     op = _Operator(bounds, how, condition, watermarks, allowed_lateness, min_cleanup_interval)
     last = -1
     for a in arrivals:

@@ -99,7 +99,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from ..arrow import column, python_values
 from ..errors import KitError, raising
 from ..stream import Stream, epoch_ms
-from ..time import Duration
+from ..time import Duration, to_duration
 
 __all__ = ["LookupCache", "LookupTable", "LookupReplay", "Lookup", "Update", "lookup_join", "lookups"]
 
@@ -121,7 +121,10 @@ class LookupCache:
     def __post_init__(self):
         for name in ("expire_after_write", "expire_after_access"):
             d = getattr(self, name)
-            if d is not None and not (isinstance(d, Duration) and d.millis >= 0):
+            if d is not None:
+                d = to_duration(d, "LookupCache", name, like="Duration")
+                object.__setattr__(self, name, d)
+            if d is not None and d.millis < 0:
                 raise KitError(f"{name} must be a Duration >= 0 ms or None, e.g. Duration.of_minutes(10); got {d!r}")
         if self.max_rows is not None and not (type(self.max_rows) is int and self.max_rows >= 0):
             raise KitError(f"max_rows (cached keys) must be an int >= 0 or None; got {self.max_rows!r}")

@@ -64,7 +64,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..errors import KitError
-from ..time import Duration
+from ..time import Duration, to_duration
 from .replay import LEFT, MAX_TIME, Arrival, Watermarks
 
 __all__ = ["HOWS", "ACCUMULATE", "StateRetention", "Emitted", "Fate", "KeyResult",
@@ -84,7 +84,8 @@ class StateRetention:
     ttl: Duration
 
     def __post_init__(self):
-        if not isinstance(self.ttl, Duration) or self.ttl.millis < 0:
+        object.__setattr__(self, "ttl", to_duration(self.ttl, "StateRetention", "ttl", like="Duration"))
+        if self.ttl.millis < 0:
             raise KitError(f"state_ttl must be a Duration >= 0, e.g. Duration.of_hours(1); got {self.ttl!r}")
 
     @property

@@ -41,7 +41,7 @@ from pyspark.sql import types as T
 
 from ..errors import KitError
 from ..stream import Stream, prepared
-from ..time import Clock, Duration
+from ..time import Clock, Duration, to_duration
 from . import asof
 from .replay import LEFT, MAX_TIME, MIN_TIME, RIGHT, Watermarks, check_inputs, interleaved, per_key, watermarks
 from .temporal import HOWS, Fate, StateRetention, event_time_join, processing_time_join
@@ -79,7 +79,8 @@ def temporal_join(left: Stream, right: Stream, on, how: str = "inner", *, time: 
     if deduplicate is not None and isinstance(right, Stream) and not right.primary_key:
         right = replace(right, primary_key=tuple(r for _, r in pairs))
     return TemporalJoin(left, right, pairs, how, time, interleave, clock,
-                        StateRetention(state_ttl) if state_ttl is not None else None, engine, deduplicate)
+                        StateRetention(to_duration(state_ttl, "temporal_join", "state_ttl", like="Duration"))
+                        if state_ttl is not None else None, engine, deduplicate)
 
 
 @dataclass(frozen=True)

@@ -84,7 +84,7 @@ def sql(query: str, semantics: str = "flink", aggregates: dict | None = None, co
     ``aggregates`` maps names to user aggregate functions (PyFlink's ``AggregateFunction``:
     ``create_accumulator``, ``accumulate``, ``get_value``) that MATCH_RECOGNIZE may call.
 
-    ``config`` holds table options: ``table.exec.state.ttl`` (a ``Duration``, milliseconds or
+    ``config`` holds table options: ``table.exec.state.ttl`` (a ``Duration``, a ``timedelta``, milliseconds or
     Flink's ``'2 h'``/``'30 min'``/``'10 s'``/``'500 ms'``), and for temporal joins
     ``kit.join.interleave`` (``replay.INTERLEAVINGS``) and ``kit.join.clock`` (a ``Clock``
     over the merged arrivals, for state retention); interval joins take the interleaving

@@ -136,6 +136,7 @@ def _analyse(query, tokens, call: IntervalCall, left, right) -> IntervalCall | N
     """The keys and bounds of ``call``'s condition, or None when it is no interval join."""
     from ..errors import KitError
     from ..joins.interval import IntervalBounds
+    from ..time import Duration
 
     first, end = call.cond
     parser = ExpressionParser(query, tokens, first)
@@ -222,7 +223,7 @@ def _analyse(query, tokens, call: IntervalCall, left, right) -> IntervalCall | N
     low = max(lower, key=lambda b: b[0] + (0 if b[1] else 1))
     high = min(upper, key=lambda b: b[0] - (0 if b[1] else 1))
     try:
-        call.bounds = IntervalBounds(low[0], high[0], low[1], high[1])
+        call.bounds = IntervalBounds(Duration(low[0]), Duration(high[0]), low[1], high[1])
     except KitError as error:
         raise SqlError(f"the interval join of {call.left} and {call.right} has bounds that hold no time: "
                        f"{error}", call.cond_token.line, call.cond_token.column, query) from None

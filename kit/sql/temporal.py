@@ -501,7 +501,7 @@ def join_options(config: dict) -> dict:
     """``kit.sql``'s ``config`` as the temporal joins' options (``plan``'s keywords)."""
     from ..joins.replay import INTERLEAVINGS
     from ..joins.temporal import StateRetention
-    from ..time import Clock, Duration
+    from ..time import Clock, Duration, to_duration
     from ..errors import KitError
 
     from ..match_recognize.budget import MAX_THREADS, STEP_BUDGET
@@ -519,8 +519,9 @@ def join_options(config: dict) -> dict:
                 raise KitError(f"table.exec.state.ttl={ttl!r}: write a number and a unit of {list(_UNITS)}, "
                                "e.g. '2 h'")
             ttl = Duration(int(number) * _UNITS[unit.strip()])
-        elif isinstance(ttl, int) and not isinstance(ttl, bool):
-            ttl = Duration(ttl)
+        else:   # an int is milliseconds, as a unit-less value of a Flink option is
+            ttl = to_duration(ttl, "kit.sql config", "table.exec.state.ttl", bare_ms=True, like="Duration",
+                              kinds="a Duration, a timedelta, an int of milliseconds or a string such as '2 h'")
         options["retention"] = StateRetention(ttl)
     if "kit.join.interleave" in config:
         if config["kit.join.interleave"] not in INTERLEAVINGS:

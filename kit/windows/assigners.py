@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
 from ..errors import KitError
-from ..time import Duration
+from ..time import millis
 
 __all__ = ["TimeWindow", "GlobalWindow", "WindowAssigner", "MergingWindowAssigner",
            "TumblingEventTimeWindows", "TumblingProcessingTimeWindows",
@@ -37,14 +37,6 @@ def java_long(value: int) -> int:
     """``value`` as a Java ``long`` holds it: wrapped into ``Long.MIN_VALUE .. Long.MAX_VALUE``
     (``java_long(MAX_TIME + 1) == MIN_TIME``), as Flink's window arithmetic overflows."""
     return value if MIN_TIME <= value <= MAX_TIME else (value - MIN_TIME) % 2 ** 64 + MIN_TIME
-
-
-def _ms(value, name: str) -> int:
-    if isinstance(value, Duration):
-        return value.millis
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    raise KitError(f"{name} must be a Duration (e.g. Time.seconds(5)) or milliseconds; got {value!r}")
 
 
 _UNITS = (("days", 86_400_000), ("hours", 3_600_000), ("minutes", 60_000), ("seconds", 1_000))
@@ -158,8 +150,9 @@ class MergingWindowAssigner(WindowAssigner):
 
 class _Tumbling(WindowAssigner):
     def __init__(self, size, offset=None):
-        self.size = _ms(size, "size")
-        self.offset = _ms(offset if offset is not None else 0, "offset")
+        of = f"{type(self).__name__}.of"
+        self.size = millis(size, of, "size")
+        self.offset = 0 if offset is None else millis(offset, of, "offset")
         if self.size <= 0 or abs(self.offset) >= self.size:
             raise KitError(f"{type(self).__name__} parameters must satisfy abs(offset) < size and "
                            f"size > 0; got size={self.size} ms, offset={self.offset} ms")
@@ -175,8 +168,9 @@ class _Tumbling(WindowAssigner):
 
 class _Sliding(WindowAssigner):
     def __init__(self, size, slide, offset=None):
-        self.size, self.slide = _ms(size, "size"), _ms(slide, "slide")
-        self.offset = _ms(offset if offset is not None else 0, "offset")
+        of = f"{type(self).__name__}.of"
+        self.size, self.slide = millis(size, of, "size"), millis(slide, of, "slide")
+        self.offset = 0 if offset is None else millis(offset, of, "offset")
         if self.size <= 0 or self.slide <= 0 or abs(self.offset) >= self.slide:
             raise KitError(f"{type(self).__name__} parameters must satisfy abs(offset) < slide and "
                            f"size > 0 (and slide > 0); got size={self.size} ms, slide={self.slide} ms, "
@@ -198,7 +192,8 @@ class _Sliding(WindowAssigner):
 
 class _Session(MergingWindowAssigner):
     def __init__(self, gap=None, extractor: Callable | None = None):
-        self.gap, self.extractor = (None if gap is None else _ms(gap, "gap")), extractor
+        self.gap = None if gap is None else millis(gap, f"{type(self).__name__}.with_gap", "gap")
+        self.extractor = extractor
         if self.gap is not None and self.gap <= 0:
             raise KitError(f"{type(self).__name__} parameters must satisfy 0 < gap; got gap={self.gap} ms")
 
@@ -207,7 +202,10 @@ class _Session(MergingWindowAssigner):
         gap = self.gap
         if self.extractor is not None:
             extract = getattr(self.extractor, "extract", self.extractor)
-            gap = _ms(extract(element), "the dynamic gap")
+            gap = extract(element)
+            if type(gap) is not int:   # Flink's extractor returns a long: milliseconds
+                gap = millis(gap, f"{type(self).__name__}.with_dynamic_gap", f"the gap returned for {element!r}",
+                             kinds="an int (milliseconds), a Duration or a timedelta", bare_ms=True)
             if gap <= 0:
                 raise KitError(f"Dynamic gap can not be negative or zero: the extractor returned {gap} ms "
                                f"for {element!r}")

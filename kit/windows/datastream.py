@@ -74,7 +74,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from ..arrow import column, groups, python_values
 from ..errors import KitError, fail
 from ..stream import Arrivals, arrivals
-from ..time import Duration
+from ..time import millis
 from .assigners import MAX_TIME, MIN_TIME, GlobalWindows, WindowAssigner
 from .evictors import CountEvictor, Evictor
 from . import compiled, fast
@@ -140,14 +140,6 @@ def _count_window(windowed, size, slide=0):
     return windowed.evictor(CountEvictor.of(size)).trigger(CountTrigger.of(slide))
 
 
-def _ms(value, name):
-    if isinstance(value, Duration):
-        return value.millis
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    raise KitError(f"{name} must be a Duration (e.g. Time.minutes(1)) or milliseconds; got {value!r}")
-
-
 class WindowedStream:
     """``key_by(...).window(assigner)`` or ``window_all(assigner)``, then optional
     ``trigger``, ``evictor``, ``allowed_lateness``, ``side_output_late_data``, then a function
@@ -182,7 +174,11 @@ class WindowedStream:
         return self._with(_evictor=evictor)
 
     def allowed_lateness(self, lateness) -> "WindowedStream":
-        ms = _ms(lateness, "allowed_lateness")
+        """How long after a window's end its late elements still fire it: a Time, Duration or
+        timedelta, or an int of milliseconds, as PyFlink's ``allowed_lateness(time_ms: int)``
+        takes it (the one time here PyFlink gives as a bare number)."""
+        ms = millis(lateness, "allowed_lateness", "lateness", bare_ms=True,
+                    kinds="a Time, Duration, timedelta or an int of milliseconds")
         if ms < 0:
             raise KitError(f"allowed_lateness must be >= 0 ms; got {ms}")
         return self._with(_lateness=ms)

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import KitError
-from .assigners import _function_repr, _ms, time_repr
+from ..time import millis
+from .assigners import _function_repr, time_repr
 
 __all__ = ["TimestampedValue", "Evictor", "CountEvictor", "DeltaEvictor", "TimeEvictor"]
 
@@ -110,7 +111,7 @@ class DeltaEvictor(_Builtin):
 
 class TimeEvictor(_Builtin):
     def __init__(self, window_size, do_evict_after: bool = False):
-        self.window_size = _ms(window_size, "window_size")
+        self.window_size = millis(window_size, "TimeEvictor.of", "window_size")
         if self.window_size < 0:
             raise KitError(f"TimeEvictor.of(size): size must be >= 0 ms; got {self.window_size}")
         self.do_evict_after = do_evict_after

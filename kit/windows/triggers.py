@@ -23,7 +23,8 @@ from __future__ import annotations
 from enum import Enum
 
 from ..errors import KitError
-from .assigners import _ms, time_repr
+from ..time import millis
+from .assigners import time_repr
 from .state import ReducingStateDescriptor
 
 __all__ = ["TriggerResult", "Trigger", "EventTimeTrigger", "ProcessingTimeTrigger",
@@ -202,7 +203,7 @@ class PurgingTrigger(Trigger):
 
 class _Continuous(Trigger):
     def __init__(self, interval):
-        self.interval = _ms(interval, "interval")
+        self.interval = millis(interval, f"{type(self).__name__}.of", "interval")
         if self.interval <= 0:
             raise KitError(f"{type(self).__name__}.of(interval): interval must be > 0 ms; got {self.interval}")
         self.state = ReducingStateDescriptor("fire-time", _min)
