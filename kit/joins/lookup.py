@@ -320,7 +320,7 @@ def lookups(left: Stream, table: LookupTable, left_keys, table_keys, misses: boo
         sent = cloudpickle.dumps(table.connect)
     except Exception as e:
         raise KitError(f"{named}: connect cannot be sent to the Spark workers ({_cause(e)}); give a function "
-                       "that opens a new connection, e.g. functools.partial(sqlite3.connect, path)") from e
+                       "that opens a new connection, e.g. functools.partial(sqlite3.connect, path)") from None
 
     keyed = rows.select(*carry, "seq", F.unix_millis(F.col("proctime").cast("timestamp")).alias("_pt"),
                         *[F.col(c).alias(f"_k{i}") for i, c in enumerate(left_keys)])
@@ -480,7 +480,7 @@ def _describe(table: LookupTable) -> T.StructType:
                 schema = T.StructType.fromDDL(table.schema)
             except PySparkException as e:
                 raise KitError(f"schema {table.schema!r} of {table.table!r} is not Spark DDL ('name TYPE, ...'): "
-                               f"{_cause(e).split(' SQLSTATE')[0]}") from e
+                               f"{_cause(e).split(' SQLSTATE')[0]}") from None
             if schema.fieldNames() != names:
                 raise KitError(f"schema {table.schema!r} must name the table's columns in order: {names}")
             return schema

@@ -201,7 +201,7 @@ class _Run(Resolver):
             placed = self._placed(error)
             if placed is error:
                 raise
-            raise placed from error
+            raise placed from None   # the same message, placed on the query: one is enough
         self.matches.append(result)
         if result.late is not None:
             self.late.append(result.late)
