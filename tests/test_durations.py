@@ -166,7 +166,7 @@ def test_a_factory_takes_a_number_that_makes_whole_milliseconds():
 # -- timedelta --------------------------------------------------------------------------------
 
 def test_a_timedelta_is_the_duration_it_spans():
-    assert TumblingEventTimeWindows.of(timedelta(minutes=5)).size == TumblingEventTimeWindows.of(Time.minutes(5)).size
+    assert TumblingEventTimeWindows.of(timedelta(minutes=5)).size == Time.minutes(5).millis
     sliding = SlidingEventTimeWindows.of(timedelta(hours=1), timedelta(minutes=15), timedelta(minutes=-5))
     assert repr(sliding) == repr(SlidingEventTimeWindows.of(Time.hours(1), Time.minutes(15), Time.minutes(-5)))
     assert EventTimeSessionWindows.with_gap(timedelta(seconds=3)).gap == 3000
@@ -176,7 +176,7 @@ def test_a_timedelta_is_the_duration_it_spans():
     assert WatermarkStrategy.for_bounded_out_of_orderness(timedelta(seconds=5)) == \
         WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_seconds(5))
     assert WatermarkStrategy.for_sql_delay(timedelta(milliseconds=250)).delay == Duration.of_millis(250)
-    assert Clock(datetime(2024, 1, 1), timedelta(minutes=10)) == Clock(datetime(2024, 1, 1), Duration.of_minutes(10))
+    assert Clock(datetime(2024, 1, 1), timedelta(minutes=10)).step == Duration.of_minutes(10)
     assert StateRetention(timedelta(hours=1)) == StateRetention(Duration.of_hours(1))
     assert LookupCache(expire_after_access=timedelta(seconds=10)) == LookupCache(
         expire_after_access=Duration.of_seconds(10))

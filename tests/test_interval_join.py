@@ -370,10 +370,12 @@ def _found(query):
     ("SELECT * FROM Orders o, Ships s WHERE o.id = s.id AND o.t BETWEEN s.st - INTERVAL '4' SECOND AND s.st",
      "inner", (("id", "id"),), IntervalBounds(Time.seconds(-4), Time.seconds(0))),
     ("SELECT * FROM Orders AS o LEFT OUTER JOIN Ships AS s ON o.id = s.id AND o.t >= s.st - INTERVAL '4' SECOND "
-     "AND o.t < s.st", "left", (("id", "id"),), IntervalBounds(Time.seconds(-4), Time.seconds(0), upper_inclusive=False)),
+     "AND o.t < s.st", "left", (("id", "id"),),
+     IntervalBounds(Time.seconds(-4), Time.seconds(0), upper_inclusive=False)),
     # the right time in front, bounds flipped; the tighter of two lower bounds; no key
     ("SELECT * FROM Orders o FULL JOIN Ships s ON s.st BETWEEN o.t AND o.t + INTERVAL '1' MINUTE "
-     "AND o.t > s.st - INTERVAL '30' SECOND", "full", (), IntervalBounds(Time.seconds(-30), Time.seconds(0), lower_inclusive=False)),
+     "AND o.t > s.st - INTERVAL '30' SECOND", "full", (),
+     IntervalBounds(Time.seconds(-30), Time.seconds(0), lower_inclusive=False)),
     ("SELECT * FROM Orders o RIGHT JOIN Ships s ON o.id = s.id AND s.st < o.t + INTERVAL '1' SECOND "
      "AND INTERVAL '1' SECOND + s.st >= o.t", "right", (("id", "id"),),
      IntervalBounds(Time.seconds(-1), Time.seconds(1), lower_inclusive=False)),

@@ -39,7 +39,8 @@ def scenarios(draw):
         TumblingEventTimeWindows.of(ms(size), ms(draw(st.integers(-size + 1, size - 1)))),
         SlidingEventTimeWindows.of(ms(size), ms(draw(st.integers(1, 6)))),
         EventTimeSessionWindows.with_gap(ms(draw(st.integers(1, 8)))),
-        TumblingProcessingTimeWindows.of(ms(size)), SlidingProcessingTimeWindows.of(ms(size), ms(draw(st.integers(1, 6)))),
+        TumblingProcessingTimeWindows.of(ms(size)),
+        SlidingProcessingTimeWindows.of(ms(size), ms(draw(st.integers(1, 6)))),
         ProcessingTimeSessionWindows.with_gap(ms(draw(st.integers(2, 8)))), GlobalWindows.create()]))
     trigger = draw(st.sampled_from([
         None, EventTimeTrigger.create(), ProcessingTimeTrigger.create(), CountTrigger.of(draw(st.integers(1, 3))),
@@ -115,7 +116,8 @@ def test_a_timer_registered_anew_at_its_own_time_is_an_error_not_a_hang(spark):
     trigger's next timer is the window's end, already past, so it fires again at once."""
     df = spark.createDataFrame([("a", 1), ("a", 2), ("a", 12)], "k string, ts long").coalesce(1)
     s = kit.stream(df, time="ts", proctime=kit.Clock("2024-01-01 00:00:00", Duration.of_millis(1)))
-    result = (s.key_by("k").window(TumblingEventTimeWindows.of(ms(5))).trigger(ContinuousProcessingTimeTrigger.of(ms(3)))
+    result = (s.key_by("k").window(TumblingEventTimeWindows.of(ms(5)))
+              .trigger(ContinuousProcessingTimeTrigger.of(ms(3)))
               .aggregate(Count()))
     for engine in ("python", "auto"):
         with pytest.raises(Exception, match=r"timer at 4 of window TimeWindow\{start=0, end=5\} fires again at "
@@ -176,7 +178,8 @@ def test_window_all_counting_rows_reads_no_value_column(spark):
     s = kit.stream(df, time="ts")
 
     def result():
-        return s.window_all(TumblingEventTimeWindows.of(ms(10))).trigger(CountTrigger.of(2)).aggregate(Count(alias="n"))
+        return (s.window_all(TumblingEventTimeWindows.of(ms(10))).trigger(CountTrigger.of(2))
+                .aggregate(Count(alias="n")))
 
     assert [(r.window_start, r.n, r.fired_after) for r in result().df.collect()] == [(0, 2, 1)]
     with mock.patch.object(compiled, "run", return_value=None):
@@ -255,7 +258,8 @@ def test_functions_that_are_not_built_in_stay_in_python(spark):
 
 def test_a_null_event_time_fails_naming_the_row(spark):
     df = spark.createDataFrame([("a", 1), ("a", 2), ("a", None)], "k string, ts long").coalesce(1)
-    windowed = kit.stream(df, time="ts").key_by("k").window(EventTimeSessionWindows.with_gap(ms(10))).aggregate(Count())
+    windowed = (kit.stream(df, time="ts").key_by("k").window(EventTimeSessionWindows.with_gap(ms(10)))
+                .aggregate(Count()))
     with pytest.raises(Exception, match="row seq=2 has NULL event time in column 'ts'") as failure:
         windowed.df.collect()
     assert "at flinkkit" not in str(failure.value)   # no Java stack trace

@@ -163,7 +163,8 @@ def test_the_jvm_pass_keeps_keys_of_every_kind(spark, keys):
     rows = [(i % 3 if i % 5 else None, "xy"[i % 2], bytes([i % 2]), (i * 7) % 50 - i // 9, i) for i in range(40)]
     df = spark.createDataFrame(rows, "n int, s string, b binary, ts long, v long").coalesce(2)
     result = (kit.stream(df, time="ts", watermark=Duration.of_millis(3)).key_by(*keys)
-              .window(SlidingEventTimeWindows.of(ms(10), ms(5))).aggregate(Aggregates(Count(alias="c"), Sum("v", alias="t"))))
+              .window(SlidingEventTimeWindows.of(ms(10), ms(5)))
+              .aggregate(Aggregates(Count(alias="c"), Sum("v", alias="t"))))
     assert fast.eligible(result.spec)
     with _engine("jvm-ring"):
         jvm = result._firings("fast").collect()

@@ -52,7 +52,8 @@ class Average(AggregateFunction):
 def test_aggregate_with_merge_on_sessions_and_a_window_function():
     def with_window(key, window, averages):
         return [(key, window.start, next(iter(averages)))]
-    spec = WindowSpec(EventTimeSessionWindows.with_gap(ms(5)), EventTimeSessionWindows.with_gap(ms(5)).default_trigger(),
+    sessions = EventTimeSessionWindows.with_gap(ms(5))
+    spec = WindowSpec(sessions, sessions.default_trigger(),
                       Contents("aggregate", Average()), ("apply", with_window))
     result = _replay(spec, [("a", 1, 2), ("a", 10, 4), ("a", 5, 6)], delay=10)["a"]
     assert [f.outputs for f in result.firings] == [[("a", 1, 4.0)]]   # 1, 5, 10 merged: (2+4+6)/3
@@ -177,7 +178,8 @@ def test_values_pass_through_the_replay_exactly(spark):
         assert a.v == big and b.v is None and a.d == Decimal("1.10") and b.d is None
         assert a.at == datetime.datetime(1970, 1, 1, 0, 0, 1) and a.at.tzinfo is None
         return a
-    result = kit.stream(df, time="ts").key_by("k").window(TumblingEventTimeWindows.of(Time.seconds(5))).reduce(first_exact)
+    result = (kit.stream(df, time="ts").key_by("k").window(TumblingEventTimeWindows.of(Time.seconds(5)))
+              .reduce(first_exact))
     assert [(r.v, r.d, r.at.second) for r in result.df.collect()] == [(big, Decimal("1.10"), 1),
                                                                      (None, Decimal("2.25"), 9)]
     assert [(r.v, r.d, r.watermark) for r in result.late.collect()] == [(7, None, 8999)]
