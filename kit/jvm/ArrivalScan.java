@@ -7,7 +7,6 @@ import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.NoSuchElementException;
-import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.function.MapPartitionsFunction;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
@@ -95,7 +94,7 @@ public class ArrivalScan implements MapPartitionsFunction {
 
     /** The running values of one chunk's rows, in arrival order. */
     final class Fold {
-        final int chunk = TaskContext.getPartitionId();
+        final int chunk = Internal.partition();
         long seq, count = 0;
         Long watermark, own, proctime;   // watermark: before the row; own, proctime: the row's
 

@@ -52,8 +52,8 @@ public final class Internal {
         }
         SparkPlan columnar = columnarSource(plan.executedPlan(), df.schema());
         RDD out = columnar != null
-            ? columnar.executeColumnar().mapPartitions(new Partition(f, true), false, ROW)
-            : plan.toRdd().mapPartitions(new Partition(f, false), false, ROW);
+            ? columnar.executeColumnar().mapPartitionsWithIndex(new Partition(f, true), false, ROW)
+            : plan.toRdd().mapPartitionsWithIndex(new Partition(f, false), false, ROW);
         return df.sparkSession().internalCreateDataFrame(out, schema, false);
     }
 
@@ -163,7 +163,18 @@ public final class Internal {
 
     /** The function, as Scala's RDD.mapPartitions takes it: over rows, or over the rows of
      *  column batches (each row a view of its batch, read before the next). */
-    static final class Partition extends scala.runtime.AbstractFunction1 implements java.io.Serializable {
+    private static final ThreadLocal PARTITION = new ThreadLocal();   // Integer
+
+    /**
+     * The index of the input partition the running function reads: its chunk of the stream.
+     * Not {@code TaskContext.getPartitionId()}, which is the task's, another number when the
+     * result is read through a union or a zip.
+     */
+    public static int partition() {
+        return ((Integer) PARTITION.get()).intValue();
+    }
+
+    static final class Partition extends scala.runtime.AbstractFunction2 implements java.io.Serializable {
         private final MapPartitionsFunction f;
         private final boolean batches;
 
@@ -172,8 +183,9 @@ public final class Internal {
             this.batches = batches;
         }
 
-        public Object apply(Object input) {
+        public Object apply(Object index, Object input) {
             java.util.Iterator rows = CollectionConverters.asJava((scala.collection.Iterator) input);
+            PARTITION.set((Integer) index);
             try {
                 return CollectionConverters.asScala(f.call(batches ? new BatchRows(rows) : rows));
             } catch (RuntimeException e) {

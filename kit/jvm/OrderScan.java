@@ -4,7 +4,6 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.Iterator;
 import java.util.List;
-import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.function.MapPartitionsFunction;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Ascending$;
@@ -54,6 +53,6 @@ public class OrderScan implements MapPartitionsFunction {
             last = row.copy();
         }
         return Collections.singletonList(new GenericInternalRow(new Object[] {
-            Integer.valueOf(TaskContext.getPartitionId()), Boolean.valueOf(sorted), first, last})).iterator();
+            Integer.valueOf(Internal.partition()), Boolean.valueOf(sorted), first, last})).iterator();
     }
 }

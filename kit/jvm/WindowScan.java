@@ -7,7 +7,6 @@ import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.NoSuchElementException;
-import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.function.MapPartitionsFunction;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
@@ -155,7 +154,7 @@ public class WindowScan implements MapPartitionsFunction {
             final Map keys = new HashMap();   // key -> Keyed
             final HashSet starts = new HashSet();
             final List pending = new ArrayList();
-            final int chunk = TaskContext.getPartitionId();
+            final int chunk = Internal.partition();
             int next = 0, live = 0;
             long rows = 0, high = MIN;   // the chunk's watermark: none yet
             boolean done = false;
