@@ -56,3 +56,47 @@ def test_a_new_watermark_costs_two_jobs_and_a_known_one_one(jobs, network):
     assert n == 1 and again.equals(rows)
     assert list(rows["seq"]) == list(range(len(rows))), "in arrival order with no sort"
     assert rows["arrived"].is_monotonic_increasing
+
+
+def test_the_annotated_rows_read_through_a_union_keep_their_arrival_order(spark, network):
+    """Read after another frame's partitions, each chunk of the stream is still its own
+    (its tasks' numbers are the union's, not the input's)."""
+    s = replay(network, 5)
+    before = spark.range(3, numPartitions=3).selectExpr("id AS seq")
+    rows = before.union(s.df.select("seq")).collect()
+    assert [r.seq for r in rows] == [0, 1, 2] + list(range(s.df.count()))
+
+
+def test_a_join_redrawn_with_new_options_interleaves_its_inputs_once(jobs):
+    from datetime import datetime
+
+    from kit import Clock, WatermarkStrategy
+    from kit.joins import temporal_join
+
+    def join(ttl, orders_df, rates_df):
+        orders = kit.stream(orders_df, time="order_time", watermark=WatermarkStrategy.for_sql_delay(Duration(0)))
+        rates = kit.stream(rates_df, time="update_time", primary_key="currency",
+                           watermark=WatermarkStrategy.for_sql_delay(Duration.of_minutes(60)))
+        return temporal_join(orders, rates, on="currency", how="left", engine="replay",
+                             clock=Clock(datetime(2024, 1, 1, 10), Duration.of_minutes(10)),
+                             state_ttl=Duration.of_minutes(ttl) if ttl else None).emissions().toPandas()
+
+    inputs = kit.data.load("orders"), kit.data.load("currency_rates")
+    first_jobs, first = jobs(lambda: join(0, *inputs))
+    n, again = jobs(lambda: join(0, *inputs))
+    assert again.equals(first) and n < first_jobs
+    n, expiring = jobs(lambda: join(20, *inputs))
+    assert n <= 6, "a new state TTL replays the kept interleaving"
+    fresh = join(20, kit.data.load("orders"), kit.data.load("currency_rates"))   # new inputs: interleaved anew
+    assert expiring.equals(fresh) and not expiring.equals(first)
+
+
+def test_match_recognize_reads_its_kept_matches_in_one_job_each(jobs):
+    ticker = kit.data.load("ticker")
+    query = """SELECT * FROM Ticker MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY rowtime
+               MEASURES FIRST(rowtime) AS s, LAST(rowtime) AS e ONE ROW PER MATCH
+               AFTER MATCH SKIP PAST LAST ROW PATTERN (A+ C) DEFINE A AS SUM(A.price) < 30)"""
+    n, result = jobs(lambda: kit.sql(query, Ticker=ticker))
+    assert n <= 3, "the matches kept (a shuffle, the matcher) and checked for errors"
+    n, rows = jobs(result.toPandas)
+    assert n == 1 and len(rows) > 0

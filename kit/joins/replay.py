@@ -41,6 +41,7 @@ rises are at most one per arrival, usually far fewer).
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -178,7 +179,24 @@ def interleaved(left: Stream, right: Stream, interleave: str = "event_time",
     ``_vl``/``_vr`` (the row's values as a struct, NULL on the other side) and, for each
     ``(left column, right column)`` of ``keys``, the key ``_k0..`` (the right one cast to the
     left one's type). Computed at once (``localCheckpoint``): the watermarks and the replay
-    both read it."""
+    both read it.
+
+    The same streams interleaved again the same way (a widget redrawing a join whose
+    inputs did not change) give what they gave the first time, kept while the left
+    stream lives."""
+    made = _INTERLEAVED.setdefault(left, {})
+    args = (right, interleave, clock, tuple(map(tuple, keys)))
+    if args not in made:
+        made[args] = _interleaved(left, right, interleave, clock, keys)
+    return made[args]
+
+
+_INTERLEAVED: "weakref.WeakKeyDictionary[Stream, dict]" = weakref.WeakKeyDictionary()
+_WATERMARKS: "weakref.WeakKeyDictionary[DataFrame, Watermarks]" = weakref.WeakKeyDictionary()
+
+
+def _interleaved(left: Stream, right: Stream, interleave: str, clock: Clock | None, keys) -> DataFrame:
+    """``interleaved(...)``, computed."""
     if interleave not in INTERLEAVINGS:
         raise KitError(f"interleave={interleave!r} is not one of " + ", ".join(map(repr, INTERLEAVINGS)))
     if interleave == "proctime" and (left.proctime is None or right.proctime is None):
@@ -207,7 +225,13 @@ def interleaved(left: Stream, right: Stream, interleave: str = "event_time",
 
 
 def watermarks(merged: DataFrame) -> Watermarks:
-    """The rises of ``_W`` over ``interleaved(...)`` rows, collected to the driver."""
+    """The rises of ``_W`` over ``interleaved(...)`` rows, collected to the driver once."""
+    if merged not in _WATERMARKS:
+        _WATERMARKS[merged] = _watermarks(merged)
+    return _WATERMARKS[merged]
+
+
+def _watermarks(merged: DataFrame) -> Watermarks:
     rows = merged.groupBy("_W").agg(F.min("_pos").alias("p"), F.min_by("_pt", "_pos").alias("t"),
                                     F.count(F.lit(1)).alias("n"), F.max("_pt").alias("end")).collect()
     n = sum(r.n for r in rows)

@@ -234,16 +234,17 @@ class _Plan:
         error = F.col(_ERROR)
         if eager:
             matched = matched.localCheckpoint()
-            failed = matched.filter(error.isNotNull()).select(_RAISED).head()
-            if failed is not None:
-                raise pickle.loads(failed[0])
+            failed = matched.filter(error.isNotNull()).select(_RAISED).collect()   # one job (head() scans in steps)
+            if failed:
+                raise pickle.loads(failed[0][0])
+            one = matched.coalesce(1)   # kept: one task reads it all, with no shuffle
         else:
             matched = matched.filter(F.when(error.isNull(), F.lit(True))
                                       .otherwise(fail(error).cast("boolean")))
+            one = matched.repartition(1)   # not coalesce: the matcher stays parallel
         # one partition, then a sort inside it: a total order without the sampling job of a
         # global orderBy, which would run the matcher twice
-        return (matched.repartition(1).sortWithinPartitions(*partition_by, "_kit_order")
-                       .drop("_kit_order", _ERROR, _RAISED))
+        return one.sortWithinPartitions(*partition_by, "_kit_order").drop("_kit_order", _ERROR, _RAISED)
 
     def rows(self) -> DataFrame:
         measures = [(m.alias, measure_type(m.expr, self.schema, self.semantics, self.aggregates))
