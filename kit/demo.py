@@ -1,6 +1,7 @@
-"""Run every notebook headless and write HTML copies whose charts draw offline.
+"""Run notebooks headless: HTML copies with charts drawn offline, or stored outputs.
 
-    python -m kit.demo notebooks build
+    python -m kit.demo notebooks build      # make demo: HTML copies in build/
+    python -m kit.demo --store notebooks    # make notebooks: outputs stored in place
 
 Each ``notebooks/*.ipynb`` runs top to bottom in a fresh kernel on this interpreter
 (nbclient), from the notebooks directory, and becomes ``build/<name>.html``:
@@ -15,17 +16,43 @@ Each ``notebooks/*.ipynb`` runs top to bottom in a fresh kernel on this interpre
 
 A failing cell stops its notebook; the others still run, and the command exits 1 after
 naming every notebook and cell that failed (the HTML is written anyway, error included).
+
+``--store`` runs each notebook the same way and writes it back in place (a failed one is
+left as it was), post-processed by :func:`stored` so that a notebook opened without running
+shows what it teaches and stays unmodified:
+
+- every chart output (the Vega mimetype, at top level or inside a widget's saved output)
+  gets an ``image/png`` drawn by vl-convert. JupyterLab's vega renderer adds a PNG to a
+  chart output it draws that has none, which marks a freshly opened notebook modified;
+  GitHub and nbviewer show the PNG;
+- a widget output gets an ``image/png`` of its first state: its chart, titled with the
+  controls' values (``kit.widgets.bind`` does that) and :data:`WIDGET_PICTURE_LINE`.
+  JupyterLab does not render widgets in an untrusted notebook (one opened from a
+  checkout), so it shows the best *safe* mimetype: the PNG, where it showed the text
+  ``bind(<lambda>, delay=0)``;
+- a bound widget's saved state (``metadata.widgets``, which JupyterLab loads when the
+  notebook is trusted, and nbviewer renders) says :data:`STATUS_LINE` in its status line;
+- widget model ids are renumbered from the notebook's name, and execution times dropped,
+  so storing a notebook again changes only what its outputs changed.
+
+nbval compares every output mimetype except images and widget views with a fresh run:
+nothing is added that a fresh run does not give, but PNGs.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import copy
+import hashlib
 import html
 import json
 import os
+import re
+import struct
 import sys
 import tempfile
+import zlib
 from pathlib import Path
 
 import jinja2
@@ -37,13 +64,18 @@ from nbconvert import HTMLExporter
 
 from kit.viz.render import html_page_script
 
-__all__ = ["main", "run", "to_html"]
+__all__ = ["STATIC_LINE", "STATUS_LINE", "WIDGET_PICTURE_LINE", "main", "run", "store", "stored", "to_html"]
 
 KERNEL = "kit-current-python"
 CELL_TIMEOUT = 600  # seconds
 _VEGA_PREFIXES = ("application/vnd.vega.", "application/vnd.vegalite.")
 _WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 _WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+_PNG = "image/png"
+STATIC_LINE = "run the notebook to move the controls"
+WIDGET_PICTURE_LINE = "Run the notebook to move the controls (a picture of their first state)"
+STATUS_LINE = "<i class='kit-static'>Run the notebook to move the controls.</i>"
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
 # The lab template, minus every script it would fetch from a CDN, plus the vega bundle.
 _TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
@@ -150,8 +182,14 @@ def _vega_div(spec: dict, embed: dict) -> str:
 def _widget_snapshot(model_id: str, state: dict, depth: int = 0) -> str:
     """Controls as ``description: value``, output areas as their outputs, in order."""
     model = state.get(model_id, {}).get("state", {})
+    layout = state.get(str(model.get("layout", "")).removeprefix("IPY_MODEL_"), {}).get("state", {})
+    if layout.get("display") == "none":  # hidden (kit.widgets' visible_when)
+        return ""
     parts = []
-    if "outputs" in model:  # an Output widget
+    if model.get("_model_name") in ("HTMLModel", "HTMLMathModel"):  # e.g. a bound widget's status line
+        if model.get("value"):
+            parts.append(f"<div class='kit-control'>{model['value']}</div>")
+    elif "outputs" in model:  # an Output widget
         for out in model["outputs"]:
             parts.append(_render_output(_static(out, state)))
     elif "children" in model:  # a box
@@ -184,16 +222,183 @@ def _html_output(text: str) -> dict:
     return nbformat.v4.new_output("display_data", data={"text/html": text})
 
 
+# -- stored outputs: what a notebook shows before it runs ------------------------------
+
+
+def store(path: Path) -> nbformat.NotebookNode:
+    """Run the notebook at ``path`` in a fresh kernel and write it back with the outputs
+    :func:`stored` makes; raises :class:`NotebookFailed` (and writes nothing) if a cell fails."""
+    nb = stored(run(path), name=path.stem)
+    nbformat.validate(nb)
+    nbformat.write(nb, path)
+    return nb
+
+
+def stored(nb: nbformat.NotebookNode, name: str) -> nbformat.NotebookNode:
+    """An executed notebook as it is stored: PNGs beside charts and widgets, a static line
+    in each bound widget's saved status, stable widget ids, no execution times."""
+    nb = copy.deepcopy(nb)
+    nb.metadata["kernelspec"] = dict(KERNELSPEC)
+    state = nb.metadata.get("widgets", {}).get(_WIDGET_STATE, {}).get("state", {})
+    for model in state.values():
+        for out in model.get("state", {}).get("outputs", []) or []:
+            _add_chart_png(out)
+    for cell in nb.cells:
+        cell.metadata.pop("execution", None)
+        for out in cell.get("outputs", []):
+            _add_chart_png(out)
+            view = (out.get("data") or {}).get(_WIDGET_VIEW)
+            if view:
+                _mark_static(view.get("model_id", ""), state)
+                png = _widget_png(view.get("model_id", ""), state)
+                if png:
+                    out["data"][_PNG] = png
+    return _renumber_widgets(nb, name)
+
+
+def _add_chart_png(out: dict) -> None:
+    data = out.get("data") or {}
+    spec = next((data[k] for k in data if k.startswith(_VEGA_PREFIXES)), None)
+    if spec is not None and _PNG not in data:
+        data[_PNG] = _png(spec)
+
+
+def _png(spec: dict, line: str | None = None) -> str:
+    """A Vega (or Vega-Lite) spec drawn to a base64 PNG by vl-convert; ``line`` first under its title."""
+    import vl_convert as vlc
+
+    if line:
+        spec = _with_line(spec, line)
+    if str(spec.get("$schema", "")).startswith("https://vega.github.io/schema/vega-lite/"):
+        png = vlc.vegalite_to_png(spec, scale=1)
+    else:
+        png = vlc.vega_to_png(spec, scale=1)
+    return base64.b64encode(_recompressed(png)).decode("ascii")
+
+
+def _with_line(spec: dict, line: str) -> dict:
+    """``spec`` with ``line`` as the first line under its title (or as its title)."""
+    spec = dict(spec)
+    title = spec.get("title")
+    if isinstance(title, dict):
+        subtitle = title.get("subtitle", [])
+        spec["title"] = {**title, "subtitle": [line] + ([subtitle] if isinstance(subtitle, str) else list(subtitle))}
+    elif title:
+        spec["title"] = {"text": title, "subtitle": [line], "anchor": "start"}
+    else:
+        spec["title"] = {"text": line, "anchor": "start"}
+    return spec
+
+
+def _recompressed(png: bytes) -> bytes:
+    """The same PNG with its image data deflated at level 9 (vl-convert's is about 3.5
+    times larger): the pixels, and so what a reader sees, are unchanged."""
+    chunks, pos = [], 8
+    while pos < len(png):
+        (size,) = struct.unpack(">I", png[pos:pos + 4])
+        chunks.append((png[pos + 4:pos + 8], png[pos + 8:pos + 8 + size]))
+        pos += 12 + size
+    idat = zlib.compress(zlib.decompress(b"".join(d for kind, d in chunks if kind == b"IDAT")), 9)
+    out, wrote = [png[:8]], False
+    for kind, data in chunks:
+        if kind == b"IDAT":
+            if wrote:
+                continue
+            data, wrote = idat, True
+        out.append(struct.pack(">I", len(data)) + kind + data
+                   + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+    return b"".join(out)
+
+
+def _widget_png(model_id: str, state: dict) -> str | None:
+    """The widget's first chart, drawn with :data:`WIDGET_PICTURE_LINE` under its title; None when
+    it shows no chart."""
+    spec = _widget_chart(model_id, state)
+    return None if spec is None else _png(spec, WIDGET_PICTURE_LINE)
+
+
+def _widget_chart(model_id: str, state: dict) -> dict | None:
+    for out in _outputs_under(model_id, state):
+        data = out.get("data") or {}
+        spec = next((data[k] for k in data if k.startswith(_VEGA_PREFIXES)), None)
+        if spec is not None:
+            return spec
+    return None
+
+
+def _outputs_under(model_id: str, state: dict, depth: int = 0) -> list[dict]:
+    """The outputs of every Output widget under ``model_id``, in order."""
+    model = state.get(model_id, {}).get("state", {})
+    if depth > 50:
+        return []
+    found = list(model.get("outputs", []) or [])
+    for child in model.get("children", []) or []:
+        found += _outputs_under(child.removeprefix("IPY_MODEL_"), state, depth + 1)
+    return found
+
+
+def _mark_static(model_id: str, state: dict) -> None:
+    """A bound widget (``kit.widgets.Bound``: a box of the controls' box, the status line
+    and the output) says :data:`STATUS_LINE` in its saved status line; the kernel's
+    widget, when the notebook runs, starts with an empty one."""
+    children = [c.removeprefix("IPY_MODEL_")
+                for c in state.get(model_id, {}).get("state", {}).get("children", []) or []]
+    names = [state.get(c, {}).get("model_name") or state.get(c, {}).get("state", {}).get("_model_name")
+             for c in children]
+    for i, name in enumerate(names[:-1]):
+        if name == "HTMLModel" and names[i + 1] == "OutputModel":
+            state[children[i]]["state"]["value"] = STATUS_LINE
+            return
+
+
+_MODEL_ID = re.compile(r"(?<![0-9a-f])[0-9a-f]{32}(?![0-9a-f])")  # also in IPY_MODEL_<id>
+
+
+def _renumber_widgets(nb: nbformat.NotebookNode, name: str) -> nbformat.NotebookNode:
+    """Widget model ids (random uuids) replaced by ids derived from ``name`` and the order
+    in which they are reached: the widget views in cell order, then what each model refers
+    to (``IPY_MODEL_<id>``), depth first; models nothing refers to last, by content."""
+    state = nb.metadata.get("widgets", {}).get(_WIDGET_STATE, {}).get("state", {})
+    if not state:
+        return nb
+    order: list[str] = []
+
+    def visit(model_id: str) -> None:
+        if model_id in state and model_id not in order:
+            order.append(model_id)
+            for ref in re.findall(r"IPY_MODEL_([0-9a-f]{32})", json.dumps(state[model_id], sort_keys=True)):
+                visit(ref)
+
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            visit(((out.get("data") or {}).get(_WIDGET_VIEW) or {}).get("model_id", ""))
+    for model_id in sorted((m for m in state if m not in order),
+                           key=lambda m: json.dumps(state[m], sort_keys=True)):
+        visit(model_id)
+    new = {old: hashlib.sha256(f"{name}:{n}".encode()).hexdigest()[:32] for n, old in enumerate(order)}
+    text = _MODEL_ID.sub(lambda m: new.get(m.group(0), m.group(0)), nbformat.writes(nb))
+    return nbformat.reads(text, as_version=4)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kit.demo", description=__doc__.split("\n")[0])
-    parser.add_argument("notebooks", type=Path, nargs="?", default=Path("notebooks"))
-    parser.add_argument("build", type=Path, nargs="?", default=Path("build"))
+    parser.add_argument("--store", action="store_true",
+                        help="run the notebooks (directories or .ipynb files) and store their "
+                             "outputs in place, for reading before running")
+    parser.add_argument("paths", type=Path, nargs="*",
+                        help="NOTEBOOKS [BUILD] (default: notebooks build); with --store, "
+                             "notebook directories or files (default: notebooks)")
     args = parser.parse_args(argv)
-    paths = sorted(args.notebooks.glob("*.ipynb"))
+    if args.store:
+        return _store_all(args.paths or [Path("notebooks")])
+    if len(args.paths) > 2:
+        parser.error("at most two paths: NOTEBOOKS BUILD")
+    notebooks, build = (list(args.paths) + [Path("notebooks"), Path("build")][len(args.paths):])
+    paths = sorted(notebooks.glob("*.ipynb"))
     if not paths:
-        print(f"kit.demo: no notebooks in {args.notebooks}/", file=sys.stderr)
+        print(f"kit.demo: no notebooks in {notebooks}/", file=sys.stderr)
         return 1
-    args.build.mkdir(parents=True, exist_ok=True)
+    build.mkdir(parents=True, exist_ok=True)
     failed = []
     for path in paths:
         try:
@@ -201,9 +406,26 @@ def main(argv: list[str] | None = None) -> int:
         except NotebookFailed as exc:
             failed.append(str(exc))
             nb = exc.notebook
-        target = args.build / f"{path.stem}.html"
+        target = build / f"{path.stem}.html"
         target.write_text(to_html(nb, title=path.stem), encoding="utf-8")
         print(f"{path} -> {target}")
+    for message in failed:
+        print(f"kit.demo: {message}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _store_all(targets: list[Path]) -> int:
+    paths = [p for t in targets for p in (sorted(t.glob("*.ipynb")) if t.is_dir() else [t])]
+    if not paths:
+        print(f"kit.demo: no notebooks in {', '.join(map(str, targets))}", file=sys.stderr)
+        return 1
+    failed = []
+    for path in paths:
+        try:
+            store(path)
+            print(f"{path}: outputs stored")
+        except NotebookFailed as exc:
+            failed.append(f"{exc} (left as it was)")
     for message in failed:
         print(f"kit.demo: {message}", file=sys.stderr)
     return 1 if failed else 0
