@@ -9,6 +9,7 @@ import copy
 import json
 import re
 import zlib
+from pathlib import Path
 
 import altair as alt
 import nbformat
@@ -170,3 +171,40 @@ def test_store_runs_a_notebook_in_place_and_leaves_a_failing_one(tmp_path, capsy
     status = [m for m in state.values() if m["model_name"] == "HTMLModel"]
     assert [demo.STATIC_LINE in m["state"]["value"].lower() for m in status] == [True]
 
+
+# -- the notebooks in notebooks/ as they are stored ------------------------------------
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_the_notebooks_are_stored_for_reading_before_running(path):
+    """Stored by `make notebooks` (python -m kit.demo --store notebooks): run it after
+    changing a notebook or what it draws."""
+    nb = nbformat.read(path, as_version=4)
+    outputs = [out for cell in nb.cells for out in cell.get("outputs", [])]
+    assert outputs, f"{path.name} has no stored outputs"
+    for out in outputs:
+        data = out.get("data") or {}
+        if VEGA in data or VIEW in data:
+            png(data["image/png"])
+    state = nb.metadata.get("widgets", {}).get(STATE, {}).get("state", {})
+    views = [out.data[VIEW]["model_id"] for out in outputs if VIEW in (out.get("data") or {})]
+    assert all(v in state for v in views)
+    statuses = [m["state"]["value"] for m in state.values() if m["model_name"] == "HTMLModel"]
+    assert statuses.count(demo.STATUS_LINE) == len(views)
+    assert all("execution" not in cell.metadata for cell in nb.cells)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_checks_sit_in_collapsed_check_cells_after_the_examples(path):
+    nb = nbformat.read(path, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    checks = [c for c in code if "check" in c.metadata.get("tags", [])]
+    for cell in code:
+        if cell in checks:
+            assert cell.metadata.get("jupyter", {}).get("source_hidden") is True, cell.source[:80]
+            assert "expect(" in cell.source and not cell.outputs, cell.source[:80]
+        else:
+            assert not re.search(r"^\s*assert\b|\bexpect\(", cell.source, re.M), \
+                f"a check in a teaching cell of {path.name}: {cell.source[:120]}"
