@@ -1,0 +1,220 @@
+"""Headless Chromium: the notebooks as a reader finds them in a checkout, opened in JupyterLab
+without running them.
+
+- untrusted (a notebook from a checkout is): every chart is drawn, every widget shows the
+  picture of its first state ``python -m kit.demo --store`` made (the line "run the notebook
+  to move the controls" is drawn in it), not the text ``bind(<lambda>, delay=0)``; and
+  opening the notebook does not mark it modified (JupyterLab's vega renderer adds a PNG to a
+  chart output that has none);
+- trusted (a notebook the user saved): the widgets are drawn from their saved state, say
+  "run the notebook to move the controls", hide the controls that do nothing for the first
+  choice, and cut no label.
+
+Same rules as ``test_browser.py``: Debian's Chromium driven by Playwright's Python API,
+skipped without it unless ``CI=true``; nothing fetched from beyond 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import nbformat
+import pytest
+
+from kit.demo import STATIC_LINE
+from test_browser import (CHROMIUM_ARGS, LOCAL, _chromium, _free_port, _request, _unavailable,  # noqa: F401
+                          _wait_for_server, chromium)
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(420)]
+
+ROOT = Path(__file__).resolve().parents[2]
+VEGA = "application/vnd.vega.v5+json"
+VIEW = "application/vnd.jupyter.widget-view+json"
+TRUSTED = ("01_click_windows.ipynb", "03_temporal_joins.ipynb")   # hidden controls; long labels
+
+# JS run in the page (JupyterLab exposes its app as window.jupyterapp with expose_app_in_browser).
+NOTEBOOK = "() => window.jupyterapp.shell.currentWidget"
+SHOW_CELL = f"async (i) => {{ const nb = ({NOTEBOOK})().content; await nb.scrollToItem(i, 'center'); }}"
+CELL_OUTPUTS = f"""(i) => {{
+  const cell = ({NOTEBOOK})().content.widgets[i];
+  return [...cell.node.querySelectorAll('.jp-OutputArea-output')].map(o => ({{
+    mime: o.getAttribute('data-mime-type'), text: o.innerText.slice(0, 300),
+    svg: o.querySelectorAll('.vega-embed svg.marks').length,
+    img: [...o.querySelectorAll(':scope > img')].map(img => img.src.split(',').pop()),
+    widget: o.querySelectorAll('.jupyter-widgets').length}}));
+}}"""
+DIRTY = f"() => ({NOTEBOOK})().context.model.dirty"
+ERRORS = """() => [...document.querySelectorAll(
+    '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.error"],' +
+    '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')]
+  .map(o => o.textContent.trim().slice(0, 300))"""
+WIDGET = f"""(i) => {{
+  const cell = ({NOTEBOOK})().content.widgets[i];
+  const shown = (e) => e.offsetParent !== null;
+  const labels = [...cell.node.querySelectorAll('.widget-label')].filter(shown);
+  return {{
+    text: cell.node.querySelector('.jp-OutputArea-output').innerText,
+    labels: labels.map(l => l.textContent),
+    cut: labels.filter(l => l.scrollWidth > l.clientWidth + 1).map(l => l.textContent),
+    charts: cell.node.querySelectorAll('.jupyter-widgets .vega-embed svg.marks').length,
+  }};
+}}"""
+
+
+def _lab(tmp: Path, trust: tuple[str, ...] = ()):
+    """JupyterLab on 127.0.0.1 over a copy of notebooks/ as stored (not run), the notebooks
+    named in ``trust`` signed with its key (as if the user had saved them): (base url, token)."""
+    if _chromium() is None:   # before starting a server for nothing
+        _unavailable("Debian's chromium is not installed (sh tests/browser/ensure-chromium.sh)")
+    shutil.copytree(ROOT / "notebooks", tmp / "notebooks",
+                    ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    port, token = _free_port(), secrets.token_hex(16)
+    home = tmp / "jupyter"
+    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(home / "config"),
+               JUPYTER_DATA_DIR=str(home / "data"), JUPYTER_RUNTIME_DIR=str(home / "runtime"),
+               IPYTHONDIR=str(home / "ipython"))
+    for name in trust:
+        subprocess.run([sys.executable, "-m", "jupyter", "trust", str(tmp / "notebooks" / name)],
+                       env=env, check=True, capture_output=True)
+    log = open(tmp / "jupyterlab.log", "w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1",
+         f"--port={port}", f"--IdentityProvider.token={token}",
+         f"--ServerApp.root_dir={tmp / 'notebooks'}",
+         f"--LabApp.workspaces_dir={home / 'workspaces'}", "--LabApp.extension_manager=readonly",
+         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+         "--LabApp.expose_app_in_browser=True"],
+        env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_for_server(base, token, server, tmp / "jupyterlab.log")
+        yield base, token
+    finally:
+        try:  # shuts down the kernels JupyterLab started on opening, then the server
+            _request(f"{base}/api/shutdown", token, method="POST")
+            server.wait(timeout=15)
+        except Exception:
+            server.terminate()
+            try:
+                server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def untrusted_lab(tmp_path_factory):
+    yield from _lab(tmp_path_factory.mktemp("untrusted"))
+
+
+@pytest.fixture(scope="module")
+def trusted_lab(tmp_path_factory):
+    yield from _lab(tmp_path_factory.mktemp("trusted"), trust=TRUSTED)
+
+
+def _stored(name: str):
+    """(index, outputs) of each code cell of the stored notebook with outputs."""
+    nb = nbformat.read(ROOT / "notebooks" / name, as_version=4)
+    return [(i, c.outputs) for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.outputs]
+
+
+@pytest.fixture
+def browser(chromium, tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    outside: list[str] = []
+
+    def only_local(route):
+        url = route.request.url
+        if url.startswith("data:") or urlsplit(url).hostname in LOCAL:
+            route.continue_()
+        else:
+            outside.append(url)
+            route.abort()
+
+    with sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"), executable_path=chromium, args=CHROMIUM_ARGS,
+            headless=True, viewport={"width": 1400, "height": 1000})
+        try:
+            context.route("**/*", only_local)
+            page = context.pages[0] if context.pages else context.new_page()
+            page.set_default_timeout(60_000)
+            yield page
+        finally:
+            context.close()
+    assert outside == [], f"fetched from outside 127.0.0.1: {outside}"
+
+
+def _open(page, base: str, token: str, name: str) -> None:
+    page.goto(f"{base}/lab/tree/{name}?token={token}")
+    page.wait_for_function(f"() => window.jupyterapp && ({NOTEBOOK})()?.context?.path === {name!r}"
+                           f" && ({NOTEBOOK})().content.widgets.length > 0")
+    page.wait_for_function(f"() => ({NOTEBOOK})().context.isReady")
+
+
+def _show(page, index: int, ready: str, what: str) -> list[dict]:
+    """Scroll cell ``index`` into view and wait until ``ready(outputs)`` (JS) holds; its outputs."""
+    from playwright.sync_api import TimeoutError
+
+    page.evaluate(SHOW_CELL, index)
+    try:
+        page.wait_for_function(f"(i) => {{ const outputs = ({CELL_OUTPUTS})(i); return {ready}; }}",
+                               arg=index, timeout=30_000)
+    except TimeoutError:
+        shown = [{**o, "img": [i[:20] + "..." for i in o["img"]]} for o in page.evaluate(CELL_OUTPUTS, index)]
+        pytest.fail(f"cell {index}: no {what} in 30 s; it shows {shown}")
+    return page.evaluate(CELL_OUTPUTS, index)
+
+
+@pytest.mark.parametrize("name", ["00_time_and_watermarks.ipynb", "01_click_windows.ipynb",
+                                  "02_ticker_patterns.ipynb", "03_temporal_joins.ipynb"])
+def test_an_unrun_notebook_shows_its_charts_and_widgets_and_stays_unmodified(untrusted_lab, browser, name):
+    base, token = untrusted_lab
+    page = browser
+    _open(page, base, token, name)
+    charts = widgets = 0
+    for index, outputs in _stored(name):
+        for out in outputs:
+            data = out.get("data") or {}
+            if VIEW in data:
+                widgets += 1
+                shown = _show(page, index, "outputs.some(o => o.img.length)", "picture of the widget")
+                assert [o["img"] for o in shown if o["img"]] == [[data["image/png"]]], \
+                    f"cell {index}: the widget is not shown as the picture stored with it"
+                assert not any("bind(" in o["text"] for o in shown), f"cell {index}: {shown}"
+            elif VEGA in data:
+                charts += 1
+                _show(page, index, "outputs.some(o => o.svg > 0)", "chart drawn")
+    assert charts + widgets > 0
+    assert page.evaluate(ERRORS) == []
+    page.wait_for_timeout(2000)   # a renderer that changes the model does so once drawn
+    assert page.evaluate(DIRTY) is False, f"{name} is marked modified by opening it"
+
+
+@pytest.mark.parametrize("name", TRUSTED)
+def test_a_trusted_notebook_draws_its_widgets_from_their_saved_state(trusted_lab, browser, name):
+    base, token = trusted_lab
+    page = browser
+    _open(page, base, token, name)
+    widget_cells = [i for i, outputs in _stored(name) if any(VIEW in (o.get("data") or {}) for o in outputs)]
+    assert widget_cells
+    for index in widget_cells:
+        _show(page, index, "outputs.some(o => o.widget > 0 && o.svg > 0)", "widget with its chart")
+        widget = page.evaluate(WIDGET, index)
+        assert STATIC_LINE in widget["text"].lower(), widget["text"][:300]
+        assert widget["charts"] >= 1
+        assert widget["labels"] and widget["cut"] == [], f"labels cut: {widget['cut']}"
+        if name == "01_click_windows.ipynb":   # tumbling: no slide, no gap
+            assert "slide (min)" not in widget["labels"] and "gap (min)" not in widget["labels"]
+            assert "size (min)" in widget["labels"]
+    assert page.evaluate(ERRORS) == []
+    page.wait_for_timeout(2000)
+    assert page.evaluate(DIRTY) is False, f"{name} is marked modified by opening it"
