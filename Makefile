@@ -2,20 +2,27 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
+PYPROJECT := $(shell cksum < pyproject.toml | cut -d' ' -f1)
+# installed: the kit with its notebook extra (JupyterLab, widgets: a lab without test tools)
+LAB    := $(VENV)/.installed-lab-$(PYPROJECT)
+# installed: the kit with its test extra (the notebook extra, pytest, nbval, playwright...)
+TEST   := $(VENV)/.installed-test-$(PYPROJECT)
 
-.PHONY: lab demo test bench browser-deps clean
+.PHONY: lab demo notebooks test bench browser-deps clean
 
-lab: $(STAMP)           ## open JupyterLab on notebooks/
+lab: $(LAB)             ## open JupyterLab on notebooks/
 	$(BIN)/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root)
 
-demo: $(STAMP)          ## run every notebook headless; HTML copies with charts in build/
+demo: $(LAB)            ## run every notebook headless; HTML copies with charts in build/
 	$(BIN)/python -m kit.demo notebooks build
 
-test: $(STAMP) browser-deps   ## the whole suite: unit, property, notebooks (nbval), browser
+notebooks: $(LAB)       ## run every notebook and store its outputs, for reading before running
+	$(BIN)/python -m kit.demo --store notebooks
+
+test: $(TEST) browser-deps   ## the whole suite: unit, property, notebooks (nbval), browser
 	$(BIN)/python -m pytest tests kit --doctest-modules --nbval notebooks --nbval-current-env -p no:cacheprovider
 
-bench: $(STAMP) .venv-flink/.installed   ## benchmarks (not tests), real Flink side by side: build/bench.md
+bench: $(TEST) .venv-flink/.installed   ## benchmarks (not tests), real Flink side by side: build/bench.md
 	$(BIN)/python -m benchmarks
 
 .venv-flink/.installed:  # real Apache Flink 2.3 (PyFlink from PyPI) for the baselines
@@ -26,11 +33,17 @@ bench: $(STAMP) .venv-flink/.installed   ## benchmarks (not tests), real Flink s
 browser-deps:           ## Debian's Chromium for the browser test (no browser download)
 	@sh tests/browser/ensure-chromium.sh
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(LAB): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[notebook]'
+	rm -f $(VENV)/.installed-lab-* && touch $@
+
+$(TEST): pyproject.toml | $(BIN)/python   # the test extra includes the notebook extra
 	$(BIN)/python -m pip install --quiet -e '.[test]'
-	rm -f $(VENV)/.installed-* && touch $@
+	rm -f $(VENV)/.installed-test-* $(VENV)/.installed-lab-* && touch $@ $(LAB)
 
 clean:
 	rm -rf $(VENV) .venv-flink build
