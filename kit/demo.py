@@ -282,7 +282,8 @@ def _with_line(spec: dict, line: str) -> dict:
     title = spec.get("title")
     if isinstance(title, dict):
         subtitle = title.get("subtitle", [])
-        spec["title"] = {**title, "subtitle": [line] + ([subtitle] if isinstance(subtitle, str) else list(subtitle))}
+        rest = [subtitle] if isinstance(subtitle, str) else list(subtitle)
+        spec["title"] = {**title, "subtitle": [line] + rest}
     elif title:
         spec["title"] = {"text": title, "subtitle": [line], "anchor": "start"}
     else:

@@ -39,7 +39,8 @@ def model(name: str, **state) -> dict:
 def executed_notebook() -> nbformat.NotebookNode:
     """A notebook as nbclient leaves it: a chart, then a bound widget (kit.widgets.Bound's
     shape: a box of the controls' box, the status line and the output area)."""
-    ids = {k: f"{i:032x}" for i, k in enumerate(["bound", "controls", "slider", "status", "output", "layout"], 7)}
+    names = ["bound", "controls", "slider", "status", "output", "layout"]
+    ids = {k: f"{i:032x}" for i, k in enumerate(names, 7)}
     ref = {k: f"IPY_MODEL_{v}" for k, v in ids.items()}
     state = {
         ids["bound"]: model("VBoxModel", children=[ref["controls"], ref["status"], ref["output"]]),
@@ -105,7 +106,8 @@ def test_the_widget_shows_a_picture_of_its_first_state_and_says_run_me(before_af
 
 
 def test_a_line_goes_under_any_title():
-    assert demo._with_line({"title": "t"}, "l")["title"] == {"text": "t", "subtitle": ["l"], "anchor": "start"}
+    assert demo._with_line({"title": "t"}, "l")["title"] == {"text": "t", "subtitle": ["l"],
+                                                              "anchor": "start"}
     assert demo._with_line({}, "l")["title"] == {"text": "l", "anchor": "start"}
     assert demo._with_line({"title": {"text": "t", "subtitle": "s"}}, "l")["title"]["subtitle"] == ["l", "s"]
 
