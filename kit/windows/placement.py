@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -75,9 +75,14 @@ def first_at_least(arrivals, thresholds: dict) -> dict:
 
 def _earliest(firsts: DataFrame, payload: list, names: list, grids: dict) -> dict:
     """From each task's first arrival per threshold (rows ``_c``, ``_i``, ``payload``), the
-    answer of ``first_at_least``."""
-    found = {(r._c, r._i): r.hit for r in firsts.groupBy("_c", "_i")
-             .agg(F.min(F.struct(*payload)).alias("hit")).collect()}
+    answer of ``first_at_least``. The rows are few (tasks times thresholds, and the
+    thresholds are on the driver already): collected as they are, in one job."""
+    found, Hit = {}, Row(*payload)
+    for r in firsts.collect():
+        hit = Hit(*(r[c] for c in payload))
+        old = found.get((r._c, r._i))
+        if old is None or hit.seq < old.seq:
+            found[(r._c, r._i)] = hit
     out = {}
     for k, c in enumerate(names):
         hit = None
