@@ -31,6 +31,7 @@ removes all but the newest 20 logs there.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import os
 import stat
@@ -158,6 +159,7 @@ def _local():
     helpers = jvm.jar()
     if helpers is not None:
         builder = builder.config("spark.jars", str(helpers))
+    _preload_charts()
     try:
         with _stderr_to(log):
             session = builder.getOrCreate()
@@ -168,6 +170,19 @@ def _local():
         ) from None
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+def _preload_charts() -> None:
+    """Import the chart libraries (altair, vl-convert: seconds) in a thread while the JVM
+    starts, so that the first chart does not wait for them."""
+    import threading
+
+    def load():
+        try:
+            importlib.import_module("kit.viz")
+        except Exception:   # drawn later, the import raises again, where it is seen
+            pass
+    threading.Thread(target=load, name="kit-preload-charts", daemon=True).start()
 
 
 def spark():
