@@ -11,7 +11,8 @@ import kit
 from kit import Duration, WatermarkStrategy
 from kit.errors import KitError
 from kit.joins.versioned import temporal_join
-from kit.viz.joins import CLEANED, DEDUPLICATED, EMITTED, JOINED, LATE, LINK, PADDED, VERSION
+from kit.viz.joins import CLEANED, DEDUPLICATED, EMITTED, EXPIRED_RIGHT, JOINED, KEPT, LATE, LINK, PADDED, VERSION
+from kit.viz.marks import HOURGLASS, RING, X
 
 GOLDEN = json.loads((Path(__file__).parents[2] / "shared/golden/flink-2.3/temporal_join.json").read_text())
 SQL0 = WatermarkStrategy.for_sql_delay(Duration(0))
@@ -101,7 +102,7 @@ def test_emission_marks_sit_at_the_watermark_that_emitted_each_row(golden):
         "o8": (END, "end of input"), "o9": (END, "end of input")}
     emissions = _layers(golden["charts"][0])["emissions"].to_dict()
     assert emissions["encoding"]["x"]["field"] == "emit"
-    assert {"calculate": f"'{EMITTED}'", "as": "mark"} in emissions["transform"]
+    assert {"calculate": f'"{EMITTED}"', "as": "mark"} in emissions["transform"]
     # the dashed connector runs from the row's time to its emission
     waits = _layers(golden["charts"][0])["waits"].to_dict()["encoding"]
     assert (waits["x"]["field"], waits["x2"]["field"]) == ("time", "emit")
@@ -125,25 +126,30 @@ def test_cleanups_late_versions_and_the_legend(golden):
         ["GBP", _iso("11:00"), "v0", "2024-01-01 11:00:00.000"],
         ["GBP", _iso("11:00"), "v1", "2024-01-01 11:00:00.000"]]
     assert set(late["cleanups"].data["mark"]) == {CLEANED}
-    spec = golden["charts"][0].to_dict()["vconcat"][0]
-    color = spec["layer"][0]["encoding"]["color"]
-    assert color["title"] == "marks"
-    assert color["scale"]["domain"] == [VERSION, JOINED, PADDED, LINK, EMITTED, LATE, CLEANED]
+    chart = golden["charts"][0].to_dict()
+    spec = chart["vconcat"][0]
+    stroke = spec["layer"][0]["encoding"]["stroke"]
+    assert stroke["scale"]["domain"] == [VERSION, JOINED, PADDED, LINK, EMITTED, LATE, CLEANED, KEPT]
     shapes = next(layer["encoding"]["shape"] for layer in spec["layer"] if layer.get("name", "").startswith("cleanups"))
-    assert shapes["scale"]["range"][shapes["scale"]["domain"].index(CLEANED)] == "M-1,-1L1,1M-1,1L1,-1"
-    assert "3 late arrivals" in str(spec["title"])
+    assert shapes["scale"]["range"][shapes["scale"]["domain"].index(CLEANED)] == X
+    # a late arrival is a red ring around the row, in the chart and in the legend
+    assert shapes["scale"]["range"][shapes["scale"]["domain"].index(LATE)] == RING
+    assert chart["title"]["text"] == "Temporal join (LEFT) on currency: versions and left rows"
+    assert chart["title"]["subtitle"] == ["7 versions, 9 left rows, 3 late arrivals"]
     # delay 60 covers the disorder: nothing late, so no late entry in the legend
-    on_time = golden["charts"][60].to_dict()["vconcat"][0]["layer"][0]["encoding"]["color"]["scale"]["domain"]
+    on_time = golden["charts"][60].to_dict()["vconcat"][0]["layer"][0]["encoding"]["stroke"]["scale"]["domain"]
     assert LATE not in on_time and CLEANED in on_time
 
 
 def test_watermark_panel_over_merged_arrival_order(golden):
     panel = golden["charts"][0].vconcat[1]
-    steps, dots = panel.layer
+    steps, dots, late = panel.layer
     assert steps.mark.interpolate == "step-after"
     data = panel.data
     assert data["pos"].tolist() == list(range(16))
-    assert data.loc[data["arrival"] == "late", "pos"].tolist() == [2, 6, 10]
+    assert data.loc[data["late"], "pos"].tolist() == [2, 6, 10]
+    assert set(data.loc[data["late"], "arrival"]) == {"late arrival (at or below its input's watermark)"}
+    assert late.to_dict()["transform"] == [{"filter": "datum.late"}]
     # the operator watermark: both inputs' minimum, NULL until the right input has one
     assert data["watermark"].tolist()[:4] == [None, _iso("09:59"), _iso("09:59"), _iso("10:00")]
     compiled = kit.viz.render.to_vega(golden["charts"][0].to_dict())      # vl-convert compiles it
@@ -241,3 +247,33 @@ def test_rows_a_deduplicated_view_dropped_are_crosses_not_versions(golden):
     dropped = layers["cleanups"].data
     assert dropped.loc[dropped["mark"] == DEDUPLICATED, ["lane", "at"]].values.tolist() == [
         ["EUR", _iso("10:15")], ["GBP", _iso("10:45")]]
+
+
+def test_state_cleanup_and_ttl_expiry_are_distinct_marks(golden):
+    """A version the watermark dropped is a grey ×, one state TTL expired a brown hourglass:
+    each its own legend entry."""
+    from datetime import datetime
+
+    from kit import Clock
+
+    o, r = golden["joins"][0].left, golden["joins"][0].right
+    join = temporal_join(o, r, on="currency", how="left", engine="replay",
+                         clock=Clock(datetime(2024, 1, 1, 10), Duration.of_minutes(10)),
+                         state_ttl=Duration.of_minutes(20))
+    chart = kit.viz.version_timeline(join, watermark_panel=False)
+    cleanups = _layers(chart)["cleanups"]
+    assert {CLEANED, EXPIRED_RIGHT} <= set(cleanups.data["mark"])
+    enc = cleanups.to_dict()["encoding"]
+    domain = enc["shape"]["scale"]["domain"]
+    mark = {label: (enc["shape"]["scale"]["range"][i], enc["stroke"]["scale"]["range"][i],
+                    enc["fill"]["scale"]["range"][i]) for i, label in enumerate(domain)}
+    assert mark[CLEANED] == (X, "#555555", "transparent")
+    assert mark[EXPIRED_RIGHT] == (HOURGLASS, "#8c564b", "#8c564b")
+    assert chart.to_dict()["title"]["subtitle"] == ["7 versions, 9 left rows, 3 late arrivals, state TTL 20 min"]
+
+
+def test_the_title_can_be_given(golden):
+    chart = kit.viz.version_timeline(golden["joins"][0], title="rates delay 0 min", watermark_panel=False)
+    assert chart.to_dict()["title"]["text"] == "rates delay 0 min"
+    with pytest.raises(KitError, match="title must be a str"):
+        kit.viz.version_timeline(golden["joins"][0], title=0)

@@ -15,26 +15,32 @@ Top panel, one lane per key, each lane in sub-rows (two for versions, three for 
   fate), connected to the row by a dashed rule; at the right edge when it left at the end
   of input (the tooltip says so);
 - **late** arrivals (at or below the watermark of their input on arrival) in a red ring;
-- **state cleanups**: an X at the watermark that dropped a version from state (``cleaned``)
-  or at the processing time state retention cleared it (``expired``), on the version's
-  sub-row, with a dotted rule from the end of its segment ("kept in state until");
+- **state cleanups**, two kinds with marks of their own: a grey × at the watermark that
+  dropped a version from state (``cleaned``), a brown hourglass where state retention
+  (the TTL) expired it (``expired``: at the operator watermark when its processing-time
+  timer fired), on the version's sub-row, with a dotted rule from the end of its segment
+  ("kept in state until");
 - rows a versioned view's **deduplication** dropped (older than the key's current row): a
   grey cross at their time, never a version.
+
+One legend lists the marks present (``KINDS``: each mark's colour and symbol, the same in
+the chart and in the legend); the line under the title gives the counts.
 
 A processing-time join (the temporal table function join) is drawn on processing time:
 each version from its arrival until the next one replaced it, each left row at its arrival
 (it is emitted then: no wait, no watermark panel).
 
 Bottom panel (``watermark_panel=True``): the operator watermark over merged arrival order
-(a staircase), each arrival's event time above it (left rows circles, versions squares),
-late arrivals red crosses.
+(a dashed staircase), each arrival's event time above it (left rows circles, versions
+squares), late arrivals a red × in a red ring.
 
-    EUR | [==1.10==)       [==1.11==)  ···X
-        |        [==1.12==)·X      [==1.15======>
+    EUR | [==1.10==)       [==1.11==)  ···×
+        |        [==1.12==)·×      [==1.15======>
         |   ●-- o2 - - ◇      ●--o3 - - - ◇
 
-At most ``max_rows`` fates are brought to the driver (a chart is for looking): over that
-it asks for ``key=`` instead of drawing a part of the story.
+At most ``max_rows`` fates are brought to the driver (a chart is for looking), with the
+merged arrivals in one collect: over that it asks for ``key=`` instead of drawing a part
+of the story.
 """
 
 from __future__ import annotations
@@ -44,38 +50,45 @@ import pandas as pd
 from pyspark.sql import functions as F
 
 from ..errors import KitError
-from .stream import LATE_COLOR, TEXT, _plain
-from .window import _short, _text
+from .marks import (DASHED, DIAMOND_RING, DOTTED, HOURGLASS, LATE_COLOR, LINE, RING, RING_X, X, Kind,
+                    check_title, legend, literal, title_params)
+from .stream import TEXT, _plain
+from .window import _duration, _short, _text
 
-__all__ = ["version_timeline", "MARKS"]
+__all__ = ["version_timeline", "MARKS", "KINDS"]
 
 VERSION, DELETION = "version (valid until the next)", "deletion version (-U/-D)"
 JOINED, PADDED, DROPPED, EXPIRED_LEFT = ("left row joined", "left row NULL-padded",
-                                        "left row dropped (no version)", "left row expired (never emitted)")
-LINK, EMITTED, LATE = "link: version → left row", "emitted (watermark passed)", "late arrival"
-CLEANED, EXPIRED_RIGHT = "version cleaned from state", "version expired (state TTL)"
+                                        "left row dropped (no version)", "left row expired (state TTL, never emitted)")
+LINK, EMITTED, LATE = "link: version → left row", "emitted at the watermark (dashed: the wait)", "late arrival"
+CLEANED, EXPIRED_RIGHT = "version cleaned by the watermark", "version expired (state TTL)"
+KEPT = "kept in state until dropped"
 DEDUPLICATED = "row dropped by the view's deduplication"
-# every mark's meaning, in legend order: (label, colour, legend symbol)
-MARKS = [
-    (VERSION, "#6b8fbf", "M-1,0H1"),
-    (DELETION, "#7f7f7f", "M-1,0H-0.4M-0.1,0H0.1M0.4,0H1"),
-    (JOINED, "#1f77b4", "circle"),
-    (PADDED, "#ff7f0e", "square"),
-    (DROPPED, "#7f7f7f", "triangle-up"),
-    (EXPIRED_LEFT, "#8c564b", "diamond"),
-    (LINK, "#9ab3d5", "M-1,0H1"),
-    (EMITTED, "#2ca02c", "diamond"),
-    (LATE, LATE_COLOR, "circle"),
-    (CLEANED, "#555555", "M-1,-1L1,1M-1,1L1,-1"),
-    (EXPIRED_RIGHT, "#8c564b", "M-1,-1L1,1M-1,1L1,-1"),
-    (DEDUPLICATED, "#aaaaaa", "cross"),
+_SEGMENT = "M-1,-0.35H1V0.35H-1Z"
+_DASHED_SEGMENT = "M-1,-0.35H-0.45V0.35H-1ZM-0.2,-0.35H0.2V0.35H-0.2ZM0.45,-0.35H1V0.35H0.45Z"
+# every mark's meaning, in legend order: its colour and the symbol drawn, in the chart and the legend
+KINDS = [
+    Kind(VERSION, "#6b8fbf", _SEGMENT),
+    Kind(DELETION, "#7f7f7f", _DASHED_SEGMENT),
+    Kind(JOINED, "#1f77b4", "circle"),
+    Kind(PADDED, "#ff7f0e", "square"),
+    Kind(DROPPED, "#7f7f7f", "triangle-up"),
+    Kind(EXPIRED_LEFT, "#8c564b", "diamond"),
+    Kind(LINK, "#9ab3d5", LINE, filled=False),
+    Kind(EMITTED, "#2ca02c", DIAMOND_RING),
+    Kind(LATE, LATE_COLOR, RING),
+    Kind(CLEANED, "#555555", X, filled=False),
+    Kind(EXPIRED_RIGHT, "#8c564b", HOURGLASS),
+    Kind(KEPT, "#555555", DOTTED, filled=False),
+    Kind(DEDUPLICATED, "#aaaaaa", "cross"),
 ]
+MARKS = [(k.label, k.color, k.symbol) for k in KINDS]   # (label, colour, symbol), as before
 SLOTS = ["v0", "v1", "l0", "l1", "l2"]
 END = "end of input"
 
 
 def version_timeline(join, key=None, max_rows: int = 5000, watermark_panel: bool = True,
-                     width: int = 640, lane_height: int = 90):
+                     width: int = 640, lane_height: int = 90, title: str | None = None):
     """Draw a ``TemporalJoin`` (``kit.joins.temporal_join(...)``) from its ``fates()``:
     versions, left rows, links, emissions, late rows and state cleanups.
 
@@ -83,19 +96,22 @@ def version_timeline(join, key=None, max_rows: int = 5000, watermark_panel: bool
     these keys (a list); None: every key. ``max_rows``: fates (one per arrival) brought to
     the driver at most; over it the function raises rather than draw part of a key's story.
     ``watermark_panel``: add the operator watermark over merged arrival order below (event
-    time only).
+    time only). ``title``: the chart's title instead of the default (e.g. the parameter
+    values a widget shows).
     """
     from ..joins.versioned import TemporalJoin
 
     if not isinstance(join, TemporalJoin):
         raise KitError(f"version_timeline draws a temporal join (kit.joins.temporal_join(...)); "
                        f"got {type(join).__name__}")
+    check_title("version_timeline", title)
     if not isinstance(max_rows, int) or isinstance(max_rows, bool) or max_rows < 1:
         raise KitError(f"max_rows must be a positive int; got {max_rows!r}")
     lanes_wanted = _wanted(key, len(join.keys))
     fates, arrivals = _collect(join, lanes_wanted, max_rows)
     if not fates:
-        raise KitError(f"no arrival has key {key!r}" if key is not None else "the join has no arrival")
+        raise KitError(f"no arrival has key {key!r}; the join's keys are: {_keys_of(join)}" if key is not None
+                       else "the join has no arrival")
     proc = join.time == "processing"
     is_ts = proc or join.left.time_is_timestamp
     versions, lefts, cleanups, (start, edge) = _shape(fates, arrivals, join.how, is_ts, proc)
@@ -117,12 +133,10 @@ def version_timeline(join, key=None, max_rows: int = 5000, watermark_panel: bool
         present.add(EMITTED)
     if (len(lefts) and lefts["late"].any()) or (len(versions) and versions["late"].any()):
         present.add(LATE)
-    legend = [m for m in MARKS if m[0] in present]
-    color = alt.Color("mark:N", title="marks", scale=alt.Scale(domain=[m[0] for m in legend],
-                                                                range=[m[1] for m in legend]),
-                      legend=alt.Legend(labelLimit=260, symbolStrokeWidth=2))
-    shape = alt.Shape("mark:N", title="marks", scale=alt.Scale(domain=[m[0] for m in legend],
-                                                                range=[m[2] for m in legend]))
+    if len(versions) and versions["cleanup"].notna().any():
+        present.add(KEPT)
+    marks = legend("mark", KINDS, present)
+    fill, stroke, shape = marks["fill"], marks["stroke"], marks["shape"]
     key_title = ", ".join(l for l, _ in join.keys)
     y = alt.Y("lane:N", title=key_title, sort=lanes, axis=alt.Axis(labelLimit=120))
     y_off = alt.YOffset("slot:N", scale=alt.Scale(domain=SLOTS, paddingInner=0.15))
@@ -133,6 +147,9 @@ def version_timeline(join, key=None, max_rows: int = 5000, watermark_panel: bool
 
     def when(col, title):
         return alt.Tooltip(f"{col}{TEXT}:N" if is_ts else f"{col}:Q", title=title)
+
+    def kind(chart, label):   # every row of ``chart`` drawn as the mark ``label``
+        return chart.transform_calculate(mark=literal(label))
 
     V, L, C = _plain(versions), _plain(lefts), _plain(cleanups)
     vtips = [alt.Tooltip("lane:N", title="key"), alt.Tooltip("seq:Q", title="right arrival"),
@@ -147,53 +164,59 @@ def version_timeline(join, key=None, max_rows: int = 5000, watermark_panel: bool
     if len(V):
         seg = alt.Chart(V).encode(x=x("start"), x2="end", y=y, yOffset=y_off, tooltip=vtips)
         layers.append(seg.mark_rule(strokeWidth=7, opacity=0.85).encode(
-            color=color, strokeDash=alt.StrokeDash("mark:N", legend=None, scale=alt.Scale(
+            stroke=stroke, strokeDash=alt.StrokeDash("mark:N", legend=None, scale=alt.Scale(
                 domain=[VERSION, DELETION], range=[[1, 0], [4, 3]]))).properties(name="versions"))
         layers.append(alt.Chart(V).mark_point(shape="stroke", size=90, strokeWidth=2, filled=False).encode(
-            x=x("start"), y=y, yOffset=y_off, color=color, tooltip=vtips).properties(name="version starts"))
-        kept = alt.Chart(V).transform_filter("datum.cleanup != null").encode(
+            x=x("start"), y=y, yOffset=y_off, stroke=stroke, tooltip=vtips).properties(name="version starts"))
+        kept = kind(alt.Chart(V).transform_filter("datum.cleanup != null"), KEPT).encode(
             x=x("end"), x2="cleanup", y=y, yOffset=y_off, tooltip=vtips)
-        layers.append(kept.mark_rule(strokeDash=[1, 3], strokeWidth=1.5, color="#555").properties(name="kept in state"))
-        layers.append(alt.Chart(V).transform_filter("datum.late").transform_calculate(mark=f"'{LATE}'")
-                      .mark_point(size=260, strokeWidth=2, filled=False).encode(
-            x=x("start"), y=y, yOffset=y_off, color=color, shape=shape, tooltip=vtips).properties(name="late versions"))
+        layers.append(kept.mark_rule(strokeDash=[1, 3], strokeWidth=1.5).encode(stroke=stroke).properties(
+            name="kept in state"))
+        late = kind(alt.Chart(V).transform_filter("datum.late"), LATE)
+        layers.append(late.mark_point(size=260, strokeWidth=1).encode(
+            x=x("start"), y=y, yOffset=y_off, fill=fill, stroke=stroke, shape=shape, tooltip=vtips).properties(
+            name="late versions"))
     if len(L):
-        link = alt.Chart(L).transform_filter("datum.version_time != null").transform_calculate(
-            mark=f"'{LINK}'").encode(x=x("version_time"), x2="time", y=y, yOffset=y_off, tooltip=ltips)
-        layers.append(link.mark_rule(strokeWidth=2).encode(color=color).properties(name="links"))
-        emit = alt.Chart(L).transform_filter("datum.emit != null").transform_calculate(mark=f"'{EMITTED}'")
+        link = kind(alt.Chart(L).transform_filter("datum.version_time != null"), LINK).encode(
+            x=x("version_time"), x2="time", y=y, yOffset=y_off, tooltip=ltips)
+        layers.append(link.mark_rule(strokeWidth=2).encode(stroke=stroke).properties(name="links"))
+        emit = kind(alt.Chart(L).transform_filter("datum.emit != null"), EMITTED)
         layers.append(emit.mark_rule(strokeDash=[4, 3], strokeWidth=1.5).encode(
-            x=x("time"), x2="emit", y=y, yOffset=y_off, color=color, tooltip=ltips).properties(name="waits"))
-        layers.append(emit.mark_point(size=260, strokeWidth=2, filled=False).encode(
-            x=x("emit"), y=y, yOffset=y_off, color=color, shape=shape, tooltip=ltips).properties(name="emissions"))
-        layers.append(alt.Chart(L).mark_point(size=80, filled=True, opacity=1).encode(
-            x=x("time"), y=y, yOffset=y_off, color=color, shape=shape, tooltip=ltips).properties(name="left rows"))
-        layers.append(alt.Chart(L).transform_filter("datum.late").transform_calculate(mark=f"'{LATE}'")
-                      .mark_point(size=480, strokeWidth=2, filled=False).encode(
-            x=x("time"), y=y, yOffset=y_off, color=color, shape=shape, tooltip=ltips).properties(name="late left rows"))
+            x=x("time"), x2="emit", y=y, yOffset=y_off, stroke=stroke, tooltip=ltips).properties(name="waits"))
+        layers.append(emit.mark_point(size=260, strokeWidth=1).encode(
+            x=x("emit"), y=y, yOffset=y_off, fill=fill, stroke=stroke, shape=shape, tooltip=ltips).properties(
+            name="emissions"))
+        layers.append(alt.Chart(L).mark_point(size=80, strokeWidth=1, opacity=1).encode(
+            x=x("time"), y=y, yOffset=y_off, fill=fill, stroke=stroke, shape=shape, tooltip=ltips).properties(
+            name="left rows"))
+        late = kind(alt.Chart(L).transform_filter("datum.late"), LATE)
+        layers.append(late.mark_point(size=480, strokeWidth=1).encode(
+            x=x("time"), y=y, yOffset=y_off, fill=fill, stroke=stroke, shape=shape, tooltip=ltips).properties(
+            name="late left rows"))
     if len(C):
         ctips = [alt.Tooltip("lane:N", title="key"), alt.Tooltip("seq:Q", title="right arrival"),
                  alt.Tooltip("version:N"), alt.Tooltip("fate:N"), alt.Tooltip("when:N", title="at")]
-        layers.append(alt.Chart(C).mark_point(size=110, strokeWidth=2.5, filled=False).encode(
-            x=x("at"), y=y, yOffset=y_off, color=color, shape=shape, tooltip=ctips).properties(name="cleanups"))
+        layers.append(alt.Chart(C).mark_point(size=110, strokeWidth=2.5).encode(
+            x=x("at"), y=y, yOffset=y_off, fill=fill, stroke=stroke, shape=shape, tooltip=ctips).properties(
+            name="cleanups"))
 
     n_left, n_ver = len(lefts), len(versions)
     n_late = int(lefts["late"].sum()) + int(versions["late"].sum())
-    notes = [f"{n_ver} version{'s' if n_ver != 1 else ''} (segments to the next; the last open), "
-             f"{n_left} left row{'s' if n_left != 1 else ''} (link: from the version joined)",
-             "each left row joins the version in state when it arrives, and leaves at once" if proc else
-             "◇ around a left row or to its right: where the watermark emitted it (right edge: end of input)",
-             ("" if proc else f"{n_late} late arrival{'s' if n_late != 1 else ''} (red ring); ")
-             + "X: a version dropped from state (dotted: kept in state until then)"]
-    top = alt.layer(*layers).properties(
-        width=width, height=lane_height * len(lanes),
-        title=alt.TitleParams(f"{'Processing-time t' if proc else 'T'}emporal join ({join.how.upper()}) on "
-                              f"{key_title}: versions and left rows",
-                              anchor="start", subtitle=notes))
+    facts = [f"{n_ver} version{'s' if n_ver != 1 else ''}", f"{n_left} left row{'s' if n_left != 1 else ''}"]
+    if proc:
+        facts.append("each left row joins the version in state when it arrives")
+    else:
+        facts.append(f"{n_late} late arrival{'s' if n_late != 1 else ''}")
+    retention = getattr(join, "retention", None)
+    if retention is not None and getattr(retention, "ttl", None):
+        facts.append(f"state TTL {_duration(retention.ttl.millis)}")
+    top = alt.layer(*layers).properties(width=width, height=lane_height * len(lanes))
+    heading = title_params(f"{'Processing-time t' if proc else 'T'}emporal join ({join.how.upper()}) on "
+                           f"{key_title}: versions and left rows", ", ".join(facts), title)
     if not watermark_panel or proc:
-        return top
+        return top.properties(title=heading)
     return alt.vconcat(top, _watermark_panel(arrivals, max_rows, is_ts, width)).resolve_scale(
-        color="independent", shape="independent")
+        fill="independent", stroke="independent", shape="independent").properties(title=heading)
 
 
 # ---------------------------------------------------------------- data
@@ -226,7 +249,12 @@ def _lane_col(join, prefix=""):
 
 def _collect(join, lanes, max_rows):
     """The fates (of the keys asked for, as Rows with ``lane``) and the merged arrivals of
-    those keys (pandas: ``pos``, ``side``, ``seq``, ``ts`` in ms, ``late``, ``W``)."""
+    those keys (pandas: ``pos``, ``side``, ``seq``, ``ts`` in ms, ``late``, ``W``, ``pt``),
+    the first ``max_rows + 1`` of each by merged position, in one collect: both are kept
+    (``localCheckpoint``), so one partition at the end reads them in one job, where a
+    ``limit`` over several partitions had taken several."""
+    from pyspark.sql import Window
+
     from ..joins.replay import LEFT
 
     fates = join.fates().withColumn("lane", _lane_col(join))
@@ -236,16 +264,30 @@ def _collect(join, lanes, max_rows):
         parts = [F.col(f"_k{i}").cast("string") for i in range(len(join.keys))]
         lane = F.concat_ws(" / ", *parts) if len(parts) > 1 else F.coalesce(parts[0], F.lit("None"))
         merged = merged.where(lane.isin(lanes))
-    rows = fates.limit(max_rows + 1).collect()
-    if len(rows) > max_rows:
+    arrivals = merged.select(F.col("_pos").alias("pos"),
+                             F.when(F.col("_side") == LEFT, "left").otherwise("right").alias("side"),
+                             F.col("_seq").alias("seq"), F.col("_ts").alias("ts"), F.col("_late").alias("late"),
+                             F.col("_W").alias("W"), F.col("_pt").alias("pt"))
+    both = (fates.select(F.lit("f").alias("_part"), "*")
+            .unionByName(arrivals.select(F.lit("a").alias("_part"), "*"), allowMissingColumns=True).coalesce(1))
+    both = both.withColumn("_n", F.row_number().over(Window.partitionBy("_part").orderBy("pos", "side", "seq")))
+    rows = both.where(F.col("_n") <= max_rows + 1).collect()
+    fates_rows = [r for r in rows if r["_part"] == "f"]
+    if len(fates_rows) > max_rows:
         raise KitError(f"the join has more than {max_rows} arrivals{' of these keys' if lanes else ''}: "
                        "draw some keys (key=value or key=[...]) or raise max_rows")
-    arrivals = (merged.select(F.col("_pos").alias("pos"),
-                              F.when(F.col("_side") == LEFT, "left").otherwise("right").alias("side"),
-                              F.col("_seq").alias("seq"), F.col("_ts").alias("ts"), F.col("_late").alias("late"),
-                              F.col("_W").alias("W"), F.col("_pt").alias("pt"))
-                .orderBy("pos").limit(max_rows + 1).toPandas())
-    return rows, arrivals
+    columns = ["pos", "side", "seq", "ts", "late", "W", "pt"]
+    arrivals_pdf = pd.DataFrame([[r[c] for c in columns] for r in rows if r["_part"] == "a"], columns=columns)
+    for c in ("pos", "seq", "ts", "W", "pt"):
+        arrivals_pdf[c] = arrivals_pdf[c].astype("Int64")
+    arrivals_pdf["late"] = arrivals_pdf["late"].astype(bool)
+    return fates_rows, arrivals_pdf.sort_values("pos", ignore_index=True)
+
+
+def _keys_of(join) -> str:
+    """The join's keys, as ``key=`` takes them (read again: only when a key asked for is not there)."""
+    lanes = [r.lane for r in join.fates().select(_lane_col(join).alias("lane")).distinct().orderBy("lane").collect()]
+    return ", ".join(lanes[:20]) + (", ..." if len(lanes) > 20 else "")
 
 
 def _values(row) -> str:
@@ -337,38 +379,41 @@ def _shape(rows, arrivals, how, is_ts, proc=False):
     return versions, lefts, cleanups, (lo - pad, edge)
 
 
+ARRIVAL_KINDS = [Kind("operator watermark (min of both inputs')", "#555555", DASHED, filled=False),
+                 Kind("left row", "#1f77b4", "circle"), Kind("version", "#6b8fbf", "square"),
+                 Kind("late arrival (at or below its input's watermark)", LATE_COLOR, RING_X)]
+
+
 def _watermark_panel(arrivals, max_rows, is_ts, width):
     cut = len(arrivals) > max_rows
     pdf = arrivals.head(max_rows).copy()
-    pdf["arrival"] = ["late" if late else ("left row" if side == "left" else "version")
-                      for side, late in zip(pdf["side"], pdf["late"])]
+    watermark, left, version, late = (k.label for k in ARRIVAL_KINDS)
+    pdf["arrival"] = [late if is_late else (left if side == "left" else version)
+                      for side, is_late in zip(pdf["side"], pdf["late"])]
     for c in ("ts", "W"):
         pdf[c] = pd.to_datetime(pdf[c], unit="ms") if is_ts else pdf[c].astype("Int64").astype(object)
     pdf = _plain(pdf.rename(columns={"ts": "time", "W": "watermark"}))
     t = "T" if is_ts else "Q"
     scale = alt.Scale(type="utc") if is_ts else alt.Undefined
+    marks = legend("arrival", ARRIVAL_KINDS,
+                   set(pdf["arrival"]) | ({watermark} if pdf["watermark"].notna().any() else set()))
 
     def when(col, title):
         return alt.Tooltip(f"{col}{TEXT}:N" if is_ts else f"{col}:Q", title=title)
 
     base = alt.Chart(pdf).encode(x=alt.X("pos:Q", title="merged arrival order (pos)",
                                          axis=alt.Axis(format="d", tickMinStep=1)))
-    steps = base.transform_filter("datum.watermark != null").mark_line(
-        interpolate="step-after", color="#555", strokeDash=[4, 3]).encode(
+    steps = base.transform_filter("datum.watermark != null").transform_calculate(arrival=literal(watermark))
+    steps = steps.mark_line(interpolate="step-after", strokeDash=[4, 3]).encode(
         y=alt.Y(f"watermark:{t}", title="event time / watermark", scale=scale), order="pos:Q",
+        stroke=marks["stroke"],
         tooltip=[alt.Tooltip("pos:Q", title="arrival"), when("watermark", "operator watermark")])
     tips = [alt.Tooltip("pos:Q", title="arrival"), alt.Tooltip("side:N"), alt.Tooltip("seq:Q"),
             when("time", "event time"), when("watermark", "operator watermark after it"), alt.Tooltip("late:N")]
-    kinds = ["left row", "version", "late"]
-    dots = base.mark_point(filled=True, size=50, opacity=1).encode(
-        y=alt.Y(f"time:{t}", scale=scale),
-        color=alt.Color("arrival:N", title="arrival", scale=alt.Scale(domain=kinds,
-                                                                      range=["#1f77b4", "#6b8fbf", LATE_COLOR])),
-        shape=alt.Shape("arrival:N", title="arrival", scale=alt.Scale(domain=kinds,
-                                                                      range=["circle", "square", "cross"])),
-        tooltip=tips)
+    dots = base.encode(y=alt.Y(f"time:{t}", scale=scale), fill=marks["fill"], stroke=marks["stroke"],
+                       shape=marks["shape"], tooltip=tips)
     note = f" (the first {max_rows} arrivals)" if cut else ""
-    return alt.layer(steps, dots).properties(width=width, height=170, title=alt.TitleParams(
-        f"Operator watermark over merged arrival order{note}", anchor="start",
-        subtitle=["dashed staircase: min of both inputs' watermarks after each arrival; "
-                  "a late arrival (red ×) came at or below its input's watermark"]))
+    return alt.layer(steps, dots.transform_filter("!datum.late").mark_point(size=50, strokeWidth=1, opacity=1),
+                     dots.transform_filter("datum.late").mark_point(size=150, strokeWidth=1, opacity=1)).properties(
+        width=width, height=170, title=alt.TitleParams(f"Operator watermark over merged arrival order{note}",
+                                                       anchor="start"))
