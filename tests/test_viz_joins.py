@@ -143,13 +143,13 @@ def test_cleanups_late_versions_and_the_legend(golden):
 
 def test_watermark_panel_over_merged_arrival_order(golden):
     panel = golden["charts"][0].vconcat[1]
-    steps, dots, late = panel.layer
+    steps, dots = panel.layer
     assert steps.mark.interpolate == "step-after"
     data = panel.data
     assert data["pos"].tolist() == list(range(16))
     assert data.loc[data["late"], "pos"].tolist() == [2, 6, 10]
     assert set(data.loc[data["late"], "arrival"]) == {"late arrival (at or below its input's watermark)"}
-    assert late.to_dict()["transform"] == [{"filter": "datum.late"}]
+    assert dots.to_dict()["encoding"]["size"]["condition"] == {"test": "datum.late", "value": 150}
     # the operator watermark: both inputs' minimum, NULL until the right input has one
     assert data["watermark"].tolist()[:4] == [None, _iso("09:59"), _iso("09:59"), _iso("10:00")]
     compiled = kit.viz.render.to_vega(golden["charts"][0].to_dict())      # vl-convert compiles it

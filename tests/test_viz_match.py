@@ -24,8 +24,8 @@ def datasets(chart):
 
 
 def scales(spec, channel):
-    """The ``channel`` scale of the points layer (a layer of on-time and late points)."""
-    return spec["layer"][2]["layer"][0]["encoding"][channel]["scale"]
+    """The ``channel`` scale of the points layer."""
+    return spec["layer"][2]["encoding"][channel]["scale"]
 
 
 def test_one_band_per_match_labelled_with_its_number():

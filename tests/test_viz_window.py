@@ -45,12 +45,12 @@ def test_lanes_windows_firings_and_late_elements(spark):
     assert bars.data[["lane", "window_start", "window_end", "status"]].values.tolist() == [
         ["a", 0, 10000, "fired"], ["a", 10000, 20000, "fired"], ["a", 20000, 30000, "fired"],
         ["b", 0, 10000, "fired"]]
-    points, late, marks = layers["point"]
+    points, marks = layers["point"]
     assert dict(zip(points.data["seq"], points.data["fate"])) == {
         0: "fired", 1: "fired", 2: "fired", 3: "late", 4: "fired", 5: "late"}
     # a late element: a red × in a red ring, bigger than the other points
-    assert late.to_dict()["transform"] == [{"filter": 'datum.element == "late (dropped)"'}]
-    assert late.mark.size > points.mark.size
+    assert points.to_dict()["encoding"]["size"] == {
+        "condition": {"test": 'datum.element == "late (dropped)"', "value": 200}, "value": 80}
     # on-time firings at the windows' ends, labelled with their pane; the last at the end of input
     assert marks.data[["lane", "at", "firing", "label", "watermark_text", "fired_after", "result"]].values.tolist() == [
         ["a", 10000, "on-time", "0", "11999", "2", "n=1"], ["a", 20000, "on-time", "0", "24999", "4", "n=1"],
@@ -73,7 +73,7 @@ def test_early_and_late_firings_sit_where_they_fired(spark):
     counted = stream.key_by("k").window(TumblingEventTimeWindows.of(Duration.of_seconds(10))).trigger(
         CountTrigger.of(2)).process(_counter(), output_type="n bigint")
     chart = kit.viz.window_timeline(counted)
-    marks = _by_mark(chart.vconcat[0])["point"][2]
+    marks = _by_mark(chart.vconcat[0])["point"][1]
     assert marks.data[["at", "firing", "pane", "cause", "contents"]].values.tolist() == [
         [3000, "early", 0, "element", 2]]
     bars = _by_mark(chart.vconcat[0])["bar"][0]
@@ -86,7 +86,7 @@ def test_early_and_late_firings_sit_where_they_fired(spark):
 
     lenient = stream.key_by("k").window(TumblingEventTimeWindows.of(Duration.of_seconds(10))).allowed_lateness(
         Duration.of_seconds(5)).process(_counter(), output_type="n bigint")
-    marks = _by_mark(kit.viz.window_timeline(lenient).vconcat[0])["point"][2]
+    marks = _by_mark(kit.viz.window_timeline(lenient).vconcat[0])["point"][1]
     assert marks.data[["at", "firing", "label", "contents"]].values.tolist() == [
         [10000, "on-time", "0", 2], [4000, "late", "1", 3], [20000, "on-time", "0", 1]]
 
@@ -110,7 +110,7 @@ def test_global_windows_span_their_elements_and_timestamps_are_utc_text(spark):
     bars = top["bar"][0].data
     assert bars[["window_start", "window", "firings"]].values.tolist() == [
         ["2024-01-01T12:00:00.000Z", "GlobalWindow", 1]]
-    points, _, marks = top["point"]
+    points, marks = top["point"]
     assert list(points.data["fate"]) == ["fired", "fired", "pending"]
     assert marks.data[["at", "firing", "window"]].values.tolist() == [
         ["2024-01-01T12:05:00.000Z", "early", "GlobalWindow"]]
@@ -125,7 +125,7 @@ def test_keys_and_rows_are_bounded(spark):
     top, bottom = chart.vconcat
     layers = _by_mark(top)
     assert sorted(set(layers["point"][0].data["lane"])) == ["u0", "u1"]
-    assert len(layers["point"][0].data) <= 3 and len(layers["point"][2].data) <= 3
+    assert len(layers["point"][0].data) <= 3 and len(layers["point"][1].data) <= 3
     assert len(bottom.data) == 3
     assert "the first 2 keys of more" in chart.to_dict()["title"]["subtitle"][0]
     # no key: one lane
@@ -192,7 +192,7 @@ def test_overlapping_sliding_windows_get_rows_of_their_own(spark):
     offset = _by_mark(top)["bar"][0].to_dict()["encoding"]["yOffset"]
     assert offset["field"] == "slot" and offset["scale"]["domain"] == ["window row 0", "window row 1", "elements"]
     # every firing sits on its window's row
-    marks = _by_mark(top)["point"][2].data
+    marks = _by_mark(top)["point"][1].data
     assert set(marks["slot"]) == {"window row 0", "window row 1"}
     # tumbling windows: one row
     tumbling = stream.key_by("user").window(TumblingEventTimeWindows.of(Time.hours(1))).process(
@@ -218,7 +218,7 @@ def test_legends_list_only_what_is_drawn_and_the_title_can_be_given(spark):
     top = _by_mark(chart.vconcat[0])
     assert _legend_domain(top["bar"][0]) == ["fired"]                       # no window left unfired
     assert _legend_domain(top["point"][0]) == ["fired", "late (dropped)"]
-    assert _legend_domain(top["point"][2]) == ["on-time"]                   # no early or late firing
+    assert _legend_domain(top["point"][1]) == ["on-time"]                   # no early or late firing
     # the late element's symbol is the ⊗ the words say: a ring with an × inside, in red
     from kit.viz.marks import LATE_COLOR, RING_X
     fates = top["point"][0].to_dict()["encoding"]
@@ -234,7 +234,7 @@ def test_legends_list_only_what_is_drawn_and_the_title_can_be_given(spark):
         5000).process(_counter(), output_type="n bigint")
     top = _by_mark(kit.viz.window_timeline(on_time, max_keys=1).vconcat[0])
     assert _legend_domain(top["point"][0]) == ["fired"]
-    assert _legend_domain(top["point"][2]) == ["on-time", "late"]
+    assert _legend_domain(top["point"][1]) == ["on-time", "late"]
     bottom = _by_mark(kit.viz.window_timeline(on_time, max_keys=1).vconcat[1])
     assert bottom["point"][0].to_dict()["encoding"]["fill"]["legend"]["values"] == ["watermark", "other key"]
 

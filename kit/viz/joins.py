@@ -413,7 +413,8 @@ def _watermark_panel(arrivals, max_rows, is_ts, width):
     dots = base.encode(y=alt.Y(f"time:{t}", scale=scale), fill=marks["fill"], stroke=marks["stroke"],
                        shape=marks["shape"], tooltip=tips)
     note = f" (the first {max_rows} arrivals)" if cut else ""
-    return alt.layer(steps, dots.transform_filter("!datum.late").mark_point(size=50, strokeWidth=1, opacity=1),
-                     dots.transform_filter("datum.late").mark_point(size=150, strokeWidth=1, opacity=1)).properties(
+    dots = dots.mark_point(strokeWidth=1, opacity=1).encode(size=alt.condition("datum.late", alt.value(150),
+                                                                               alt.value(50)))
+    return alt.layer(steps, dots).properties(
         width=width, height=170, title=alt.TitleParams(f"Operator watermark over merged arrival order{note}",
                                                        anchor="start"))

@@ -86,8 +86,8 @@ def match_timeline(details, value: str, time: str, partition: str | None = None,
                                                           order=alt.Order(f"{time}:{time_type}"))
     point = alt.Chart().encode(x=x, y=f"{value}:Q", fill=marks["fill"], stroke=marks["stroke"],
                                shape=marks["shape"], tooltip=tooltip)
-    points = alt.layer(point.transform_filter("!datum.late").mark_point(size=70, opacity=1, strokeWidth=1),
-                       point.transform_filter("datum.late").mark_point(size=180, opacity=1, strokeWidth=1))
+    points = point.mark_point(opacity=1, strokeWidth=1).encode(   # a late row's ⊗ big enough to show its ×
+        size=alt.condition("datum.late", alt.value(180), alt.value(70)))
     band_data = _plain(bands)
     band = alt.Chart(band_data).mark_rect().encode(
         x=alt.X(f"start:{time_type}", scale=scale), x2="end:" + time_type,

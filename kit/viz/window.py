@@ -122,7 +122,7 @@ def window_timeline(result, max_keys: int = 12, max_rows: int = 2000, width: int
     fate = legend("element", FATE_KINDS, el["element"], title="element")
     points = alt.Chart(el).encode(
         x=x, y=lane, yOffset=slot, fill=fate["fill"], stroke=fate["stroke"], shape=fate["shape"], tooltip=etips)
-    layers.append(alt.layer(*_sized(points, 80, 200, opacity=0.9)))   # one layer: one legend
+    layers.append(_sized(points, 80, 200, opacity=0.9))
     if len(marks):
         ftips = ([alt.Tooltip("lane:N", title="key")] if keys else []) + [
             alt.Tooltip("window:N"), alt.Tooltip("firing:N", title="kind"), alt.Tooltip("pane:Q"),
@@ -159,12 +159,11 @@ def window_timeline(result, max_keys: int = 12, max_rows: int = 2000, width: int
 # ---------------------------------------------------------------- data
 
 
-def _sized(points: alt.Chart, size: int, late: int, **mark) -> list:
-    """``points`` as two layers: elements of ``size``, late elements' ⊗ of ``late`` (it has
-    to show its ×) drawn over them."""
+def _sized(points: alt.Chart, size: int, late: int, **mark) -> alt.Chart:
+    """``points`` drawn: elements of ``size``, late elements' ⊗ of ``late`` (it has to show
+    its ×)."""
     test = f"datum.element == {literal(FATE_LABELS['late'])}"
-    return [points.transform_filter(f"!({test})").mark_point(size=size, strokeWidth=1, **mark),
-            points.transform_filter(test).mark_point(size=late, strokeWidth=1, **mark)]
+    return points.mark_point(strokeWidth=1, **mark).encode(size=alt.condition(test, alt.value(late), alt.value(size)))
 
 
 def _collect(result, keys, max_keys, max_rows, proc):
@@ -449,5 +448,5 @@ def _watermark_panel(arrivals: pd.DataFrame, elements: pd.DataFrame, stream, key
     dots = base.encode(
         y=alt.Y(f"{time}:{t}", scale=scale), fill=marks["fill"], stroke=marks["stroke"], shape=marks["shape"],
         tooltip=tips)
-    return alt.layer(steps, *_sized(dots, 55, 160, opacity=1)).properties(
+    return alt.layer(steps, _sized(dots, 55, 160, opacity=1)).properties(
         width=width, height=170, title=alt.TitleParams("Watermark over arrival order", anchor="start"))
