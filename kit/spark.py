@@ -150,9 +150,12 @@ def _local():
 
     ensure_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.master(os.environ.get("KIT_SPARK_MASTER", "local[*]"))
+    master = os.environ.get("KIT_SPARK_MASTER", "local[*]")
+    builder = SparkSession.builder.master(master)
     for key, value in _conf().items():
         builder = builder.config(key, value)
+    if master.startswith("local"):   # workers run this interpreter: forked with the kit loaded
+        builder = builder.config("spark.python.daemon.module", "kit.daemon")
     global LOG_FILE
     LOG_FILE = None   # a new session, a new log
     log = log_file()

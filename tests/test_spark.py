@@ -40,6 +40,22 @@ def test_python_workers_run_on_this_interpreter(spark):
     assert Path(got).resolve() == Path(sys.executable).resolve()
 
 
+def test_python_workers_start_with_the_kit_loaded(spark):
+    """Forked by kit.daemon, which imported the kit's operators once: a worker that Spark
+    started after stopping an idle one does not import them again."""
+    assert spark.conf.get("spark.python.daemon.module") == "kit.daemon"
+
+    def loaded(batches):
+        import sys as worker_sys
+        for _ in batches:
+            yield pa.RecordBatch.from_pylist([{"ok": all(m in worker_sys.modules for m in PRELOADED)}])
+
+    import pyarrow as pa
+
+    from kit.daemon import _PRELOADED as PRELOADED
+    assert spark.range(2, numPartitions=2).mapInArrow(loaded, "ok boolean").collect() == [(True,), (True,)]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
