@@ -136,15 +136,13 @@ def stream(df, time: str, watermark: WatermarkStrategy | Duration | None = None,
       temporal joins; an ``op`` column (``+I``, ``-U``, ``+U``, ``-D``) makes it an upsert
       changelog.
     """
-    from .spark import spark
-
     if not isinstance(df, DataFrame):
         try:
             import pandas as pd
         except ImportError:  # pragma: no cover - pandas is a dependency
             pd = None
         if pd is not None and isinstance(df, pd.DataFrame):
-            df = spark().createDataFrame(df)
+            df = _from_pandas(df)
         elif type(df).__name__ != "DataFrame":
             raise KitError(f"stream() takes a Spark or pandas DataFrame; got {type(df).__name__}")
     if watermark is None:
@@ -167,6 +165,34 @@ def stream(df, time: str, watermark: WatermarkStrategy | Duration | None = None,
             raise KitError(f"primary key column {col!r} is not a column; columns are {df.columns}")
     made[args] = s = Stream(in_arrival_order(df, order), time, watermark, order, proctime, primary_key)
     return s
+
+
+def _from_pandas(pdf) -> DataFrame:
+    """``pdf`` as a Spark DataFrame; the same pandas object with the same contents (hashed:
+    it may have changed in place) gives the same Spark DataFrame again, so its stream is
+    the same too."""
+    import hashlib
+
+    import pandas as pd
+
+    from .spark import spark
+
+    try:
+        digest = hashlib.sha256(pd.util.hash_pandas_object(pdf, index=True).to_numpy().tobytes()
+                                + repr(list(zip(pdf.columns, pdf.dtypes))).encode()).digest()
+    except TypeError:   # unhashable cells (lists, dicts): converted every time
+        return spark().createDataFrame(pdf)
+    known = _FROM_PANDAS.get(id(pdf))
+    if known is not None and known[0] == digest:
+        return known[1]
+    if known is None:
+        weakref.finalize(pdf, _FROM_PANDAS.pop, id(pdf), None)
+    df = spark().createDataFrame(pdf)
+    _FROM_PANDAS[id(pdf)] = (digest, df)
+    return df
+
+
+_FROM_PANDAS: dict[int, tuple] = {}   # id of a live pandas DataFrame -> (its contents' hash, Spark DataFrame)
 
 
 # What a DataFrame object has given, kept while it lives: the same input replayed again with

@@ -100,3 +100,17 @@ def test_match_recognize_reads_its_kept_matches_in_one_job_each(jobs):
     assert n <= 3, "the matches kept (a shuffle, the matcher) and checked for errors"
     n, rows = jobs(result.toPandas)
     assert n == 1 and len(rows) > 0
+
+
+def test_the_same_pandas_frame_is_the_same_stream_until_it_changes(spark):
+    import pandas as pd
+
+    pdf = pd.DataFrame({"user": ["Mary", "Bob"], "t": [1, 2]})
+    first = kit.stream(pdf, time="t")
+    assert kit.stream(pdf, time="t") is first
+    assert kit.stream(pdf.copy(), time="t") is not first, "another object"
+    pdf.loc[1, "t"] = 5                                     # changed in place: read anew
+    changed = kit.stream(pdf, time="t")
+    assert changed is not first and [r.t for r in changed.df.collect()] == [1, 5]
+    cells = pd.DataFrame({"t": [1], "tags": [["a"]]})      # unhashable cells: converted each time
+    assert kit.stream(cells, time="t").df.count() == 1
