@@ -10,28 +10,35 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from . import joins, match_recognize, windows
+from . import joins, match_recognize, redraw, windows
 
 WORKLOADS = {"mr_vshape": match_recognize.vshape, "windows": windows.windows, "temporal_join": joins.temporal_join}
+SECTIONS = {"redraw": redraw.redraw}  # benchmarks with a table of their own: a markdown section
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks")
-    parser.add_argument("names", nargs="*", help=f"workloads to run (default: all of {list(WORKLOADS)})")
+    parser.add_argument("names", nargs="*", help=f"workloads to run (default: all of {[*WORKLOADS, *SECTIONS]})")
     parser.add_argument("--rows", type=int, default=None, help="override the input size")
     args = parser.parse_args()
-    unknown = set(args.names) - set(WORKLOADS)
+    unknown = set(args.names) - set(WORKLOADS) - set(SECTIONS)
     if unknown:
-        parser.error(f"unknown workload(s) {sorted(unknown)}; choose from {list(WORKLOADS)}")
+        parser.error(f"unknown workload(s) {sorted(unknown)}; choose from {[*WORKLOADS, *SECTIONS]}")
     out = Path("build")
     out.mkdir(exist_ok=True)
     lines = ["| workload | kit | baseline | baseline time | kit / baseline | same result |",
              "|---|---|---|---|---|---|"]
-    for name in args.names or WORKLOADS:
+    sections = []
+    for name in args.names or [*WORKLOADS, *SECTIONS]:
+        if name in SECTIONS:
+            sections.append(SECTIONS[name](out / "bench", rows=args.rows))
+            print(sections[-1], flush=True)
+            continue
         for row in WORKLOADS[name](out / "bench", rows=args.rows):
             lines.append("| " + " | ".join(map(str, row)) + " |")
             print(lines[-1], flush=True)
-    table = "\n".join(lines) + "\n"
+    parts = (["\n".join(lines)] if len(lines) > 2 or not sections else []) + [s.rstrip("\n") for s in sections]
+    table = "\n\n".join(parts) + "\n"
     (out / "bench.md").write_text(table)
     print(f"\n{table}\nwritten to {out / 'bench.md'}")
 
