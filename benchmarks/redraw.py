@@ -3,10 +3,14 @@
 For each notebook in ``notebooks/`` with a ``kit.widgets.bind(`` cell and each control of
 that widget, ten changes as a user makes them: a slider one step up or down (up, up, down,
 down, ...), a dropdown's or toggle's next option in turn, a text box's next value from
-``TEXT_VALUES`` (notebook 02's PATTERN and DEFINE). An option or text value whose redraw
-fails (e.g. ``SKIP TO FIRST A``, an error the notebook shows on purpose) is left out.
-A control hidden for the current choice (``visible_when``) is first made visible by the
-other controls' first choice that shows it. Median and worst of each:
+``TEXT_VALUES`` (notebook 02's PATTERN and DEFINE); the same changes in the same order in
+the kernel and in the browser, so that what the kit caches from one redraw for the next
+serves both alike (a change is marked ``new`` when its values were not drawn before in that
+session: the table splits those from revisits). A change whose redraw fails (``SKIP TO
+FIRST A``, an error the notebook shows on purpose) is timed but not counted. A control
+hidden for the current choice (``visible_when``) is first made visible by the other
+controls' first choice that shows it. Each change records the CPU pressure while it ran.
+Median and worst of each:
 
 - **kernel**: the notebook's cells up to and including the widget cell run in one Jupyter
   kernel (nbclient, cwd ``notebooks/``); then ``view.set(control=value)`` (synchronous: it
@@ -170,15 +174,16 @@ def kernel_probe(out: str, changes: int = CHANGES, floor: bool = True) -> None:
 
     kw._output = timed_output
     report = {"first_draw": view.elapsed, "controls": list(view.controls), "plans": {}, "kernel": {},
-              "floor": {}, "inputs": [], "invalid": {}}
+              "floor": {}, "inputs": []}
+    seen = {_key(view.values)}  # the values drawn so far: the kit may cache what they computed
     try:
         for name in view.controls:
-            plan = _plan(view, name, changes, report["invalid"])
+            plan = _plan(view, name, changes)
             report["plans"][name] = plan
             if plan.get("skip"):
                 continue
-            report["kernel"][name] = _run(view, sc, name, plan, format_seconds)
-            report.setdefault("profile", {})[name] = _profile(view, name, plan)
+            report["kernel"][name] = _run(view, sc, name, plan, format_seconds, seen)
+            report.setdefault("profile", {})[name] = _profile(view, name, plan, seen)
         if floor:
             inputs = _inputs_of(view.fn, ns)
             report["inputs"] = sorted(inputs)
@@ -188,9 +193,11 @@ def kernel_probe(out: str, changes: int = CHANGES, floor: bool = True) -> None:
                     for name, df in saved.items():
                         ns[name] = _empty(df, rows)
                     report[key] = {}
+                    seen = {_key(view.values)}  # new inputs: nothing cached for them yet
+                    view.refresh()
                     for name, plan in report["plans"].items():
                         if not plan.get("skip"):
-                            report[key][name] = _run(view, sc, name, plan, format_seconds)
+                            report[key][name] = _run(view, sc, name, plan, format_seconds, seen)
             finally:
                 ns.update(saved)
                 view.refresh()
@@ -199,9 +206,10 @@ def kernel_probe(out: str, changes: int = CHANGES, floor: bool = True) -> None:
     Path(out).write_text(json.dumps(report, default=str))
 
 
-def _profile(view, name: str, plan: dict) -> dict:
-    """One more redraw of the plan's first value under cProfile: the functions with the most
-    time of their own (a py4j socket read is the driver waiting for the JVM)."""
+def _profile(view, name: str, plan: dict, seen: set) -> dict:
+    """One more redraw under cProfile, to a value not drawn before where there is one (a
+    slider's): the functions with the most time of their own (a py4j socket read is the
+    driver waiting for the JVM)."""
     import cProfile
     import pstats
 
@@ -211,14 +219,24 @@ def _profile(view, name: str, plan: dict) -> dict:
     before = {k: view.values[k] for k in plan["context"]}
     if before:
         view.set(**plan["context"])
+    value = plan["values"][0]
+    if plan["kind"] == "slider":
+        control = view.controls[name]
+        for k in (3, -1, -2, 4, 5):
+            v = plan["original"] + k * plan["moves"][0] * control.step
+            if control.min <= v <= control.max and _key({**view.values, name: v}) not in seen:
+                value = v
+                break
+    new = _key({**view.values, name: value}) not in seen
     first = _next_job(sc)
     profile = cProfile.Profile()
     profile.enable()
     t = time.perf_counter()
-    view.set(**{name: plan["values"][0]})
+    view.set(**{name: value})
     seconds = time.perf_counter() - t
     profile.disable()
     jobs = _jobs(sc, range(first, _next_job(sc)))
+    seen.add(_key(view.values))
     view.set(**{name: plan["original"]})
     if before:
         view.set(**before)
@@ -232,8 +250,8 @@ def _profile(view, name: str, plan: dict) -> dict:
     cumulative = sorted(((k, v) for k, v in stats.items() if "/kit/" in k[0]), key=lambda kv: -kv[1][3])[:20]
     jvm = sum(v[2] for k, v in stats.items() if k[2] in ("<method 'recv_into' of '_socket.socket' objects>",
                                                           "<method 'sendall' of '_socket.socket' objects>"))
-    return {"seconds": seconds, "jobs": len(jobs), "in_jobs": _union([(j["start"], j["end"]) for j in jobs
-                                                                     if j["start"] and j["end"]]),
+    in_jobs = _union([(j["start"], j["end"]) for j in jobs if j["start"] and j["end"]])
+    return {"seconds": seconds, "value": value, "new": new, "jobs": len(jobs), "in_jobs": in_jobs,
             "py4j": jvm, "calls": sum(v[1] for v in stats.values()),
             "own": [[where(k), v[1], round(v[2], 4)] for k, v in own],
             "kit_cumulative": [[where(k), v[1], round(v[3], 4)] for k, v in cumulative]}
@@ -261,8 +279,10 @@ def _kind(control) -> str:
     return "other"
 
 
-def _plan(view, name: str, changes: int, invalid: dict) -> dict:
-    """The values to cycle through for control ``name``, with what must be set first."""
+def _plan(view, name: str, changes: int) -> dict:
+    """The values to cycle through for control ``name``, with what must be set first. No
+    value is tried out here: that would warm the kit's caches for the kernel's redraws and
+    not for the browser's."""
     control = view.controls[name]
     kind = _kind(control)
     widget = type(control).__name__
@@ -279,8 +299,6 @@ def _plan(view, name: str, changes: int, invalid: dict) -> dict:
                 break
         else:
             return {**plan, "skip": "hidden for every single other choice"}
-    if plan["context"]:
-        view.set(**plan["context"])
     if kind == "slider":
         step = control.step
         d = 1 if control.value + 2 * step <= control.max else -1
@@ -299,15 +317,6 @@ def _plan(view, name: str, changes: int, invalid: dict) -> dict:
         else:
             key = (getattr(control, "description", "") or name).strip()
             cycle = [v for v in TEXT_VALUES.get(key, [control.value + " "]) if v != control.value] + [control.value]
-        good = []
-        for v in cycle[:-1]:  # one redraw each: values that fail are left out
-            view.set(**{name: v})
-            if view.error is not None:
-                invalid.setdefault(name, []).append([v, f"{type(view.error).__name__}: {view.error}"[:300]])
-            else:
-                good.append(v)
-        view.set(**{name: cycle[-1]})
-        cycle = good + [cycle[-1]]
         seq = [cycle[k % len(cycle)] for k in range(changes)]
         if kind == "options":
             labels = dict((v, lab) for lab, v in zip(control._options_labels, control._options_values))
@@ -322,7 +331,6 @@ def _plan(view, name: str, changes: int, invalid: dict) -> dict:
             return dict(zip(c._options_values, c._options_labels))[v]
         plan["context_labels"] = {other: label(other, v) for other, v in plan["context"].items()}
         plan["context_back"] = {other: label(other, values[other]) for other in plan["context"]}
-        view.set(**{k: values[k] for k in plan["context"]})
     return plan
 
 
@@ -331,18 +339,29 @@ def _next_job(sc) -> int:
     return n if isinstance(n, int) else n.get()
 
 
-def _run(view, sc, name: str, plan: dict, format_seconds: list) -> list[dict]:
-    """Time ``view.set`` for each of the plan's values; the control is put back after."""
+def _key(values: dict) -> str:
+    return json.dumps(sorted(values.items()), default=str)
+
+
+def _run(view, sc, name: str, plan: dict, format_seconds: list, seen: set) -> list[dict]:
+    """Time ``view.set`` for each of the plan's values; the control is put back after.
+    Each change says whether its values were drawn before (``seen``) and the CPU pressure
+    while it ran."""
     before = {k: view.values[k] for k in plan["context"]}
     if plan["context"]:
         view.set(**plan["context"])
+        seen.add(_key(view.values))
     out = []
     for value in plan["values"]:
+        new = _key({**view.values, name: value}) not in seen
         first = _next_job(sc)
         wall = time.time()
+        stall = _stall()
         t = time.perf_counter()
         data = view.set(**{name: value})
         seconds = time.perf_counter() - t
+        pressure = _pressure_since(stall, seconds)
+        seen.add(_key(view.values))
         last = _next_job(sc)
         group = view._running_group
         jobs = _jobs(sc, range(first, last))
@@ -352,10 +371,11 @@ def _run(view, sc, name: str, plan: dict, format_seconds: list) -> list[dict]:
             "jobs": last - first, "in_group": len(sc.statusTracker().getJobIdsForGroup(group)),
             "in_jobs": _union([(j["start"], j["end"]) for j in jobs if j["start"] and j["end"]]),
             "chart": VEGA in data, "error": f"{type(error).__name__}: {error}"[:300] if error else None,
-            "start": wall, "job_list": jobs})
+            "new": new, "pressure": pressure, "start": wall, "job_list": jobs})
     view.set(**{name: plan["original"]})
     if before:
         view.set(**before)
+    seen.add(_key(view.values))
     return out
 
 
@@ -582,20 +602,32 @@ def _browse(page, base: str, token: str, name: str, plans: dict) -> dict:
     root.scroll_into_view_if_needed()
     page.wait_for_function(IDLE_JS, arg=root, timeout=TIMEOUT * 1000)
     controls = root.evaluate_handle("(r) => r.firstElementChild")
+    values = {name: plan["original"] for name, plan in plans.items()}
+    seen = {_key(values)}
     for i, (cname, plan) in enumerate(plans.items()):
         if plan.get("skip"):
             continue
         ctrl = controls.evaluate_handle("(box, i) => box.children[i]", i).as_element()
         for other, label in plan.get("context_labels", {}).items():
             _change(page, root, controls, list(plans).index(other), plans[other], label)
+            values[other] = plan["context"][other]
+            seen.add(_key(values))
         times = []
         for k, value in enumerate(plan["values"]):
             target = plan["labels"][k] if plan["kind"] == "options" else value
+            new = _key({**values, cname: value}) not in seen
+            stall, t = _stall(), time.perf_counter()
             times.append(_change(page, root, ctrl, None, plan, target, move=plan.get("moves", [None] * 99)[k]))
+            times[-1].update(new=new, pressure=_pressure_since(stall, time.perf_counter() - t))
+            values[cname] = value
+            seen.add(_key(values))
         if plan["values"][-1] != plan["original"]:
             _change(page, root, ctrl, None, plan, plan.get("original_label", plan["original"]), move=None)
+            values[cname] = plan["original"]
         for other, label in plan.get("context_back", {}).items():
             _change(page, root, controls, list(plans).index(other), plans[other], label)
+            values[other] = plans[other]["original"]
+        seen.add(_key(values))
         result["controls"][cname] = times
         print(f"redraw: browser, {cname}: " + ", ".join("never" if t.get("seconds") is None else f"{t['seconds']:.2f}"
                                                          for t in times), flush=True)
@@ -822,6 +854,21 @@ def _cold_start() -> dict:
 # ---------------------------------------------------------------- the report
 
 
+def _stall() -> float | None:
+    """Seconds all tasks have stalled for CPU so far (/proc/pressure/cpu, some total)."""
+    try:
+        line = Path("/proc/pressure/cpu").read_text().splitlines()[0]
+        return int(line.split("total=")[1]) / 1e6
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _pressure_since(stall: float | None, seconds: float) -> float | None:
+    """The CPU pressure (% of the time some task waited for a CPU) since ``stall``."""
+    now = _stall()
+    return None if stall is None or now is None or seconds <= 0 else round(100 * (now - stall) / seconds, 1)
+
+
 def _pressure() -> str:
     try:
         line = Path("/proc/pressure/cpu").read_text().splitlines()[0]
@@ -830,18 +877,25 @@ def _pressure() -> str:
         return "n/a"
 
 
-def _stats(seconds: list) -> str:
-    done = [s for s in seconds if s is not None]
-    if not done:
-        return "never finished"
-    text = f"{statistics.median(done):.2f} / {max(done):.2f}"
-    if len(done) < len(seconds):
-        text += f" ({len(seconds) - len(done)} never finished)"
+def _stats(changes: list, ok) -> str:
+    """``median / worst`` of the changes ``ok`` accepts (a failed redraw is not counted)."""
+    done = [x["seconds"] for x in changes if x.get("seconds") is not None and ok(x)]
+    never = sum(x.get("seconds") is None for x in changes)
+    text = f"{statistics.median(done):.2f} / {max(done):.2f}" if done else "-"
+    if never:
+        text += f" ({never} never finished)"
     return text
+
+
+def _median(changes: list, field: str = "seconds", ok=lambda x: True, digits: int = 2) -> str:
+    done = [x[field] for x in changes if x.get(field) is not None and ok(x)]
+    return f"{statistics.median(done):.{digits}f}" if done else "-"
 
 
 def _jobs_text(runs: list) -> str:
     counts = [r["jobs"] for r in runs]
+    if not counts:
+        return "-"
     lo, hi, mid = min(counts), max(counts), statistics.median(counts)
     return f"{mid:g}" if lo == hi else f"{mid:g} ({lo}-{hi})"
 
@@ -871,42 +925,53 @@ def _markdown(report: dict) -> str:
                 lines.append(f"| {nb} | {name} | skipped: {plan['skip']} | | | | |")
                 continue
             runs = r["kernel"][name]
-            kernel = _stats([x["seconds"] for x in runs])
-            b = browser.get("controls", {}).get(name)
-            shown = _stats([x.get("seconds") for x in b]) if b else (browser.get("error") or
-                                                                       "; ".join(browser.get("errors", [])) or "-")
-            floor = r["floor"].get(name)
-            floor_text = f"{statistics.median(x['seconds'] for x in floor):.2f}" if floor else "-"
-            one = r.get("floor_one_row", {}).get(name)
-            notes = [f"in jobs {statistics.median(x['in_jobs'] for x in runs):.2f} s, "
-                     f"format {statistics.median(x['format'] for x in runs):.2f} s"]
+            good = [x for x in runs if not x["error"]]
+            kernel = _stats(runs, lambda x: not x["error"])
+            b = browser.get("controls", {}).get(name) or []
+            shown = _stats(b, lambda x: x.get("chart")) if b else (
+                browser.get("error") or "; ".join(browser.get("errors", [])) or "-")
+            floor, one = r["floor"].get(name), r.get("floor_one_row", {}).get(name)
+            if floor and all(x["error"] for x in floor) and one:  # empty inputs refused: one row
+                floor_text = f"{_median(one, ok=lambda x: not x['error'])} (one row)"
+            else:
+                floor_text = _median(floor or [], ok=lambda x: not x["error"])
+            notes = [f"in jobs {_median(good, 'in_jobs')} s, formatting {_median(good, 'format')} s"]
+            new, old = [x for x in good if x["new"]], [x for x in good if not x["new"]]
+            b_new = [x for x in b if x.get("chart") and x.get("new")]
+            b_old = [x for x in b if x.get("chart") and not x.get("new")]
+            if new and old:
+                notes.append(f"values new / drawn before: kernel {_median(new)} s ({len(new)}) / {_median(old)} s "
+                             f"({len(old)}), browser {_median(b_new)} / {_median(b_old)} s, jobs "
+                             f"{_jobs_text(new)} / {_jobs_text(old)}")
+            failed = [x["error"] for x in runs if x["error"]]
+            if failed:
+                notes.append(f"{len(failed)} kernel redraws failed, not counted ({failed[0][:100]})")
+            other = [x for x in b if x.get("seconds") is not None and not x.get("chart")]
+            if other:
+                notes.append(f"{len(other)} browser outputs not a chart, not counted "
+                             f"({other[0].get('text', '')[:80]!r})")
             if floor:
                 failed = [x["error"] for x in floor if x["error"]]
                 notes.append(f"floor {_jobs_text(floor)} jobs" +
                              (f", {len(failed)} failed ({failed[0][:80]})" if failed else ""))
             if one:
-                notes.append(f"floor on one row per input {statistics.median(x['seconds'] for x in one):.2f} s, "
+                notes.append(f"floor on one row per input {_median(one, ok=lambda x: not x['error'])} s, "
                              f"{_jobs_text(one)} jobs" + (f", {sum(bool(x['error']) for x in one)} failed"
                                                           if any(x["error"] for x in one) else ""))
             if any(x["jobs"] != x["in_group"] for x in runs):
                 notes.append("jobs outside the redraw's group")
-            errors = sum(bool(x["error"]) for x in runs)
-            if errors:
-                notes.append(f"{errors} kernel errors")
-            drawn = [x for x in (b or []) if x.get("seconds") is not None and x.get("output") is not None]
+            drawn = [x for x in b if x.get("seconds") is not None and x.get("output") is not None]
             if drawn and statistics.median(x["seconds"] - x["output"] for x in drawn) > 0.05:
-                notes.append(f"browser: output replaced at {statistics.median(x['output'] for x in drawn):.2f} s, "
-                             f"drawn at {statistics.median(x['seconds'] for x in drawn):.2f} s")
-            other = [x for x in (b or []) if x.get("seconds") is not None and not x.get("chart")]
-            if other:
-                notes.append(f"browser: {len(other)} outputs not a chart, first: {other[0].get('text', '')[:80]!r}")
-            if r.get("invalid", {}).get(name):
-                notes.append("left out: " + ", ".join(repr(v) for v, _ in r["invalid"][name]))
+                notes.append(f"browser: output replaced at {_median(drawn, 'output')} s, drawn at {_median(drawn)} s")
+            notes.append(f"CPU pressure while measured: kernel {_median(runs, 'pressure', digits=0)} %, "
+                         f"browser {_median(b, 'pressure', digits=0)} %, floor "
+                         f"{_median((floor or []) + (one or []), 'pressure', digits=0)} %")
             if plan["context"]:
                 notes.append("with " + ", ".join(f"{k} = {v}" for k, v in plan["context"].items()))
             lines.append(f"| {nb.split('_')[0]} | {name} | {kernel} | {shown} | {_jobs_text(runs)} | {floor_text} "
                          f"| {'; '.join(notes)} |")
-            slow.append((statistics.median(x["seconds"] for x in runs), nb, name, runs))
+            key = [x for x in good if x["new"]] or good or runs
+            slow.append((statistics.median(x["seconds"] for x in key), nb, name, runs))
     lines.append("")
     cold = report.get("cold")
     if cold and not cold.get("error"):
@@ -914,7 +979,8 @@ def _markdown(report: dict) -> str:
                      f"to its first chart's mimebundle ({'under' if cold['total'] < 8 else 'NOT under'} 8 s; real "
                      f"Flink: {FLINK_FIRST_RESULT} s to its first result): import kit {cold['import']:.1f} s, Spark "
                      f"session {cold['session']:.1f} s, the {len(cold['each'])} cells before the chart "
-                     f"{cold['cells_before']:.1f} s (" + ", ".join(f"`{c}` {t:.1f} s" for c, t in cold["each"]) +
+                     f"{cold['cells_before']:.1f} s (" + ", ".join(f"cell {i} `{c}`… {t:.1f} s"
+                                                              for i, (c, t) in enumerate(cold["each"], 1)) +
                      f"), the first chart (`{cold['chart_cell'].strip().splitlines()[0][:60]}`) {cold['chart']:.1f} s.")
     elif cold:
         lines.append(f"Cold start: failed: {cold['error']}")
@@ -943,8 +1009,10 @@ def _markdown(report: dict) -> str:
             lines.append(f"\nBrowser, {nb}: " + "; ".join(odd))
     slow.sort(reverse=True)
     if slow:
-        lines.append("\nWhere the time goes in the slowest redraws (kernel; per redraw, median over its changes):")
+        lines.append("\nWhere the time goes in the slowest redraws (kernel; per redraw, over the changes to values "
+                     "not drawn before; job names are their Python call sites):")
     for median, nb, name, runs in slow[:3]:
+        runs = [x for x in runs if x["new"] and not x["error"]] or runs  # what a value not drawn before costs
         per_name: dict[str, list] = {}
         for run in runs:
             seen: dict[str, list] = {}
@@ -956,14 +1024,16 @@ def _markdown(report: dict) -> str:
         top = sorted(per_name.items(), key=lambda kv: -sum(s for _, s in kv[1]))[:5]
         parts = [f"`{k}` {sum(c for c, _ in v) / len(runs):.1f} jobs, {sum(s for _, s in v) / len(runs):.2f} s"
                  for k, v in top]
-        lines.append(f"- {nb.split('_')[0]} {name} ({median:.2f} s, "
+        lines.append(f"- {nb.split('_')[0]} {name} ({_median(runs)} s, {len(runs)} changes, "
                      f"{statistics.median(x['in_jobs'] for x in runs):.2f} s in jobs, "
                      f"{statistics.median(x['format'] for x in runs):.2f} s formatting): " + "; ".join(parts))
         profile = report["notebooks"][nb].get("profile", {}).get(name)
         if profile:
             own = [(w, n, t) for w, n, t in profile["own"] if "_socket.socket" not in w][:4]
             lines.append(
-                f"  - one redraw under cProfile ({profile['seconds']:.2f} s, {profile['jobs']} jobs): waiting on the "
+                f"  - one redraw under cProfile ({name} = {profile.get('value')!r}, "
+                f"{'not drawn before' if profile.get('new') else 'drawn before'}: {profile['seconds']:.2f} s, "
+                f"{profile['jobs']} jobs): waiting on the "
                 f"JVM (py4j) {profile['py4j']:.2f} s, of which in Spark jobs {profile['in_jobs']:.2f} s, so "
                 f"{max(0.0, profile['py4j'] - profile['in_jobs']):.2f} s of JVM calls outside jobs (plans analysed, "
                 f"optimized and planned; DataFrames built); Python's own time "
