@@ -34,6 +34,7 @@ import contextlib
 import importlib
 import logging
 import os
+import re
 import stat
 import sys
 import tempfile
@@ -70,15 +71,32 @@ def log_file() -> Path:
     if LOG_FILE is None:
         folder = _log_dir()
         for old in sorted(folder.glob("spark-*.log"))[:-_LOGS_KEPT]:   # the names sort by date
-            with contextlib.suppress(OSError):
-                old.unlink()
-        fd, name = tempfile.mkstemp(prefix=time.strftime("spark-%Y%m%d-%H%M%S-"), suffix=".log", dir=folder)
+            if not _live(old):
+                with contextlib.suppress(OSError):
+                    old.unlink()
+        fd, name = tempfile.mkstemp(prefix=time.strftime(f"spark-%Y%m%d-%H%M%S-p{os.getpid()}-"), suffix=".log",
+                                    dir=folder)
         os.close(fd)
         LOG_FILE = Path(name)
     return LOG_FILE
 
 
-_LOGS_KEPT = 20   # the newest session logs kept; older ones go when a session starts
+_LOGS_KEPT = 20   # the newest session logs kept; older ones go when a session starts, but for live ones
+
+
+def _live(log: Path) -> bool:
+    """Whether the process that named ``log`` (``spark-<date>-<time>-p<pid>-...``) still runs:
+    a session open in another notebook keeps its log however many sessions start after it."""
+    found = re.match(r"spark-\d{8}-\d{6}-p(\d+)-", log.name)
+    if found is None:
+        return False
+    try:
+        os.kill(int(found.group(1)), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):   # another user's process; a pid beyond range
+        return True
+    return True
 
 
 def _conf() -> dict[str, str]:

@@ -174,11 +174,14 @@ def test_old_session_logs_go_when_a_session_starts(tmp_path, monkeypatch):
     folder.mkdir(mode=0o700)
     old = [folder / f"spark-2026010{d}-000000-x.log" for d in range(1, 10)] + [
         folder / f"spark-202602{d:02}-000000-x.log" for d in range(1, 20)]
-    for log in old:
+    live = folder / f"spark-20250101-000000-p{os.getpid()}-x.log"     # the oldest, but its session runs
+    dead = folder / "spark-20250101-000001-p999999999-x.log"         # no such process
+    for log in old + [live, dead]:
         log.write_text("old")
     (folder / "notes.txt").write_text("not a log")
     monkeypatch.setattr(module, "_LOGS_KEPT", 20)
     monkeypatch.setattr(module, "LOG_FILE", None)
     new = module.log_file()
     left = sorted(p.name for p in folder.glob("spark-*.log"))
-    assert left == sorted([p.name for p in old[-20:]] + [new.name]) and (folder / "notes.txt").exists()
+    assert left == sorted([p.name for p in old[-20:]] + [live.name, new.name]) and (folder / "notes.txt").exists()
+    assert f"-p{os.getpid()}-" in new.name
