@@ -45,7 +45,7 @@ from . import jvm
 from .errors import KitError
 from .java import ensure_java
 
-__all__ = ["spark", "LOG_FILE", "log_file"]
+__all__ = ["spark", "LOG_FILE", "log_file", "replay_tasks"]
 
 LOG_FILE: Path | None = None   # the session's log, made by log_file()
 _LOG4J = Path(__file__).with_name("log4j2.properties")
@@ -216,3 +216,23 @@ def spark():
         return active
     url = os.environ.get("SPARK_REMOTE")
     return _remote(url) if url else _local()
+
+
+SMALL_TASK_ROWS = 10_000    # rows one Python task replays in well under a second
+BIG_TASK_ROWS = 500_000     # rows one task may hold in memory
+
+
+def replay_tasks(session, rows: int | None) -> int:
+    """How many tasks a replay of ``rows`` input rows (None: not known) is spread over:
+    one per ``SMALL_TASK_ROWS`` up to a few per core (``4 × spark.sql.shuffle.partitions``:
+    groups differ in size, and a whole group goes to one task), and never more than
+    ``BIG_TASK_ROWS`` per task. A task costs a Python worker's start and its share of the
+    stage (~0.03 s here), so seed-sized data runs as one task.
+
+        rows   None  50  25_000  10_000_000     (2 shuffle partitions)
+        tasks     8   1       3          20
+    """
+    spread = 4 * int(session.conf.get("spark.sql.shuffle.partitions"))
+    if rows is None:
+        return spread
+    return max(1, min(spread, -(-rows // SMALL_TASK_ROWS)), -(-rows // BIG_TASK_ROWS))
