@@ -5,6 +5,9 @@ sorts each task's rows by PARTITION BY then ORDER BY in the JVM, and runs the ma
 (``matcher.run_partition``) once per group in a ``mapInArrow``: the columns reach the
 matcher as numpy arrays, never as per-row pandas objects, and the output is built as
 Arrow columns. Partitions are independent, so the same plan scales out on a cluster.
+An input whose row count is known without a job (a stream's arrival count, Spark's
+statistics of local data) is spread over ``kit.spark.replay_tasks(rows)`` tasks: a small one
+runs as one task with no shuffle. The output is the same however the input is spread.
 
 Row order inside a partition is the ORDER BY, ties broken by arrival. For a
 ``kit.Stream`` (event time), Flink's CEP operator buffers rows until the watermark
@@ -35,6 +38,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from ..arrow import column, groups
 from ..errors import KitError, fail
+from ..spark import replay_tasks
 from ..stream import Stream
 from .errors import MatchRecognizeError, MatchRuntimeError
 from .matcher import SEMANTICS, run_partition
@@ -93,6 +97,16 @@ def _check(table, spec: MatchRecognize, semantics: str) -> tuple[DataFrame, Opti
     return df, stream
 
 
+def _known_rows(table, df: DataFrame) -> Optional[int]:
+    """The input's row count when known without a job: a stream's arrival count, or the
+    optimizer's row count (exact for local data); None otherwise."""
+    if isinstance(table, Stream):
+        return table.arrivals.count if table.arrivals is not None else None
+    jdf = getattr(df, "_jdf", None)   # None on Spark Connect
+    count = jdf.queryExecution().optimizedPlan().stats().rowCount() if jdf is not None else None
+    return int(count.get()) if count is not None and count.isDefined() else None
+
+
 def _numpy(col: pa.ChunkedArray) -> np.ndarray:
     """A column for the matcher: integers with NULLs stay integers (None), not float64 NaN."""
     if col.null_count and pa.types.is_integer(col.type):
@@ -144,6 +158,7 @@ class _Plan:
 
     def __init__(self, table, spec: MatchRecognize, semantics: str, aggregates, limits: dict):
         df, stream = _check(table, spec, semantics)
+        rows = _known_rows(table, df)
         self.late = None
         if stream is not None:
             self.late = df.filter("late").drop("late")
@@ -158,6 +173,9 @@ class _Plan:
         self.schema = df.schema
         self.inputs = [c for c in df.columns if c != _SEQ]
         self.partition_by = list(spec.partition_by)
+        # a small input in one task, read where it is (no shuffle); else spread by PARTITION BY
+        self.narrow = rows is not None and replay_tasks(df.sparkSession, rows) == 1
+        self.tasks = replay_tasks(df.sparkSession, rows) if self.partition_by and not self.narrow else 1
         self.order = [o.column for o in spec.order_by] + [_SEQ]
         self.ascending = [o.ascending for o in spec.order_by] + [True]
         self.df = df
@@ -169,17 +187,14 @@ class _Plan:
         self.spec = coerce_spec(spec, self.schema, semantics, aggregates)
 
     def _sorted(self, columns: list) -> DataFrame:
-        """The input, only ``columns`` of it, spread over tasks by PARTITION BY and sorted by
-        PARTITION BY then ORDER BY (NULLs last) then arrival, in the JVM."""
+        """The input, only ``columns`` of it, in ``self.tasks`` tasks by PARTITION BY (one with no
+        shuffle when ``self.narrow``), sorted by PARTITION BY then ORDER BY (NULLs last) then
+        arrival, in the JVM."""
         df = self.df.select(*dict.fromkeys(self.partition_by + columns + [_SEQ]))
         order = [F.col(c).asc_nulls_last() if up else F.col(c).desc_nulls_last()
                  for c, up in zip(self.order, self.ascending)]
-        if not self.partition_by:
-            return df.repartition(1).sortWithinPartitions(*order)
-        # a few tasks per core: partitions differ in size, and whole partitions go to one
-        # task, so with one task per core the biggest share would set the pace
-        tasks = 4 * int(df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
-        return df.repartition(tasks, *self.partition_by).sortWithinPartitions(*self.partition_by, *order)
+        spread = df.coalesce(1) if self.narrow else df.repartition(self.tasks, *self.partition_by)
+        return spread.sortWithinPartitions(*self.partition_by, *order)
 
     def _referenced(self) -> list:
         """The input columns the matcher reads: ORDER BY, DEFINE, MEASURES, WITHIN's time."""
@@ -233,15 +248,18 @@ class _Plan:
         matched = self._sorted(columns).mapInArrow(per_task, schema)
         error = F.col(_ERROR)
         if eager:
-            matched = matched.localCheckpoint()
-            failed = matched.filter(error.isNotNull()).select(_RAISED).collect()   # one job (head() scans in steps)
+            # kept by the job that first reads it: the check for errors computes and keeps the
+            # matches in one job (head() would scan in steps)
+            matched = matched.localCheckpoint(eager=False)
+            failed = matched.filter(error.isNotNull()).select(_RAISED).collect()
             if failed:
                 raise pickle.loads(failed[0][0])
             one = matched.coalesce(1)   # kept: one task reads it all, with no shuffle
         else:
             matched = matched.filter(F.when(error.isNull(), F.lit(True))
                                       .otherwise(fail(error).cast("boolean")))
-            one = matched.repartition(1)   # not coalesce: the matcher stays parallel
+            # in many tasks, not coalesce: the matcher stays parallel
+            one = matched.coalesce(1) if self.narrow else matched.repartition(1)
         # one partition, then a sort inside it: a total order without the sampling job of a
         # global orderBy, which would run the matcher twice
         return one.sortWithinPartitions(*partition_by, "_kit_order").drop("_kit_order", _ERROR, _RAISED)
@@ -285,5 +303,6 @@ class _Plan:
         late = self.late.select(*self.inputs, F.lit(None).cast("long").alias("match_number"),
                                 F.lit(None).cast("string").alias("classifier"), F.lit(True).alias("late"))
         order = [F.col(o.column).asc() if o.ascending else F.col(o.column).desc() for o in self.spec.order_by]
-        return (details.unionByName(late).repartition(1)
-                       .sortWithinPartitions(*self.partition_by, *order, "match_number"))
+        both = details.unionByName(late)
+        return ((both.coalesce(1) if self.narrow else both.repartition(1))
+                .sortWithinPartitions(*self.partition_by, *order, "match_number"))
