@@ -36,7 +36,10 @@ by event time::
 Operators run per key over their key's arrivals; ``Watermarks`` tells them when the
 watermark, raised by any key's rows, passes a timer (``next_rise``). On Spark,
 ``interleaved`` builds the merged rows and ``watermarks`` the rises, collected once (the
-rises are at most one per arrival, usually far fewer).
+rises are at most one per arrival, usually far fewer). Inputs whose rows Spark knows to be
+few (``kit.spark.replay_tasks``: one task) are merged and replayed in one partition, by
+window functions with no shuffle, so that a new interleaving costs only the jobs that
+collect (the rises, then the result); larger ones by scans over their partitions.
 """
 
 from __future__ import annotations
@@ -46,10 +49,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from ..errors import KitError
+from ..spark import replay_tasks
 from ..stream import Stream, _scan, epoch_ms, null_time_error, prepared
 from ..time import Clock, Duration, WatermarkStrategy
 
@@ -149,14 +153,40 @@ def check_inputs(left, right, keys) -> None:
             raise KitError(f"key {r!r} is not a column of the right input; columns are {right.source.columns}")
 
 
-def _side(s: Stream, side: int, columns: list) -> DataFrame:
+def known_rows(s: Stream) -> int | None:
+    """The rows of ``s`` when Spark knows them without a job (its row count of the source:
+    exact for local data), else None."""
+    jdf = getattr(s.source, "_jdf", None)     # None on Spark Connect
+    count = jdf.queryExecution().optimizedPlan().stats().rowCount() if jdf is not None else None
+    return int(count.get()) if count is not None and count.isDefined() else None
+
+
+def tasks(merged: DataFrame) -> int:
+    """How many tasks replay ``merged`` (``interleaved(...)``): ``kit.spark.replay_tasks`` of
+    its rows when known (one for seed-sized inputs)."""
+    return replay_tasks(merged.sparkSession, _ROWS.get(merged))
+
+
+def _running(df: DataFrame, running: dict[str, tuple[str, bool]], order: list) -> DataFrame:
+    """``stream._scan`` for ``df`` in one partition: ``seq`` (dense, by ``order``) and the
+    running maxima, by window functions over that partition (no shuffle)."""
+    w = Window.orderBy(*order)
+    return df.select("*", (F.row_number().over(w) - 1).alias("seq"), *[
+        F.max(c).over(w.rowsBetween(Window.unboundedPreceding, 0 if inclusive else -1)).alias(name)
+        for name, (c, inclusive) in running.items()])
+
+
+def _side(s: Stream, side: int, columns: list, one: bool) -> DataFrame:
     """One input's rows with its arrival ``_seq``, event time, own-watermark progress and
-    lateness, and its values as struct ``_v``."""
+    lateness, and its values as struct ``_v``; ``one``: in one partition."""
     df = prepared(s)
     running = {"_wmb": ("_g", False), "_wmi": ("_g", True), "_mx": ("_ts", True)}
     if "_p" in df.columns:
         running["_pi"] = ("_p", True)
-    df = _scan(df, running)
+    if one:     # the input's order: its partitions in order, rows in partition order
+        df = _running(df.withColumn("_id", F.monotonically_increasing_id()).coalesce(1), running, ["_id"])
+    else:
+        df = _scan(df, running)
     if isinstance(s.proctime, Clock):
         pt = F.lit(epoch_ms(s.proctime.start)) + F.col("seq") * F.lit(s.proctime.step.millis)
     elif isinstance(s.proctime, str):
@@ -178,8 +208,8 @@ def interleaved(left: Stream, right: Stream, interleave: str = "event_time",
     ms: the ``clock`` over merged positions, else the inputs' own, never going back) and
     ``_vl``/``_vr`` (the row's values as a struct, NULL on the other side) and, for each
     ``(left column, right column)`` of ``keys``, the key ``_k0..`` (the right one cast to the
-    left one's type). Computed at once (``localCheckpoint``): the watermarks and the replay
-    both read it.
+    left one's type). Kept (``localCheckpoint``): the watermarks and the replay both read
+    it; when it fits one task, in one partition, kept when first read (no job of its own).
 
     The same streams interleaved again the same way (a widget redrawing a join whose
     inputs did not change) give what they gave the first time, kept while the left
@@ -193,6 +223,7 @@ def interleaved(left: Stream, right: Stream, interleave: str = "event_time",
 
 _INTERLEAVED: "weakref.WeakKeyDictionary[Stream, dict]" = weakref.WeakKeyDictionary()
 _WATERMARKS: "weakref.WeakKeyDictionary[DataFrame, Watermarks]" = weakref.WeakKeyDictionary()
+_ROWS: "weakref.WeakKeyDictionary[DataFrame, int | None]" = weakref.WeakKeyDictionary()
 
 
 def _interleaved(left: Stream, right: Stream, interleave: str, clock: Clock | None, keys) -> DataFrame:
@@ -201,27 +232,34 @@ def _interleaved(left: Stream, right: Stream, interleave: str, clock: Clock | No
         raise KitError(f"interleave={interleave!r} is not one of " + ", ".join(map(repr, INTERLEAVINGS)))
     if interleave == "proctime" and (left.proctime is None or right.proctime is None):
         raise KitError('interleave="proctime" needs both inputs with proctime= (a Clock or a column)')
-    sides = [_side(left, LEFT, left.source.columns), _side(right, RIGHT, right.source.columns)]
-    a, b = sides
+    counts = [known_rows(left), known_rows(right)]
+    rows = None if None in counts else sum(counts)
+    one = replay_tasks(left.source.sparkSession, rows) == 1
+    a, b = _side(left, LEFT, left.source.columns, one), _side(right, RIGHT, right.source.columns, one)
     # the two structs differ, so each row carries both, the other one NULL
     a = a.withColumn("_vr", F.lit(None).cast(b.schema["_v"].dataType)).withColumnRenamed("_v", "_vl")
     b = b.withColumn("_vl", F.lit(None).cast(a.schema["_vl"].dataType)).withColumnRenamed("_v", "_vr")
-    merged = a.unionByName(b)
+    merged = a.unionByName(b).withColumn("_lw", F.when(F.col("_side") == LEFT, F.col("_wmi"))) \
+                             .withColumn("_rw", F.when(F.col("_side") == RIGHT, F.col("_wmi")))
     first = {"event_time": [F.col("_mx").asc_nulls_first()], "proctime": [F.col("_spt")],
              "left_first": [], "right_first": []}[interleave]
-    side = F.col("_side").asc() if interleave == "left_first" else F.col("_side").desc()
-    merged = merged.orderBy(*first, side, "_seq").localCheckpoint()   # the scan reads it twice
-    merged = merged.withColumn("_lw", F.when(F.col("_side") == LEFT, F.col("_wmi"))) \
-                   .withColumn("_rw", F.when(F.col("_side") == RIGHT, F.col("_wmi")))
+    order = [*first, F.col("_side").asc() if interleave == "left_first" else F.col("_side").desc(), "_seq"]
     running = {"_L": ("_lw", True), "_R": ("_rw", True), "_P": ("_spt", True)}
-    out = _scan(merged, running).drop("_pos").withColumnRenamed("seq", "_pos")
+    if one:
+        out = _running(merged.coalesce(1), running, order)
+    else:
+        merged = merged.orderBy(*order).localCheckpoint()   # the scan reads it twice
+        out = _scan(merged, running).drop("_pos")
+    out = out.withColumnRenamed("seq", "_pos")
     W = F.when(F.col("_L").isNull() | F.col("_R").isNull(), F.lit(None)).otherwise(F.least("_L", "_R"))
     pt = (F.lit(epoch_ms(clock.start)) + F.col("_pos") * F.lit(clock.step.millis)) if clock else F.col("_P")
     lt = {f.name: f.dataType for f in left.source.schema.fields}
     key = [F.coalesce(F.col(f"_vl.`{l}`"), F.col(f"_vr.`{r}`").cast(lt[l])).alias(f"_k{i}")
            for i, (l, r) in enumerate(keys)]
-    return out.select("_pos", "_side", "_seq", "_ts", "_late", W.cast("long").alias("_W"),
-                      pt.cast("long").alias("_pt"), "_vl", "_vr", *key).localCheckpoint()
+    out = out.select("_pos", "_side", "_seq", "_ts", "_late", W.cast("long").alias("_W"),
+                     pt.cast("long").alias("_pt"), "_vl", "_vr", *key).localCheckpoint(eager=not one)
+    _ROWS[out] = rows
+    return out
 
 
 def watermarks(merged: DataFrame) -> Watermarks:
@@ -232,6 +270,8 @@ def watermarks(merged: DataFrame) -> Watermarks:
 
 
 def _watermarks(merged: DataFrame) -> Watermarks:
+    if tasks(merged) == 1:
+        merged = merged.coalesce(1)       # one partition: grouped with no shuffle
     rows = merged.groupBy("_W").agg(F.min("_pos").alias("p"), F.min_by("_pt", "_pos").alias("t"),
                                     F.count(F.lit(1)).alias("n"), F.max("_pt").alias("end")).collect()
     n = sum(r.n for r in rows)
@@ -242,9 +282,10 @@ def _watermarks(merged: DataFrame) -> Watermarks:
 
 def per_key(merged: DataFrame, keys: list, run, schema) -> DataFrame:
     """``run(key values, arrivals)`` once per key of ``merged`` (``interleaved(...)``), its
-    output rows (tuples in ``schema``'s order) as a DataFrame: the keys spread over 4 tasks
-    per shuffle partition (one task without keys), each task sorted by key and merged
-    position, each key's arrivals built from its rows (``op`` from a changelog input's row)."""
+    output rows (tuples in ``schema``'s order) as a DataFrame: the keys spread over
+    ``tasks(merged)`` tasks (one without keys: then with no shuffle), each task sorted by key
+    and merged position, each key's arrivals built from its rows (``op`` from a changelog
+    input's row)."""
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -273,9 +314,7 @@ def per_key(merged: DataFrame, keys: list, run, schema) -> DataFrame:
             yield pa.RecordBatch.from_arrays([pa.array(list(c), type=arrow.field(i).type)
                                               for i, c in enumerate(zip(*out))], schema=arrow)
 
-    if keys:
-        spread = merged.repartition(4 * int(merged.sparkSession.conf.get("spark.sql.shuffle.partitions")), *keys)
-    else:
-        spread = merged.repartition(1)
+    n = tasks(merged) if keys else 1
+    spread = merged.coalesce(1) if n == 1 else merged.repartition(n, *keys)
     return spread.sortWithinPartitions(*keys, "_pos").mapInArrow(per_task, schema)
 

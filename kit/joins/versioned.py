@@ -43,7 +43,8 @@ from ..errors import KitError
 from ..stream import Stream, prepared
 from ..time import Clock, Duration, to_duration
 from . import asof
-from .replay import LEFT, MAX_TIME, MIN_TIME, RIGHT, Watermarks, check_inputs, interleaved, per_key, watermarks
+from .replay import (LEFT, MAX_TIME, MIN_TIME, RIGHT, Watermarks, check_inputs, interleaved, per_key, tasks,
+                     watermarks)
 from .temporal import HOWS, Fate, StateRetention, event_time_join, processing_time_join
 
 __all__ = ["TemporalJoin", "TemporalTableFunction", "temporal_join", "time_kind", "VERSION"]
@@ -235,7 +236,7 @@ class TemporalJoin:
         emitted = ["joined"] + (["no_version", "deleted", "condition"] if self.how == "left" else [])
         return (self.fates().where((F.col("side") == "left") & F.col("fate").isin(emitted))
                 .withColumnRenamed("at_pos", "emitted_pos").withColumnRenamed("at", "watermark")
-                .repartition(1).sortWithinPartitions("emitted_pos", "timer", "batch", "pos"))
+                .coalesce(1).sortWithinPartitions("emitted_pos", "timer", "batch", "pos"))
 
     # -- the replay ----------------------------------------------------------------------
     def _left_rows(self) -> DataFrame:
@@ -270,9 +271,11 @@ class TemporalJoin:
 
     @cached_property
     def replayed(self) -> DataFrame:
-        """``_replayed()``, computed once when first read (``localCheckpoint``): ``views``,
-        ``fates`` and ``emissions`` all read it."""
-        return self._replayed().localCheckpoint()
+        """``_replayed()``, computed once (``localCheckpoint``): ``views``, ``fates`` and
+        ``emissions`` all read it. Replayed in one task, it is kept when first read (no job of
+        its own); in several, at once (a later read through one partition would replay it
+        in one task)."""
+        return self._replayed().localCheckpoint(eager=tasks(self.merged) > 1)
 
     def _replayed(self) -> DataFrame:
         """Every arrival's fate (schema ``_FATES``, plus ``_vl``/``_vr``), replayed per key."""
