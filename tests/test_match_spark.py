@@ -162,3 +162,38 @@ def test_nullable_integers_stay_integers(spark):
                    "MEASURES CAST(A.qty AS STRING) AS a, B.qty AS b, C.qty / 2 AS c "
                    "PATTERN (A B C) DEFINE B AS B.qty IS NULL)", T=df).collect()
     assert [tuple(r) for r in rows] == [("A", "5", None, 3)]
+
+
+@pytest.mark.parametrize("rows_per_match, semantics", [("ONE ROW PER MATCH", "flink"),
+                                                       ("ALL ROWS PER MATCH", "standard")])
+@pytest.mark.parametrize("partition", ["PARTITION BY symbol", ""])
+def test_a_small_input_in_one_task_gives_what_a_spread_one_gives(spark, monkeypatch, rows_per_match, semantics,
+                                                                   partition):
+    """A small input runs as one task with no shuffle, its details kept with its matches (reading
+    them runs no matcher); unknown sizes are spread over tasks. The same rows and details."""
+    from kit.match_recognize import operator
+
+    spec = parse_match_recognize(
+        f"MATCH_RECOGNIZE ({partition} ORDER BY rowtime MEASURES SUM(A.price) AS s, COUNT(*) AS n "
+        f"{rows_per_match} AFTER MATCH SKIP TO NEXT ROW PATTERN (A+ C) DEFINE A AS SUM(A.price) < 30)")
+    walk = kit.data.ticker_walk(300, symbols=3, seed=2).union(kit.data.load("ticker_after_match"))
+    golden = goldens.load("mr_p3_vshape_out_of_order_wm0_streaming.json")
+    late = kit.stream(spark.createDataFrame(pd.DataFrame(golden["input"], columns=golden["input_columns"])
+                                            .astype({"rowtime": "datetime64[ns]"})),
+                      time="rowtime", watermark=WatermarkStrategy.for_sql_delay(Duration(0)))
+
+    def run(table, rows):
+        monkeypatch.setattr(operator, "_known_rows", lambda table, df: rows)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MatchRecognizeWarning)
+            result = match_recognize(table, spec, semantics)
+        details = result.details()
+        plans = [d._jdf.queryExecution().executedPlan().toString() for d in (result.rows, details)]
+        return result.rows.collect(), details.collect(), plans
+
+    for table in (walk, late):
+        small, small_details, plans = run(table, 10)
+        assert not any("Exchange" in p for p in plans) and "MapInArrow" not in plans[1]
+        spread, spread_details, plans = run(table, None)
+        assert small == spread and len(small) > 0
+        assert small_details == spread_details

@@ -97,9 +97,28 @@ def test_match_recognize_reads_its_kept_matches_in_one_job_each(jobs):
                MEASURES FIRST(rowtime) AS s, LAST(rowtime) AS e ONE ROW PER MATCH
                AFTER MATCH SKIP PAST LAST ROW PATTERN (A+ C) DEFINE A AS SUM(A.price) < 30)"""
     n, result = jobs(lambda: kit.sql(query, Ticker=ticker))
-    assert n <= 3, "the matches kept (a shuffle, the matcher) and checked for errors"
+    assert n == 1, "the matches kept (one task, no shuffle) and checked for errors in one job"
     n, rows = jobs(result.toPandas)
     assert n == 1 and len(rows) > 0
+    n, details = jobs(result.match_details.toPandas)
+    assert n == 1 and len(details) == ticker.count(), "kept with the matches: the matcher runs no more"
+
+
+def test_notebook_02_pattern_explorer_redraws_in_three_jobs(jobs):
+    """Notebook 02's widget: kit.sql, its rows, its details, and the chart drawn from them."""
+    ticker = kit.data.load("ticker_after_match")
+
+    def redraw(pattern):
+        result = kit.sql(f"""SELECT * FROM Ticker MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY rowtime
+            MEASURES FIRST(rowtime) AS startTime, LAST(rowtime) AS endTime, COUNT(*) AS n ONE ROW PER MATCH
+            AFTER MATCH SKIP TO NEXT ROW PATTERN ({pattern}) DEFINE A AS SUM(A.price) < 30)""", Ticker=ticker)
+        found, details = result.toPandas(), result.match_details.toPandas()
+        return found, kit.viz.match_timeline(details, value="price", time="rowtime", partition="symbol").to_dict()
+
+    redraw("A+ C")
+    for pattern in ("A B", "A+? C"):
+        n, (found, _) = jobs(lambda: redraw(pattern))
+        assert n == 3 and len(found) > 0
 
 
 def test_the_same_pandas_frame_is_the_same_stream_until_it_changes(spark):

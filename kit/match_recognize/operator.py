@@ -7,7 +7,9 @@ matcher as numpy arrays, never as per-row pandas objects, and the output is buil
 Arrow columns. Partitions are independent, so the same plan scales out on a cluster.
 An input whose row count is known without a job (a stream's arrival count, Spark's
 statistics of local data) is spread over ``kit.spark.replay_tasks(rows)`` tasks: a small one
-runs as one task with no shuffle. The output is the same however the input is spread.
+runs as one task with no shuffle, and its details (``MatchResult.details()``) are kept with
+its matches, so reading them runs the matcher no more. The output is the same however the
+input is spread.
 
 Row order inside a partition is the ORDER BY, ties broken by arrival. For a
 ``kit.Stream`` (event time), Flink's CEP operator buffers rows until the watermark
@@ -51,6 +53,7 @@ __all__ = ["match_recognize", "MatchResult", "SEMANTICS", "MatchRecognizeWarning
 _SEQ = "_kit_seq"
 _ERROR = "_kit_error"    # a partition's run-time error: its message, for Spark's raise_error
 _RAISED = "_kit_raised"  # ... and the error itself (pickled), for the driver to raise
+_DETAILS = "_kit_details"  # a group's details, kept with its matches (a small input)
 
 
 class MatchRecognizeWarning(UserWarning):
@@ -136,13 +139,31 @@ def _runtime(error: KitError) -> MatchRecognizeError:
     return error if isinstance(error, MatchRecognizeError) else MatchRuntimeError("MATCH_RECOGNIZE", str(error))
 
 
+def _group_row(group: pa.Table, arrow: pa.Schema, values: dict) -> pa.RecordBatch:
+    """A row of a group's own carrying ``values`` (Arrow arrays of one value, by column): the
+    group's first values in its input columns (NOT NULL ones included: a NULL there would fail
+    Spark's row writer), NULL elsewhere."""
+    return pa.RecordBatch.from_arrays(
+        [values[f.name] if f.name in values else group.column(f.name).slice(0, 1).combine_chunks()
+         if f.name in group.column_names else pa.nulls(1, f.type) for f in arrow], schema=arrow)
+
+
 def _error_row(group: pa.Table, arrow: pa.Schema, error: MatchRecognizeError) -> pa.RecordBatch:
-    """A row carrying ``error``: the group's first values in its input columns (NOT NULL ones
-    included: a NULL there would fail Spark's row writer), NULL elsewhere."""
-    values = [group.column(f.name).slice(0, 1).combine_chunks() if f.name in group.column_names
-              else pa.nulls(1, f.type) for f in arrow]
-    values[-2:] = [pa.array([str(error)]), pa.array([pickle.dumps(error)], pa.binary())]
-    return pa.RecordBatch.from_arrays(values, schema=arrow)
+    """A row carrying ``error``, its message and the error itself (pickled)."""
+    return _group_row(group, arrow, {_ERROR: pa.array([str(error)]),
+                                     _RAISED: pa.array([pickle.dumps(error)], pa.binary())})
+
+
+def _details(group: pa.Table, result, inputs: list) -> list:
+    """A group's details as Arrow columns: its ``inputs``, once per match a row belongs to (once
+    when in none), in row order, then ``match_number`` and ``classifier`` (NULL: in no match)."""
+    entries = [(i, m.number, c) for m in result.matches for i, c in zip(m.rows, m.classifiers)]
+    matched = {i for i, _, _ in entries}
+    entries += [(i, None, None) for i in range(group.num_rows) if i not in matched]
+    entries.sort(key=lambda e: (e[0], e[1] or 0))  # row order, then match
+    index, number, label = zip(*entries) if entries else ((), (), ())
+    return group.select(inputs).take(pa.array(index, pa.int64())).columns + [
+        pa.array(number, pa.int64()), pa.array(label, pa.string())]
 
 
 def _scaled(values: list, dtype: T.DataType) -> list:
@@ -179,6 +200,7 @@ class _Plan:
         self.order = [o.column for o in spec.order_by] + [_SEQ]
         self.ascending = [o.ascending for o in spec.order_by] + [True]
         self.df = df
+        self.kept = None   # a small input's matches as kept, with its details
         # a dry run on no rows raises the planning errors (greedy last, unknown variables,
         # unsupported features...) here, on the driver, instead of inside a Spark task
         run_partition({c: np.array([], dtype=object) for c in self.inputs}, spec, semantics,
@@ -214,16 +236,21 @@ class _Plan:
         ``mapInArrow`` over the sorted input; ``emit(group, result)`` builds a group's output
         columns (Arrow arrays). A group's run-time error (SKIP TO FIRST onto a match's first
         row, a step budget exceeded...) is a row of its own: ``eager`` computes the matches
-        now (``localCheckpoint``) and raises the first such error here, as the kit's own
-        exception; otherwise it fails the query, when read, with its message."""
+        now (``localCheckpoint``), keeps them in ``self.kept`` with a small input's details
+        (a row of their own per group, in an array) and raises the first such error here,
+        as the kit's own exception; otherwise it fails the query, when read, with its message."""
         spec, semantics, aggregates, rowtime, limits = (self.spec, self.semantics, self.aggregates,
                                                         self.rowtime, self.limits)
-        partition_by = self.partition_by
+        partition_by, all_inputs = self.partition_by, self.inputs
+        keep = eager and self.narrow
+        columns = all_inputs if keep else columns
         inputs = [c for c in columns if c not in partition_by or c in self._referenced()]
         schema = T.StructType(out_schema.fields + [T.StructField("_kit_order", T.LongType()),
                                                    T.StructField(_ERROR, T.StringType()),
-                                                   T.StructField(_RAISED, T.BinaryType())])
+                                                   T.StructField(_RAISED, T.BinaryType())]
+                              + [T.StructField(_DETAILS, T.ArrayType(self._details_schema(), False))] * keep)
         arrow = to_arrow_schema(schema, timezone="UTC")
+        nulls = list(arrow)[len(out_schema) + 1:]   # after _kit_order: NULL in the output rows
 
         def per_task(batches):
             batches = list(batches)
@@ -241,9 +268,15 @@ class _Plan:
                     continue
                 out = emit(group, result, arrow)
                 n = len(out[0]) if out else 0
-                out += [pa.array(range(n), pa.int64()), pa.nulls(n, pa.string()),  # emission order
-                        pa.nulls(n, pa.binary())]
-                yield from pa.Table.from_arrays(out, schema=arrow).to_batches()
+                out += [pa.array(range(n), pa.int64())] + [pa.nulls(n, f.type) for f in nulls]
+                yield from pa.Table.from_arrays(out, schema=arrow).to_batches()   # emission order
+                if keep:
+                    kind = arrow.field(_DETAILS).type
+                    rows = pa.StructArray.from_arrays(
+                        [pa.concat_arrays(c.chunks) if isinstance(c, pa.ChunkedArray) else c
+                         for c in _details(group, result, all_inputs)], fields=list(kind.value_type))
+                    yield _group_row(group, arrow, {_DETAILS: pa.ListArray.from_arrays(
+                        pa.array([0, len(rows)], pa.int32()), rows, type=kind)})
 
         matched = self._sorted(columns).mapInArrow(per_task, schema)
         error = F.col(_ERROR)
@@ -254,6 +287,9 @@ class _Plan:
             failed = matched.filter(error.isNotNull()).select(_RAISED).collect()
             if failed:
                 raise pickle.loads(failed[0][0])
+            if keep:
+                self.kept = matched
+                matched = matched.where(f"{_DETAILS} IS NULL")
             one = matched.coalesce(1)   # kept: one task reads it all, with no shuffle
         else:
             matched = matched.filter(F.when(error.isNull(), F.lit(True))
@@ -262,7 +298,7 @@ class _Plan:
             one = matched.coalesce(1) if self.narrow else matched.repartition(1)
         # one partition, then a sort inside it: a total order without the sampling job of a
         # global orderBy, which would run the matcher twice
-        return one.sortWithinPartitions(*partition_by, "_kit_order").drop("_kit_order", _ERROR, _RAISED)
+        return one.sortWithinPartitions(*partition_by, "_kit_order").drop("_kit_order", _ERROR, _RAISED, _DETAILS)
 
     def rows(self) -> DataFrame:
         measures = [(m.alias, measure_type(m.expr, self.schema, self.semantics, self.aggregates))
@@ -283,21 +319,19 @@ class _Plan:
             T.StructField(name, dtype, True) for name, dtype in measures]), emit,
             self._referenced() if one_row else self.inputs, eager=True)
 
+    def _details_schema(self) -> T.StructType:
+        return T.StructType([self.schema[c] for c in self.inputs] + [
+            T.StructField("match_number", T.LongType()), T.StructField("classifier", T.StringType())])
+
     def details(self) -> DataFrame:
-        inputs = self.inputs
-
-        def emit(group, result, arrow):
-            entries = [(i, m.number, c) for m in result.matches for i, c in zip(m.rows, m.classifiers)]
-            matched = {i for i, _, _ in entries}
-            entries += [(i, None, None) for i in range(group.num_rows) if i not in matched]
-            entries.sort(key=lambda e: (e[0], e[1] or 0))  # row order, then match
-            index, number, label = zip(*entries) if entries else ((), (), ())
-            return group.select(inputs).take(pa.array(index, pa.int64())).columns + [
-                pa.array(number, pa.int64()), pa.array(label, pa.string())]
-
-        details = self._run(T.StructType([self.schema[c] for c in self.inputs] + [
-            T.StructField("match_number", T.LongType()), T.StructField("classifier", T.StringType())]),
-            emit, self.inputs).withColumn("late", F.lit(False))
+        """Every input row with its ``match_number``, ``classifier`` and ``late``: kept with the
+        matches of a small input (one partition, in order), else from the matcher run again."""
+        if self.kept is not None:
+            details = self.kept.where(f"{_DETAILS} IS NOT NULL").selectExpr(f"inline({_DETAILS})", "false AS late")
+        else:
+            inputs = self.inputs
+            details = self._run(self._details_schema(), lambda group, result, arrow: _details(group, result, inputs),
+                                inputs).withColumn("late", F.lit(False))
         if self.late is None:
             return details
         late = self.late.select(*self.inputs, F.lit(None).cast("long").alias("match_number"),
