@@ -19,7 +19,7 @@ exception -- the user's function failing --, whose traceback the user needs).
 
 import re
 
-__all__ = ["KitError", "KitRuntimeError", "fail", "raising"]
+__all__ = ["KitError", "KitRuntimeError", "fail", "fail_sql", "raising"]
 
 MARK = "flink-kit: "   # the kit's messages among USER_RAISED_EXCEPTIONs (kit/jvm/Internal.java too)
 
@@ -37,6 +37,11 @@ def fail(message):
     from pyspark.sql import functions as F
 
     return F.raise_error(F.concat(F.lit(MARK), message))
+
+
+def fail_sql(message: str) -> str:
+    """``fail`` as Spark SQL text: ``message`` is a string expression's text."""
+    return f"raise_error(concat('{MARK}', {message}))"
 
 
 def raising(df, column: str):

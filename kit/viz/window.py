@@ -32,10 +32,10 @@ from __future__ import annotations
 
 import altair as alt
 import pandas as pd
-from pyspark.sql import Row, Window
-from pyspark.sql import functions as F
+from pyspark.sql import Row
 from pyspark.sql import types as T
 
+from .. import sparksql
 from ..errors import KitError
 from .marks import BAR, DASHED, LATE_COLOR, RING_X, Kind, check_title, legend, literal, present_kinds, title_params
 from .stream import TEXT, _check_max_rows, _plain, arrival_frame
@@ -189,22 +189,22 @@ def _collect(result, keys, max_keys, max_rows, proc):
 
     def part(df, name, order, key_exprs=()):
         """``df`` as the union's part ``name``: its columns prefixed, ``_o`` its order, the key
-        as ``_k0..``, the first ``max_keys`` keys and ``max_rows + 1`` rows."""
-        df = df.select(F.lit(name).alias("_part"), order.cast("long").alias("_o"),
-                       *[e.alias(k) for e, k in zip(key_exprs, key_cols)],
-                       *[F.col(f"`{c}`").alias(f"{name}_{c}") for c in df.columns])
+        as ``_k0..``, the first ``max_keys`` keys and ``max_rows + 1`` rows (Spark SQL text:
+        one py4j call per step)."""
+        df = df.selectExpr(f"'{name}' AS _part", f"CAST({order} AS BIGINT) AS _o",
+                           *[f"{e} AS {k}" for e, k in zip(key_exprs, key_cols)],
+                           *[f"{sparksql.name(c)} AS {sparksql.name(f'{name}_{c}')}" for c in df.columns])
         if key_exprs:
-            df = df.withColumn("_rank", F.dense_rank().over(Window.orderBy(*[F.col(k).asc_nulls_first()
-                                                                              for k in key_cols])))
-            df = df.withColumn("_keys", F.max("_rank").over(Window.partitionBy())).where(F.col("_rank") <= max_keys)
-        return df.withColumn("_n", F.row_number().over(Window.orderBy("_o"))).where(F.col("_n") <= max_rows + 1)
+            ranked = ", ".join(f"{k} ASC NULLS FIRST" for k in key_cols)
+            df = df.selectExpr("*", f"dense_rank() OVER (ORDER BY {ranked}) AS _rank")
+            df = df.selectExpr("*", "max(_rank) OVER () AS _keys").where(f"_rank <= {max_keys}")
+        return df.selectExpr("*", "row_number() OVER (ORDER BY _o) AS _n").where(f"_n <= {max_rows + 1}")
 
-    firing_keys = [F.col("key")] if len(keys) == 1 else [F.col("key")[k] for k in keys]
-    union = (arrivals.select(F.lit("a").alias("_part"), F.col("seq").alias("_o"),
-                             *[F.col(f"`{c}`").alias(f"a_{c}") for c in arrivals.columns])
-             .unionByName(part(elements, "e", F.col("seq"), [F.col(f"`{k}`") for k in keys]),
-                          allowMissingColumns=True)
-             .unionByName(part(firings, "f", F.monotonically_increasing_id(), firing_keys if keys else []),
+    firing_keys = ["key"] if len(keys) == 1 else [f"key.{sparksql.name(k)}" for k in keys]
+    union = (arrivals.selectExpr("'a' AS _part", "seq AS _o",
+                                 *[f"{sparksql.name(c)} AS {sparksql.name('a_' + c)}" for c in arrivals.columns])
+             .unionByName(part(elements, "e", "seq", [sparksql.name(k) for k in keys]), allowMissingColumns=True)
+             .unionByName(part(firings, "f", "monotonically_increasing_id()", firing_keys if keys else []),
                           allowMissingColumns=True))
     pdf = union.toPandas()
 

@@ -66,13 +66,15 @@ from decimal import Decimal
 from functools import cached_property
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame, Row
+from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from .. import sparksql
 from ..arrow import column, groups, python_values
-from ..errors import KitError, fail
+from ..errors import KitError, fail_sql
+from ..spark import replay_tasks
 from ..stream import Arrivals, arrivals
 from ..time import millis
 from .assigners import MAX_TIME, MIN_TIME, GlobalWindows, WindowAssigner
@@ -333,8 +335,8 @@ class WindowResult:
         late = self._in_arrival_order("late")
         if isinstance(self.time_type, T.IntegralType):
             return late
-        return late.withColumn("watermark", _timestamp(
-            "watermark", F.concat(F.lit("the late element seq="), F.col("seq").cast("string"))))
+        return late.selectExpr(*[_timestamp(c, "concat('the late element seq=', seq)") if c == "watermark"
+                                 else sparksql.name(c) for c in late.columns])
 
     def get_side_output(self, output_tag: OutputTag) -> DataFrame:
         if output_tag != self.windowed._late_tag:
@@ -348,7 +350,12 @@ class WindowResult:
         return self._in_arrival_order("element")
 
     def _in_arrival_order(self, kind: str) -> DataFrame:
-        return self._replayed(kind).repartition(1).sortWithinPartitions("seq")
+        return self._one(self._replayed(kind)).sortWithinPartitions("seq")
+
+    def _one(self, replayed: DataFrame) -> DataFrame:
+        """``replayed`` (rows of the replay) in one partition: as it is when the replay ran as
+        one task (no shuffle: later sorts, distincts and windows over it need none either)."""
+        return replayed.coalesce(1) if self._tasks == 1 else replayed.repartition(1)
 
     def __getattr__(self, name):
         if name.startswith("_"):
@@ -398,8 +405,8 @@ class WindowResult:
             if kind == "firing" and keep or len(covered) > 1:
                 df = fast.kept_for(self, df)
             self._tagged.update(dict.fromkeys(covered, df))
-        return self._tagged[kind].filter(F.col("_kind") == kind).select(
-            *[F.col(_column(kind, i)).alias(f.name) for i, f in enumerate(columns[kind])])
+        return self._tagged[kind].where(f"_kind = '{kind}'").selectExpr(
+            *[f"{_column(kind, i)} AS {sparksql.name(f.name)}" for i, f in enumerate(columns[kind])])
 
     def _run(self, columns: dict, engine: str = "auto", kind: str | None = None) -> tuple:
         """Replay each key: its firings, late elements and elements' fates as rows tagged by
@@ -493,16 +500,22 @@ class WindowResult:
 
     def _spread(self, values: list, sort: bool = True) -> DataFrame:
         """``values``, ``seq``, ``_ts``, ``_wm``, ``_pt`` of every arrival, spread over tasks by
-        key, each task's held in memory by the replay (about ``_TASK_ROWS`` rows, when the
-        count is known; ``sort``: sorted by key and arrival)."""
+        key (``kit.spark.replay_tasks``: one task for a small stream), each task's held in
+        memory by the replay (``sort``: sorted by key and arrival)."""
         scan, keys = self._arrivals, list(self.keys)
         df = (scan.rows(values) if scan is not None
               else self.stream.unordered().select(*values, "seq", *self._time_columns()))
-        tasks = 4 * int(df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
-        if scan is not None:
-            tasks = max(tasks, -(-scan.count // _TASK_ROWS))
-        df = df.repartition(tasks, *keys) if keys else df.repartition(1)
+        df = df.repartition(self._tasks, *keys) if self._tasks > 1 else df.coalesce(1)   # small: no shuffle
         return df.sortWithinPartitions(*keys, "seq") if sort else df
+
+    @cached_property
+    def _tasks(self) -> int:
+        """How many tasks the replay runs as (``kit.spark.replay_tasks``; one for the whole
+        stream in one operator)."""
+        if self._whole_stream or not self.keys:
+            return 1
+        scan = self._arrivals
+        return replay_tasks(self.stream.source.sparkSession, scan.count if scan is not None else None)
 
     def _firings(self, engine: str = "auto") -> DataFrame:
         """The firings, by the fast path when it applies (``engine="auto"``), else by
@@ -514,19 +527,18 @@ class WindowResult:
             df = place_timers(self._replayed("firing"), self.stream, self._arrivals)
         elif not fast_path:
             df = self._replayed("firing", keep=False)
-        # per key, in the order the operator emitted, in one partition: a small last stage runs
-        # as one task (no shuffle); a replay or a window over the elements stays parallel
-        one = df.coalesce(1) if fast_path and fast.in_input_order(self) else df.repartition(1)
+        # per key, in the order the operator emitted, in one partition: a fast path's small last
+        # stage, and a replay run as one task, with no shuffle; else the replay stays parallel
+        one = (df.coalesce(1) if fast_path and fast.in_input_order(self) else df.repartition(1) if fast_path
+               else self._one(df))
         df = one.sortWithinPartitions(*(["key"] if self.keys else []), "_order")
         times = ["proctime"]   # ms; for a TIMESTAMP time the others too
         if not isinstance(self.time_type, T.IntegralType):
             times += ["timer", "watermark", "window_start", "window_end"]
-        firing = F.concat(F.lit("the firing of "), *([F.lit("key "), F.col("key").cast("string"), F.lit(", ")]
-                                                     if self.keys else []),
-                          F.lit("window ["), F.col("window_start").cast("string"), F.lit(", "),
-                          F.col("window_end").cast("string"), F.lit(") ms"))
-        return df.select(*[_timestamp(c, firing) if c in times else c for c in df.columns
-                           if c not in ("_order", "_floor")])
+        firing = ("concat('the firing of ', " + ("'key ', CAST(key AS STRING), ', ', " if self.keys else "")
+                  + "'window [', window_start, ', ', window_end, ') ms')")
+        return df.selectExpr(*[_timestamp(c, firing) if c in times else sparksql.name(c) for c in df.columns
+                               if c not in ("_order", "_floor")])
 
     def _infer_output(self) -> T.StructType:
         """Run the operator on the driver over the first rows to see what the function returns."""
@@ -539,21 +551,21 @@ class WindowResult:
                        "first 1000 elements; pass output_type='name type, ...'")
 
 
-_TASK_ROWS = 500_000
 TIMESTAMPS = (-62_135_596_800_000, 253_402_300_799_999)   # ms: 0001-01-01 00:00:00 .. 9999-12-31 23:59:59.999
 
 
-def _timestamp(column: str, row: Column) -> Column:
-    """``column`` (epoch ms) as a TIMESTAMP; a time beyond ``TIMESTAMPS`` fails the query,
-    naming the time and ``row`` (text in Spark)."""
-    ms = F.col(column)
-    beyond = fail(F.concat(
-        F.lit(f"{column} "), ms.cast("string"), F.lit(" ms of "), row,
-        F.lit(" is beyond the TIMESTAMP range 0001-01-01 00:00:00 .. 9999-12-31 23:59:59.999 (Spark's, and "
-              "Python's datetime): give the stream a BIGINT time column (epoch milliseconds), on which the kit "
-              "follows Flink over the whole BIGINT range")))
-    return F.when(ms.isNull() | ms.between(*TIMESTAMPS), F.timestamp_millis(ms)).otherwise(
-        beyond.cast("timestamp")).alias(column)
+def _timestamp(column: str, row: str) -> str:
+    """``column`` (epoch ms) as a TIMESTAMP (Spark SQL text); a time beyond ``TIMESTAMPS``
+    fails the query, naming the time and ``row`` (a string expression's text)."""
+    ms = sparksql.name(column)
+    beyond = fail_sql(f"{sparksql.string(column + ' ')}, CAST({ms} AS STRING), ' ms of ', {row}, "
+                      + sparksql.string(" is beyond the TIMESTAMP range 0001-01-01 00:00:00 .. 9999-12-31 "
+                                        "23:59:59.999 (Spark's, and Python's datetime): give the stream a BIGINT "
+                                        "time column (epoch milliseconds), on which the kit follows Flink over the "
+                                        "whole BIGINT range"))
+    low, high = TIMESTAMPS
+    return (f"CASE WHEN {ms} IS NULL OR {ms} BETWEEN {low} AND {high} THEN timestamp_millis({ms}) "
+            f"ELSE CAST({beyond} AS TIMESTAMP) END AS {ms}")
 
 
 def _column(kind: str, i: int) -> str:

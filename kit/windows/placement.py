@@ -30,6 +30,7 @@ from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from .. import sparksql
 from ..stream import Arrivals
 from .triggers import CountTrigger, NeverTrigger, PurgingTrigger
 
@@ -114,7 +115,8 @@ def place_timers(firings: DataFrame, stream, scan: Arrivals | None = None) -> Da
     kinds = {"event-time timer": "own"}
     if s.proctime is not None:
         kinds["processing-time timer"] = "pt"
-    wanted = firings.filter(F.col("cause").isin(list(kinds))).select("cause", "timer", "_floor").distinct().collect()
+    timer = f"cause IN ({', '.join(map(sparksql.string, kinds))})"
+    wanted = firings.where(timer).selectExpr("cause", "timer", "_floor").distinct().collect()
     if not wanted:
         return firings
     arrivals = scan if scan is not None else s.unordered().select(
@@ -136,10 +138,8 @@ def place_timers(firings: DataFrame, stream, scan: Arrivals | None = None) -> Da
             hit.seq - 1, hit.before, r.timer)))
     found = s.source.sparkSession.createDataFrame(
         placed, "_kind string, _t long, _f long, _seq long, _wm long, _pt long").hint("broadcast")
-    timer = F.col("cause").isin(list(kinds))
-    out = firings.join(found, (F.col("cause") == F.col("_kind")) & (F.col("timer") == F.col("_t"))
-                       & F.col("_floor").eqNullSafe(F.col("_f")), "left")
-    for column, value in (("fired_after", "_seq"), ("watermark", "_wm"), ("proctime", "_pt")):
-        out = out.withColumn(column, F.when(timer, F.col(value)).otherwise(F.col(column)))
-    return out.select(*firings.columns)
+    out = firings.join(found, F.expr("cause = _kind AND timer = _t AND _floor <=> _f"), "left")
+    filled = {"fired_after": "_seq", "watermark": "_wm", "proctime": "_pt"}
+    return out.selectExpr(*[f"CASE WHEN {timer} THEN {filled[c]} ELSE {c} END AS {c}" if c in filled
+                            else sparksql.name(c) for c in firings.columns])
 
