@@ -279,26 +279,27 @@ class _Plan:
                         pa.array([0, len(rows)], pa.int32()), rows, type=kind)})
 
         matched = self._sorted(columns).mapInArrow(per_task, schema)
-        error = F.col(_ERROR)
+        internal = ("_kit_order", _ERROR, _RAISED, _DETAILS)
         if eager:
             # kept by the job that first reads it: the check for errors computes and keeps the
             # matches in one job (head() would scan in steps)
             matched = matched.localCheckpoint(eager=False)
-            failed = matched.filter(error.isNotNull()).select(_RAISED).collect()
+            failed = matched.where(f"{_ERROR} IS NOT NULL").select(_RAISED).collect()
             if failed:
                 raise pickle.loads(failed[0][0])
-            if keep:
+            if keep:   # one partition, in order already (PARTITION BY, then emission)
                 self.kept = matched
-                matched = matched.where(f"{_DETAILS} IS NULL")
+                return matched.where(f"{_DETAILS} IS NULL").drop(*internal)
             one = matched.coalesce(1)   # kept: one task reads it all, with no shuffle
         else:
+            error = F.col(_ERROR)
             matched = matched.filter(F.when(error.isNull(), F.lit(True))
                                       .otherwise(fail(error).cast("boolean")))
             # in many tasks, not coalesce: the matcher stays parallel
             one = matched.coalesce(1) if self.narrow else matched.repartition(1)
         # one partition, then a sort inside it: a total order without the sampling job of a
         # global orderBy, which would run the matcher twice
-        return one.sortWithinPartitions(*partition_by, "_kit_order").drop("_kit_order", _ERROR, _RAISED, _DETAILS)
+        return one.sortWithinPartitions(*partition_by, "_kit_order").drop(*internal)
 
     def rows(self) -> DataFrame:
         measures = [(m.alias, measure_type(m.expr, self.schema, self.semantics, self.aggregates))

@@ -189,8 +189,8 @@ class _Run(Resolver):
             table = self.sql(source)
         elif source.lower() in self.streams:       # event time and watermarks go along
             table = self.streams[source.lower()]
-        elif self.view(source) is not None:
-            table = self.spark.table(self.view(source))
+        elif isinstance(self.tables.get(source.lower()), (DataFrame, pandas.DataFrame)):   # read as given: no view
+            table = _frame(self.spark, self.tables[source.lower()])
         else:
             table = self.sql(_verbatim(self.query, source, at.start))
         try:
