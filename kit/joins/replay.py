@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..errors import KitError
@@ -167,37 +167,44 @@ def tasks(merged: DataFrame) -> int:
     return replay_tasks(merged.sparkSession, _ROWS.get(merged))
 
 
-def _running(df: DataFrame, running: dict[str, tuple[str, bool]], order: list) -> DataFrame:
-    """``stream._scan`` for ``df`` in one partition: ``seq`` (dense, by ``order``) and the
-    running maxima, by window functions over that partition (no shuffle)."""
-    w = Window.orderBy(*order)
-    return df.select("*", (F.row_number().over(w) - 1).alias("seq"), *[
-        F.max(c).over(w.rowsBetween(Window.unboundedPreceding, 0 if inclusive else -1)).alias(name)
+def _running(df: DataFrame, running: dict[str, tuple[str, bool]], order: str) -> DataFrame:
+    """``stream._scan`` for ``df`` in one partition: ``seq`` (dense, by ``order``, SQL) and
+    the running maxima, by window functions over that partition (no shuffle)."""
+    frame = "ROWS BETWEEN UNBOUNDED PRECEDING AND"
+    return df.selectExpr("*", f"row_number() OVER (ORDER BY {order}) - 1 AS seq", *[
+        f"max({c}) OVER (ORDER BY {order} {frame} {'CURRENT ROW' if inclusive else '1 PRECEDING'}) AS {name}"
         for name, (c, inclusive) in running.items()])
 
 
-def _side(s: Stream, side: int, columns: list, one: bool) -> DataFrame:
-    """One input's rows with its arrival ``_seq``, event time, own-watermark progress and
-    lateness, and its values as struct ``_v``; ``one``: in one partition."""
+def _side(s: Stream, side: int, one: bool) -> DataFrame:
+    """One input's rows with its arrival ``_seq``, event time, lateness, watermark after it
+    (``_lw`` on the left, ``_rw`` on the right), running maximum of event time and values as
+    struct (``_vl``, ``_vr``); ``one``: in one partition."""
     df = prepared(s)
     running = {"_wmb": ("_g", False), "_wmi": ("_g", True), "_mx": ("_ts", True)}
     if "_p" in df.columns:
         running["_pi"] = ("_p", True)
     if one:     # the input's order: its partitions in order, rows in partition order
-        df = _running(df.withColumn("_id", F.monotonically_increasing_id()).coalesce(1), running, ["_id"])
+        df = _running(df.withColumn("_id", F.monotonically_increasing_id()).coalesce(1), running, "_id")
     else:
         df = _scan(df, running)
     if isinstance(s.proctime, Clock):
-        pt = F.lit(epoch_ms(s.proctime.start)) + F.col("seq") * F.lit(s.proctime.step.millis)
-    elif isinstance(s.proctime, str):
-        pt = F.col("_pi")
+        pt = f"{epoch_ms(s.proctime.start)} + seq * {s.proctime.step.millis}"
     else:
-        pt = F.lit(None).cast("long")
-    where = F.concat(F.lit(f"{'left' if side == LEFT else 'right'} input, seq="), F.col("seq").cast("string"))
+        pt = "_pi" if isinstance(s.proctime, str) else "CAST(NULL AS BIGINT)"
+    name = "left" if side == LEFT else "right"
+    where = F.concat(F.lit(f"{name} input, seq="), F.col("seq").cast("string"))
     late = F.when(F.col("_ts").isNull(), null_time_error(s.time, where).cast("boolean")).otherwise(
-        F.coalesce(F.col("_ts") <= F.col("_wmb"), F.lit(False)))
-    return df.select(F.lit(side).alias("_side"), F.col("seq").alias("_seq"), "_ts", late.alias("_late"),
-                     "_wmi", "_mx", pt.alias("_spt"), F.struct(*columns).alias("_v"))
+        F.expr("coalesce(_ts <= _wmb, false)"))
+    values = ", ".join(_quoted(c) for c in s.source.columns)
+    return df.withColumn("_late", late).selectExpr(
+        f"{side} AS _side", "seq AS _seq", "_ts", "_late", f"_wmi AS _{name[0]}w", "_mx", f"{pt} AS _spt",
+        f"struct({values}) AS _v{name[0]}")
+
+
+def _quoted(column: str) -> str:
+    """``column`` as a Spark SQL identifier."""
+    return "`" + column.replace("`", "``") + "`"
 
 
 def interleaved(left: Stream, right: Stream, interleave: str = "event_time",
@@ -235,29 +242,24 @@ def _interleaved(left: Stream, right: Stream, interleave: str, clock: Clock | No
     counts = [known_rows(left), known_rows(right)]
     rows = None if None in counts else sum(counts)
     one = replay_tasks(left.source.sparkSession, rows) == 1
-    a, b = _side(left, LEFT, left.source.columns, one), _side(right, RIGHT, right.source.columns, one)
-    # the two structs differ, so each row carries both, the other one NULL
-    a = a.withColumn("_vr", F.lit(None).cast(b.schema["_v"].dataType)).withColumnRenamed("_v", "_vl")
-    b = b.withColumn("_vl", F.lit(None).cast(a.schema["_vl"].dataType)).withColumnRenamed("_v", "_vr")
-    merged = a.unionByName(b).withColumn("_lw", F.when(F.col("_side") == LEFT, F.col("_wmi"))) \
-                             .withColumn("_rw", F.when(F.col("_side") == RIGHT, F.col("_wmi")))
-    first = {"event_time": [F.col("_mx").asc_nulls_first()], "proctime": [F.col("_spt")],
-             "left_first": [], "right_first": []}[interleave]
-    order = [*first, F.col("_side").asc() if interleave == "left_first" else F.col("_side").desc(), "_seq"]
+    # each row carries both struct columns (the other side's NULL) and both watermarks
+    merged = _side(left, LEFT, one).unionByName(_side(right, RIGHT, one), allowMissingColumns=True)
+    first = {"event_time": ["_mx"], "proctime": ["_spt"], "left_first": [], "right_first": []}[interleave]
+    order = [(c, False) for c in first] + [("_side", interleave != "left_first"), ("_seq", False)]
     running = {"_L": ("_lw", True), "_R": ("_rw", True), "_P": ("_spt", True)}
     if one:
-        out = _running(merged.coalesce(1), running, order)
+        out = _running(merged.coalesce(1), running, ", ".join(c + " DESC" * desc for c, desc in order))
     else:
-        merged = merged.orderBy(*order).localCheckpoint()   # the scan reads it twice
+        merged = merged.orderBy(*[F.desc(c) if desc else c for c, desc in order]).localCheckpoint()  # read twice
         out = _scan(merged, running).drop("_pos")
-    out = out.withColumnRenamed("seq", "_pos")
-    W = F.when(F.col("_L").isNull() | F.col("_R").isNull(), F.lit(None)).otherwise(F.least("_L", "_R"))
-    pt = (F.lit(epoch_ms(clock.start)) + F.col("_pos") * F.lit(clock.step.millis)) if clock else F.col("_P")
-    lt = {f.name: f.dataType for f in left.source.schema.fields}
-    key = [F.coalesce(F.col(f"_vl.`{l}`"), F.col(f"_vr.`{r}`").cast(lt[l])).alias(f"_k{i}")
-           for i, (l, r) in enumerate(keys)]
-    out = out.select("_pos", "_side", "_seq", "_ts", "_late", W.cast("long").alias("_W"),
-                     pt.cast("long").alias("_pt"), "_vl", "_vr", *key).localCheckpoint(eager=not one)
+    pt = f"{epoch_ms(clock.start)} + seq * {clock.step.millis}" if clock else "_P"
+    types = [{f.name: f.dataType for f in s.source.schema.fields} for s in (left, right)]
+    key = [f"coalesce(_vl.{_quoted(l)}, " + (f"_vr.{_quoted(r)}" if types[0][l] == types[1][r] else
+                                             f"CAST(_vr.{_quoted(r)} AS {types[0][l].simpleString()})")
+           + f") AS _k{i}" for i, (l, r) in enumerate(keys)]
+    out = out.selectExpr("seq AS _pos", "_side", "_seq", "_ts", "_late",
+                         "CAST(IF(_L IS NULL OR _R IS NULL, NULL, least(_L, _R)) AS BIGINT) AS _W",
+                         f"CAST({pt} AS BIGINT) AS _pt", "_vl", "_vr", *key).localCheckpoint(eager=not one)
     _ROWS[out] = rows
     return out
 
@@ -272,8 +274,8 @@ def watermarks(merged: DataFrame) -> Watermarks:
 def _watermarks(merged: DataFrame) -> Watermarks:
     if tasks(merged) == 1:
         merged = merged.coalesce(1)       # one partition: grouped with no shuffle
-    rows = merged.groupBy("_W").agg(F.min("_pos").alias("p"), F.min_by("_pt", "_pos").alias("t"),
-                                    F.count(F.lit(1)).alias("n"), F.max("_pt").alias("end")).collect()
+    rows = merged.groupBy("_W").agg(*map(F.expr, ("min(_pos) AS p", "min_by(_pt, _pos) AS t", "count(1) AS n",
+                                                  "max(_pt) AS end"))).collect()
     n = sum(r.n for r in rows)
     end = max((r.end for r in rows if r.end is not None), default=None)     # a clock never goes back
     rows = sorted((r for r in rows if r._W is not None), key=lambda r: r._W)

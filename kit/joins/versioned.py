@@ -222,12 +222,10 @@ class TemporalJoin:
         end), ``at`` (the watermark then, or the processing time; NULL at the end of input),
         ``version_seq``/``version_time`` (the version a left row met), ``timer`` (the event
         timer that emitted it), ``left``/``right`` (the values)."""
-        return self.replayed.select(
-            F.when(F.col("_side") == LEFT, "left").otherwise("right").alias("side"), F.col("_seq").alias("seq"),
-            F.col("_pos").alias("pos"), F.col("_fate").alias("fate"), F.col("_at_pos").alias("at_pos"),
-            F.col("_at").alias("at"), F.col("_vseq").alias("version_seq"), F.col("_vts").alias("version_time"),
-            F.col("_timer").alias("timer"), F.col("_batch").alias("batch"),
-            F.col("_vl").alias("left"), F.col("_vr").alias("right"))
+        return self.replayed.selectExpr(
+            f"IF(_side = {LEFT}, 'left', 'right') AS side", "_seq AS seq", "_pos AS pos", "_fate AS fate",
+            "_at_pos AS at_pos", "_at AS at", "_vseq AS version_seq", "_vts AS version_time", "_timer AS timer",
+            "_batch AS batch", "_vl AS left", "_vr AS right")
 
     def emissions(self) -> DataFrame:
         """The left rows the operator emitted, in Flink's emission order: by the merged

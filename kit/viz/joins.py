@@ -241,10 +241,17 @@ def _wanted(key, n_cols):
     return out
 
 
-def _lane_col(join, prefix=""):
-    parts = [F.coalesce(F.col(f"{prefix}left")[l].cast("string"), F.col(f"{prefix}right")[r].cast("string"))
-             for l, r in join.keys]
-    return F.concat_ws(" / ", *parts) if len(parts) > 1 else F.coalesce(parts[0], F.lit("None"))
+def _lane(parts: list) -> str:
+    """SQL: a lane's text from its key's parts (SQL strings), ``' / '`` between them; a
+    NULL key of one column reads ``None``."""
+    return f"concat_ws(' / ', {', '.join(parts)})" if len(parts) > 1 else f"coalesce({parts[0]}, 'None')"
+
+
+def _lane_col(join) -> str:
+    """SQL: the lane of a row of ``join.fates()``."""
+    from ..joins.replay import _quoted as q
+
+    return _lane([f"coalesce(CAST(`left`.{q(l)} AS STRING), CAST(`right`.{q(r)} AS STRING))" for l, r in join.keys])
 
 
 def _collect(join, lanes, max_rows):
@@ -253,25 +260,18 @@ def _collect(join, lanes, max_rows):
     the first ``max_rows + 1`` of each by merged position, in one collect: both are kept
     (``localCheckpoint``), so one partition at the end reads them in one job, where a
     ``limit`` over several partitions had taken several."""
-    from pyspark.sql import Window
-
     from ..joins.replay import LEFT
 
-    fates = join.fates().withColumn("lane", _lane_col(join))
+    fates = join.fates().selectExpr("'f' AS _part", "*", f"{_lane_col(join)} AS lane")
     merged = join.merged
     if lanes is not None:
         fates = fates.where(F.col("lane").isin(lanes))
-        parts = [F.col(f"_k{i}").cast("string") for i in range(len(join.keys))]
-        lane = F.concat_ws(" / ", *parts) if len(parts) > 1 else F.coalesce(parts[0], F.lit("None"))
-        merged = merged.where(lane.isin(lanes))
-    arrivals = merged.select(F.col("_pos").alias("pos"),
-                             F.when(F.col("_side") == LEFT, "left").otherwise("right").alias("side"),
-                             F.col("_seq").alias("seq"), F.col("_ts").alias("ts"), F.col("_late").alias("late"),
-                             F.col("_W").alias("W"), F.col("_pt").alias("pt"))
-    both = (fates.select(F.lit("f").alias("_part"), "*")
-            .unionByName(arrivals.select(F.lit("a").alias("_part"), "*"), allowMissingColumns=True).coalesce(1))
-    both = both.withColumn("_n", F.row_number().over(Window.partitionBy("_part").orderBy("pos", "side", "seq")))
-    rows = both.where(F.col("_n") <= max_rows + 1).collect()
+        merged = merged.where(F.expr(_lane([f"CAST(_k{i} AS STRING)" for i in range(len(join.keys))])).isin(lanes))
+    arrivals = merged.selectExpr("'a' AS _part", "_pos AS pos", f"IF(_side = {LEFT}, 'left', 'right') AS side",
+                                 "_seq AS seq", "_ts AS ts", "_late AS late", "_W AS W", "_pt AS pt")
+    both = fates.unionByName(arrivals, allowMissingColumns=True).coalesce(1)
+    rows = both.selectExpr("*", "row_number() OVER (PARTITION BY _part ORDER BY pos, side, seq) AS _n").where(
+        f"_n <= {max_rows + 1}").collect()
     fates_rows = [r for r in rows if r["_part"] == "f"]
     if len(fates_rows) > max_rows:
         raise KitError(f"the join has more than {max_rows} arrivals{' of these keys' if lanes else ''}: "
@@ -286,7 +286,7 @@ def _collect(join, lanes, max_rows):
 
 def _keys_of(join) -> str:
     """The join's keys, as ``key=`` takes them (read again: only when a key asked for is not there)."""
-    lanes = [r.lane for r in join.fates().select(_lane_col(join).alias("lane")).distinct().orderBy("lane").collect()]
+    lanes = [r.lane for r in join.fates().selectExpr(f"{_lane_col(join)} AS lane").distinct().orderBy("lane").collect()]
     return ", ".join(lanes[:20]) + (", ..." if len(lanes) > 20 else "")
 
 
