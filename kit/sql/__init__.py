@@ -10,11 +10,11 @@ Example::
             DEFINE A AS A.price > 10, B AS B.price < 15, C AS C.price > 12
         )''', Ticker=kit.data.load("ticker_greedy_reluctant"))
 
-The tables are registered as temporary views under unique internal names for the call
-(so concurrent calls and the user's own views never collide) and dropped once the result
-is built. Each ``<table or (subquery)> MATCH_RECOGNIZE (...)`` runs on the matcher
-(``kit.match_recognize``; a ``kit.Stream`` goes in whole, with its watermarks) and is
-replaced by a view of its rows; the rest of the query (projection, WHERE, joins, GROUP BY,
+The tables the Spark SQL reads are registered as temporary views under unique internal
+names for the call (so concurrent calls and the user's own views never collide) and dropped
+once the result is built. Each ``<table or (subquery)> MATCH_RECOGNIZE (...)`` runs on the
+matcher (``kit.match_recognize``; a table goes in as given, a ``kit.Stream`` whole, with its
+watermarks) and is replaced by a view of its rows; the rest of the query (projection, WHERE, joins, GROUP BY,
 ORDER BY) runs as Spark SQL. Errors, Spark's included, are ``SqlError``s that point at the
 line and column of ``query``.
 
