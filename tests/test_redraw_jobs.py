@@ -91,6 +91,32 @@ def test_a_join_redrawn_with_new_options_interleaves_its_inputs_once(jobs):
     assert expiring.equals(fresh) and not expiring.equals(first)
 
 
+def test_notebook_03s_explorer_redraws_a_new_delay_in_two_jobs_and_a_new_ttl_in_one(jobs):
+    """Seed-sized inputs are interleaved and replayed in one partition, with no shuffle: a
+    new watermark delay collects the watermark's rises, then the chart; a new state TTL on
+    the same streams only the chart."""
+    from datetime import datetime
+
+    from kit import Clock, WatermarkStrategy
+    from kit.joins import temporal_join
+
+    orders_df, rates_df = kit.data.load("orders"), kit.data.load("currency_rates")
+
+    def chart(delay, ttl):
+        orders = kit.stream(orders_df, time="order_time",
+                            watermark=WatermarkStrategy.for_sql_delay(Duration.of_minutes(delay)))
+        rates = kit.stream(rates_df, time="update_time", primary_key="currency",
+                           watermark=WatermarkStrategy.for_sql_delay(Duration(0)))
+        join = temporal_join(orders, rates, on="currency", how="left", engine="replay",
+                             clock=Clock(datetime(2024, 1, 1, 10), Duration.of_minutes(10)),
+                             state_ttl=Duration.of_minutes(ttl) if ttl else None)
+        return kit.viz.version_timeline(join, watermark_panel=False)
+
+    jobs(lambda: chart(0, 0))                     # the inputs' first read
+    assert jobs(lambda: chart(15, 0))[0] == 2, "a new delay: the rises, then the chart"
+    assert jobs(lambda: chart(15, 20))[0] == 1, "a new TTL: the chart, replaying the kept interleaving"
+
+
 def test_match_recognize_reads_its_kept_matches_in_one_job_each(jobs):
     ticker = kit.data.load("ticker")
     query = """SELECT * FROM Ticker MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY rowtime

@@ -376,6 +376,27 @@ def test_fast_path_equals_the_replay_on_spark(spark, streams, how, deduplicate):
     assert {(row.id, row.version) for row in fast.df.collect()} == expected
 
 
+@pytest.mark.parametrize("interleave", ["event_time", "left_first", "right_first"])
+def test_a_replay_in_one_partition_equals_one_spread_over_tasks(spark, golden_streams, interleave):
+    """Inputs Spark knows to be small are interleaved and replayed in one partition; inputs
+    of unknown size (an RDD's rows) by scans over their partitions, spread over tasks."""
+    from kit.joins.replay import tasks
+
+    def join(orders, rates):
+        o = kit.stream(orders, time="order_time", watermark=SQL0)
+        r = kit.stream(rates, time="update_time", watermark=SQL0, primary_key="currency")
+        return temporal_join(o, r, on="currency", how="left", engine="replay", interleave=interleave,
+                             clock=Clock(datetime(2024, 1, 1, 10), Duration.of_minutes(10)),
+                             state_ttl=Duration.of_minutes(30))
+
+    small = join(*golden_streams)
+    spread = join(*(spark.createDataFrame(df.rdd, df.schema) for df in golden_streams))
+    assert tasks(small.merged) == 1 and tasks(spread.merged) > 1
+    assert sorted(map(str, small.merged.collect())) == sorted(map(str, spread.merged.collect()))
+    assert sorted(map(str, small.fates().collect())) == sorted(map(str, spread.fates().collect()))
+    assert small.emissions().collect() == spread.emissions().collect()
+
+
 def test_a_row_without_event_time_is_rejected_with_its_place(spark):
     orders = spark.createDataFrame([(1, "EUR", "a"), (None, "EUR", "b")], "t long, k string, id string")
     rates = spark.createDataFrame([(0, "EUR", 1.0)], "t long, k string, rate double")
