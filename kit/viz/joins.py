@@ -210,13 +210,15 @@ def version_timeline(join, key=None, max_rows: int = 5000, watermark_panel: bool
     retention = getattr(join, "retention", None)
     if retention is not None and getattr(retention, "ttl", None):
         facts.append(f"state TTL {_duration(retention.ttl.millis)}")
-    top = alt.layer(*layers).properties(width=width, height=lane_height * len(lanes))
     heading = title_params(f"{'Processing-time t' if proc else 'T'}emporal join ({join.how.upper()}) on "
                            f"{key_title}: versions and left rows", ", ".join(facts), title)
-    if not watermark_panel or proc:
-        return top.properties(title=heading)
-    return alt.vconcat(top, _watermark_panel(arrivals, max_rows, is_ts, width)).resolve_scale(
-        fill="independent", stroke="independent", shape="independent").properties(title=heading)
+    alone = not watermark_panel or proc
+    # the layers given once (each LayerChart made copies them all)
+    top = alt.layer(*layers, width=width, height=lane_height * len(lanes), **({"title": heading} if alone else {}))
+    if alone:
+        return top
+    return alt.vconcat(top, _watermark_panel(arrivals, max_rows, is_ts, width), title=heading).resolve_scale(
+        fill="independent", stroke="independent", shape="independent")
 
 
 # ---------------------------------------------------------------- data
