@@ -6,7 +6,11 @@ and literal (thousands per widget redraw, ~0.1–0.8 ms each).
     string("it's")     -> 'it\\'s'
 """
 
-__all__ = ["name", "string"]
+import numbers
+
+__all__ = ["name", "string", "local_rows"]
+
+INLINE_ROWS = 1_000   # rows written into the query text as VALUES, beyond: a scan of sent rows
 
 
 def name(column: str) -> str:
@@ -18,3 +22,31 @@ def string(text: str) -> str:
     """``text`` as a Spark SQL string literal (backslash escapes: Spark reads ``'a''b'`` as
     two literals)."""
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def local_rows(session, rows: list, schema: str):
+    """``rows`` (tuples of integers, floats, strings and None) as a DataFrame of ``schema``
+    (``"name type, ..."``, columns in Spark SQL's words). Up to ``INLINE_ROWS`` as a
+    ``VALUES`` list in the query: a local relation, which a join broadcasts with no Spark
+    job (``createDataFrame`` of a list gives a scan of Python rows, whose broadcast runs
+    Python tasks)."""
+    if not rows or len(rows) > INLINE_ROWS:
+        return session.createDataFrame([tuple(int(v) if isinstance(v, numbers.Integral) and not isinstance(v, bool)
+                                              else v for v in r) for r in rows], schema)
+    columns = [c.strip().split(None, 1) for c in schema.split(",")]
+    first = "(" + ", ".join(f"CAST({_value(v)} AS {t})" for v, (_, t) in zip(rows[0], columns)) + ")"
+    rest = ["(" + ", ".join(map(_value, r)) + ")" for r in rows[1:]]
+    names = ", ".join(name(c) for c, _ in columns)
+    return session.sql(f"SELECT * FROM VALUES {', '.join([first, *rest])} AS rows({names})")
+
+
+def _value(v) -> str:
+    if v is None:
+        return "NULL"
+    if isinstance(v, str):
+        return string(v)
+    if isinstance(v, bool):
+        return "TRUE" if v else "FALSE"
+    if isinstance(v, numbers.Integral):
+        return f"{int(v)}L" if abs(v) >= 2**31 else str(int(v))
+    return repr(float(v))

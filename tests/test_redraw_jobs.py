@@ -159,3 +159,24 @@ def test_the_same_pandas_frame_is_the_same_stream_until_it_changes(spark):
     assert changed is not first and [r.t for r in changed.df.collect()] == [1, 5]
     cells = pd.DataFrame({"t": [1], "tags": [["a"]]})      # unhashable cells: converted each time
     assert kit.stream(cells, time="t").df.count() == 1
+
+
+def test_notebook_01_explorer_redraws_a_small_replay_in_five_jobs(jobs):
+    """Notebook 01's widget: a window replayed in Python (one task, no shuffle), its timers
+    placed, and the chart's union: the replay kept, the timers brought to the driver, the
+    arrivals scanned for them, the placed firings' lookup broadcast, the chart's one collect."""
+    from kit import Time
+    from kit.windows import TumblingEventTimeWindows
+
+    clicks = kit.data.load("clicks").toPandas()
+
+    def redraw(size):
+        stream = kit.stream(clicks, time="cTime", watermark=Duration.of_minutes(5))
+        windowed = stream.key_by("user").window(TumblingEventTimeWindows.of(Time.minutes(size)))
+        return kit.viz.window_timeline(windowed.process(lambda user, ctx, xs: [(len(list(xs)),)],
+                                                        output_type="clicks bigint")).to_dict()
+
+    redraw(60)
+    for size in (45, 75):
+        n, chart = jobs(lambda: redraw(size))
+        assert n == 5 and chart["vconcat"]

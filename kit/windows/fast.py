@@ -43,7 +43,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from .. import jvm
+from .. import jvm, sparksql
 from ..errors import fail
 from .assigners import MAX_TIME, MIN_TIME, SlidingEventTimeWindows, TumblingEventTimeWindows
 from .functions import SqlAggregate
@@ -176,8 +176,8 @@ def _in_input_order(result, keys, size, slide) -> DataFrame:
                                    .otherwise(F.col("_ts")))
     fired = scanned[0] if scanned else _pass_one(result, checked, size, slide)
     fields = _looked_up(fired, slide)   # _a, _after, _seq by _max; None: joined
-    first = None if fields else s.source.sparkSession.createDataFrame(
-        fired, "_max long, _a long, _after long, _seq long").hint("broadcast")
+    first = None if fields else sparksql.local_rows(
+        s.source.sparkSession, fired, "_max long, _a long, _after long, _seq long").hint("broadcast")
     windows = scanned[1] if scanned else _pass_two(result, plain, keys, size, slide, fields, first)
     out = windows.withColumn("_max", F.col("_at") + F.lit(size - 1))
     out = (out.withColumns({"_after": fields["_after"], "_seq": fields["_seq"]}) if fields
@@ -465,7 +465,8 @@ def _firings(result, keys, size, slide) -> DataFrame:
     if None in maxima:
         raise _Beyond()
     hits = first_at_least(arrivals, {"own": maxima})
-    passed = s.source.sparkSession.createDataFrame(
+    passed = sparksql.local_rows(
+        s.source.sparkSession,
         [(t, None, None, None) if h is None else (t, h.seq, h.after, h.pt) for (_, t), h in hits.items()],
         "_max long, _j long, _jwm long, _jpt long").hint("broadcast")
     accepted = accepted.join(passed, "_max", "left").withColumn(

@@ -136,8 +136,8 @@ def place_timers(firings: DataFrame, stream, scan: Arrivals | None = None) -> Da
         hit = None if by_clock is None or by_seq is None else max(by_clock, by_seq, key=lambda h: h.seq)
         placed.append((r.cause, r.timer, r._floor) + ((None, None, r.timer) if hit is None else (
             hit.seq - 1, hit.before, r.timer)))
-    found = s.source.sparkSession.createDataFrame(
-        placed, "_kind string, _t long, _f long, _seq long, _wm long, _pt long").hint("broadcast")
+    found = sparksql.local_rows(s.source.sparkSession, placed,
+                                "_kind string, _t long, _f long, _seq long, _wm long, _pt long").hint("broadcast")
     out = firings.join(found, F.expr("cause = _kind AND timer = _t AND _floor <=> _f"), "left")
     filled = {"fired_after": "_seq", "watermark": "_wm", "proctime": "_pt"}
     return out.selectExpr(*[f"CASE WHEN {timer} THEN {filled[c]} ELSE {c} END AS {c}" if c in filled
