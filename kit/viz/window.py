@@ -149,10 +149,12 @@ def window_timeline(result, max_keys: int = 12, max_rows: int = 2000, width: int
     lateness = f", allowed lateness {_duration(spec.allowed_lateness)}" if spec.allowed_lateness else ""
     evictor = f", {spec.evictor!r}" if spec.evictor is not None else ""
     independent = dict(fill="independent", stroke="independent", shape="independent", strokeDash="independent")
-    top = alt.layer(*layers).resolve_scale(**independent).properties(
-        width=width, height=max(1, round(lane_height * len(slots) / 2)) * max(len(lanes), 1))
+    # each chart given its parts once (a LayerChart or VConcatChart made copies them all)
+    resolve = alt.Resolve(scale=alt.ScaleResolveMap(**independent))
+    top = alt.layer(*layers, resolve=resolve, width=width,
+                    height=max(1, round(lane_height * len(slots) / 2)) * max(len(lanes), 1))
     bottom = _watermark_panel(arrivals, elements, stream, keys, width)
-    return alt.vconcat(top, bottom).resolve_scale(**independent).properties(title=title_params(
+    return alt.vconcat(top, bottom, resolve=resolve, title=title_params(
         f"{spec.assigner!r}, {spec.trigger!r}{evictor}{lateness}", "; ".join(facts), title))
 
 
@@ -448,5 +450,5 @@ def _watermark_panel(arrivals: pd.DataFrame, elements: pd.DataFrame, stream, key
     dots = base.encode(
         y=alt.Y(f"{time}:{t}", scale=scale), fill=marks["fill"], stroke=marks["stroke"], shape=marks["shape"],
         tooltip=tips)
-    return alt.layer(steps, _sized(dots, 55, 160, opacity=1)).properties(
-        width=width, height=170, title=alt.TitleParams("Watermark over arrival order", anchor="start"))
+    return alt.layer(steps, _sized(dots, 55, 160, opacity=1), width=width, height=170,
+                     title=alt.TitleParams("Watermark over arrival order", anchor="start"))
