@@ -77,24 +77,26 @@ def test_a_join_redrawn_with_new_options_interleaves_its_inputs_once(jobs):
         orders = kit.stream(orders_df, time="order_time", watermark=WatermarkStrategy.for_sql_delay(Duration(0)))
         rates = kit.stream(rates_df, time="update_time", primary_key="currency",
                            watermark=WatermarkStrategy.for_sql_delay(Duration.of_minutes(60)))
-        return temporal_join(orders, rates, on="currency", how="left", engine="replay",
-                             clock=Clock(datetime(2024, 1, 1, 10), Duration.of_minutes(10)),
-                             state_ttl=Duration.of_minutes(ttl) if ttl else None).emissions().toPandas()
+        j = temporal_join(orders, rates, on="currency", how="left", engine="replay",
+                          clock=Clock(datetime(2024, 1, 1, 10), Duration.of_minutes(10)),
+                          state_ttl=Duration.of_minutes(ttl) if ttl else None)
+        return j.merged, j.emissions().toPandas()
 
     inputs = kit.data.load("orders"), kit.data.load("currency_rates")
-    first_jobs, first = jobs(lambda: join(0, *inputs))
-    n, again = jobs(lambda: join(0, *inputs))
-    assert again.equals(first) and n < first_jobs
-    n, expiring = jobs(lambda: join(20, *inputs))
-    assert n <= 6, "a new state TTL replays the kept interleaving"
-    fresh = join(20, kit.data.load("orders"), kit.data.load("currency_rates"))   # new inputs: interleaved anew
+    n, (merged, first) = jobs(lambda: join(0, *inputs))
+    assert n == 1, "seed-sized: interleaved and replayed in one partition as the emissions are read"
+    n, (again_merged, again) = jobs(lambda: join(0, *inputs))
+    assert again.equals(first) and n == 1 and again_merged is merged
+    n, (expiring_merged, expiring) = jobs(lambda: join(20, *inputs))
+    assert n == 1 and expiring_merged is merged, "a new state TTL replays the kept interleaving"
+    _, fresh = join(20, kit.data.load("orders"), kit.data.load("currency_rates"))   # new inputs: interleaved anew
     assert expiring.equals(fresh) and not expiring.equals(first)
 
 
-def test_notebook_03s_explorer_redraws_a_new_delay_in_two_jobs_and_a_new_ttl_in_one(jobs):
-    """Seed-sized inputs are interleaved and replayed in one partition, with no shuffle: a
-    new watermark delay collects the watermark's rises, then the chart; a new state TTL on
-    the same streams only the chart."""
+def test_notebook_03s_explorer_redraws_in_one_job(jobs):
+    """Seed-sized inputs are interleaved and replayed in one partition, with no shuffle, the
+    replay's task finding the watermark's rises in its rows: a new watermark delay or a new
+    state TTL on the same streams runs only the chart's collect."""
     from datetime import datetime
 
     from kit import Clock, WatermarkStrategy
@@ -113,7 +115,7 @@ def test_notebook_03s_explorer_redraws_a_new_delay_in_two_jobs_and_a_new_ttl_in_
         return kit.viz.version_timeline(join, watermark_panel=False)
 
     jobs(lambda: chart(0, 0))                     # the inputs' first read
-    assert jobs(lambda: chart(15, 0))[0] == 2, "a new delay: the rises, then the chart"
+    assert jobs(lambda: chart(15, 0))[0] == 1, "a new delay: interleaved and replayed as the chart reads it"
     assert jobs(lambda: chart(15, 20))[0] == 1, "a new TTL: the chart, replaying the kept interleaving"
 
 

@@ -416,8 +416,9 @@ class IntervalJoin:
 
     Runs as the temporal join does (``versioned.TemporalJoin``): both inputs merged
     (``replay.interleaved``), the operator watermark's rises collected once
-    (``replay.watermarks``), rows spread over tasks by key and sorted by merged position,
-    and one ``mapInArrow`` per task calling ``run_key`` for each of its keys.
+    (``replay.watermarks``; found by the task itself when one task holds every row), rows
+    spread over tasks by key and sorted by merged position, and one ``mapInArrow`` per task
+    calling ``run_key`` for each of its keys.
 
     Order: Flink's emission order, ``merge_order`` -- by the merged position after which a
     row left, elements before the timers fired by the watermark they raised, timers by
@@ -468,7 +469,7 @@ class IntervalJoin:
         (ms), ``_reason`` (dropped rows) and the values ``_vl``/``_vr``."""
         from pyspark.sql import types as T
 
-        merged, marks, bounds, how = self.merged, self.watermarks, self.bounds, self.how
+        merged, bounds, how = self.merged, self.bounds, self.how
         keys = [f"_k{i}" for i in range(len(self.keys))]
         L, S = T.LongType(), T.StringType()
         schema = T.StructType(
@@ -481,7 +482,7 @@ class IntervalJoin:
         def edge(w):
             return None if w in (MIN_TIME, MAX_TIME) else w
 
-        def run(key, arrivals):                        # run_key refuses changelog rows
+        def run(key, arrivals, marks):                 # run_key refuses changelog rows
             result = run_key(arrivals, marks, bounds, how, _never if None in key else None)
             for o in result.outputs:
                 pos, phase, timer, index = o.order
@@ -492,7 +493,7 @@ class IntervalJoin:
                 l, r = (mine, (None,) * 3) if a.side == LEFT else ((None,) * 3, mine)
                 yield (DROPPED, None, None, None, None, None, l[0], r[0], l[1], r[1], reason, *key, l[2], r[2])
 
-        return per_key(merged, keys, run, schema)
+        return per_key(merged, keys, run, schema, marks=True)
 
     def _ordered(self, frame):
         from pyspark.sql import functions as F

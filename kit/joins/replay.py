@@ -38,8 +38,9 @@ watermark, raised by any key's rows, passes a timer (``next_rise``). On Spark,
 ``interleaved`` builds the merged rows and ``watermarks`` the rises, collected once (the
 rises are at most one per arrival, usually far fewer). Inputs whose rows Spark knows to be
 few (``kit.spark.replay_tasks``: one task) are merged and replayed in one partition, by
-window functions with no shuffle, so that a new interleaving costs only the jobs that
-collect (the rises, then the result); larger ones by scans over their partitions.
+window functions with no shuffle, the task finding the rises in the rows it holds: a new
+interleaving then costs only the job that reads the result. Larger inputs are merged by
+scans over their partitions.
 """
 
 from __future__ import annotations
@@ -282,12 +283,26 @@ def _watermarks(merged: DataFrame) -> Watermarks:
     return Watermarks([r.p for r in rows], [r._W for r in rows], [r.t for r in rows], n, end)
 
 
-def per_key(merged: DataFrame, keys: list, run, schema) -> DataFrame:
-    """``run(key values, arrivals)`` once per key of ``merged`` (``interleaved(...)``), its
-    output rows (tuples in ``schema``'s order) as a DataFrame: the keys spread over
-    ``tasks(merged)`` tasks (one without keys: then with no shuffle), each task sorted by key
-    and merged position, each key's arrivals built from its rows (``op`` from a changelog
-    input's row)."""
+def _watermarks_of(pos: list, W: list, pt: list) -> Watermarks:
+    """``watermarks`` from every merged row's ``_pos``, ``_W`` and ``_pt`` (in any order), in
+    the task that holds them all."""
+    first = {}
+    for p, w, t in sorted(zip(pos, W, pt), key=lambda r: r[0]):
+        if w is not None:
+            first.setdefault(w, (p, t))
+    rises = sorted(first.items())
+    end = max((t for t in pt if t is not None), default=None)
+    return Watermarks([p for _, (p, _) in rises], [w for w, _ in rises], [t for _, (_, t) in rises], len(pos), end)
+
+
+def per_key(merged: DataFrame, keys: list, run, schema, marks: bool = False) -> DataFrame:
+    """``run(key values, arrivals, watermarks)`` once per key of ``merged``
+    (``interleaved(...)``), its output rows (tuples in ``schema``'s order) as a DataFrame: the
+    keys spread over ``tasks(merged)`` tasks (one without keys: then with no shuffle), each
+    task sorted by key and merged position, each key's arrivals built from its rows (``op``
+    from a changelog input's row). ``watermarks``: with ``marks``, the operator watermark's
+    rises (``watermarks(merged)``), else None; a task that holds every row finds them there
+    unless they were collected before (no job of their own)."""
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -295,6 +310,9 @@ def per_key(merged: DataFrame, keys: list, run, schema) -> DataFrame:
 
     arrow = to_arrow_schema(schema, timezone="UTC")
     changelog = {LEFT: "op" in merged.schema["_vl"].dataType.names, RIGHT: "op" in merged.schema["_vr"].dataType.names}
+    n = tasks(merged) if keys else 1
+    W = (_WATERMARKS.get(merged) if n == 1 else watermarks(merged)) if marks else None
+    in_task = marks and W is None
 
     def per_task(batches):
         batches = list(batches)
@@ -302,7 +320,8 @@ def per_key(merged: DataFrame, keys: list, run, schema) -> DataFrame:
         if table is None or not table.num_rows:
             return
         cols = {c: python_values(table.column(c)) for c in ["_pos", "_side", "_seq", "_ts", "_late", "_pt",
-                                                            "_vl", "_vr"] + keys}
+                                                            "_vl", "_vr"] + ["_W"] * in_task + keys}
+        rises = _watermarks_of(cols["_pos"], cols["_W"], cols["_pt"]) if in_task else W
         out = []
         for start, length in groups(table, keys):
             arrivals = []
@@ -311,12 +330,10 @@ def per_key(merged: DataFrame, keys: list, run, schema) -> DataFrame:
                 row = cols["_vl"][i] if side == LEFT else cols["_vr"][i]
                 arrivals.append(Arrival(cols["_pos"][i], side, cols["_seq"][i], cols["_ts"][i], row, cols["_late"][i],
                                         cols["_pt"][i], (row.get("op") or "+I") if changelog[side] else "+I"))
-            out.extend(run([cols[k][start] for k in keys], arrivals))
+            out.extend(run([cols[k][start] for k in keys], arrivals, rises))
         if out:
             yield pa.RecordBatch.from_arrays([pa.array(list(c), type=arrow.field(i).type)
                                               for i, c in enumerate(zip(*out))], schema=arrow)
 
-    n = tasks(merged) if keys else 1
     spread = merged.coalesce(1) if n == 1 else merged.repartition(n, *keys)
     return spread.sortWithinPartitions(*keys, "_pos").mapInArrow(per_task, schema)
-

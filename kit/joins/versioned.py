@@ -279,11 +279,10 @@ class TemporalJoin:
         """Every arrival's fate (schema ``_FATES``, plus ``_vl``/``_vr``), replayed per key."""
         merged = self.merged
         keys = [f"_k{i}" for i in range(len(self.keys))]
-        marks = self.watermarks if self.time == "event" else None
         how, retention, event, dedup = self.how, self.retention, self.time == "event", self.deduplicate
         schema = T.StructType(_FATES.fields + [merged.schema["_vl"], merged.schema["_vr"]])
 
-        def run(key, arrivals):
+        def run(key, arrivals, marks):
             result = (event_time_join(arrivals, marks, how, None, retention, dedup) if event
                       else processing_time_join(arrivals, how, None, retention))
             batch = {}
@@ -298,4 +297,4 @@ class TemporalJoin:
                        batch.get((f.pos, timer), a.pos) if a.side == LEFT else None,
                        a.row if a.side == LEFT else None, (v.row if v else None) if a.side == LEFT else a.row)
 
-        return per_key(merged, keys, run, schema)
+        return per_key(merged, keys, run, schema, marks=event)
