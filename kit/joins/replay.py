@@ -53,6 +53,7 @@ import numpy as np
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from .. import sparksql
 from ..errors import KitError
 from ..spark import replay_tasks
 from ..stream import Stream, _scan, epoch_ms, null_time_error, prepared
@@ -197,15 +198,10 @@ def _side(s: Stream, side: int, one: bool) -> DataFrame:
     where = F.concat(F.lit(f"{name} input, seq="), F.col("seq").cast("string"))
     late = F.when(F.col("_ts").isNull(), null_time_error(s.time, where).cast("boolean")).otherwise(
         F.expr("coalesce(_ts <= _wmb, false)"))
-    values = ", ".join(_quoted(c) for c in s.source.columns)
+    values = ", ".join(sparksql.name(c) for c in s.source.columns)
     return df.withColumn("_late", late).selectExpr(
         f"{side} AS _side", "seq AS _seq", "_ts", "_late", f"_wmi AS _{name[0]}w", "_mx", f"{pt} AS _spt",
         f"struct({values}) AS _v{name[0]}")
-
-
-def _quoted(column: str) -> str:
-    """``column`` as a Spark SQL identifier."""
-    return "`" + column.replace("`", "``") + "`"
 
 
 def interleaved(left: Stream, right: Stream, interleave: str = "event_time",
@@ -255,8 +251,9 @@ def _interleaved(left: Stream, right: Stream, interleave: str, clock: Clock | No
         out = _scan(merged, running).drop("_pos")
     pt = f"{epoch_ms(clock.start)} + seq * {clock.step.millis}" if clock else "_P"
     types = [{f.name: f.dataType for f in s.source.schema.fields} for s in (left, right)]
-    key = [f"coalesce(_vl.{_quoted(l)}, " + (f"_vr.{_quoted(r)}" if types[0][l] == types[1][r] else
-                                             f"CAST(_vr.{_quoted(r)} AS {types[0][l].simpleString()})")
+    q = sparksql.name
+    key = [f"coalesce(_vl.{q(l)}, " + (f"_vr.{q(r)}" if types[0][l] == types[1][r] else
+                                       f"CAST(_vr.{q(r)} AS {types[0][l].simpleString()})")
            + f") AS _k{i}" for i, (l, r) in enumerate(keys)]
     out = out.selectExpr("seq AS _pos", "_side", "_seq", "_ts", "_late",
                          "CAST(IF(_L IS NULL OR _R IS NULL, NULL, least(_L, _R)) AS BIGINT) AS _W",

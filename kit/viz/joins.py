@@ -251,7 +251,7 @@ def _lane(parts: list) -> str:
 
 def _lane_col(join) -> str:
     """SQL: the lane of a row of ``join.fates()``."""
-    from ..joins.replay import _quoted as q
+    from ..sparksql import name as q
 
     return _lane([f"coalesce(CAST(`left`.{q(l)} AS STRING), CAST(`right`.{q(r)} AS STRING))" for l, r in join.keys])
 
