@@ -46,6 +46,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from . import sparksql
 from .errors import KitError, fail
 from .time import Clock, Duration, WatermarkStrategy, to_duration
 
@@ -490,14 +491,16 @@ class Arrivals:
                     "clock": clock, "chunks": self._chunks, "grids": grids}
         return jvm.arrival_scan(df, ";".join(f"{k}={v}" for k, v in settings.items()), schema)
 
-    def rows(self, columns: list) -> DataFrame:
+    def rows(self, columns: list, own: bool = False) -> DataFrame:
         """The source's ``columns`` and ``seq``, ``_ts`` (event time), ``_wm`` (the watermark
-        the row met) and ``_pt`` (processing time), in ms; rows in no particular order."""
+        the row met) and ``_pt`` (processing time), and with ``own`` ``_own`` (the watermark
+        the row emits), in ms; rows in no particular order."""
         df = self._prepared.select(*dict.fromkeys([*columns, "_ts"]), *self._times)
         long = T.LongType()
         out = self._scan("annotate", df, T.StructType(df.schema.fields + [
             T.StructField("seq", long, False), T.StructField("_wm", long), T.StructField("_pt", long)]))
-        return out.select(*columns, "seq", "_ts", "_wm", "_pt")
+        return out.selectExpr(*map(sparksql.name, columns), "seq", "_ts", "_wm", "_pt",
+                              *(["_g AS _own"] if own else []))
 
     def first(self, grids: dict) -> DataFrame:
         """For ``grids`` of sorted thresholds, ``{"own" | "pt" | "seq": [t, ...]}`` (of the

@@ -1,10 +1,12 @@
 """The general path on Spark (each key replayed alone, then its timer firings placed on
-the whole stream) equals one operator over the whole stream (``operator.replay``), row
-for row: random streams with disorder and late elements, sessions and time windows with
+the whole stream; a small stream in one operator) equals one operator over the whole
+stream (``operator.replay``), row for row: random streams with disorder and late elements, sessions and time windows with
 non-default triggers, evictors and allowed lateness."""
 
 import gc
+import sys
 import time
+from unittest import mock
 
 import pandas as pd
 from hypothesis import HealthCheck, example, given, settings
@@ -110,7 +112,10 @@ _BEHIND = dict(   # a timer registered behind the watermark fires at its next ri
     keys=["0a", "1a"], times=[0, 100000], assigner=TumblingProcessingTimeWindows.of(ms(3)),
     trigger=ProcessingTimeTrigger.create(), evictor=None, lateness=0, delay=0, clock=20_000))
 def test_general_path_equals_the_whole_stream_replay(spark, case):
-    assert _spark(case) == _reference(case)
+    expected = _reference(case)
+    assert _spark(case) == expected, "a small stream: the whole stream in one operator, in one task"
+    with mock.patch.object(sys.modules["kit.spark"], "SMALL_TASK_ROWS", 1):
+        assert _spark(case) == expected, "spread over tasks: each key alone, its timer firings placed"
 
 
 def test_what_a_result_keeps_is_released_when_it_is_garbage(spark):

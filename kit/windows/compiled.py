@@ -139,6 +139,12 @@ def settings(result, fields: list, kinds=("firing", "late", "element"), values=N
     }.items())
 
 
+def applies(result) -> bool:
+    """Whether ``run`` takes ``result``: its parts are built in and the JVM is in reach."""
+    return (settings(result, []) is not None
+            and jvm.available(result.stream.source.sparkSession, "WindowOperator"))
+
+
 def run(result, spread_of, fields: list, kinds: list) -> DataFrame | None:
     """The rows of ``kinds`` in ``fields`` (one kind: in its own only), replayed by the JVM
     operator; None when the window is not built from built-in parts or the JVM is out of

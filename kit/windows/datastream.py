@@ -421,7 +421,7 @@ class WindowResult:
             for i, f in enumerate(kind_fields)]
         arrow = to_arrow_schema(T.StructType(fields), timezone="UTC")
 
-        whole_stream = self._whole_stream
+        whole_stream = self._one_operator
         end = None if whole_stream else self._end
 
         def replayed(table):
@@ -468,9 +468,10 @@ class WindowResult:
 
         kinds = list(columns) if kind is None else [kind]
         if whole_stream:   # in arrival order, with the watermark each arrival emits
-            s = self.stream
-            rows = s.unordered().select(*values, "seq", *self._time_columns(), s.own_watermark().alias("_own"))
-            return (rows.repartition(1).sortWithinPartitions("seq").mapInArrow(per_task, T.StructType(fields)),
+            s, scan = self.stream, self._arrivals
+            rows = (scan.rows(values, own=True) if scan is not None else
+                    s.unordered().select(*values, "seq", *self._time_columns(), s.own_watermark().alias("_own")))
+            return (self._one(rows).sortWithinPartitions("seq").mapInArrow(per_task, T.StructType(fields)),
                     list(columns))
         compiled_run = compiled.run(self, self._spread, fields, kinds) if engine == "auto" else None
         if compiled_run is not None:
@@ -509,6 +510,14 @@ class WindowResult:
         return df.sortWithinPartitions(*keys, "seq") if sort else df
 
     @cached_property
+    def _one_operator(self) -> bool:
+        """Whether the whole stream runs in one operator, in arrival order, its timer
+        firings placed by the replay itself: timers of both clocks (their order depends on
+        every key's arrivals), or a small keyed stream (one task either way) that the Python
+        replay takes, which then needs no jobs to place its timers."""
+        return self._whole_stream or (bool(self.keys) and self._tasks == 1 and not compiled.applies(self))
+
+    @cached_property
     def _tasks(self) -> int:
         """How many tasks the replay runs as (``kit.spark.replay_tasks``; one for the whole
         stream in one operator)."""
@@ -523,7 +532,7 @@ class WindowResult:
         fast_path = engine == "fast" or (engine == "auto" and fast.eligible(self.spec))
         df = fast.firings(self) if fast_path else None   # None: a time beyond the fast path's range
         fast_path = df is not None
-        if not fast_path and fires_on_timers(self.spec.trigger) and not self._whole_stream:   # else: placed
+        if not fast_path and fires_on_timers(self.spec.trigger) and not self._one_operator:   # else: placed
             df = place_timers(self._replayed("firing"), self.stream, self._arrivals)
         elif not fast_path:
             df = self._replayed("firing", keep=False)
