@@ -45,7 +45,7 @@ from . import jvm
 from .errors import KitError
 from .java import ensure_java
 
-__all__ = ["spark", "LOG_FILE", "log_file", "replay_tasks"]
+__all__ = ["spark", "LOG_FILE", "log_file", "replay_tasks", "known_rows"]
 
 LOG_FILE: Path | None = None   # the session's log, made by log_file()
 _LOG4J = Path(__file__).with_name("log4j2.properties")
@@ -236,3 +236,11 @@ def replay_tasks(session, rows: int | None) -> int:
     if rows is None:
         return spread
     return max(1, min(spread, -(-rows // SMALL_TASK_ROWS)), -(-rows // BIG_TASK_ROWS))
+
+
+def known_rows(df) -> int | None:
+    """The rows of ``df`` when Spark knows them without a job (the optimizer's row count:
+    exact for local data), else None (also on Spark Connect, which does not say)."""
+    jdf = getattr(df, "_jdf", None)
+    count = jdf.queryExecution().optimizedPlan().stats().rowCount() if jdf is not None else None
+    return int(count.get()) if count is not None and count.isDefined() else None

@@ -55,7 +55,7 @@ from pyspark.sql import functions as F
 
 from .. import sparksql
 from ..errors import KitError
-from ..spark import replay_tasks
+from ..spark import known_rows, replay_tasks
 from ..stream import Stream, _scan, epoch_ms, null_time_error, prepared
 from ..time import Clock, Duration, WatermarkStrategy
 
@@ -155,14 +155,6 @@ def check_inputs(left, right, keys) -> None:
             raise KitError(f"key {r!r} is not a column of the right input; columns are {right.source.columns}")
 
 
-def known_rows(s: Stream) -> int | None:
-    """The rows of ``s`` when Spark knows them without a job (its row count of the source:
-    exact for local data), else None."""
-    jdf = getattr(s.source, "_jdf", None)     # None on Spark Connect
-    count = jdf.queryExecution().optimizedPlan().stats().rowCount() if jdf is not None else None
-    return int(count.get()) if count is not None and count.isDefined() else None
-
-
 def tasks(merged: DataFrame) -> int:
     """How many tasks replay ``merged`` (``interleaved(...)``): ``kit.spark.replay_tasks`` of
     its rows when known (one for seed-sized inputs)."""
@@ -236,7 +228,7 @@ def _interleaved(left: Stream, right: Stream, interleave: str, clock: Clock | No
         raise KitError(f"interleave={interleave!r} is not one of " + ", ".join(map(repr, INTERLEAVINGS)))
     if interleave == "proctime" and (left.proctime is None or right.proctime is None):
         raise KitError('interleave="proctime" needs both inputs with proctime= (a Clock or a column)')
-    counts = [known_rows(left), known_rows(right)]
+    counts = [known_rows(left.source), known_rows(right.source)]
     rows = None if None in counts else sum(counts)
     one = replay_tasks(left.source.sparkSession, rows) == 1
     # each row carries both struct columns (the other side's NULL) and both watermarks

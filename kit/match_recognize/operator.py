@@ -40,7 +40,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from ..arrow import column, groups
 from ..errors import KitError, fail
-from ..spark import replay_tasks
+from ..spark import known_rows, replay_tasks
 from ..stream import Stream
 from .errors import MatchRecognizeError, MatchRuntimeError
 from .matcher import SEMANTICS, run_partition
@@ -105,9 +105,7 @@ def _known_rows(table, df: DataFrame) -> Optional[int]:
     optimizer's row count (exact for local data); None otherwise."""
     if isinstance(table, Stream):
         return table.arrivals.count if table.arrivals is not None else None
-    jdf = getattr(df, "_jdf", None)   # None on Spark Connect
-    count = jdf.queryExecution().optimizedPlan().stats().rowCount() if jdf is not None else None
-    return int(count.get()) if count is not None and count.isDefined() else None
+    return known_rows(df)
 
 
 def _numpy(col: pa.ChunkedArray) -> np.ndarray:
