@@ -57,6 +57,20 @@ def test_the_same_values_give_the_same_output():
     assert view.set(n=3) == first
 
 
+def test_a_redraw_shows_what_ipython_would_display():
+    """The first draw goes through IPython's formatter (altair checks the whole spec); a
+    redraw hands the chart to the renderer unchecked: the same output."""
+    from IPython.core.formatters import DisplayFormatter
+
+    view = bind(points, n=w.IntSlider(value=3))
+    view.set(n=4)
+    again = bind(points, n=w.IntSlider(value=4))
+    assert view.output.outputs == again.output.outputs
+    data, metadata = DisplayFormatter().format(view._result)
+    assert view.output.outputs[0]["metadata"] == metadata
+    assert view.data[VEGA]["$schema"] == data[VEGA]["$schema"]
+
+
 def test_an_error_shows_as_one_line_not_a_traceback():
     def fragile(n):
         if n > 5:
