@@ -8,16 +8,19 @@ LAB    := $(VENV)/.installed-lab-$(PYPROJECT)
 # installed: the kit with its test extra (the notebook extra, pytest, nbval, playwright...)
 TEST   := $(VENV)/.installed-test-$(PYPROJECT)
 
-.PHONY: lab demo notebooks test bench browser-deps clean
+.PHONY: lab demo notebooks classes test bench browser-deps clean
 
-lab: $(LAB)             ## open JupyterLab on notebooks/
+lab: $(LAB) classes     ## open JupyterLab on notebooks/
 	$(BIN)/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root)
 
-demo: $(LAB)            ## run every notebook headless; HTML copies with charts in build/
+demo: $(LAB) classes    ## run every notebook headless; HTML copies with charts in build/
 	$(BIN)/python -m kit.demo notebooks build
 
-notebooks: $(LAB)       ## run every notebook and store its outputs, for reading before running
+notebooks: $(LAB) classes   ## run every notebook and store its outputs, for reading before running
 	$(BIN)/python -m kit.demo --store notebooks
+
+classes: $(LAB)         ## the JVM's class archive: Spark sessions start ~2 s sooner (kit.archive)
+	$(BIN)/python -m kit.archive
 
 test: $(TEST) browser-deps   ## the whole suite: unit, property, notebooks (nbval), browser
 	$(BIN)/python -m pytest tests kit --doctest-modules --nbval notebooks --nbval-current-env -p no:cacheprovider

@@ -14,6 +14,7 @@ setting                                            why
 log4j at ERROR, JVM output to ``LOG_FILE``         no JVM warnings in notebook cells
 PySpark's query-error loggers off                  no Java stack traces for a failed query
 ``spark.jars = <the kit's Java helpers>``          per-partition folds without a sort (``kit.jvm``)
+the class archive, when built (``kit.archive``)    ~2 s off a session's start and first queries
 ``PYSPARK_PYTHON = sys.executable``                workers run on the same interpreter
 =================================================  ==========================
 
@@ -88,10 +89,12 @@ def _live(log: Path) -> bool:
     """Whether the process that named ``log`` (``spark-<date>-<time>-p<pid>-...``) still runs:
     a session open in another notebook keeps its log however many sessions start after it."""
     found = re.match(r"spark-\d{8}-\d{6}-p(\d+)-", log.name)
-    if found is None:
-        return False
+    return found is not None and _alive(int(found.group(1)))
+
+
+def _alive(pid: int) -> bool:
     try:
-        os.kill(int(found.group(1)), 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except (PermissionError, OverflowError):   # another user's process; a pid beyond range
@@ -166,20 +169,24 @@ def _remote(url: str):
 def _local():
     from pyspark.sql import SparkSession
 
+    from . import archive   # not imported with the kit: python -m kit.archive runs it
+
     ensure_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     master = os.environ.get("KIT_SPARK_MASTER", "local[*]")
-    builder = SparkSession.builder.master(master)
-    for key, value in _conf().items():
-        builder = builder.config(key, value)
-    if master.startswith("local"):   # workers run this interpreter: forked with the kit loaded
-        builder = builder.config("spark.python.daemon.module", "kit.daemon")
     global LOG_FILE
     LOG_FILE = None   # a new session, a new log
     log = log_file()
-    helpers = jvm.jar()
+    helpers = jvm.jar()   # why it did not build goes to the log
+    conf = _conf()
+    conf["spark.driver.extraJavaOptions"] += " " + archive.options(helpers)
     if helpers is not None:
-        builder = builder.config("spark.jars", str(helpers))
+        conf["spark.jars"] = str(helpers)
+    if master.startswith("local"):   # workers run this interpreter: forked with the kit loaded
+        conf["spark.python.daemon.module"] = "kit.daemon"
+    builder = SparkSession.builder.master(master)
+    for key, value in conf.items():
+        builder = builder.config(key, value)
     _preload_charts()
     try:
         with _stderr_to(log):

@@ -185,3 +185,27 @@ def test_old_session_logs_go_when_a_session_starts(tmp_path, monkeypatch):
     left = sorted(p.name for p in folder.glob("spark-*.log"))
     assert left == sorted([p.name for p in old[-20:]] + [live.name, new.name]) and (folder / "notes.txt").exists()
     assert f"-p{os.getpid()}-" in new.name
+
+
+def test_a_session_maps_the_class_archive_that_fits_it(spark, tmp_path, monkeypatch):
+    """No archive: no options (a session never records one: that costs it ~3.5 s). The
+    archive of this Java, PySpark and jar: mapped, and those of other keys removed.
+    build()'s child records one where it is told to."""
+    from kit import archive
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("KIT_CLASS_ARCHIVE_RECORD", raising=False)
+    jar = Path("/jars/a.jar")
+    assert archive.options(jar) == ""
+    fits, other = archive.path(jar), archive.path(Path("/jars/b.jar"))
+    assert fits.parent == tmp_path / "flink-kit" and fits != other
+    fits.parent.mkdir()
+    fits.write_bytes(b"classes")
+    other.write_bytes(b"classes of another jar")
+    used = archive.options(jar)
+    assert f"-XX:SharedArchiveFile={fits} " in used and "-Xshare:auto" in used and not other.exists()
+    assert "-Xlog:all=warning:stderr" in used, "the JVM's warnings go to the session's log"
+    monkeypatch.setenv("KIT_CLASS_ARCHIVE_RECORD", str(tmp_path / "part"))
+    assert archive.options(jar).startswith(f"-XX:ArchiveClassesAtExit={tmp_path / 'part'} ")
+    assert "-XX:SharedArchiveFile" in spark.conf.get("spark.driver.extraJavaOptions") or not archive.path(
+        importlib.import_module("kit.jvm").jar()).exists()
