@@ -166,10 +166,10 @@ def kernel_probe(out: str, changes: int = CHANGES, floor: bool = True) -> None:
     format_seconds = [0.0]
     original_output = kw._output
 
-    def timed_output(result, shown):
+    def timed_output(result, shown, **options):
         t = time.perf_counter()
         try:
-            return original_output(result, shown)
+            return original_output(result, shown, **options)
         finally:
             format_seconds[0] = time.perf_counter() - t
 
