@@ -10,30 +10,20 @@ without running them.
   "run the notebook to move the controls", hide the controls that do nothing for the first
   choice, and cut no label.
 
-Same rules as ``test_browser.py``: Debian's Chromium driven by Playwright's Python API,
+Same rules as ``test_browser.py`` (``browsing.py``): Debian's Chromium driven by Playwright's Python API,
 skipped without it unless ``CI=true``; nothing fetched from beyond 127.0.0.1.
 """
 
 from __future__ import annotations
 
-import os
-import secrets
-import shutil
-import subprocess
-import sys
-from pathlib import Path
-from urllib.parse import urlsplit
-
 import nbformat
 import pytest
 
+from browsing import ROOT, chromium, jupyterlab, local_page  # noqa: F401 (a fixture)
 from kit.demo import STATIC_LINE
-from test_browser import (CHROMIUM_ARGS, LOCAL, _chromium, _free_port, _request, _unavailable,  # noqa: F401
-                          _wait_for_server, chromium)
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(420)]
 
-ROOT = Path(__file__).resolve().parents[2]
 VEGA = "application/vnd.vega.v5+json"
 VIEW = "application/vnd.jupyter.widget-view+json"
 TRUSTED = ("01_click_windows.ipynb", "03_temporal_joins.ipynb")   # hidden controls; long labels
@@ -67,56 +57,14 @@ WIDGET = f"""(i) => {{
 }}"""
 
 
-def _lab(tmp: Path, trust: tuple[str, ...] = ()):
-    """JupyterLab on 127.0.0.1 over a copy of notebooks/ as stored (not run), the notebooks
-    named in ``trust`` signed with its key (as if the user had saved them): (base url, token)."""
-    if _chromium() is None:   # before starting a server for nothing
-        _unavailable("Debian's chromium is not installed (sh tests/browser/ensure-chromium.sh)")
-    shutil.copytree(ROOT / "notebooks", tmp / "notebooks",
-                    ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
-    port, token = _free_port(), secrets.token_hex(16)
-    home = tmp / "jupyter"
-    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(home / "config"),
-               JUPYTER_DATA_DIR=str(home / "data"), JUPYTER_RUNTIME_DIR=str(home / "runtime"),
-               IPYTHONDIR=str(home / "ipython"))
-    for name in trust:
-        subprocess.run([sys.executable, "-m", "jupyter", "trust", str(tmp / "notebooks" / name)],
-                       env=env, check=True, capture_output=True)
-    log = open(tmp / "jupyterlab.log", "w")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1",
-         f"--port={port}", f"--IdentityProvider.token={token}",
-         f"--ServerApp.root_dir={tmp / 'notebooks'}",
-         f"--LabApp.workspaces_dir={home / 'workspaces'}", "--LabApp.extension_manager=readonly",
-         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-         "--LabApp.expose_app_in_browser=True"],
-        env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        _wait_for_server(base, token, server, tmp / "jupyterlab.log")
-        yield base, token
-    finally:
-        try:  # shuts down the kernels JupyterLab started on opening, then the server
-            _request(f"{base}/api/shutdown", token, method="POST")
-            server.wait(timeout=15)
-        except Exception:
-            server.terminate()
-            try:
-                server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
-        log.close()
-
-
 @pytest.fixture(scope="module")
 def untrusted_lab(tmp_path_factory):
-    yield from _lab(tmp_path_factory.mktemp("untrusted"))
+    yield from jupyterlab(tmp_path_factory.mktemp("untrusted"))
 
 
 @pytest.fixture(scope="module")
 def trusted_lab(tmp_path_factory):
-    yield from _lab(tmp_path_factory.mktemp("trusted"), trust=TRUSTED)
+    yield from jupyterlab(tmp_path_factory.mktemp("trusted"), trust=TRUSTED)
 
 
 def _stored(name: str):
@@ -127,30 +75,8 @@ def _stored(name: str):
 
 @pytest.fixture
 def browser(chromium, tmp_path):
-    from playwright.sync_api import sync_playwright
-
-    outside: list[str] = []
-
-    def only_local(route):
-        url = route.request.url
-        if url.startswith("data:") or urlsplit(url).hostname in LOCAL:
-            route.continue_()
-        else:
-            outside.append(url)
-            route.abort()
-
-    with sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"), executable_path=chromium, args=CHROMIUM_ARGS,
-            headless=True, viewport={"width": 1400, "height": 1000})
-        try:
-            context.route("**/*", only_local)
-            page = context.pages[0] if context.pages else context.new_page()
-            page.set_default_timeout(60_000)
-            yield page
-        finally:
-            context.close()
-    assert outside == [], f"fetched from outside 127.0.0.1: {outside}"
+    with local_page(chromium, tmp_path / "chromium-profile") as page:
+        yield page
 
 
 def _open(page, base: str, token: str, name: str) -> None:
