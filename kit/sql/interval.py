@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import sparksql
 from ..match_recognize import spec as S
 from .cursor import Cursor
 from .errors import SqlError
@@ -67,12 +68,8 @@ class IntervalCall:
 
     def link(self) -> str:
         """What the condition gains in front: the pair link."""
-        l, r = _quote(self.left_alias), _quote(self.right_alias)
+        l, r = sparksql.name(self.left_alias), sparksql.name(self.right_alias)
         return f" {l}.__kit_l = {r}.__kit_l AND {l}.__kit_r = {r}.__kit_r AND ("
-
-
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def find_interval_joins(query: str, tokens: list, stream) -> dict:
@@ -236,7 +233,7 @@ def true_pairs(call: IntervalCall, query: str, tokens: list, left_view: str, rig
     condition, as a ``query.Rewritten`` (errors map back to the condition)."""
     from .query import Rewritten
     first, end = call.cond
-    l, r = _quote(call.left_alias), _quote(call.right_alias)
+    l, r = sparksql.name(call.left_alias), sparksql.name(call.right_alias)
     out = Rewritten(query)
     out.replace(f"SELECT {l}.__kit_l, {l}.__kit_r FROM {left_view} AS {l} JOIN {right_view} AS {r} ON"
                 + call.link(), tokens[first].start)
