@@ -28,7 +28,7 @@ The watermark is a prefix maximum over arrival order, computed as a parallel sca
 each input partition is a chunk; one small aggregate gives every chunk's row count and
 maximum, a window over that summary gives each chunk's offset and carried-in maximum,
 and a window inside each chunk finishes the scan. Nothing is collected to the driver.
-Where the kit reaches Spark's JVM, ``arrivals(s)`` runs the same scan as two folds over
+Where the kit reaches Spark's JVM, ``s.arrivals`` runs the same scan as two folds over
 the input partitions in Java (``kit/jvm/ArrivalScan.java``), with no sort at all: the
 first collects one row per chunk, the second carries it in.
 """
@@ -50,7 +50,7 @@ from . import sparksql
 from .errors import KitError, fail
 from .time import Clock, Duration, WatermarkStrategy, to_duration
 
-__all__ = ["stream", "Stream", "StreamWarning", "Arrivals", "arrivals"]
+__all__ = ["stream", "Stream", "StreamWarning", "Arrivals"]
 
 _CHUNK_BITS = 33  # monotonically_increasing_id(): partition index << 33 | row in partition
 _ADDED = ("seq", "watermark", "late", "proctime")
@@ -513,10 +513,3 @@ class Arrivals:
                                *[T.StructField(c, long) for c in ("seq", "own", "before", "pt")]])
         return self._scan("first", self._prepared.select(*self._times), schema,
                           grids="/".join(f"{name}:{','.join(map(str, grid))}" for name, grid in grids.items()))
-
-
-def arrivals(s: Stream) -> Arrivals | None:
-    """The JVM arrival scan of ``s`` (its first pass runs when first asked for), or None
-    where the kit does not reach Spark's JVM (Spark Connect, a session without the kit's
-    jar). One per stream."""
-    return s.arrivals

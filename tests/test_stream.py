@@ -205,10 +205,9 @@ def test_explicit_order_survives_repartitioning(spark, times, partitions):
        proctime=st.sampled_from([None, "clock", "column"]),
        own=st.lists(st.integers(-60, 210), max_size=6), pts=st.lists(st.integers(0, 60), max_size=6))
 def test_the_jvm_arrival_scan_equals_the_sql_scan(spark, times, partitions, watermark, proctime, own, pts):
-    """``kit.stream.arrivals``: seq, watermark met and processing time of every row, and the
+    """``Stream.arrivals``: seq, watermark met and processing time of every row, and the
     first arrival at or above each threshold, as Spark SQL's scan and the Python lookup give
     them, over input partitions in order (some empty), NULL times and watermarks."""
-    from kit.stream import arrivals
     from kit.windows.placement import first_at_least
     at = F.col("id").cast("int") + 1
     df = (spark.range(0, len(times), numPartitions=partitions)
@@ -220,7 +219,7 @@ def test_the_jvm_arrival_scan_equals_the_sql_scan(spark, times, partitions, wate
                   "none": WatermarkStrategy.no_watermarks()}
     clock = {"clock": Clock(datetime(2024, 1, 1), Duration.of_millis(5)), "column": "p", None: None}[proctime]
     s = kit.stream(df, time="ts", watermark=strategies[watermark], proctime=clock)
-    scan = arrivals(s)
+    scan = s.arrivals
     assert scan is not None and scan.count == len(times)
     pt = F.unix_millis("proctime") if clock is not None else F.lit(None).cast("long")
     sql = s.unordered().select("id", "seq", F.col("ts").alias("_ts"), F.col("watermark").alias("_wm"), pt.alias("_pt"))
@@ -233,10 +232,9 @@ def test_the_jvm_arrival_scan_equals_the_sql_scan(spark, times, partitions, wate
 
 
 def test_a_source_that_changes_between_the_jvm_scans_passes_is_an_error(spark, tmp_path):
-    from kit.stream import arrivals
     log = tmp_path / "clicks.csv"
     log.write_text("".join(f"{i}\n" for i in range(200)))
-    scan = arrivals(kit.stream(spark.read.csv(str(log), schema="ts long"), time="ts"))
+    scan = kit.stream(spark.read.csv(str(log), schema="ts long"), time="ts").arrivals
     log.write_text("".join(f"{i}\n" for i in range(150)))   # the file changes under the stream
     with pytest.raises(Exception, match="input partition 0 changed between the stream's passes"):
         scan.rows([]).collect()

@@ -75,7 +75,7 @@ from .. import sparksql
 from ..arrow import column, groups, python_values
 from ..errors import KitError, fail_sql
 from ..spark import replay_tasks
-from ..stream import Arrivals, arrivals
+from ..stream import Arrivals
 from ..time import millis
 from .assigners import MAX_TIME, MIN_TIME, GlobalWindows, WindowAssigner
 from .evictors import CountEvictor, Evictor
@@ -497,7 +497,7 @@ class WindowResult:
     def _arrivals(self) -> Arrivals | None:
         """The stream's arrival scan in the JVM, read by the replay and the timer placement
         (None: Spark SQL's scan)."""
-        return arrivals(self.stream)
+        return self.stream.arrivals
 
     def _spread(self, values: list, sort: bool = True) -> DataFrame:
         """``values``, ``seq``, ``_ts``, ``_wm``, ``_pt`` of every arrival, spread over tasks by
