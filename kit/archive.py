@@ -56,8 +56,8 @@ jvm.wait(timeout=600)
 
 
 def path(helpers: Path | None) -> Path:
-    """Where the archive for this Java, PySpark and the kit's jar ``helpers`` lives."""
-    ensure_java()
+    """Where the archive for this Java (``JAVA_HOME`` as ``ensure_java`` set it), PySpark and
+    the kit's jar ``helpers`` lives."""
     java = os.path.realpath(os.environ.get("JAVA_HOME") or shutil.which("java") or "java")
     import pyspark
 
@@ -88,6 +88,7 @@ def build() -> Path | None:
     path, or None when the JVM could not write it (the reason on stderr)."""
     from . import jvm
 
+    ensure_java()
     archive = path(jvm.jar())
     if archive.is_file():
         return archive

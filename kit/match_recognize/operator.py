@@ -193,8 +193,9 @@ class _Plan:
         self.inputs = [c for c in df.columns if c != _SEQ]
         self.partition_by = list(spec.partition_by)
         # a small input in one task, read where it is (no shuffle); else spread by PARTITION BY
-        self.narrow = rows is not None and replay_tasks(df.sparkSession, rows) == 1
-        self.tasks = replay_tasks(df.sparkSession, rows) if self.partition_by and not self.narrow else 1
+        tasks = replay_tasks(df.sparkSession, rows)
+        self.narrow = rows is not None and tasks == 1
+        self.tasks = tasks if self.partition_by and not self.narrow else 1
         self.order = [o.column for o in spec.order_by] + [_SEQ]
         self.ascending = [o.ascending for o in spec.order_by] + [True]
         self.df = df
