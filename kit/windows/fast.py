@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 import weakref
 
 from pyspark import StorageLevel
@@ -60,8 +61,15 @@ def kept_for(owner, df: DataFrame) -> DataFrame:
     """``df``, kept (``persist``) once computed, until ``owner`` is garbage: then released
     (a DataFrame read from it that outlives ``owner`` computes it again)."""
     df = df.persist(StorageLevel.MEMORY_AND_DISK)
-    weakref.finalize(owner, df.unpersist).atexit = False   # at exit the JVM may be gone
+    weakref.finalize(owner, _release, df).atexit = False   # at exit the JVM may be gone
     return df
+
+
+def _release(df: DataFrame) -> None:
+    """``df.unpersist()`` in a thread of its own: a finalizer runs wherever the garbage
+    collector does, maybe inside a py4j call of this thread, whose connection a call of its
+    own would then cut into (the JVM's answers mixed up: "PythonUtils does not exist")."""
+    threading.Thread(target=df.unpersist, name="kit-release", daemon=True).start()
 
 
 class _Beyond(Exception):
