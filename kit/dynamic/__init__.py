@@ -1,0 +1,1 @@
+"""Dynamic tables: continuous queries over ``kit.Stream``s and the changelogs they emit."""
