@@ -1,0 +1,559 @@
+"""Flink's non-windowed group aggregation (``GROUP BY`` over a changelog), on Spark.
+
+``group_aggregate(log, keys, calls, options)`` reads a changelog (``kit.dynamic.changelog``)
+and emits the changelog of ``SELECT keys, calls... GROUP BY keys``, as Flink's
+``GroupAggFunction.processElement`` does, per key, for each input message in ``(seq, _n)``
+order (``accumulate``: ``+I``/``+U``; ``retract``: ``-U``/``-D``):
+
+==========================================  =============================================
+the key's state, the message                emits (``_n`` = input ``_n`` + [j])
+==========================================  =============================================
+no state, a retraction                      nothing (ignored)
+no state, an accumulate                     ``+I`` new (a fresh accumulator)
+a result that changed                       ``-U`` old (if ``update_before``), ``+U`` new
+a result that did not change                nothing; with a state TTL ``-U``/``+U`` anyway
+the record count back to zero               ``-D`` old; the state is cleared
+==========================================  =============================================
+
+    seq  _op  word             seq  _op  cnt  freq    (SELECT cnt, COUNT(cnt) AS freq ... GROUP BY cnt)
+    0    +I   Hello 1          0    +I   1    1
+    1    +I   World 1          1    -U   1    1
+    2    -U   Hello 1          1    +U   1    2
+    2    +U   Hello 2          2    -U   1    2
+                               2    +U   1    1
+                               2    +I   2    1
+
+Aggregates: COUNT(*), COUNT(x), COUNT(DISTINCT x), SUM, AVG, MIN, MAX (any DISTINCT); over
+retractions SUM/AVG/COUNT subtract, MIN/MAX keep the multiset of values (Flink's
+``MinWithRetractAggFunction``) and a DISTINCT keeps a count per value. Values are those of
+Spark's batch aggregate over the rows in the table (SUM of NULLs is NULL, AVG of an INT a
+DOUBLE), cast to ``call.type``: pass Flink's types (``INT`` for the AVG of an INT) to get
+Flink's values, truncation included.
+
+Changelog mode (Flink's ``FlinkChangelogModeInferenceProgram``): ``+I``, ``+U``, ``-U`` when
+``update_before``, ``-D`` when the input holds updates or deletes (a count can go back to
+zero). A state TTL adds no ``-D``: an expired key is forgotten silently. The upsert key is
+``keys`` (``()`` for a global aggregate: one row, nothing at all for an empty input).
+
+State TTL (``options.ttl_ms``, ``table.exec.state.ttl``: processing time, written on create
+and write, never returning expired state): a key whose state was last written at ``w`` is
+gone at a message with ``_pt - w >= ttl`` (Flink: ``w + ttl <= now``); a retraction is then
+ignored and an accumulate starts again at ``+I``. The second value returned lists these
+expirations (the key columns, ``seq``, ``last_write_pt``, ``pt``).
+
+Mini-batch (``options.mini_batch = (allow_latency_ms, size)``, Flink's
+``MiniBatchGroupAggFunction`` behind a processing-time mini-batch assigner): the input of
+the operator (one task, as Flink's parallelism 1) is buffered in bundles; a bundle is
+flushed when it holds ``size`` records, when processing time enters a new
+``allow_latency`` interval (the rows of one bundle share ``_pt - _pt % allow_latency``;
+the timer's time is the flush's ``_pt``) and at the end of input. A flush folds each key's
+records (leading retractions of a key without state dropped) and emits at most one change
+per key, with the ``seq`` of the bundle's last record and ``_n = [place of the key, j]``.
+Flink visits the keys of a bundle in ``HashMap`` order; here they go in first-arrival
+order. Without a clock (``_pt`` NULL) only size and the end of input flush.
+
+Engines. ``reference``: each key replayed in Python (``mapInArrow`` over tasks by key) --
+the definition. ``fast``: Spark SQL window functions over one shuffle by key, each input
+message exploded into its 0-2 changes. Per key, in ``(seq, _n)`` order, with weight
+``w = ±1``:
+
+    S = running sum(w)        M = min(0, running min(S))      count c = S - M
+    ignored  <=>  M < M before (a retraction at c = 0)        e = 0 if ignored else w
+    first    <=>  e = 1 and c = 1        gone  <=>  not ignored and c = 0
+    COUNT/SUM/AVG: running sums of e·x (and of e·[x not NULL]); DISTINCT x: e replaced by the
+    0->1 / 1->0 transitions of the running count of (key, x); MIN/MAX: running min/max.
+
+It assumes the input is a valid changelog (a retraction retracts a row that was added), as
+the kit's operators emit. ``auto`` takes it unless the state TTL or mini-batch is on, or
+the input has retractions and a MIN/MAX (a multiset) or a floating-point SUM/AVG (its
+running sum would carry a rounding remainder past a clear).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from .. import sparksql
+from ..arrow import column, groups, python_values
+from ..errors import KitError
+from ..spark import known_rows
+from .changelog import ADDS, DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE, AggCall, Changelog, Options
+
+__all__ = ["FUNCTIONS", "ENGINES", "group_aggregate", "changelog_mode"]
+
+FUNCTIONS = ("COUNT", "SUM", "AVG", "MIN", "MAX")
+ENGINES = ("auto", "fast", "reference")
+
+
+def changelog_mode(input_mode: frozenset, options: Options) -> frozenset:
+    """The row kinds a group aggregate emits over an input of ``input_mode``.
+
+    >>> from kit.dynamic.changelog import INSERT_ONLY, ALL, mode_text
+    >>> mode_text(changelog_mode(INSERT_ONLY, Options())), mode_text(changelog_mode(ALL, Options(update_before=False)))
+    ('[I,UB,UA]', '[I,UA,D]')
+    """
+    mode = {INSERT, UPDATE_AFTER} | ({UPDATE_BEFORE} if options.update_before else set())
+    return frozenset(mode | ({DELETE} if input_mode - {INSERT} else set()))
+
+
+def group_aggregate(log: Changelog, keys: list[str], calls: list[AggCall], options: Options,
+                    engine: str = "auto") -> tuple[Changelog, DataFrame | None]:
+    """``SELECT keys, calls GROUP BY keys`` over ``log`` as a changelog (module doc), and the
+    state expirations (None when the TTL is off)."""
+    keys = list(keys)
+    types = _check(log, keys, calls, options, engine)
+    out = (*keys, *(c.name for c in calls))
+    why = _not_fast(log, calls, options, types)
+    if engine == "fast" and why:
+        raise KitError(f"the fast group aggregate does not apply: {why}; use engine='reference' or 'auto'")
+    if engine != "reference" and not why:
+        df, expired = _fast(log, keys, calls, options, types), None
+    else:
+        df, expired = _replay(log, keys, calls, options, types)
+    return Changelog(df, out, changelog_mode(log.mode, options), tuple(keys)), expired
+
+
+def _check(log, keys, calls, options, engine) -> dict:
+    """The Spark types of the input's value columns; a KitError for what cannot run."""
+    if engine not in ENGINES:
+        raise KitError(f"engine must be one of {ENGINES}; got {engine!r}")
+    schema = {f.name: f.dataType for f in log.df.schema.fields}
+    columns = list(log.columns)
+    for k in keys:
+        if k not in columns:
+            raise KitError(f"group key {k!r} is not a column of the input; its columns are {columns}")
+    names = [*keys]
+    for c in calls:
+        function = c.function.upper()
+        if function not in FUNCTIONS:
+            raise KitError(f"aggregate function {c.function!r} is not supported by the group aggregate; "
+                           f"use one of {', '.join(FUNCTIONS)}")
+        if c.arg is None and (function != "COUNT" or c.distinct):
+            raise KitError(f"{c.function}{'(DISTINCT *)' if c.distinct else '(*)'} needs a column: "
+                           f"only COUNT takes *")
+        if c.arg is not None and c.arg not in columns:
+            raise KitError(f"{c.function}({c.arg}) reads no column of the input; its columns are {columns}")
+        try:
+            T._parse_datatype_string(c.type)
+        except Exception as e:
+            raise KitError(f"{c.function}({c.arg or '*'}) AS {c.name}: type {c.type!r} is not a Spark SQL type") from e
+        names.append(c.name)
+    if len(set(names)) < len(names):
+        raise KitError(f"output columns must have distinct names; got {names}")
+    if UPDATE_AFTER in log.mode and UPDATE_BEFORE not in log.mode:
+        raise KitError("a group aggregate needs its input's update-before (-U) messages to retract old "
+                       "rows; produce the input with Options(update_before=True)")
+    if options.mini_batch is not None:
+        latency, size = options.mini_batch
+        if latency <= 0 or size <= 0:
+            raise KitError(f"mini_batch = (allow_latency_ms, size) must both be > 0; got {options.mini_batch}")
+    if options.ttl_ms > 0 and known_rows(log.df.where("_pt IS NOT NULL").select("_pt")) == 0 \
+            and known_rows(log.df) != 0:
+        raise KitError(_NO_CLOCK)
+    return schema
+
+
+_NO_CLOCK = ("the state TTL (table.exec.state.ttl) runs on processing time, but the input has no "
+             "processing-time clock: give the stream one, kit.stream(..., proctime=Clock(start, step)) "
+             "or proctime=<a TIMESTAMP column>")
+
+
+def _not_fast(log, calls, options, types) -> str | None:
+    """Why the fast path cannot run this aggregate (None: it can)."""
+    if options.ttl_ms > 0:
+        return "the state TTL is on"
+    if options.mini_batch is not None:
+        return "mini-batch is on"
+    if log.insert_only:
+        return None
+    for c in calls:
+        if c.function.upper() in ("MIN", "MAX"):
+            return f"{c.function}({c.arg}) over retractions keeps a multiset of values"
+        if c.function.upper() in ("SUM", "AVG") and isinstance(types[c.arg], (T.FloatType, T.DoubleType)):
+            return f"{c.function}({c.arg}) of floating-point values over retractions is not exact as a running sum"
+    return None
+
+
+# ---------------------------------------------------------------------------------- fast path
+
+def _fast(log: Changelog, keys, calls, options, types) -> DataFrame:
+    """The changelog by window functions over ``(seq, _n)`` per key (module doc)."""
+    ks = [sparksql.name(k) for k in keys]
+    order, run = _over(ks), _over(ks, frame=True)
+    args = sorted({c.arg for c in calls if c.arg is not None})
+    arg = {a: f"_a{i}" for i, a in enumerate(args)}
+    meta = ["seq", "_n", "_pt"]
+    df = log.df.selectExpr(*ks, *(f"{sparksql.name(a)} AS {arg[a]}" for a in args), *meta,
+                           f"IF(_op IN {_kinds(ADDS)}, 1, -1) AS _w")
+    if ks:
+        df = df.repartition(*ks)           # the one shuffle: every window below is per key
+    if log.insert_only:
+        df = df.selectExpr("*", "false AS _ign", "1 AS _e", f"row_number() OVER {order} AS _c")
+    else:
+        df = df.selectExpr("*", f"sum(_w) OVER {run} AS _S")
+        df = df.selectExpr("*", f"least(0, min(_S) OVER {run}) AS _M")
+        df = df.selectExpr("*", f"_M < coalesce(lag(_M) OVER {order}, 0) AS _ign")
+        df = df.selectExpr("*", "_S - _M AS _c", "IF(_ign, 0, _w) AS _e")
+    distinct = sorted({c.arg for c in calls if c.distinct})
+    if distinct:   # the 0->1 / 1->0 transitions of each value's running count
+        df = df.selectExpr("*", *(f"sum(IF({arg[a]} IS NULL, 0, _e)) OVER {_over([*ks, arg[a]], frame=True)} "
+                                  f"AS _d{arg[a]}" for a in distinct))
+        df = df.selectExpr("*", *(f"CASE WHEN _d{arg[a]} = 1 AND _d{arg[a]} - _e = 0 THEN 1 "
+                                  f"WHEN _d{arg[a]} = 0 AND _d{arg[a]} - _e = 1 THEN -1 ELSE 0 END AS _t{arg[a]}"
+                                  for a in distinct))
+    news = [f"CAST({_running(c, arg, types, run)} AS {c.type}) AS _v{i}" for i, c in enumerate(calls)]
+    df = df.selectExpr(*ks, *meta, "_ign", "_e", "_c", *news)
+    values = [f"_v{i}" for i in range(len(calls))]
+    df = df.selectExpr("*", *(f"lag({v}) OVER {order} AS _p{v}" for v in values))
+
+    def change(op, prefix):
+        fields = ", ".join(f"'{v}', {prefix}{v}" for v in values)
+        return f"named_struct('_op', '{op}'{', ' + fields if fields else ''})"
+
+    same = " AND ".join(f"{v} <=> _p{v}" for v in values) or "true"
+    update = ([change(UPDATE_BEFORE, "_p")] if options.update_before else []) + [change(UPDATE_AFTER, "")]
+    out = (f"CASE WHEN _ign THEN array() WHEN _e = 1 AND _c = 1 THEN array({change(INSERT, '')}) "
+           f"WHEN _c = 0 THEN array({change(DELETE, '_p')}) "
+           f"WHEN {same} THEN array() ELSE array({', '.join(update)}) END")
+    df = df.selectExpr(*ks, *meta, f"posexplode({out}) AS (_j, _o)")
+    return df.selectExpr("_o._op AS _op", *ks, *(f"_o.{v} AS {sparksql.name(c.name)}" for v, c in zip(values, calls)),
+                         "seq", "concat(_n, array(_j)) AS _n", "_pt")
+
+
+def _over(partition: list, frame: bool = False) -> str:
+    """A window per ``partition`` in changelog order (``frame``: up to the current row)."""
+    part = f"PARTITION BY {', '.join(partition)} " if partition else ""
+    return f"({part}ORDER BY seq, _n{' ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW' if frame else ''})"
+
+
+def _kinds(kinds) -> str:
+    return "(" + ", ".join(f"'{k}'" for k in kinds) + ")"
+
+
+def _running(call: AggCall, arg: dict, types: dict, run: str) -> str:
+    """A call's running value over ``run`` in Spark SQL, as Spark's batch aggregate gives it."""
+    function = call.function.upper()
+    if call.arg is None:
+        return f"sum(_e) OVER {run}"
+    x, weight = arg[call.arg], f"_t{arg[call.arg]}" if call.distinct else "_e"
+    if function in ("MIN", "MAX"):
+        return f"{function.lower()}({x}) OVER {run}"
+    n = f"sum(IF({x} IS NULL, 0, {weight})) OVER {run}"
+    if function == "COUNT":
+        return n
+    dtype = types[call.arg]
+    v = x if function == "SUM" or isinstance(dtype, T.DecimalType) else f"CAST({x} AS DOUBLE)"
+    total = f"sum(CASE {weight} WHEN 1 THEN {v} WHEN -1 THEN -{v} END) OVER {run}"
+    if function == "SUM":
+        return f"IF({n} = 0, NULL, {total})"
+    divisor = f"CAST({n} AS DECIMAL(20, 0))" if isinstance(dtype, T.DecimalType) else n
+    return f"IF({n} = 0, NULL, {total} / {divisor})"
+
+
+# ------------------------------------------------------------------------------- the reference
+
+_EXACT = Context(prec=100)   # decimals of up to 38 digits, summed without rounding
+
+
+class _Count:
+    """COUNT(*) (``star``) or COUNT(x): the rows (with x not NULL) accumulated minus retracted."""
+
+    def __init__(self, star: bool):
+        self.star, self.n = star, 0
+
+    def add(self, v, w: int):
+        if self.star or v is not None:
+            self.n += w
+
+    def value(self):
+        return self.n
+
+
+class _Sum:
+    """SUM(x) or AVG(x) (``avg``): a total and the count of non-NULL values; NULL when none.
+    AVG sums DOUBLEs, or decimals divided as Spark divides them (``_decimal_avg``)."""
+
+    def __init__(self, avg: bool, dtype):
+        self.avg, self.dtype, self.n = avg, dtype, 0
+        self.total = Decimal(0) if isinstance(dtype, T.DecimalType) else 0.0 if avg else 0
+
+    def add(self, v, w: int):
+        if v is None:
+            return
+        if self.avg and not isinstance(self.dtype, T.DecimalType):
+            v = float(v)
+        with localcontext(_EXACT):
+            self.total, self.n = (self.total + v, self.n + 1) if w > 0 else (self.total - v, self.n - 1)
+
+    def value(self):
+        if self.n == 0:
+            return None
+        if not self.avg:
+            return self.total
+        return _decimal_avg(self.total, self.n, self.dtype) if isinstance(self.dtype, T.DecimalType) \
+            else self.total / self.n
+
+
+class _MinMax:
+    """MIN(x) / MAX(x) over a multiset: a count per value (Flink's ``MinWithRetractAggFunction``)."""
+
+    def __init__(self, pick):
+        self.pick, self.counts, self.best = pick, {}, None
+
+    def add(self, v, w: int):
+        if v is None:
+            return
+        n = self.counts.get(v, 0) + w
+        if n:
+            self.counts[v] = n
+        else:
+            del self.counts[v]
+        if w > 0 and (self.best is None or self.pick(v, self.best) == v):
+            self.best = v
+        elif w < 0 and n == 0 and v == self.best:
+            present = [u for u, c in self.counts.items() if c > 0]
+            self.best = self.pick(present) if present else None
+
+    def value(self):
+        return self.best
+
+
+class _Distinct:
+    """A DISTINCT aggregate: a count per value; the inner one sees a value's 0->1 and 1->0."""
+
+    def __init__(self, inner):
+        self.inner, self.counts = inner, {}
+
+    def add(self, v, w: int):
+        if v is None:
+            return
+        before = self.counts.get(v, 0)
+        self.counts[v] = before + w
+        if (before, before + w) in ((0, 1), (1, 0)):
+            self.inner.add(v, w)
+
+    def value(self):
+        return self.inner.value()
+
+
+def _decimal_avg(total: Decimal, n: int, dtype: T.DecimalType) -> Decimal:
+    """Spark's AVG of a decimal(p, s): its sum, a decimal(p + 10, s), divided by the count, a
+    decimal(20, 0), in Spark's decimal division (38 places, then the quotient's scale, both
+    HALF_UP); the cast to the call's type follows."""
+    p, s = min(38, dtype.precision + 10), dtype.scale
+    scale = max(6, s + 21)
+    if p - s + scale > 38:
+        scale = max(38 - (p - s), min(scale, 6))
+    with localcontext(_EXACT):
+        q = (total / n).quantize(Decimal(1).scaleb(-38), ROUND_HALF_UP)
+        return q.quantize(Decimal(1).scaleb(-scale), ROUND_HALF_UP)
+
+
+def _cast(v, dtype):
+    """A value as Spark's CAST to ``dtype`` gives it (integers truncate, decimals round HALF_UP)."""
+    if v is None:
+        return None
+    if isinstance(dtype, T.IntegralType):
+        return int(v)
+    if isinstance(dtype, T.FloatType):
+        return float(np.float32(v))
+    if isinstance(dtype, T.DoubleType):
+        return float(v)
+    if isinstance(dtype, T.DecimalType):
+        with localcontext(_EXACT):
+            return Decimal(v if not isinstance(v, float) else repr(v)).quantize(
+                Decimal(1).scaleb(-dtype.scale), ROUND_HALF_UP)
+    return v
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    """Equal results (NaN equals NaN, as Spark's ``<=>``)."""
+    return all(x == y or (x != x and y != y) for x, y in zip(a, b))
+
+
+@dataclass
+class _Spec:
+    """What the replay of one key needs: the aggregates' factories and output types."""
+    calls: list
+    types: dict
+    out_types: list
+    ttl_ms: int
+    update_before: bool
+
+    def accumulators(self) -> list:
+        made = []
+        for c in self.calls:
+            function = c.function.upper()
+            dtype = self.types.get(c.arg)
+            acc = (_Count(c.arg is None) if function == "COUNT" else
+                   _Sum(function == "AVG", dtype) if function in ("SUM", "AVG") else
+                   _MinMax(min if function == "MIN" else max))
+            made.append(_Distinct(acc) if c.distinct else acc)
+        return made
+
+
+class _State:
+    """A key's accumulators, its record count (COUNT(*)) and the time of its last write."""
+
+    def __init__(self, spec: _Spec):
+        self.spec, self.accs, self.count, self.written = spec, spec.accumulators(), 0, None
+
+    def add(self, args: tuple, w: int):
+        self.count += w
+        for acc, v in zip(self.accs, args):
+            acc.add(v, w)
+
+    def value(self) -> tuple:
+        return tuple(_cast(a.value(), t) for a, t in zip(self.accs, self.spec.out_types))
+
+
+def _emit(spec: _Spec, state: _State, first: bool, prev: tuple, messages: list, now) -> tuple:
+    """Fold ``messages`` (``(w, args)``) into ``state``; the changes ``[(kind, values)]``
+    (Flink's ``processElement`` for one message, ``finishBundle`` for a bundle's) and the
+    state to keep (None: cleared)."""
+    for w, args in messages:
+        state.add(args, w)
+    new = state.value()
+    if state.count == 0:
+        return ([] if first else [(DELETE, prev)]), None
+    state.written = now
+    if first:
+        return [(INSERT, new)], state
+    if spec.ttl_ms <= 0 and _same(prev, new):
+        return [], state
+    return ([(UPDATE_BEFORE, prev)] if spec.update_before else []) + [(UPDATE_AFTER, new)], state
+
+
+def _expired(spec: _Spec, state: _State | None, now) -> bool:
+    if state is None or spec.ttl_ms <= 0:
+        return False
+    if now is None:
+        raise KitError(_NO_CLOCK)
+    return now - state.written >= spec.ttl_ms
+
+
+def _replay_key(spec: _Spec, messages: list):
+    """One key's messages ``(w, args, seq, n, pt)`` in order: its changes ``(kind, values,
+    seq, n, pt)`` and expirations ``(None, (last_write_pt,), seq, None, pt)``."""
+    state = None
+    for w, args, seq, n, pt in messages:
+        if _expired(spec, state, pt):
+            yield None, (state.written,), seq, None, pt
+            state = None
+        if state is None and w < 0:
+            continue
+        first, state = state is None, state or _State(spec)
+        prev = state.value()
+        changes, state = _emit(spec, state, first, prev, [(w, args)], pt)
+        for j, (kind, values) in enumerate(changes):
+            yield kind, values, seq, [*n, j], pt
+
+
+def _replay_bundles(spec: _Spec, bundles: list):
+    """One key's bundles ``(messages, flush seq, flush pt, place of the key)`` in order:
+    ``MiniBatchGroupAggFunction.finishBundle`` for the key, rows as ``_replay_key``'s."""
+    state = None
+    for messages, seq, pt, place in bundles:
+        if _expired(spec, state, pt):
+            yield None, (state.written,), seq, None, pt
+            state = None
+        if state is None:
+            while messages and messages[0][0] < 0:
+                messages = messages[1:]
+            if not messages:
+                continue
+        first, state = state is None, state or _State(spec)
+        prev = state.value()
+        changes, state = _emit(spec, state, first, prev, messages, pt)
+        for j, (kind, values) in enumerate(changes):
+            yield kind, values, seq, [place, j], pt
+
+
+def _bundled(df: DataFrame, keys: list, latency: int, size: int) -> DataFrame:
+    """``df`` with each record's mini-batch bundle (``_bucket``, ``_b``), the bundle's
+    flush (``_fseq``, ``_fpt``) and the key's place in it (``_place``), by arrival order
+    over the whole input (one Flink task)."""
+    columns, ks = df.columns, [sparksql.name(k) for k in keys]
+    df = df.selectExpr("*", f"IF(_pt IS NULL, 0, _pt - pmod(_pt, {latency})) AS _bucket")
+    df = df.selectExpr("*", f"row_number() OVER {_over(['_bucket'])} - 1 AS _k")
+    df = df.selectExpr("*", f"_k DIV {size} AS _b")
+    bundle = ["_bucket", "_b"]
+    df = df.selectExpr("*", f"max(seq) OVER (PARTITION BY {', '.join(bundle)}) AS _fseq",
+                       f"count(1) OVER (PARTITION BY {', '.join(bundle)}) AS _size",
+                       f"max(_pt) OVER (PARTITION BY {', '.join(bundle)}) AS _last_pt",
+                       "max(_bucket) OVER () AS _last_bucket",
+                       f"min(_k) OVER (PARTITION BY {', '.join([*bundle, *ks])}) AS _first")
+    df = df.selectExpr("*", f"dense_rank() OVER (PARTITION BY {', '.join(bundle)} ORDER BY _first) - 1 AS _place",
+                       f"max(_b) OVER (PARTITION BY _bucket) AS _last_b")
+    timer = f"IF(_size < {size} AND _b = _last_b AND _bucket < _last_bucket, _bucket + {latency}, _last_pt)"
+    return df.selectExpr(*map(sparksql.name, columns), "_bucket", "_b", "_fseq",
+                         f"{timer} AS _fpt", "_place")
+
+
+def _replay(log: Changelog, keys, calls, options, types) -> tuple:
+    """Each key replayed in Python, spread over ``options.tasks`` tasks by key."""
+    out_types = [T._parse_datatype_string(c.type) for c in calls]
+    spec = _Spec(list(calls), types, out_types, options.ttl_ms, options.update_before)
+    args = [c.arg for c in calls]
+    long = T.LongType()
+    fields = ([T.StructField("_op", T.StringType())] + [T.StructField(k, types[k]) for k in keys]
+              + [T.StructField(c.name, t) for c, t in zip(calls, out_types)]
+              + [T.StructField("seq", long), T.StructField("_n", T.ArrayType(T.IntegerType())),
+                 T.StructField("_pt", long), T.StructField("_last_write", long)])
+    schema = T.StructType(fields)
+    arrow = to_arrow_schema(schema, timezone="UTC")
+    mini = options.mini_batch
+
+    def per_task(batches):
+        batches = list(batches)
+        if not batches:
+            return
+        table = pa.Table.from_batches(batches)
+        col = {name: python_values(table.column(name)) for name in table.column_names}
+        weights = [1 if op in ADDS else -1 for op in col["_op"]]
+        rows = []
+        for start, length in groups(table, keys):
+            at = range(start, start + length)
+            key = [col[k][start] for k in keys]
+            messages = [(weights[i], tuple(col[a][i] if a else None for a in args), col["seq"][i],
+                         col["_n"][i], col["_pt"][i]) for i in at]
+            if mini is None:
+                changes = _replay_key(spec, messages)
+            else:
+                bundles, last = [], None
+                for i, m in zip(at, messages):
+                    if (col["_bucket"][i], col["_b"][i]) != last:
+                        last = col["_bucket"][i], col["_b"][i]
+                        bundles.append(([], col["_fseq"][i], col["_fpt"][i], col["_place"][i]))
+                    bundles[-1][0].append(m[:2])
+                changes = _replay_bundles(spec, bundles)
+            for kind, values, seq, n, pt in changes:
+                if kind is None:
+                    rows.append([None, *key, *[None] * len(calls), seq, None, pt, values[0]])
+                else:
+                    rows.append([kind, *key, *values, seq, n, pt, None])
+        if rows:
+            yield pa.RecordBatch.from_arrays(
+                [column([r[i] for r in rows], f.dataType, arrow.field(i).type) for i, f in enumerate(fields)],
+                schema=arrow)
+
+    df = _bundled(log.df, keys, *mini) if mini else log.df
+    tasks = options.tasks if keys else 1
+    df = df.repartition(tasks, *map(sparksql.name, keys)) if tasks > 1 else df.coalesce(1)
+    order = ["_bucket", "_b"] if mini else ["seq", "_n"]
+    replayed = df.sortWithinPartitions(*map(sparksql.name, keys), *order, "seq", "_n").mapInArrow(per_task, schema)
+    names = [*map(sparksql.name, keys), *(sparksql.name(c.name) for c in calls)]
+    changes = replayed.where("_op IS NOT NULL").selectExpr("_op", *names, "seq", "_n", "_pt")
+    if options.ttl_ms <= 0:
+        return changes, None
+    expired = replayed.where("_op IS NULL").selectExpr(*map(sparksql.name, keys), "seq",
+                                                       "_last_write AS last_write_pt", "_pt AS pt")
+    return changes, expired
