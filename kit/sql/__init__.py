@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from dataclasses import replace
 
 import pandas
 from pyspark.errors import PySparkException
@@ -68,7 +69,11 @@ from .interval import true_pairs
 from ..joins.interval import IntervalJoin, LINK_LEFT, LINK_RIGHT
 from ..joins.lookup import LookupTable
 from ..joins.versioned import VERSION, TemporalTableFunction
-from .windows import validate, windowed
+from ..dynamic.options import dynamic_options
+from ..dynamic.table import SINKS, DynamicTable
+from ..dynamic import plan as dynamic_plan
+from .windows import find_group_window, find_windows, groups_by_window, validate, windowed
+from .interval import find_interval_joins
 
 __all__ = ["SEMANTICS", "SqlError", "clauses", "parse_match_recognize", "sql", "to_sql"]
 
@@ -77,7 +82,7 @@ _QUERIES = ("SELECT", "WITH", "VALUES", "TABLE", "FROM")
 
 
 def sql(query: str, semantics: str = "flink", aggregates: dict | None = None, config: dict | None = None,
-        **tables):
+        sink: str = "retract", **tables):
     """Run Flink SQL ``query`` over ``tables`` (Spark or pandas DataFrames, or ``kit.Stream``s,
     by the names the query uses) and return a Spark DataFrame.
 
@@ -116,7 +121,12 @@ def sql(query: str, semantics: str = "flink", aggregates: dict | None = None, co
     aggregates = {name.upper(): function for name, function in (aggregates or {}).items()}
     run = _Run(session(), query, semantics, aggregates)
     run.match_options, config = match_options(config or {})
+    dynamic, config = dynamic_options(config)
     run.options = join_options(config)
+    if sink not in SINKS:
+        raise KitError(f"sink={sink!r} is not one of {list(SINKS)}")
+    if continuous(query, tables):
+        return _continuous(run, query, tables, dynamic, sink)
     keep = run.keeps_views()
     try:
         for name, table in tables.items():
@@ -139,6 +149,46 @@ def sql(query: str, semantics: str = "flink", aggregates: dict | None = None, co
     if run.interval_joins:
         result.interval_joins = run.interval_joins
     return result
+
+
+def continuous(query: str, tables: dict) -> bool:
+    """Whether ``query`` is a continuous query over streams that ``kit.dynamic`` runs: it
+    reads only ``kit.Stream``s, has an operator that updates what it emitted (GROUP BY,
+    DISTINCT, Top-N, a join: ``dynamic.plan.updating``) and none of what the rewrite runs
+    itself (MATCH_RECOGNIZE, window TVFs and group windows, temporal and interval joins).
+    Other queries over streams read the annotated rows (``Stream.df``: ``seq``,
+    ``watermark``...) as a table: their answer is the append-only stream's rows."""
+    streams = {name.lower(): t for name, t in tables.items() if isinstance(t, Stream)}
+    if not streams or len(streams) != len(tables):
+        return False
+    tokens = tokenize(query)
+    named = {t.value.lower() for t in tokens if t.kind == "IDENT"}
+    if not named & set(streams):
+        return False
+    special = any(t.is_word("MATCH_RECOGNIZE", "SYSTEM_TIME", "LATERAL") for t in tokens)
+    return dynamic_plan.updating(query) and not (special or find_windows(query, tokens) or find_group_window(query, tokens)
+                or groups_by_window(tokens) or find_interval_joins(query, tokens, lambda n: streams.get(n.lower())))
+
+
+def _continuous(run, query: str, tables: dict, options, sink: str) -> DynamicTable:
+    """``query`` planned as a tree of changelog operators; its batch twin (the same query over
+    the streams' rows, as Spark SQL) gives the result's names and types and checks the query."""
+    streams = {name: t for name, t in tables.items()}
+    for name, s in streams.items():
+        run.tables[name.lower()] = s.df.select(*dynamic_plan._stream_columns(s))
+    try:
+        batch = run.sql(rewrite(query, run, {}))
+        retention = run.options.get("retention")
+        options = replace(options, ttl_ms=retention.ttl.to_milliseconds() if retention else 0,
+                          extra={k: v for k, v in run.options.items() if k in ("interleave", "clock")})
+        try:
+            root, _ = dynamic_plan.plan(query, streams)
+        except KitError as error:
+            raise SqlError(str(error), 1, 1, query) from None
+        return DynamicTable(root, batch, options, sink, query)
+    finally:
+        if not run.keeps_views():
+            run.drop()
 
 
 class _Run(Resolver):

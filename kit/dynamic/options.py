@@ -1,0 +1,99 @@
+"""Flink's table options for continuous queries, read from ``kit.sql(..., config={...})``.
+
+==============================================  =========================  ===================
+option                                          value                      default
+==============================================  =========================  ===================
+``table.exec.state.ttl``                        ``'1 h'``, ms, ``Duration``  0 (kept forever)
+``table.exec.mini-batch.enabled``               ``True`` / ``'true'``        false
+``table.exec.mini-batch.allow-latency``         like the TTL                 none: required
+``table.exec.mini-batch.size``                  rows per bundle (> 0)        none: required
+``table.optimizer.agg-phase-strategy``          AUTO, ONE_PHASE, TWO_PHASE   AUTO
+``table.optimizer.distinct-agg.split.enabled``  ``True`` / ``'true'``        false
+``table.optimizer.distinct-agg.split.bucket-num``  buckets (> 0)             1024
+==============================================  =========================  ===================
+
+The legacy ``withIdleStateRetentionTime(min, max)`` of the seed is
+``idle_state_retention(min, max)``: Flink 1.x kept an idle key's state at least ``min``
+and at most ``max``; Flink 2.3 has only the TTL, which is what the kit runs (``max``;
+``min`` must not exceed it).
+"""
+
+from __future__ import annotations
+
+from ..errors import KitError
+from .changelog import Options
+
+__all__ = ["DYNAMIC_OPTIONS", "dynamic_options", "idle_state_retention"]
+
+TTL = "table.exec.state.ttl"
+MINI_BATCH = "table.exec.mini-batch.enabled"
+LATENCY = "table.exec.mini-batch.allow-latency"
+SIZE = "table.exec.mini-batch.size"
+PHASE = "table.optimizer.agg-phase-strategy"
+SPLIT = "table.optimizer.distinct-agg.split.enabled"
+BUCKETS = "table.optimizer.distinct-agg.split.bucket-num"
+DYNAMIC_OPTIONS = (MINI_BATCH, LATENCY, SIZE, PHASE, SPLIT, BUCKETS)
+PHASES = ("AUTO", "ONE_PHASE", "TWO_PHASE")
+
+
+def dynamic_options(config: dict, ttl_ms: int = 0) -> tuple[Options, dict]:
+    """``config``'s dynamic-table options as ``Options`` (``ttl_ms``: the TTL as the temporal
+    joins read it) and the rest of ``config``."""
+    rest = {k: v for k, v in config.items() if k not in DYNAMIC_OPTIONS}
+    mini_batch = None
+    if _flag(config, MINI_BATCH):
+        missing = [k for k in (LATENCY, SIZE) if k not in config]
+        if missing:
+            raise KitError(f"{MINI_BATCH} needs {' and '.join(missing)} too (Flink: 'allow-latency' "
+                           f"like '5 s', 'size' a number of rows)")
+        size = _positive(config, SIZE)
+        mini_batch = (_millis(config[LATENCY], LATENCY), size)
+    else:
+        stray = [k for k in (LATENCY, SIZE) if k in config]
+        if stray:
+            raise KitError(f"{stray} set but {MINI_BATCH} is not true: set it to use mini-batches")
+    phase = str(config.get(PHASE, "AUTO")).upper()
+    if phase not in PHASES:
+        raise KitError(f"{PHASE}={config[PHASE]!r} is not one of {list(PHASES)}")
+    if phase == "TWO_PHASE" and mini_batch is None:
+        raise KitError(f"{PHASE}='TWO_PHASE' (local-global aggregation) needs mini-batches: set {MINI_BATCH}")
+    split = _positive(config, BUCKETS) if _flag(config, SPLIT) else None
+    if split is None and BUCKETS in config:
+        raise KitError(f"{BUCKETS} set but {SPLIT} is not true")
+    if _flag(config, SPLIT) and BUCKETS not in config:
+        split = 1024
+    return Options(ttl_ms=ttl_ms, mini_batch=mini_batch, agg_phase=phase, distinct_split=split), rest
+
+
+def idle_state_retention(minimum, maximum) -> dict:
+    """The config of the seed's ``withIdleStateRetentionTime(min, max)``: ``{TTL: max}``."""
+    lo, hi = _millis(minimum, "minimum"), _millis(maximum, "maximum")
+    if hi < lo:
+        raise KitError(f"idle_state_retention: the maximum ({hi} ms) is below the minimum ({lo} ms)")
+    if hi and hi - lo < 300_000:
+        raise KitError("idle_state_retention: Flink 1.x wanted the maximum at least 5 minutes above the minimum")
+    return {TTL: hi}
+
+
+def _flag(config: dict, key: str) -> bool:
+    value = config.get(key, False)
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    if not isinstance(value, bool):
+        raise KitError(f"{key}={value!r}: write True or False")
+    return value
+
+
+def _positive(config: dict, key: str) -> int:
+    value = config.get(key)
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise KitError(f"{key}={value!r}: write a whole number above 0")
+    return value
+
+
+def _millis(value, key: str) -> int:
+    """``value`` (Flink's ``'5 s'``, a Duration, a timedelta or ms) in milliseconds."""
+    from ..sql.temporal import duration_option
+    return duration_option(value, key).to_milliseconds()

@@ -1,0 +1,308 @@
+"""``DynamicTable``: what ``kit.sql`` returns for a continuous query over streams.
+
+A continuous query's result is a table that changes as rows arrive; Flink sends its
+changes downstream as a changelog. The result keeps both views::
+
+    t = kit.sql("SELECT user, COUNT(url) AS cnt FROM clicks GROUP BY user", clicks=clicks)
+
+    t.changelog()              t.snapshot(at=2)      t.final()
+    seq  op  user  cnt         user  cnt             user  cnt
+    0    +I  Mary  1           Mary  2               Mary  2
+    1    +I  Bob   1           Bob   1               Bob   1
+    2    -U  Mary  1                                 Liz   1
+    2    +U  Mary  2
+    3    +I  Liz   1
+
+``changelog()`` columns: ``seq`` (the arrival that caused the change), ``op`` (Flink's row
+kind), the query's columns (named and typed as the same query run as a batch names and
+types them), ``watermark`` (the watermark when that row arrived, like ``Stream.df``'s) and
+``proctime`` (its processing time; only for a stream with a clock), ordered as a
+single-task Flink job emits them. Flink's conversions (``to_append_stream``,
+``to_retract_stream``, ``to_changelog_stream``, ``to_upsert_stream``) are below; the sink
+(``sink="retract"`` or ``"upsert"``) decides whether update-before rows are sent at all.
+
+For other DataFrame methods the result stands for ``final()`` (``t.toPandas()``,
+``t.columns``), so code that ran the query as a batch keeps working.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cached_property
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from .. import sparksql
+from ..errors import KitError
+from . import plan as P
+from .changelog import (ADDS, ALL, DELETE, INSERT, INSERT_ONLY, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options,
+                        from_stream, mode_text)
+
+__all__ = ["DynamicTable", "SINKS"]
+
+SINKS = ("retract", "upsert")
+
+
+class DynamicTable:
+    """A continuous query's result (see the module doc)."""
+
+    def __init__(self, root: P.Node, batch: DataFrame, options: Options, sink: str = "retract", query: str = ""):
+        if sink not in SINKS:
+            raise KitError(f"sink={sink!r} is not one of {list(SINKS)}")
+        self.root, self.batch, self.options, self.sink, self.query = root, batch, options, sink, query
+        self.columns = list(batch.columns)
+        self._types = [f.dataType.simpleString() for f in batch.schema.fields]
+        self.streams = _streams(root)
+
+    # ------------------------------------------------------------ the changelog
+
+    @cached_property
+    def log(self) -> Changelog:
+        """The root operator's changelog, its columns named and typed as the batch query's."""
+        log = _Run(self).node(self.root, update_before=self.sink == "retract")
+        if len(log.columns) != len(self.columns):
+            raise KitError(f"internal: the plan gives {len(log.columns)} columns, the query {len(self.columns)}")
+        names = dict(zip(log.columns, self.columns))
+        df = log.df.selectExpr("_op", *[f"CAST({c} AS {t}) AS {sparksql.name(n)}"
+                                        for c, n, t in zip(log.columns, self.columns, self._types)],
+                               "seq", "_n", "_pt")
+        key = tuple(names[c] for c in log.upsert_key) if log.upsert_key is not None and all(
+            c in names for c in log.upsert_key) else None
+        return Changelog(df, tuple(self.columns), log.mode, key)
+
+    @property
+    def mode(self) -> frozenset:
+        """The row kinds the query may emit (Flink's changelog mode of the sink's input)."""
+        return self.log.mode
+
+    def changelog(self) -> DataFrame:
+        """Every change, in the order Flink emits them (see the module doc for the columns)."""
+        df = self.log.df
+        marks = self._arrival_marks()
+        if marks is not None:
+            df = df.join(marks, "seq", "left")
+        cols = ["seq", "_op AS op", *map(sparksql.name, self.columns)]
+        cols += ["watermark"] if marks is not None else []
+        cols += ["proctime"] if marks is not None and "proctime" in marks.columns else []
+        return df.orderBy("seq", "_n").selectExpr(*cols)
+
+    def snapshot(self, at: int | None = None) -> DataFrame:
+        """The table after arrival ``at`` (None: after the last), in no particular order."""
+        if at is not None and not isinstance(at, int):
+            raise KitError(f"snapshot(at=...) takes an arrival number (seq); got {at!r}")
+        from .changelog import snapshot
+        return snapshot(self.log, at)
+
+    def final(self) -> DataFrame:
+        """The table once every row has arrived: the batch query's rows."""
+        return self.snapshot(None)
+
+    # ------------------------------------------------------------ Flink's conversions
+
+    def to_changelog_stream(self) -> DataFrame:
+        """Flink's ``toChangelogStream``: every change with its row kind (``changelog()``)."""
+        return self.changelog()
+
+    def to_append_stream(self) -> DataFrame:
+        """Flink's ``toAppendStream``: the rows of an insert-only query (``seq`` first); a query
+        that updates its rows fails, as in Flink."""
+        if not self.log.insert_only:
+            raise KitError(f"toAppendStream doesn't support consuming update changes which is produced by "
+                           f"node {self._producer()}: the query updates rows it has emitted "
+                           f"(changelog mode {mode_text(self.log.mode)}); use to_retract_stream() or "
+                           "to_changelog_stream()")
+        return self.changelog().drop("op")
+
+    def to_retract_stream(self) -> DataFrame:
+        """Flink's ``toRetractStream``: ``flag`` True adds the row, False retracts it."""
+        df = self.changelog()
+        return df.selectExpr("seq", f"op IN ('{INSERT}', '{UPDATE_AFTER}') AS flag",
+                             *[c for c in map(sparksql.name, df.columns) if c not in ("seq", "op")])
+
+    def to_upsert_stream(self) -> DataFrame:
+        """Flink's upsert stream: ``flag`` True upserts the row by its unique key, False deletes
+        the row with that key; no update-before rows. Needs the key the plan derives (a GROUP
+        BY's keys); without one it fails, as Flink does."""
+        key = self.log.upsert_key
+        if key is None:
+            raise KitError(f"the query has no unique key (node {self._producer()}), so it cannot be an upsert "
+                           f"stream: an upsert stream needs one, e.g. the keys of a GROUP BY; use "
+                           f"to_retract_stream()")
+        df = self.changelog().where(f"op <> '{UPDATE_BEFORE}'")
+        return df.selectExpr("seq", f"op <> '{DELETE}' AS flag",
+                             *[c for c in map(sparksql.name, df.columns) if c not in ("seq", "op")])
+
+    @property
+    def upsert_key(self) -> tuple | None:
+        """The columns that identify a row of the result (None: none known)."""
+        return self.log.upsert_key
+
+    # ------------------------------------------------------------ the plan
+
+    def explain(self) -> str:
+        """The operators, Flink's EXPLAIN style, each with the row kinds it emits."""
+        modes = _Run(self, plan_only=True).modes(self.root, update_before=self.sink == "retract")
+        return P.explain_tree(self.root, lambda n: f", changelogMode=[{mode_text(modes[id(n)])[1:-1]}]")
+
+    def _producer(self) -> str:
+        node = self.root
+        while isinstance(node, P.Calc):
+            node = node.input
+        return node.label()
+
+    def _arrival_marks(self) -> DataFrame | None:
+        """``seq``, ``watermark`` (and ``proctime``) of each arrival, for one input stream."""
+        if len(self.streams) != 1:
+            return None
+        s = self.streams[0]
+        return s.df.select("seq", "watermark", *(["proctime"] if s.proctime is not None else []))
+
+    # ------------------------------------------------------------ as a DataFrame
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.final(), name)
+
+    def __repr__(self):
+        return f"DynamicTable({', '.join(self.columns)}; changelog mode {mode_text(self.mode)})"
+
+
+def _streams(root: P.Node) -> list:
+    """The distinct streams the plan reads, in the order FROM names them."""
+    out = []
+
+    def walk(n):
+        if isinstance(n, P.Source) and all(s is not n.stream for s in out):
+            out.append(n.stream)
+        for child in n.inputs:
+            walk(child)
+    walk(root)
+    return out
+
+
+class _Run:
+    """One run of a plan: each node's changelog, from the sources up."""
+
+    def __init__(self, table: DynamicTable, plan_only: bool = False):
+        self.table = table
+        self.sources = {} if plan_only else self._sources()
+
+    def _sources(self) -> dict:
+        streams = self.table.streams
+        if len(streams) == 1:
+            return {id(streams[0]): from_stream(streams[0], _columns(streams[0]))}
+        from .join import merge
+        options = self.table.options.extra
+        logs = merge(streams, options.get("interleave", "event_time"), options.get("clock"))
+        return {id(s): log for s, log in zip(streams, logs)}
+
+    def node(self, n: P.Node, update_before: bool) -> Changelog:
+        """The changelog of ``n``; ``update_before``: whether its consumer needs ``-U`` rows."""
+        options = self.table.options
+        if isinstance(n, P.Source):
+            log = self.sources[id(n.stream)]
+            df = log.df.selectExpr("_op", *[f"{sparksql.name(c)} AS {i}" for c, i in zip(n.source_columns, n.columns)],
+                                   "seq", "_n", "_pt")
+            return Changelog(df, tuple(n.columns), INSERT_ONLY, None)
+        if isinstance(n, P.Calc):
+            log = self.node(n.input, update_before)
+            df = log.df.where(n.where) if n.where else log.df
+            df = df.selectExpr("_op", *n.select, "seq", "_n", "_pt")
+            return Changelog(df, tuple(n.columns), log.mode, _through(n, log.upsert_key))
+        if isinstance(n, P.GroupAggregate):
+            from .aggregate import group_aggregate
+            log = self.node(n.input, True)
+            calls = _typed(log, n.calls)
+            out, expired = group_aggregate(log, list(n.keys), calls, _with(options, update_before, log))
+            self.table.expired = expired
+            return out
+        if isinstance(n, P.Rank):
+            from .rank import top_n
+            log = self.node(n.input, True)
+            return top_n(log, list(n.partition), list(n.order), n.end, n.row_number,
+                         _with(options, update_before, log), offset=n.start)
+        if isinstance(n, P.Deduplicate):
+            from .rank import deduplicate
+            log = self.node(n.input, True)
+            out = deduplicate(log, list(n.keys), n.keep, _with(options, update_before, log), time=n.time)
+            if n.row_number is None:
+                return out
+            df = out.df.selectExpr("*", f"CAST(1 AS BIGINT) AS {n.row_number}")
+            return out.with_df(df.selectExpr("_op", *out.columns, n.row_number, "seq", "_n", "_pt"),
+                               columns=tuple(out.columns) + (n.row_number,))
+        if isinstance(n, P.Join):
+            from .join import join
+            left, right = self.node(n.left, True), self.node(n.right, True)
+            return join(left, right, n.how, list(n.left_keys), list(n.right_keys), n.condition,
+                        _with(options, update_before, left))
+        if isinstance(n, P.Union):
+            logs = [self.node(p, update_before) for p in n.parts]
+            df = logs[0].df
+            for log in logs[1:]:
+                df = df.unionByName(log.df)
+            return Changelog(df, tuple(n.columns), frozenset().union(*(log.mode for log in logs)), None)
+        raise KitError(f"internal: no operator for {type(n).__name__}")
+
+    def modes(self, n: P.Node, update_before: bool) -> dict:
+        """{id(node): the row kinds it emits}, inferred bottom-up as Flink's planner does."""
+        out = {}
+
+        def walk(node, ub):
+            kids = [walk(child, ub if isinstance(node, (P.Calc, P.Union)) else True) for child in node.inputs]
+            if isinstance(node, P.Source):
+                mode = INSERT_ONLY
+            elif isinstance(node, (P.Calc, P.Union)):
+                mode = frozenset().union(*kids)
+            elif isinstance(node, P.GroupAggregate):
+                mode = frozenset({INSERT, UPDATE_AFTER} | ({UPDATE_BEFORE} if ub else set())
+                                 | ({DELETE} if kids[0] != INSERT_ONLY else set()))
+            elif isinstance(node, P.Deduplicate):
+                mode = INSERT_ONLY if node.keep == "first" and kids[0] == INSERT_ONLY else \
+                    frozenset({INSERT, UPDATE_AFTER} | ({UPDATE_BEFORE} if ub else set()))
+            elif isinstance(node, P.Rank):
+                mode = ALL if ub else frozenset({INSERT, UPDATE_AFTER, DELETE})
+            else:   # a join: insert-only only for an inner join of insert-only inputs
+                mode = INSERT_ONLY if node.how == "inner" and all(k == INSERT_ONLY for k in kids) else ALL
+            out[id(node)] = mode
+            return mode
+        walk(n, update_before)
+        return out
+
+
+def _columns(s) -> list:
+    from .plan import _stream_columns
+    return _stream_columns(s)
+
+
+def _with(options: Options, update_before: bool, log: Changelog) -> Options:
+    from dataclasses import replace
+    from ..spark import known_rows, replay_tasks
+    tasks = replay_tasks(log.df.sparkSession, known_rows(log.df))
+    return replace(options, update_before=update_before, tasks=tasks)
+
+
+def _typed(log: Changelog, calls: list) -> list:
+    """``calls`` with the type Spark's batch aggregate gives each (an analysis, no job)."""
+    from dataclasses import replace
+    if not calls:
+        return []
+    exprs = [f"{c.function}({'*' if c.arg is None else ('DISTINCT ' if c.distinct else '') + c.arg}) AS {c.name}"
+             for c in calls]
+    schema = log.df.selectExpr(*exprs).schema
+    return [replace(c, type=f.dataType.simpleString()) for c, f in zip(calls, schema.fields)]
+
+
+def _through(calc: P.Calc, key: tuple | None) -> tuple | None:
+    """The upsert key ``key`` of a Calc's input as the Calc's columns (None: a key column is dropped)."""
+    if key is None:
+        return None
+    copies = {}
+    for text, out in zip(calc.select, calc.columns):
+        m = re.fullmatch(r"`?(\w+)`?(?: AS `?(\w+)`?)?", text.strip())
+        if m:
+            copies.setdefault(m.group(1), out)
+    if not all(k in copies for k in key):
+        return None
+    return tuple(copies[k] for k in key)
