@@ -131,8 +131,7 @@ def merge(streams: list, interleave: str = "event_time", clock: Clock | None = N
     else:
         merged = _scan(merged.orderBy(*[F.desc(c) if desc else c for c, desc in order]).localCheckpoint(), running)
     pt = f"{epoch_ms(clock.start)} + seq * {clock.step.millis}" if clock else "_P"
-    merged = merged.selectExpr("_side", "seq", f"CAST({pt} AS BIGINT) AS _pt",
-                               *[f"_v{i}" for i in range(len(streams))]).localCheckpoint(eager=not one)
+    merged = merged.selectExpr("_side", "seq", f"CAST({pt} AS BIGINT) AS _pt", *[f"_v{i}" for i in range(len(streams))])
     logs = []
     for i, s in enumerate(streams):
         columns = list(s.source.columns)
