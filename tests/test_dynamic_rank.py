@@ -26,6 +26,17 @@ def changelog_rows(log: Changelog) -> list:
     return [(r["_op"], [r[c] for c in log.columns]) for r in ordered(log.df).collect()]
 
 
+def table_at(log: Changelog, rows: list, at: int) -> list:
+    """The sorted table after arrival ``at`` of the collected changelog ``rows`` (one Spark
+    job per changelog, not per snapshot)."""
+    table = []
+    for r in rows:
+        if r["seq"] <= at:
+            values = tuple(r[c] for c in log.columns)
+            table.append(values) if r["_op"] in ("+I", "+U") else table.remove(values)
+    return sorted(table, key=repr)
+
+
 def stream_log(spark, columns: list, rows: list) -> Changelog:
     """``rows`` arriving in order (seq 0, 1, ...) as an insert-only changelog."""
     pdf = pd.DataFrame(rows, columns=columns).assign(_t=range(len(rows)))
@@ -173,11 +184,18 @@ def test_updating_input_top2(spark):
     rows = [(r["_op"], r["user"], r["cnt"], r["rn"], r["seq"], r["_n"]) for r in ordered(out.df).collect()]
     assert rows == [
         ("+I", "Mary", 1, 1, 0, [0, 0]), ("+I", "Bob", 1, 2, 1, [0, 0]),
-        ("-D", "Bob", 1, 2, 2, [0, 0]),   # Mary's -U: she leaves rank 1, Bob moves up, rank 2 empties
-        ("-U", "Mary", 1, 1, 2, [0, 0]), ("+U", "Bob", 1, 1, 2, [0, 1]),
-        ("-U", "Bob", 1, 1, 2, [1, 0]), ("+U", "Mary", 2, 1, 2, [1, 0]), ("+I", "Bob", 1, 2, 2, [1, 1]),
-        ("+I", "Liz", 1, 3, 3, [0, 0])][:0] or rows   # shape checked below
-    assert snapshot(out, at=4).orderBy("rn").collect() == [("Bob", 2, 1), ("Mary", 2, 2)] or True
+        # Mary's -U: Bob moves up to rank 1, rank 2 empties
+        ("-U", "Mary", 1, 1, 2, [0, 0]), ("+U", "Bob", 1, 1, 2, [0, 1]), ("-D", "Bob", 1, 2, 2, [0, 2]),
+        # Mary's +U: she takes rank 1, Bob comes back at 2 (an insert: the rank was empty)
+        ("-U", "Bob", 1, 1, 2, [1, 0]), ("+U", "Mary", 2, 1, 2, [1, 1]), ("+I", "Bob", 1, 2, 2, [1, 2]),
+        # Liz ties Bob after him: outside the top 2, nothing
+        ("-U", "Bob", 1, 2, 4, [0, 0]), ("+U", "Liz", 1, 2, 4, [0, 1]),
+        ("-U", "Liz", 1, 2, 4, [1, 0]), ("+U", "Bob", 2, 2, 4, [1, 1]),
+        ("-U", "Bob", 2, 2, 5, [0, 0]), ("+U", "Liz", 1, 2, 5, [0, 1]),
+        ("-U", "Mary", 2, 1, 5, [1, 0]), ("+U", "Bob", 3, 1, 5, [1, 1]),
+        ("-U", "Liz", 1, 2, 5, [1, 2]), ("+U", "Mary", 2, 2, 5, [1, 3])]
+    assert out.mode == ALL and out.upsert_key == ("rn",)
+    assert sorted(snapshot(out, at=4).collect()) == [("Bob", 2, 2), ("Mary", 2, 1)]
 
 
 def test_update_fast_top1_and_topn(spark):
@@ -189,7 +207,112 @@ def test_update_fast_top1_and_topn(spark):
     assert changelog_rows(top1) == [("+I", ["Mary", 1]), ("-U", ["Mary", 1]), ("+U", ["Mary", 2]),
                                     ("-U", ["Mary", 2]), ("+U", ["Bob", 3])]
     top2 = top_n(log, [], [("cnt", False, False)], 2, "rn", Options(), strategy="update_fast")
-    assert sorted(snapshot(top2).collect()) == [("Bob", 3, 1), ("Mary", 2, 2)]
+    retract = top_n(log, [], [("cnt", False, False)], 2, "rn", Options(), strategy="retract")
+    fast_rows, retract_rows = top2.df.collect(), retract.df.collect()
+    assert table_at(top2, fast_rows, 4) == [("Bob", 3, 1), ("Mary", 2, 2)]
     for k in range(5):
-        retract = top_n(log, [], [("cnt", False, False)], 2, "rn", Options(), strategy="retract")
-        assert sorted(snapshot(top2, at=k).collect()) == sorted(snapshot(retract, at=k).collect())
+        assert table_at(top2, fast_rows, k) == table_at(retract, retract_rows, k)
+
+
+@st.composite
+def scored(draw):
+    """Insert-only rows ``(p, s, id)``: two partitions, few distinct scores (ties), NULLs."""
+    n = draw(st.integers(1, 14))
+    return [(draw(st.sampled_from("ab")), draw(st.one_of(st.none(), st.integers(0, 4))), i) for i in range(n)]
+
+
+@settings(SETTINGS, max_examples=8)
+@given(scored(), st.integers(1, 3), st.integers(1, 2), st.booleans())
+def test_snapshot_equals_batch_row_number(spark, rows, n, start, number):
+    """At every arrival k, the Top-N changelog applied up to k is batch Spark SQL's
+    ROW_NUMBER() ... WHERE rn BETWEEN start AND n over the rows with seq <= k (ties by arrival)."""
+    start = min(start, n)
+    log = stream_log(spark, ["p", "s", "id"], rows)
+    out = top_n(log, ["p"], [("s", False, False)], n, "rn" if number else None, Options(), offset=start)
+    got = out.df.collect()
+    log.df.createOrReplaceTempView("topn_input")
+    batch = spark.sql(f"""
+        SELECT k, p, s, id, rn FROM (
+          SELECT k.k, i.*, ROW_NUMBER() OVER (PARTITION BY k.k, i.p ORDER BY i.s DESC NULLS LAST, i.seq) AS rn
+          FROM topn_input i JOIN (SELECT seq AS k FROM topn_input) k ON i.seq <= k.k)
+        WHERE rn BETWEEN {start} AND {n}""").collect()
+    for k in range(len(rows)):
+        expected = [tuple(r[1:] if number else r[1:-1]) for r in batch if r["k"] == k]
+        assert table_at(out, got, k) == sorted(expected, key=repr)
+
+
+@st.composite
+def timed(draw):
+    """Insert-only rows ``(key, t, v)`` of a few keys, with repeated values and times out of order."""
+    n = draw(st.integers(1, 30))
+    return [(draw(st.sampled_from("abcdef")), draw(st.integers(0, 5)), draw(st.integers(0, 1))) for _ in range(n)]
+
+
+def tagged(logs: dict):
+    """The changelogs ``{tag: log}`` as one DataFrame (one Spark job for them all)."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+    return reduce(lambda a, b: a.unionByName(b), [log.df.withColumn("_tag", F.lit(tag)) for tag, log in logs.items()])
+
+
+@settings(SETTINGS, max_examples=5)
+@given(timed(), st.booleans())
+def test_deduplicate_fast_equals_replay(spark, rows, ub):
+    log = stream_log(spark, ["key", "t", "v"], rows)
+    variants = [(keep, time, ub) for keep in ("first", "last") for time in (None, "t")]
+    fast, replay = ({v: deduplicate(log, ["key"], v[0], Options(update_before=v[2]), time=v[1], engine=e)
+                     for v in variants} for e in ("auto", "replay"))
+    assert [(f.name, f.dataType) for f in fast[variants[0]].df.schema] == [
+        (f.name, f.dataType) for f in replay[variants[0]].df.schema]
+    by_tag = [sorted(tagged({str(v): d[v] for v in variants}).collect(), key=repr) for d in (fast, replay)]
+    assert by_tag[0] == by_tag[1]
+
+
+def test_deduplicate_rules(spark):
+    rows = [("a", 5, 1), ("a", 3, 1), ("a", 3, 2), ("a", 9, 2), ("a", 9, 2)]
+    log = stream_log(spark, ["key", "t", "v"], rows)
+    o = Options()
+    assert changelog_rows(deduplicate(log, ["key"], "first", o)) == [("+I", ["a", 5, 1])]
+    # keep last by arrival: an equal row emits nothing
+    assert changelog_rows(deduplicate(log, ["key"], "last", o)) == [
+        ("+I", ["a", 5, 1]), ("-U", ["a", 5, 1]), ("+U", ["a", 3, 1]), ("-U", ["a", 3, 1]), ("+U", ["a", 3, 2]),
+        ("-U", ["a", 3, 2]), ("+U", ["a", 9, 2])]
+    # keep first on rowtime: a strictly smaller time replaces; keep last: a time not smaller does
+    assert changelog_rows(deduplicate(log, ["key"], "first", o, time="t")) == [
+        ("+I", ["a", 5, 1]), ("-U", ["a", 5, 1]), ("+U", ["a", 3, 1])]
+    assert changelog_rows(deduplicate(log, ["key"], "last", Options(update_before=False), time="t")) == [
+        ("+I", ["a", 5, 1]), ("+U", ["a", 9, 2]), ("+U", ["a", 9, 2])]
+    assert deduplicate(log, ["key"], "first", o).mode == {"+I"}
+
+
+def test_deduplicate_ttl(spark):
+    """A key idle for the TTL starts afresh (+I again); keep last then also sends equal rows."""
+    pdf = pd.DataFrame({"key": ["a"] * 4, "v": [1, 1, 1, 2], "_t": range(4),
+                        "pt": pd.to_datetime([0, 500, 2000, 2100], unit="ms")})
+    log = from_stream(kit.stream(pdf, time="_t", proctime="pt"), ["key", "v"])
+    o = Options(ttl_ms=1000)
+    assert changelog_rows(deduplicate(log, ["key"], "first", o)) == [("+I", ["a", 1]), ("+I", ["a", 1])]
+    assert changelog_rows(deduplicate(log, ["key"], "last", o)) == [
+        ("+I", ["a", 1]), ("-U", ["a", 1]), ("+U", ["a", 1]), ("+I", ["a", 1]), ("-U", ["a", 1]), ("+U", ["a", 2])]
+
+
+def test_rank_fanout(spark):
+    """RANK() over an updating input: a message re-ranks its row and every row below it."""
+    log = updating_log(spark, ["user", "last"], "user string, last bigint", [
+        (0, "+I", "Mary", 1), (1, "+I", "Bob", 2), (2, "+I", "Liz", 3), (3, "-U", "Mary", 1), (3, "+U", "Mary", 4)])
+    rows = ordered(rank_fanout(log, [], [("last", True, True)])).collect()
+    assert [(r["_op"], r["updated"], r["size"]) for r in rows] == [
+        ("+I", 1, 1), ("+I", 1, 2), ("+I", 1, 3), ("-U", 3, 2), ("+U", 1, 3)]
+
+
+def test_errors(spark):
+    log = stream_log(spark, ["p", "s"], [("a", 1)])
+    with pytest.raises(KitError, match="TTL"):
+        top_n(log, ["p"], [("s", False, False)], 3, None, Options(ttl_ms=10))
+    with pytest.raises(KitError, match="rank range"):
+        top_n(log, ["p"], [("s", False, False)], 1, None, Options(), offset=2)
+    with pytest.raises(KitError, match="not in the input"):
+        top_n(log, ["q"], [("s", False, False)], 1, None, Options())
+    with pytest.raises(KitError, match="insert-only"):
+        deduplicate(Changelog(log.df, log.columns, ALL), ["p"], "first", Options())

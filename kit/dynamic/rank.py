@@ -739,9 +739,10 @@ def _deduplicate_fast(log, keys, last, time, update_before) -> DataFrame:
         t = F.col(sparksql.name(time))
         earlier = by_arrival.rowsBetween(Window.unboundedPreceding, -1)
         bound = F.max(t).over(earlier) if last else F.min(t).over(earlier)
-        checked = F.when(t.isNull(), fail(F.lit(f"a row has a NULL event time in {time!r}: a rowtime "
-                                               "deduplicate needs one in every row")))
-        df = df.where(checked.isNull() & (F.col("_first") | ((t >= bound) if last else (t < bound))))
+        null = fail(F.lit(f"a row has a NULL event time in {time!r}: a rowtime deduplicate needs one in every row"))
+        df = df.withColumn("_bound", bound).where(
+            F.when(t.isNull(), null.cast("boolean"))
+            .otherwise(F.col("_first") | ((t >= F.col("_bound")) if last else (t < F.col("_bound")))))
     elif not last:
         df = df.where("_first")
     df = df.withColumn("_old", F.lag("_v").over(by_arrival))
@@ -752,7 +753,7 @@ def _deduplicate_fast(log, keys, last, time, update_before) -> DataFrame:
     if time is None:   # keep last by arrival: a row equal to the kept one changes nothing
         df = df.where(F.col("_first") | ~F.col("_old").eqNullSafe(F.col("_v")))
     df = df.select("*", F.posexplode(F.when(F.col("_first"), first).otherwise(update)).alias("_j", "_c"))
-    return df.selectExpr("_c.k AS _op", *[f"_c.v.{c}" for c in cols], "seq",
+    return df.selectExpr(*[f"_c.v.{c}" for c in cols], "_c.k AS _op", "seq",
                          "concat(_n, array(_j)) AS _n", "_pt")
 
 
