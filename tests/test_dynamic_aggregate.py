@@ -1,0 +1,271 @@
+"""kit.dynamic.aggregate: Flink's group aggregation against real Flink 2.3's changelogs,
+the fast path against the reference replay, and snapshots against batch Spark SQL."""
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import kit
+from goldens import load
+from kit.dynamic.aggregate import group_aggregate
+from kit.dynamic.changelog import ALL, AggCall, Changelog, Options, from_stream, ordered, snapshot
+from kit.errors import KitError
+from kit.time import Clock, Duration
+
+GOLDEN = Path(__file__).parent / "golden" / "flink-2.3"
+TYPES = {"user": "string", "url": "string", "word": "string", "v": "int", "bucket": "int"}
+
+
+def C(function, arg, name, type_, distinct=False):
+    return AggCall(function, arg, name, type_, distinct)
+
+
+def count(name="c"):
+    return C("COUNT", None, name, "bigint")
+
+
+def changelog(spark, columns, rows, clock=None):
+    """An insert-only changelog of ``rows`` (one arrival each)."""
+    schema = ", ".join(f"`{c}` {TYPES[c]}" for c in columns) + ", t bigint"
+    df = spark.createDataFrame([(*r, i) for i, r in enumerate(rows)], schema)
+    return from_stream(kit.stream(df, time="t", proctime=clock), columns)
+
+
+def rows_of(log):
+    return [(r["_op"], [r[c] for c in log.columns]) for r in ordered(log.df).collect()]
+
+
+def engines_rows(log, keys, calls, engines=("fast", "reference"), where=None, meta=False, **options):
+    """``rows_of`` the aggregate run by each engine (``meta``: with ``seq``, ``_n``, ``_pt``),
+    read in one Spark job."""
+    outs = [run(log, keys, calls, engine, where, **options) for engine in engines]
+    both = outs[0].df.selectExpr("0 AS _e", "*")
+    for i, out in enumerate(outs[1:], 1):
+        both = both.unionByName(out.df.selectExpr(f"{i} AS _e", "*"))
+    collected = both.orderBy("_e", "seq", "_n").collect()
+    return [[(r["_op"], [r[c] for c in outs[0].columns]) + ((r["seq"], r["_n"], r["_pt"]) if meta else ())
+             for r in collected if r["_e"] == i]
+            for i in range(len(outs))]
+
+
+def expected(scenario):
+    return [(r["kind"], r["values"]) for r in scenario["rows"]]
+
+
+def scenarios(path):
+    return {s["name"]: s for s in json.loads((GOLDEN / path).read_text())["scenarios"]}
+
+
+def run(log, keys, calls, engine="auto", where=None, **options):
+    if where:
+        log = log.with_df(log.df.where(where))
+    return group_aggregate(log, keys, calls, Options(**options), engine)[0]
+
+
+# --- tests/golden/flink-2.3/group_agg.json: one aggregate over an insert-only input ---------------
+
+GROUP_AGG = {
+    "count_star": (["user"], [count()]),
+    "count_col_nulls": (["user"], [C("COUNT", "url", "c", "bigint")]),
+    "count_star_and_count_col_nulls": (["user"], [count("n"), C("COUNT", "url", "c", "bigint")]),
+    "count_distinct": (["user"], [C("COUNT", "url", "d", "bigint", True)]),
+    "sum_int": (["user"], [C("SUM", "v", "s", "int")]),
+    "avg_int": (["user"], [C("AVG", "v", "a", "int")]),            # Flink's type: truncated
+    "avg_double": (["user"], [C("AVG", "v", "a", "double")]),
+    "max_smaller_value_no_emission": (["user"], [C("MAX", "v", "m", "int")]),
+    "min": (["user"], [C("MIN", "v", "m", "int")]),
+    "several_aggregates": (["user"], [count(), C("SUM", "v", "s", "int"), C("AVG", "v", "a", "int"),
+                                      C("MIN", "v", "mn", "int"), C("MAX", "v", "mx", "int")]),
+    "several_aggregates_no_count": (["user"], [C("MIN", "v", "mn", "int"), C("MAX", "v", "mx", "int")]),
+    "max_with_state_ttl": (["user"], [C("MAX", "v", "m", "int")]),
+    "count_col_nulls_with_state_ttl": (["user"], [C("COUNT", "url", "c", "bigint")]),
+    "global_count": ([], [count()]),
+    "global_count_no_rows": ([], [count(), C("SUM", "v", "s", "int")]),
+    "global_max": ([], [C("MAX", "v", "m", "int")]),
+    "null_group_key": (["user"], [count(), C("SUM", "v", "s", "int")]),
+    "group_by_two_columns_and_expression": (["user", "bucket"], [count()]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GROUP_AGG))
+def test_group_agg_golden(spark, name):
+    scenario = scenarios("group_agg.json")[name]
+    table = scenario["inputs"]["t"]
+    columns, rows = table["columns"], table["rows"]
+    if name == "group_by_two_columns_and_expression":   # GROUP BY v / 10
+        columns, rows = columns + ["bucket"], [r + [r[1] // 10] for r in rows]
+    ttl = 86_400_000 if scenario["config"].get("table.exec.state.ttl") == "1 d" else 0
+    log = changelog(spark, columns, rows, Clock(datetime(2024, 1, 1)) if ttl else None)
+    keys, calls = GROUP_AGG[name]
+    where = "v > 100" if name == "global_count_no_rows" else None
+    engines = ["reference"] if ttl else ["fast", "reference"]
+    for engine, got in zip(engines, engines_rows(log, keys, calls, engines, where, ttl_ms=ttl)):
+        assert got == expected(scenario), engine
+
+
+# --- cascade.json, word_freq_changelog.json: an aggregate over an aggregate's changelog ---------
+
+CASCADE = {   # name: input table, inner (keys, calls, filter), outer (keys, calls)
+    "word_freq_back_to_zero": (["word"], [count("cnt")], None, ["cnt"], [C("COUNT", "cnt", "freq", "bigint")]),
+    "word_freq_longer": (["word"], [count("cnt")], None, ["cnt"], [C("COUNT", "cnt", "freq", "bigint")]),
+    "global_sum_avg_over_updates": (["user"], [C("SUM", "v", "s", "int")], None, [],
+                                    [C("SUM", "s", "total", "int"), C("AVG", "s", "avg_s", "int"), count("n")]),
+    "sum_of_counts_per_count": (["user"], [count()], None, ["c"], [count("users"), C("SUM", "c", "total", "bigint")]),
+    "min_max_over_updates_retract_current": (["user"], [C("MAX", "v", "m", "int")], None, [],
+                                             [C("MIN", "m", "lo", "int"), C("MAX", "m", "hi", "int")]),
+    "min_over_updates_duplicates": (["user"], [C("MAX", "v", "m", "int")], None, [], [C("MIN", "m", "lo", "int")]),
+    "count_distinct_over_updates": (["user"], [count()], None, [],
+                                    [C("COUNT", "c", "distinct_counts", "bigint", True), count("users")]),
+    "count_over_filtered_updates": (["user"], [count()], "c >= 2", [], [count("heavy_users")]),
+    "max_over_updates_is_retract_agg": (["user"], [C("SUM", "v", "s", "int")], None, [], [C("MAX", "s", "best", "int")]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASCADE))
+def test_cascade_golden(spark, name):
+    scenario = scenarios("cascade.json")[name]
+    (table,) = scenario["inputs"].values()
+    inner_keys, inner_calls, where, keys, calls = CASCADE[name]
+    inner = run(changelog(spark, table["columns"], table["rows"]), inner_keys, inner_calls)
+    for engine, got in zip(("auto", "reference"), engines_rows(inner, keys, calls, ("auto", "reference"), where)):
+        assert got == expected(scenario), engine
+
+
+def test_cascade_inner_goldens(spark):
+    for name, keys, calls in [("word_freq_inner", ["word"], [count("cnt")]),
+                              ("sum_inner", ["user"], [C("SUM", "v", "s", "int")]),
+                              ("max_inner", ["user"], [C("MAX", "v", "m", "int")])]:
+        scenario = scenarios("cascade.json")[name]
+        (table,) = scenario["inputs"].values()
+        assert rows_of(run(changelog(spark, table["columns"], table["rows"]), keys, calls)) == expected(scenario)
+
+
+def test_shared_goldens(spark):
+    """../shared/golden: the seed's clicks query and word-frequency cascade, streaming runs."""
+    clicks = load("groupby_changelog.json")
+    for r in (r for r in clicks["runs"] if r["mode"] == "streaming"):
+        log = changelog(spark, ["user", "url"], [row[:2] for row in r["input"]])
+        out = run(log, ["user"], [C("COUNT", "url", "EXPR$1", "bigint")])
+        assert rows_of(out) == expected(r), r["label"]
+    words = load("word_freq_changelog.json")
+    inner_run, outer_run = [r for r in words["runs"] if r["mode"] == "streaming"]
+    inner = run(changelog(spark, ["word"], words["input"]), ["word"], [count("cnt")])
+    assert rows_of(inner) == expected(inner_run)
+    outer = run(inner, ["cnt"], [C("COUNT", "cnt", "freq", "bigint")])
+    assert rows_of(outer) == expected(outer_run)
+    assert outer.mode == ALL and outer.upsert_key == ("cnt",)
+
+
+# --- minibatch.json -------------------------------------------------------------------------------
+
+def test_minibatch_one_phase_golden(spark):
+    """MiniBatchGroupAggFunction (ONE_PHASE): the same changes per key, in the same order per
+    key; keys of one bundle come out in first-arrival order here, in HashMap order in Flink."""
+    scenario = scenarios("minibatch.json")["count_one_phase"]
+    log = changelog(spark, ["word"], scenario["inputs"]["words"]["rows"])
+    got = rows_of(run(log, ["word"], [count("cnt")], mini_batch=(3_600_000, 3)))
+    want = expected(scenario)
+    assert sorted(map(repr, got)) == sorted(map(repr, want))
+    for key in "abcd":
+        assert [r for r in got if r[1][0] == key] == [r for r in want if r[1][0] == key]
+
+
+def test_minibatch_flushes(spark):
+    """A bundle flushes at ``size`` records, when processing time enters a new latency
+    interval (at the timer's time), and at the end of input; -D when a key's count folds to 0."""
+    clock = Clock(datetime(2024, 1, 1), Duration.of_seconds(1))
+    log = changelog(spark, ["word"], [["a"], ["b"], ["a"], ["a"], ["b"], ["c"]], clock)
+    out = run(log, ["word"], [count("cnt")], mini_batch=(2_000, 10))   # buckets of 2 s: 0-1, 2-3, 4-5
+    start = int(datetime(2024, 1, 1).timestamp() * 1000)
+    got = [(r["_op"], r["word"], r["cnt"], r["seq"], r["_n"], r["_pt"]) for r in ordered(out.df).collect()]
+    assert got == [("+I", "a", 1, 1, [0, 0], start + 2000), ("+I", "b", 1, 1, [1, 0], start + 2000),
+                   ("-U", "a", 1, 3, [0, 0], start + 4000), ("+U", "a", 3, 3, [0, 1], start + 4000),
+                   ("-U", "b", 1, 5, [0, 0], start + 5000), ("+U", "b", 2, 5, [0, 1], start + 5000),
+                   ("+I", "c", 1, 5, [1, 0], start + 5000)]
+    gone = run(out, [], [count("n")], mini_batch=(2_000, 10))
+    assert [r[0] for r in rows_of(gone)] == ["+I", "-U", "+U"]
+
+
+# --- state TTL ------------------------------------------------------------------------------------
+
+def test_ttl_expires_idle_keys(spark):
+    """An idle key's state is gone at ``_pt - last write >= ttl``: it starts again at +I, its
+    retraction downstream is ignored, and each expiration is listed."""
+    clock = Clock(datetime(2024, 1, 1), Duration.of_hours(1))
+    log = changelog(spark, ["word"], [["a"], ["b"], ["a"], ["b"], ["b"], ["a"]], clock)
+    out, expired = group_aggregate(log, ["word"], [count("cnt")], Options(ttl_ms=5 * 1_800_000))
+    assert rows_of(out) == [("+I", ["a", 1]), ("+I", ["b", 1]), ("-U", ["a", 1]), ("+U", ["a", 2]),
+                            ("-U", ["b", 1]), ("+U", ["b", 2]), ("-U", ["b", 2]), ("+U", ["b", 3]),
+                            ("+I", ["a", 1])]
+    pt = dict(out.df.select("seq", "_pt").distinct().collect())
+    assert [tuple(r) for r in expired.collect()] == [("a", 5, pt[2], pt[5])]
+    outer, expired = group_aggregate(out, ["cnt"], [count("freq")], Options(ttl_ms=3_600_000))
+    assert rows_of(outer) == [("+I", [1, 1]), ("+I", [1, 1]), ("+I", [2, 1]), ("+I", [2, 1]), ("+I", [3, 1]),
+                              ("+I", [1, 1])]   # every state expires an hour after its write
+    assert sorted((r.cnt, r.seq) for r in expired.collect()) == [(1, 1), (1, 2), (2, 3), (2, 4)]
+
+
+# --- errors ---------------------------------------------------------------------------------------
+
+def test_errors(spark):
+    log = changelog(spark, ["user", "v"], [["Mary", 1]])
+    with pytest.raises(KitError, match="MEDIAN.*use one of COUNT, SUM, AVG, MIN, MAX"):
+        group_aggregate(log, ["user"], [C("MEDIAN", "v", "m", "int")], Options())
+    with pytest.raises(KitError, match="'nope' is not a column"):
+        group_aggregate(log, ["nope"], [count()], Options())
+    with pytest.raises(KitError, match="proctime=Clock"):
+        group_aggregate(log, ["user"], [count()], Options(ttl_ms=1000))
+    with pytest.raises(KitError, match="mini-batch is on"):
+        group_aggregate(log, ["user"], [count()], Options(mini_batch=(1000, 10)), engine="fast")
+    upsert = Changelog(log.df, log.columns, frozenset({"+I", "+U"}))
+    with pytest.raises(KitError, match="update_before=True"):
+        group_aggregate(upsert, ["user"], [count()], Options())
+    updating = run(log, ["user"], [C("MAX", "v", "m", "int")])
+    with pytest.raises(KitError, match="multiset"):
+        group_aggregate(updating, [], [C("MIN", "m", "lo", "int")], Options(), engine="fast")
+
+
+# --- properties -----------------------------------------------------------------------------------
+
+inputs = st.lists(st.tuples(st.sampled_from(["a", "b", None]), st.one_of(st.none(), st.integers(-3, 3))),
+                  min_size=1, max_size=7)
+INSERT_CALLS = [count("n"), C("COUNT", "v", "nv", "bigint"), C("COUNT", "v", "dv", "bigint", True),
+                C("SUM", "v", "s", "bigint"), C("AVG", "v", "a", "double"), C("MIN", "v", "lo", "int"),
+                C("MAX", "v", "hi", "int"), C("SUM", "v", "ds", "bigint", True)]
+OUTER_CALLS = [count("n"), C("SUM", "s", "ss", "bigint"), C("AVG", "s", "a", "double"),
+               C("COUNT", "s", "ds", "bigint", True), C("SUM", "nv", "snv", "bigint")]
+BATCH = {"n": "COUNT(*)", "nv": "COUNT(v)", "dv": "COUNT(DISTINCT v)", "s": "SUM(v)", "a": "AVG(v)",
+         "lo": "MIN(v)", "hi": "MAX(v)", "ds": "SUM(DISTINCT v)"}
+
+
+@settings(max_examples=5, deadline=None)
+@given(rows=inputs, update_before=st.booleans(), global_=st.booleans())
+def test_fast_equals_reference(spark, rows, update_before, global_):
+    """Insert-only and updating inputs (the cascade: the operator over its own output), with
+    ``seq`` and ``_n``: the same rows in the same order."""
+    log = changelog(spark, ["user", "v"], [list(r) for r in rows])
+    fast, reference = engines_rows(log, [] if global_ else ["user"], INSERT_CALLS, meta=True, update_before=update_before)
+    assert fast == reference
+    updating = run(log, ["user"], [count("c"), C("SUM", "v", "s", "bigint"), C("COUNT", "v", "nv", "bigint")])
+    fast, reference = engines_rows(updating, [] if global_ else ["c"], OUTER_CALLS, meta=True, update_before=update_before)
+    assert fast == reference
+
+
+@settings(max_examples=4, deadline=None)
+@given(rows=inputs)
+def test_snapshot_equals_batch(spark, rows):
+    """``snapshot(out, at=k)`` is the batch GROUP BY over the input rows with ``seq <= k``, at
+    every k (all k in one query: the changelog and the input repeated per k)."""
+    log = changelog(spark, ["user", "v"], [list(r) for r in rows])
+    ks = spark.range(len(rows)).withColumnRenamed("id", "k")
+    for engine in ("fast", "reference"):
+        out = run(log, ["user"], INSERT_CALLS, engine)
+        at_k = Changelog(out.df.join(ks, out.df.seq <= ks.k), ("k", *out.columns))
+        log.df.join(ks, log.df.seq <= ks.k).createOrReplaceTempView("t_upto_k")
+        batch = spark.sql("SELECT k, user, " + ", ".join(f"{BATCH[c.name]} AS {c.name}" for c in INSERT_CALLS)
+                          + " FROM t_upto_k GROUP BY k, user")
+        assert sorted(map(repr, snapshot(at_k).collect())) == sorted(map(repr, batch.select(*at_k.columns).collect()))
