@@ -29,9 +29,9 @@ ProcTimeDeduplicate        (never)             keep first: ``+I`` the first row 
 KeepFirst/LastRow                              keep last: ``+I`` first, then ``-U old, +U
                                                new`` (nothing when the new row equals the old
                                                and no state TTL is set)
-RowTimeDeduplicate         (never)             ``+I`` first, ``-U old, +U new`` when the row's
-Function                                       time is smaller (keep first) or not smaller
-                                               (keep last) than the kept row's
+RowTimeDeduplicate         (never)             keep last: ``+I`` first, ``-U old, +U new`` when
+Function                                       the row's time is not smaller than the kept
+                                               row's (keep first on event time: not yet)
 =========================  ==================  ============================================
 
 Ties on the sort key keep the earlier arrival first. Every output row carries the ``seq``
@@ -542,12 +542,9 @@ class ProcTimeDeduplicateKeepLastRowFunction(_Deduplicate):
 
 
 class RowTimeDeduplicateFunction(_Deduplicate):
-    """The row of the smallest (keep first: strictly smaller replaces) or largest (keep
-    last: not smaller replaces) event time of each key."""
-
-    def __init__(self, update_before, ttl_ms, time, keep_last: bool):
-        super().__init__(update_before, ttl_ms, time)
-        self.keep_last = keep_last
+    """The row of the largest event time of each key (keep last: a time not smaller than
+    the kept row's replaces it). Flink 2.3 keeps the first row on event time with another
+    function, insert-only, on watermarks (``deduplicate`` says why the kit does not)."""
 
     def process_element(self, row, pt):
         t = row.values[self.time]
@@ -557,7 +554,7 @@ class RowTimeDeduplicateFunction(_Deduplicate):
         old = self.row
         if old is not None:
             kept = old.values[self.time]
-            if (kept > t) if self.keep_last else (t >= kept):
+            if t < kept:
                 return []
         self.keep(row, pt)
         return self.updated(old, row)
@@ -624,7 +621,7 @@ def rank_strategy(log: Changelog, partition: list, monotonic: bool = False) -> s
 
 
 def top_n(log: Changelog, partition: list[str], order: list[tuple[str, bool, bool]], n: int,
-          row_number: str | None, options: Options, offset: int = 1,
+          row_number: str | None = None, options: Options = Options(), offset: int = 1,
           strategy: str | None = None) -> Changelog:
     """Flink's Top-N: per ``partition`` key the rows ranked ``offset..n`` by ``order``
     (``(column, ascending, nulls_first)``), as a changelog (module doc). ``row_number``: the
@@ -700,19 +697,24 @@ def _top_n_key(log, partition, row_number, top1):
 def deduplicate(log: Changelog, keys: list[str], keep: str, options: Options,
                 time: str | None = None, engine: str = "auto") -> Changelog:
     """Flink's deduplication (``ROW_NUMBER() OVER (PARTITION BY keys ORDER BY time ASC|DESC)
-    = 1``): ``keep`` ``"first"`` or ``"last"`` row per key, by event time ``time`` (a
-    rowtime column) or, when None, by arrival (processing time). ``engine``: ``"auto"`` takes
-    Spark window functions when the state TTL is off, ``"replay"`` always replays."""
+    = 1``): ``keep`` ``"first"`` or ``"last"`` row per key, by arrival (``time`` None:
+    processing time) or, keeping the last, by event time ``time`` (a rowtime column).
+    ``engine``: ``"auto"`` takes Spark window functions when the state TTL is off,
+    ``"replay"`` always replays."""
     _check_columns(log, list(keys) + ([time] if time else []), "deduplicate")
     if keep not in ("first", "last"):
         raise KitError(f"keep must be 'first' or 'last', not {keep!r}")
     if not log.insert_only:
         raise KitError("deduplicate reads an insert-only input; over updates, use top_n(..., "
                        "strategy='retract')")
+    last = keep == "last"
+    if time is not None and not last:
+        raise KitError("keeping the first row on event time is not supported yet: Flink 2.3 emits it "
+                       "insert-only once the watermark passes its time (RowTimeDeduplicateKeepFirstRow"
+                       "Function) and a changelog carries no watermark; keep='last', or the first by arrival")
     if engine not in ("auto", "replay"):
         raise KitError(f"engine must be 'auto' or 'replay', not {engine!r}")
-    last = keep == "last"
-    mode = INSERT_ONLY if time is None and not last else frozenset(
+    mode = INSERT_ONLY if not last else frozenset(
         {INSERT, UPDATE_AFTER} | ({UPDATE_BEFORE} if options.update_before else set()))
     if engine == "auto" and not options.ttl_ms:
         df = _deduplicate_fast(log, list(keys), last, time, options.update_before)
@@ -723,26 +725,24 @@ def deduplicate(log: Changelog, keys: list[str], keep: str, options: Options,
             make = lambda: function(ub, ttl)   # noqa: E731
         else:
             at = list(log.columns).index(time)
-            make = lambda: RowTimeDeduplicateFunction(ub, ttl, at, last)   # noqa: E731
+            make = lambda: RowTimeDeduplicateFunction(ub, ttl, at)   # noqa: E731
         df = _replay(log, list(keys), make, options, [])
     return Changelog(df, log.columns, mode, tuple(keys))
 
 
 def _deduplicate_fast(log, keys, last, time, update_before) -> DataFrame:
     """Deduplication with window functions: a row is kept when it is the key's first
-    (by arrival) or, on event time, sorts before (keep first) / not after (keep last) every
-    earlier row of its key; each kept row after the first updates the one kept before it."""
+    (by arrival) or, on event time, not older than every earlier row of its key; each kept
+    row after the first updates the one kept before it."""
     cols = [sparksql.name(c) for c in log.columns]
     by_arrival = Window.partitionBy(*[F.col(sparksql.name(k)) for k in keys]).orderBy("seq", "_n")
     df = log.df.withColumn("_v", F.struct(*cols)).withColumn("_first", F.row_number().over(by_arrival) == 1)
     if time is not None:
         t = F.col(sparksql.name(time))
         earlier = by_arrival.rowsBetween(Window.unboundedPreceding, -1)
-        bound = F.max(t).over(earlier) if last else F.min(t).over(earlier)
         null = fail(F.lit(f"a row has a NULL event time in {time!r}: a rowtime deduplicate needs one in every row"))
-        df = df.withColumn("_bound", bound).where(
-            F.when(t.isNull(), null.cast("boolean"))
-            .otherwise(F.col("_first") | ((t >= F.col("_bound")) if last else (t < F.col("_bound")))))
+        df = df.withColumn("_bound", F.max(t).over(earlier)).where(
+            F.when(t.isNull(), null.cast("boolean")).otherwise(F.col("_first") | (t >= F.col("_bound"))))
     elif not last:
         df = df.where("_first")
     df = df.withColumn("_old", F.lag("_v").over(by_arrival))
@@ -767,14 +767,15 @@ def rank_fanout(log: Changelog, partition: list[str], order: list[tuple[str, boo
     _check_columns(log, list(partition) + [c for c, _, _ in order], "RANK()")
     columns = list(log.columns)
     at = [columns.index(c) for c, _, _ in order]
-    compare = cmp_to_key(_compare([(a, nf) for _, a, nf in order]))
+    directions = [(a, nf) for _, a, nf in order]
 
     class Fanout:
         def __init__(self):
             self.keys = []   # the partition's sort keys, sorted
+            self.key = cmp_to_key(_compare(directions))
 
         def process(self, kind, row, pt):
-            k = compare(tuple(row.values[i] for i in at))
+            k = self.key(tuple(row.values[i] for i in at))
             if kind in ADDS:
                 self.keys.insert(bisect_right(self.keys, k), k)
             else:
