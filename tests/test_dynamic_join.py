@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -68,10 +70,15 @@ def join_mode(explained: str) -> str:
     return line.split("changelogMode=")[1].rstrip(")")
 
 
-@functools.cache
 def golden_inputs(name: str) -> list:
-    ev = SCENARIOS[name]["inputs"]["ev"]["rows"]
-    if "aggregate" in name:
+    """The scenario's two join inputs (scenarios of the same rows share them)."""
+    return _inputs(json.dumps(SCENARIOS[name]["inputs"]["ev"]["rows"]), "aggregate" in name)
+
+
+@functools.cache
+def _inputs(ev: str, aggregate: bool) -> list:
+    ev = json.loads(ev)
+    if aggregate:
         clicks, names = streams(ev, ("C", "N"), (("user", "url"), ("user", "fullname")))
         return [count_star(clicks), names]
     return streams(ev, ("L", "R"), (("k", "lv"), ("k", "rv")))
@@ -127,9 +134,10 @@ def test_merge_two_streams_is_the_joins_interleaving(spark):
     right = kit.stream(pd.DataFrame({"t": [5, 1, 12], "b": ["x", "y", "z"]}), time="t")
     for interleave in ("event_time", "left_first", "right_first"):
         logs = merge([left, right], interleave)
-        got = sorted((r.seq, 0, r.a) for r in logs[0].df.collect()) + sorted((r.seq, 1, r.b) for r in logs[1].df.collect())
+        got = [(r.seq, 0, r.a) for r in logs[0].df.collect()] + [(r.seq, 1, r.b) for r in logs[1].df.collect()]
         pos = {(r._side, r._seq): r._pos for r in interleaved(left, right, interleave).collect()}
-        want = [(pos[0, i], 0, a) for i, a in enumerate([1, 2, 3, 4])] + [(pos[1, i], 1, b) for i, b in enumerate("xyz")]
+        want = [(pos[0, i], 0, a) for i, a in enumerate([1, 2, 3, 4])]
+        want += [(pos[1, i], 1, b) for i, b in enumerate("xyz")]
         assert sorted(got) == sorted(want), interleave
     assert [r.seq for r in ordered(merge([left, right])[1].df).collect()] == [1, 2, 6]  # right first on the tie at 5
 
@@ -169,7 +177,8 @@ def test_state_ttl_on_processing_time(spark):
         ("+I", "l2", "r2")]                       # 4 s: r1 gone (1 s + 2.5 s <= 4 s)
     no_clock = merge([left, right])
     with pytest.raises(KitError, match="processing time"):
-        join(*no_clock, "left", ["k"], ["k"], None, Options(ttl_ms=10), ["lk", "t", "lv"], ["rk", "rt", "rv"]).df.collect()
+        join(*no_clock, "left", ["k"], ["k"], None, Options(ttl_ms=10), ["lk", "t", "lv"],
+             ["rk", "rt", "rv"]).df.collect()
 
 
 def test_errors_say_what_to_fix(spark):
@@ -196,7 +205,7 @@ VALUES = st.integers(0, 2)
 def changelogs(draw, updating: bool):
     """Two inputs over one arrival order: each arrival is a left or right message; with
     ``updating``, the left side also deletes (-D) or updates (-U, +U) a row it holds."""
-    n = draw(st.integers(1, 9))
+    n = draw(st.integers(1, 14))
     logs, held = {0: [], 1: []}, []
     for seq in range(n):
         side = draw(st.integers(0, 1))
@@ -225,71 +234,81 @@ def as_changelogs(spark, logs) -> tuple:
     return out
 
 
-def batch(spark, logs, n, how, condition) -> dict:
-    """The batch Spark SQL join over each side's rows as of every arrival k: {k: Counter}."""
-    tables = []
-    for side in (0, 1):
-        rows, table = Counter(), []
-        for k in range(n):
-            for op, key, v, seq, *_ in logs[side]:
-                if seq == k:
-                    rows[(key, v)] += 1 if op in ("+I", "+U") else -1
-            table += [(k, key, v) for (key, v), c in rows.items() for _ in range(c)]
-        tables.append(spark.createDataFrame(table, "at int, k string, v int"))
-    tables[0].createOrReplaceTempView("L")
-    tables[1].createOrReplaceTempView("R")
-    on = "L.at = R.at AND L.k = R.k" + (f" AND {condition.replace('lv', 'L.v').replace('rv', 'R.v')}" if condition else "")
-    got = spark.sql(f"SELECT coalesce(L.at, R.at) AS at, L.k, L.v, R.k, R.v FROM L {how.upper()} "
-                    f"{'OUTER ' if how != 'inner' else ''}JOIN R ON {on}").collect()
-    out = {k: Counter() for k in range(n)}
-    for r in got:
-        out[r[0]][tuple(r[1:])] += 1
+def batch(left: Changelog, right: Changelog, n: int, condition) -> dict:
+    """The batch Spark SQL join, each join type, over each side's rows as of every arrival
+    ``at`` (in one query): ``{(how, at): Counter of rows}``."""
+    spark = left.df.sparkSession
+    for name, log in (("L", left), ("R", right)):
+        log.df.createOrReplaceTempView(f"dj_{name}_log")
+        weight = "sum(IF(_op IN ('+I', '+U'), 1, -1))"
+        spark.sql(f"SELECT at, k, v FROM (SELECT at, k, v, {weight} AS c FROM range({n}) AS ks (at) "
+                  f"JOIN dj_{name}_log ON seq <= at GROUP BY at, k, v) "
+                  "LATERAL VIEW explode(array_repeat(0, CAST(c AS INT))) AS _one"
+                  ).createOrReplaceTempView(f"dj_{name}")
+    on = "L.at = R.at AND L.k = R.k"
+    if condition:
+        on += f" AND {condition.replace('lv', 'L.v').replace('rv', 'R.v')}"
+    query = " UNION ALL ".join(f"SELECT '{how}' AS how, coalesce(L.at, R.at) AS at, L.k, L.v, R.k, R.v FROM dj_L AS L "
+                               f"{how.upper()} {'OUTER ' * (how != 'inner')}JOIN dj_R AS R ON {on}" for how in HOWS)
+    out = {(how, at): Counter() for how in HOWS for at in range(n)}
+    for r in spark.sql(query).collect():
+        out[r[0], r[1]][tuple(r[2:])] += 1
     return out
 
 
-def prefix_snapshots(out: Changelog, n: int) -> dict:
-    """The changelog applied up to every arrival (``snapshot``'s rule, from one collect)."""
-    rows = rows_of(out)
-    seqs = [r.seq for r in ordered(out.df).collect()]
+def prefix_snapshots(rows: list, n: int) -> dict:
+    """A changelog's ``(seq, kind, values)`` applied up to every arrival (``snapshot``'s rule)."""
     tables, now = {}, Counter()
     for k in range(n):
-        for (op, values), seq in zip(rows, seqs):
+        for seq, op, values in rows:
             if seq == k:
-                now[tuple(values)] += 1 if op in ("+I", "+U") else -1
+                now[values] += 1 if op in ("+I", "+U") else -1
         assert all(c >= 0 for c in now.values()), (k, now)     # never takes away a row it lacks
         tables[k] = +now
     return tables
 
 
-@settings(max_examples=6, deadline=None)
-@given(changelogs(updating=True), st.sampled_from([None, "lv <= rv"]))
-def test_snapshot_is_the_batch_join_at_every_arrival(spark, inputs, condition):
+def tagged(outs: dict) -> DataFrame:
+    """Several changelogs as one DataFrame (one Spark job), each row tagged with its name."""
+    return functools.reduce(DataFrame.unionByName, [o.df.withColumn("_tag", F.lit(t)) for t, o in outs.items()])
+
+
+@settings(max_examples=3, deadline=None)
+@given(changelogs(updating=True), st.sampled_from([None, "lv <= rv"]), st.data())
+def test_snapshot_is_the_batch_join_at_every_arrival(spark, inputs, condition, data):
     n, logs = inputs
     left, right = as_changelogs(spark, logs)
+    outs = {how: join(left, right, how, ["k"], ["k"], condition, Options(), ["lk", "lv"], ["rk", "rv"])
+            for how in HOWS}
+    rows = {how: [] for how in HOWS}
+    for r in tagged(outs).collect():
+        rows[r._tag].append((r.seq, r._op, (r.lk, r.lv, r.rk, r.rv)))
+    want = batch(left, right, n, condition)
     for how in HOWS:
-        out = join(left, right, how, ["k"], ["k"], condition, Options(), ["lk", "lv"], ["rk", "rv"])
-        assert prefix_snapshots(out, n) == batch(spark, logs, n, how, condition), how
-    last = Counter(tuple(r) for r in snapshot(out, at=n - 1).collect())
-    assert last == batch(spark, logs, n, "full", condition)[n - 1]
+        got = prefix_snapshots(rows[how], n)
+        assert all(got[k] == want[how, k] for k in range(n)), how
+    how, at = data.draw(st.sampled_from(HOWS)), data.draw(st.integers(0, n - 1))
+    assert Counter(tuple(r) for r in snapshot(outs[how], at=at).collect()) == want[how, at]
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=5, deadline=None)
 @given(changelogs(updating=False), st.sampled_from([None, "lv <= rv"]), st.booleans())
 def test_fast_path_equals_the_replay(spark, inputs, condition, keyed):
     _, logs = inputs
     left, right = as_changelogs(spark, logs)
     keys = ["k"] if keyed else []
-    args = (left, right, "inner", keys, keys, condition, Options(), ["lk", "lv"], ["rk", "rv"])
-
-    def run(engine):
-        return [(r._op, r.lk, r.lv, r.rk, r.rv, r.seq, r._n, r._pt) for r in
-                ordered(join(*args, engine=engine).df).collect()]
-
-    assert run("fast") == run("reference")
+    outs = {engine: join(left, right, "inner", keys, keys, condition, Options(), ["lk", "lv"], ["rk", "rv"],
+                         engine=engine) for engine in ("fast", "reference")}
+    rows = {engine: [] for engine in outs}
+    for r in tagged(outs).collect():
+        rows[r._tag].append((r.seq, r._n, r._op, r.lk, r.lv, r.rk, r.rv, r._pt))
+    assert sorted(rows["fast"]) == sorted(rows["reference"])
+    assert len({(r[0], tuple(r[1])) for r in rows["fast"]}) == len(rows["fast"])     # (seq, _n) tells rows apart
 
 
 def test_spread_over_tasks_equals_one_task(spark):
-    rows = [("L", k, f"l{i}", 0) for i, k in enumerate("abcabca")] + [("R", k, f"r{i}", 0) for i, k in enumerate("cab")]
+    rows = [("L", k, f"l{i}", 0) for i, k in enumerate("abcabca")]
+    rows += [("R", k, f"r{i}", 0) for i, k in enumerate("cab")]
     left, right = streams(rows, ("L", "R"), (("k", "lv"), ("k", "rv")))
     one, spread = (join(left, right, "full", ["k"], ["k"], None, Options(tasks=t), ["lk", "lv"], ["rk", "rv"])
                    for t in (1, 3))

@@ -27,10 +27,12 @@ FLINK-17337 would make them ``-U``/``+U``), whatever the input's kind or
 
 A match is a row of the other side with equal keys (a NULL key matches nothing, as SQL's
 ``=``; no keys: every row) for which ``condition`` holds. Flink iterates its state in
-hash order; the kit iterates it in order of first arrival of each distinct row (a row
-held twice is met twice in a row). ``seq`` and ``_pt`` of an output are the input
-message's, ``_n`` its ``_n`` plus the output's index among that message's outputs.
-Messages of one ``seq`` (a self-join) are taken by ``_n``, then left before right.
+hash order; the kit iterates it in the order the distinct rows came into state (a row
+held twice is met twice in a row; a row taken out and back goes last). ``seq`` and
+``_pt`` of an output are the input message's, ``_n`` its ``_n`` plus the output's index
+among that message's outputs. Messages of one ``seq`` (a self-join) are taken by ``_n``,
+then left before right; two such messages with the same ``_n`` give outputs whose
+``(seq, _n)`` may repeat.
 
 Changelog mode (Flink's ``FlinkChangelogModeInferenceProgram``): an inner join forwards
 its inputs' kinds (two insert-only inputs give an insert-only join); an outer join may
@@ -131,7 +133,8 @@ def merge(streams: list, interleave: str = "event_time", clock: Clock | None = N
     else:
         merged = _scan(merged.orderBy(*[F.desc(c) if desc else c for c, desc in order]).localCheckpoint(), running)
     pt = f"{epoch_ms(clock.start)} + seq * {clock.step.millis}" if clock else "_P"
-    merged = merged.selectExpr("_side", "seq", f"CAST({pt} AS BIGINT) AS _pt", *[f"_v{i}" for i in range(len(streams))])
+    values = [f"_v{i}" for i in range(len(streams))]
+    merged = merged.selectExpr("_side", "seq", f"CAST({pt} AS BIGINT) AS _pt", *values)
     logs = []
     for i, s in enumerate(streams):
         columns = list(s.source.columns)
@@ -273,8 +276,8 @@ def _output_schema(spec: _Spec) -> T.StructType:
     for log, names in ((spec.left, spec.left_names), (spec.right, spec.right_names)):
         types = {f.name: f.dataType for f in log.df.schema.fields}
         fields += [T.StructField(n, types[c], True) for c, n in zip(log.columns, names)]
-    return T.StructType(fields + [T.StructField("seq", T.LongType()), T.StructField("_n", T.ArrayType(T.IntegerType())),
-                                  T.StructField("_pt", T.LongType())])
+    meta = [("seq", T.LongType()), ("_n", T.ArrayType(T.IntegerType())), ("_pt", T.LongType())]
+    return T.StructType(fields + [T.StructField(name, dtype) for name, dtype in meta])
 
 
 # -- the fast path: inner join of insert-only inputs --------------------------------------
