@@ -125,10 +125,6 @@ class TopNBuffer:
         self.count += 1
         return len(self.lists[i])
 
-    def get(self, sort_key):
-        i, found = self._find(sort_key)
-        return self.lists[i] if found else None
-
     def remove(self, sort_key, value):
         i, found = self._find(sort_key)
         if found and value in self.lists[i]:
@@ -671,7 +667,8 @@ def top_n(log: Changelog, partition: list[str], order: list[tuple[str, bool, boo
 
 
 def _top_n_mode(strategy: str, top1: bool, with_number: bool, options: Options) -> frozenset:
-    """The row kinds the chosen function can emit (``-U`` only with ``update_before``)."""
+    """The row kinds the chosen function can emit (``-U`` only with ``update_before``);
+    Flink's EXPLAIN declares every Rank ``[I,UB,UA,D]`` whatever its function emits."""
     if top1 or (with_number and strategy != "retract"):
         kinds = {INSERT, UPDATE_BEFORE, UPDATE_AFTER}
     elif strategy == "append":
