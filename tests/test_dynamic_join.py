@@ -142,6 +142,19 @@ def test_merge_two_streams_is_the_joins_interleaving(spark):
     assert [r.seq for r in ordered(merge([left, right])[1].df).collect()] == [1, 2, 6]  # right first on the tie at 5
 
 
+def test_merge_spread_over_partitions(spark):
+    """Inputs of unknown size are merged by scans over their partitions: the same order."""
+    a = spark.range(30).selectExpr("id * 7 % 11 AS t", "id AS a").where("a % 3 <> 1").repartition(3, "a")
+    b = spark.range(20).selectExpr("id * 5 % 13 AS t", "id AS b").where("b % 2 = 0")
+    left, right = kit.stream(a, time="t", order="a"), kit.stream(b, time="t", order="b")
+    logs = merge([left, right])
+    got = sorted([(r.seq, 0, r.a) for r in logs[0].df.collect()] + [(r.seq, 1, r.b) for r in logs[1].df.collect()])
+    assert [g[0] for g in got] == list(range(len(got)))
+    small = merge([kit.stream(a.toPandas().sort_values("a"), time="t"), kit.stream(b.toPandas(), time="t")])
+    assert sorted([(r.seq, 0, r.a) for r in small[0].df.collect()]
+                  + [(r.seq, 1, r.b) for r in small[1].df.collect()]) == got
+
+
 def test_merge_n_streams_rule_and_clock(spark):
     """Three streams: by running maximum of event time, the later stream first on ties,
     each stream's own order kept; a clock gives ``_pt`` by merged place."""
