@@ -262,6 +262,7 @@ class _Planner:
     def __init__(self, streams: dict):
         self.streams = {name.lower(): (name, s) for name, s in streams.items()}
         self.counter = itertools.count()
+        self.ctes = {}            # WITH name, lower case -> its query
 
     def fresh(self) -> str:
         return f"_c{next(self.counter)}"
@@ -269,9 +270,17 @@ class _Planner:
     # -- query blocks
 
     def block(self, node: exp.Expression):
-        """A SELECT, a UNION ALL or a parenthesised query: (Node or _Pending, output names)."""
+        """A SELECT, a UNION ALL or a parenthesised query: (Node or _Pending, output names).
+        Its WITH queries are planned where FROM names them (each naming: its own operators,
+        as Flink plans a view)."""
         if isinstance(node, exp.Subquery):
             return self.block(node.this)
+        with_ = node.args.get("with_") or node.args.get("with")
+        if with_ is not None:
+            if with_.args.get("recursive"):
+                raise KitError("WITH RECURSIVE is not a query Flink runs on streams")
+            for cte in with_.expressions:
+                self.ctes[cte.alias_or_name.lower()] = cte.this
         if isinstance(node, exp.Union):
             if node.args.get("distinct"):
                 raise KitError("UNION without ALL over streams is not planned yet: write UNION ALL "
@@ -345,6 +354,8 @@ class _Planner:
             if rel.args.get("db") or rel.args.get("catalog"):
                 raise KitError(f"table {rel.sql()}: pass it as kit.sql(..., name=stream)")
             key = rel.name.lower()
+            if key in self.ctes:
+                return self.relation(exp.Subquery(this=self.ctes[key], alias=exp.TableAlias(this=exp.to_identifier(alias))))
             if key not in self.streams:
                 raise KitError(f"table {rel.name} is not a kit.Stream: a continuous query reads streams "
                                f"(kit.stream(df, time=...)); pass every table as a stream")
@@ -352,8 +363,9 @@ class _Planner:
             columns = _stream_columns(s)
             internal = [self.fresh() for _ in columns]
             times = {internal[columns.index(s.time)]: "rowtime"} if s.time in columns else {}
-            if "proctime" in columns:
-                times[internal[columns.index("proctime")]] = "proctime"
+            proctime = s.proctime if isinstance(s.proctime, str) else "proctime"
+            if s.proctime is not None and proctime in columns:
+                times[internal[columns.index(proctime)]] = "proctime"
             node = Source(internal, list(columns), table=name, stream=s, source_columns=list(columns),
                           times=times)
             scope = _Scope({(alias, c.lower()): i for c, i in zip(columns, internal)},

@@ -36,8 +36,8 @@ from pyspark.sql import functions as F
 from .. import sparksql
 from ..errors import KitError
 from . import plan as P
-from .changelog import (ADDS, ALL, DELETE, INSERT, INSERT_ONLY, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options,
-                        from_stream, mode_text)
+from .changelog import (ALL, DELETE, INSERT, INSERT_ONLY, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options,
+                        mode_text)
 
 __all__ = ["DynamicTable", "SINKS"]
 
@@ -190,9 +190,16 @@ class _Run:
         self.sources = {} if plan_only else self._sources()
 
     def _sources(self) -> dict:
+        """{id(stream): its arrivals as an insert-only changelog, the values named ``_s0``,
+        ``_s1``... by position (a column the user named ``_pt`` or ``_op`` clashes with nothing)}."""
         streams = self.table.streams
         if len(streams) == 1:
-            return {id(streams[0]): from_stream(streams[0], _columns(streams[0]))}
+            s = streams[0]
+            pt = "unix_millis(proctime)" if s.proctime is not None else "CAST(NULL AS BIGINT)"
+            columns = _columns(s)
+            df = s.df.selectExpr("'+I' AS _op", *[f"{sparksql.name(c)} AS _s{i}" for i, c in enumerate(columns)],
+                                 "seq", "CAST(array() AS ARRAY<INT>) AS _n", f"{pt} AS _pt")
+            return {id(s): Changelog(df, tuple(f"_s{i}" for i in range(len(columns))))}
         from .join import merge
         options = self.table.options.extra
         logs = merge(streams, options.get("interleave", "event_time"), options.get("clock"))
@@ -203,7 +210,7 @@ class _Run:
         options = self.table.options
         if isinstance(n, P.Source):
             log = self.sources[id(n.stream)]
-            df = log.df.selectExpr("_op", *[f"{sparksql.name(c)} AS {i}" for c, i in zip(n.source_columns, n.columns)],
+            df = log.df.selectExpr("_op", *[f"{sparksql.name(c)} AS {i}" for c, i in zip(log.columns, n.columns)],
                                    "seq", "_n", "_pt")
             return Changelog(df, tuple(n.columns), INSERT_ONLY, None)
         if isinstance(n, P.Calc):
@@ -219,10 +226,11 @@ class _Run:
             self.table.expired = expired
             return out
         if isinstance(n, P.Rank):
-            from .rank import top_n
+            from .rank import rank_strategy, top_n
             log = self.node(n.input, True)
+            strategy = rank_strategy(log, list(n.partition), self._monotonic(n))
             return top_n(log, list(n.partition), list(n.order), n.end, n.row_number,
-                         _with(options, update_before, log), offset=n.start)
+                         _with(options, update_before, log), offset=n.start, strategy=strategy)
         if isinstance(n, P.Deduplicate):
             from .rank import deduplicate
             log = self.node(n.input, True)
@@ -244,6 +252,28 @@ class _Run:
                 df = df.unionByName(log.df)
             return Changelog(df, tuple(n.columns), frozenset().union(*(log.mode for log in logs)), None)
         raise KitError(f"internal: no operator for {type(n).__name__}")
+
+    def _monotonic(self, rank: P.Rank) -> bool:
+        """Whether each of a Top-N's sort columns only moves in its sort direction (Flink's
+        modified monotonicity): a GroupAggregate's COUNT or MAX (increasing: sorted DESC) or
+        MIN (decreasing: sorted ASC) over an insert-only input, or one of its keys (constant);
+        found through the Calcs that copy them. Then Flink picks its UpdateFast Top-N."""
+        node, columns = rank.input, [c for c, _, _ in rank.order]
+        while isinstance(node, P.Calc):
+            copies = _copies(node)
+            columns = [copies.get(c) for c in columns]
+            if None in columns or node.where:
+                return False
+            node = node.input
+        if not isinstance(node, P.GroupAggregate) or self.modes(node.input, True)[id(node.input)] != INSERT_ONLY:
+            return False
+        calls = {c.name: c.function for c in node.calls}
+        for (_, ascending, _), column in zip(rank.order, columns):
+            direction = "constant" if column in node.keys else {"COUNT": "up", "MAX": "up", "MIN": "down"}.get(
+                calls.get(column))
+            if direction is None or (direction == "up" and ascending) or (direction == "down" and not ascending):
+                return False
+        return True
 
     def modes(self, n: P.Node, update_before: bool) -> dict:
         """{id(node): the row kinds it emits}, inferred bottom-up as Flink's planner does."""
@@ -294,15 +324,23 @@ def _typed(log: Changelog, calls: list) -> list:
     return [replace(c, type=f.dataType.simpleString()) for c, f in zip(calls, schema.fields)]
 
 
-def _through(calc: P.Calc, key: tuple | None) -> tuple | None:
-    """The upsert key ``key`` of a Calc's input as the Calc's columns (None: a key column is dropped)."""
-    if key is None:
-        return None
+def _copies(calc: P.Calc) -> dict:
+    """{output column: the input column it copies} of a Calc."""
     copies = {}
     for text, out in zip(calc.select, calc.columns):
         m = re.fullmatch(r"`?(\w+)`?(?: AS `?(\w+)`?)?", text.strip())
         if m:
-            copies.setdefault(m.group(1), out)
-    if not all(k in copies for k in key):
+            copies[out] = m.group(1)
+    return copies
+
+
+def _through(calc: P.Calc, key: tuple | None) -> tuple | None:
+    """The upsert key ``key`` of a Calc's input as the Calc's columns (None: a key column is dropped)."""
+    if key is None:
         return None
-    return tuple(copies[k] for k in key)
+    outputs = {}
+    for out, source in _copies(calc).items():
+        outputs.setdefault(source, out)
+    if not all(k in outputs for k in key):
+        return None
+    return tuple(outputs[k] for k in key)

@@ -1,0 +1,200 @@
+"""Continuous queries through kit.sql: plans, changelogs against real Flink 2.3, conversions,
+options and the seed's definition (a snapshot at arrival k is the batch query over rows <= k)."""
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import kit
+from kit.dynamic.table import DynamicTable
+from kit.errors import KitError
+
+from goldens import load
+
+T0 = pd.Timestamp("2024-01-01 12:00:00")
+
+
+def clicks_stream(rows):
+    """``rows`` of (user, url, 'YYYY-MM-DD HH:MM:SS') as a stream on cTime (delay 0)."""
+    df = pd.DataFrame(rows, columns=["user", "url", "cTime"])
+    df["cTime"] = pd.to_datetime(df["cTime"])
+    return kit.stream(df, time="cTime")
+
+
+def words_stream(words):
+    df = pd.DataFrame({"word": words, "t": [T0 + pd.Timedelta(seconds=i) for i in range(len(words))]})
+    return kit.stream(df, time="t")
+
+
+def changes(table: DynamicTable) -> list:
+    """The changelog as (kind, [values]) pairs, like the goldens'."""
+    return [(r["op"], [r[c] for c in table.columns]) for r in table.changelog().collect()]
+
+
+def golden(name, label=None, mode="streaming", query=None):
+    runs = [r for r in load(name)["runs"] if r["mode"] == mode and (label is None or r.get("label") == label)
+            and (query is None or r["query"].strip() == query.strip())]
+    assert runs, f"no {mode} run {label or query!r} in {name}"
+    return [(row["kind"], row["values"]) for row in runs[0]["rows"]], runs[0]
+
+
+# ------------------------------------------------------------------ the goldens
+
+
+@pytest.mark.parametrize("label", ["docs figure: first 4 clicks", "all 11 clicks"])
+def test_group_by_user_count_is_flinks_changelog(spark, label):
+    expected, run = golden("groupby_changelog.json", label)
+    t = kit.sql(run["query"], clicks=clicks_stream(run["input"]))
+    assert changes(t) == expected
+    batch, _ = golden("groupby_changelog.json", label, mode="batch")
+    assert sorted(map(tuple, t.final().collect())) == sorted(tuple(v) for _, v in batch)
+
+
+def test_word_frequency_cascade_is_flinks_changelog(spark):
+    data = load("word_freq_changelog.json")
+    words = words_stream([row[0] for row in data["input"]])
+    for run in data["runs"]:
+        if run["mode"] != "streaming":
+            continue
+        t = kit.sql(run["query"], words=words)
+        assert changes(t) == [(row["kind"], row["values"]) for row in run["rows"]], run["query"]
+
+
+def test_the_cascade_without_retraction_counts_hello_twice(spark):
+    """The seed's wrong answer: an engine that only appends counts Hello at frequency 1 and 2."""
+    words = words_stream(["Hello", "World", "Hello"])
+    inner = kit.sql("SELECT word, COUNT(*) AS cnt FROM words GROUP BY word", words=words)
+    appended = [r["cnt"] for r in inner.changelog().where("op IN ('+I', '+U')").collect()]
+    assert sorted(appended) == [1, 1, 2]     # an append-only sink's view: Hello at 1 and at 2
+    outer = kit.sql("SELECT cnt, COUNT(cnt) AS freq FROM (SELECT word, COUNT(*) AS cnt FROM words "
+                    "GROUP BY word) GROUP BY cnt", words=words)
+    assert sorted(map(tuple, outer.final().collect())) == [(1, 1), (2, 1)]
+
+
+def _shop(rows):
+    df = pd.DataFrame(rows, columns=["product_id", "category", "sales"])
+    df["t"] = [T0 + pd.Timedelta(seconds=i) for i in range(len(df))]
+    return kit.stream(df, time="t")
+
+
+@pytest.mark.parametrize("number", [True, False])
+def test_top_n_is_flinks_changelog(spark, number):
+    data = load("topn_changelog.json")
+    runs = [r for r in data["runs"] if r["mode"] == "streaming" and ("row_num" in r["columns"]) == number]
+    run = runs[0]
+    t = kit.sql(run["query"], shop_sales=_shop(data["input"]))
+    got = [(r["op"], [r[c] for c in run["columns"]]) for r in t.changelog().collect()]   # not the stream's t
+    assert got == [(row["kind"], row["values"]) for row in run["rows"]]
+
+
+# ------------------------------------------------------------------ the seed's definition
+
+QUERIES = [
+    "SELECT user, COUNT(url) AS c FROM clicks GROUP BY user",
+    "SELECT user, COUNT(*) AS c, COUNT(DISTINCT url) AS d, MIN(url) AS lo, MAX(url) AS hi FROM clicks GROUP BY user",
+    "SELECT user, COUNT(*) AS c FROM clicks WHERE url <> 'b' GROUP BY user HAVING COUNT(*) >= 2",
+    "SELECT c, COUNT(*) AS f FROM (SELECT user, COUNT(*) AS c FROM clicks GROUP BY user) GROUP BY c",
+    "SELECT c, MAX(user) AS m, MIN(user) AS n FROM (SELECT user, COUNT(*) AS c FROM clicks GROUP BY user) GROUP BY c",
+    "SELECT user, url FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY user ORDER BY url DESC) AS rn FROM clicks) "
+    "WHERE rn <= 2",
+    "SELECT * FROM (SELECT user, c, ROW_NUMBER() OVER (ORDER BY c DESC, user) AS rn FROM "
+    "(SELECT user, COUNT(*) AS c FROM clicks GROUP BY user)) WHERE rn <= 2",
+    "SELECT COUNT(*) AS n FROM clicks",
+    "SELECT DISTINCT url FROM clicks",
+]
+
+rows = st.lists(st.tuples(st.sampled_from(["Mary", "Bob", "Liz"]), st.sampled_from(["a", "b", "c"])),
+                min_size=1, max_size=8)
+
+
+@pytest.mark.parametrize("query", QUERIES)
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=rows)
+def test_a_snapshot_is_the_batch_query_over_the_rows_so_far(spark, query, data):
+    """At every arrival k, applying the changelog up to k gives the same query run as batch
+    Spark SQL over the input rows with seq <= k (seed 003's definition)."""
+    s = clicks_stream([(u, url, T0 + pd.Timedelta(seconds=i)) for i, (u, url) in enumerate(data)])
+    t = kit.sql(query, clicks=s)
+    log = t.changelog().collect()
+    for k in range(len(data)):
+        so_far = s.df.where(f"seq <= {k}").select("user", "url", "cTime")
+        batch = kit.sql(query, clicks=so_far)
+        applied = {}
+        for r in log:
+            if r["seq"] > k:
+                break
+            row = tuple(r[c] for c in t.columns)
+            applied[row] = applied.get(row, 0) + (1 if r["op"] in ("+I", "+U") else -1)
+        have = sorted((row for row, n in applied.items() for _ in range(n)), key=repr)
+        assert all(n >= 0 for n in applied.values()), (k, applied)
+        assert have == sorted(map(tuple, batch.collect()), key=repr), (query, k)
+
+
+# ------------------------------------------------------------------ API and errors
+
+
+def test_conversions_follow_flinks_rules(spark):
+    s = clicks_stream([("Mary", "a", "2024-01-01 12:00:00"), ("Mary", "b", "2024-01-01 12:01:00")])
+    counted = kit.sql("SELECT user, COUNT(*) AS c FROM clicks GROUP BY user", clicks=s)
+    with pytest.raises(KitError, match="doesn't support consuming update changes"):
+        counted.to_append_stream()
+    retract = [(r["flag"], r["user"], r["c"]) for r in counted.to_retract_stream().collect()]
+    assert retract == [(True, "Mary", 1), (False, "Mary", 1), (True, "Mary", 2)]
+    assert counted.upsert_key == ("user",)
+    upsert = [(r["flag"], r["user"], r["c"]) for r in counted.to_upsert_stream().collect()]
+    assert upsert == [(True, "Mary", 1), (True, "Mary", 2)]
+    joined = kit.sql("SELECT a.user, b.url FROM clicks a JOIN clicks b ON a.user = b.user AND a.url = 'a'", clicks=s)
+    assert joined.mode == frozenset({"+I"})          # an inner join of appends only appends
+    assert [tuple(r) for r in joined.to_append_stream().select("user", "url").collect()] == [
+        ("Mary", "a"), ("Mary", "b")]
+    with pytest.raises(KitError, match="no unique key"):
+        joined.to_upsert_stream()
+
+
+def test_an_upsert_sink_gets_no_update_before(spark):
+    s = clicks_stream([("Mary", "a", "2024-01-01 12:00:00"), ("Mary", "b", "2024-01-01 12:01:00")])
+    t = kit.sql("SELECT user, COUNT(*) AS c FROM clicks GROUP BY user", clicks=s, sink="upsert")
+    assert changes(t) == [("+I", ["Mary", 1]), ("+U", ["Mary", 2])]
+    assert "[I,UA]" in t.explain().splitlines()[0]
+
+
+def test_the_result_stands_for_its_final_table(spark):
+    s = clicks_stream([("Mary", "a", "2024-01-01 12:00:00"), ("Bob", "b", "2024-01-01 12:01:00")])
+    t = kit.sql("SELECT user, COUNT(*) AS c FROM clicks GROUP BY user", clicks=s)
+    assert t.columns == ["user", "c"]
+    assert sorted(map(tuple, t.collect())) == [("Bob", 1), ("Mary", 1)]
+    assert sorted(map(tuple, t.snapshot(at=0).collect())) == [("Mary", 1)]
+
+
+def test_the_plan_reads_like_flinks(spark):
+    words = words_stream(["Hello"])
+    t = kit.sql("SELECT cnt, COUNT(cnt) AS freq FROM (SELECT word, COUNT(*) AS cnt FROM words GROUP BY word) "
+                "GROUP BY cnt", words=words)
+    lines = t.explain().splitlines()
+    assert [line.split("(")[0].strip(" +-:") for line in lines] == [
+        "Calc", "GroupAggregate", "Calc", "Calc", "GroupAggregate", "Calc", "Source"]
+    assert "changelogMode=[I,UB,UA,D]" in lines[1] and "changelogMode=[I,UB,UA]" in lines[4]
+
+
+@pytest.mark.parametrize("query, message", [
+    ("SELECT user, COUNT(*) FROM clicks GROUP BY user ORDER BY user", "ORDER over a stream"),
+    ("SELECT *, ROW_NUMBER() OVER (ORDER BY url) AS rn FROM clicks", "needs a filter on it"),
+    ("SELECT user, COUNT(*) FROM clicks WHERE url IN (SELECT url FROM clicks) GROUP BY user", "subquery in WHERE"),
+    ("SELECT user, STDDEV(1) FROM clicks GROUP BY user", "STDDEV"),
+    ("SELECT user, url FROM clicks GROUP BY user", "line 1, column 14: .*MISSING_AGGREGATION"),
+])
+def test_what_cannot_run_continuously_says_why(spark, query, message):
+    s = clicks_stream([("Mary", "a", "2024-01-01 12:00:00")])
+    with pytest.raises(KitError, match=message):
+        kit.sql(query, clicks=s).changelog()
+
+
+def test_unknown_options_name_the_known_ones(spark):
+    s = clicks_stream([("Mary", "a", "2024-01-01 12:00:00")])
+    with pytest.raises(KitError, match="table.exec.mini-batch.enabled"):
+        kit.sql("SELECT user FROM clicks", clicks=s, config={"table.exec.mini-batch.enable": True})
+    with pytest.raises(KitError, match="needs table.exec.mini-batch.allow-latency and table.exec.mini-batch.size"):
+        kit.sql("SELECT user FROM clicks", clicks=s, config={"table.exec.mini-batch.enabled": True})
+    with pytest.raises(KitError, match="sink='append' is not one of"):
+        kit.sql("SELECT user FROM clicks", clicks=s, sink="append")
