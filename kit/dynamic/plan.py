@@ -582,7 +582,7 @@ class _Planner:
             replace[text] = self.fresh()
             agg_calls.append(AggCall(function, column, replace[text], None, distinct))
         pre = Calc(pre_columns, pre_shown, input=node, select=pre_select, shown=pre_shown)
-        shown_calls = list(calls)
+        shown_calls = [_named(text, sel.expressions) for text in calls]
         grouped = GroupAggregate(key_columns + [c.name for c in agg_calls], [_sql(k) for k in keys] + list(calls),
                                  input=pre, keys=key_columns, calls=agg_calls, shown_calls=shown_calls)
         node = grouped
@@ -656,6 +656,17 @@ def _replaced(e: exp.Expression, replace: dict) -> str:
                            "or wrap it in an aggregate")
         return n
     return e.copy().transform(swap).sql(dialect="spark")
+
+
+def _named(text: str, select: list) -> str:
+    """An aggregate's SQL as Flink's plan names it: ``COUNT(*) AS c`` when the SELECT list
+    aliases it, ``COUNT(*) AS EXPR$1`` when it is the list's unnamed second item."""
+    for i, e in enumerate(select):
+        inner = e.this if isinstance(e, exp.Alias) else e
+        if _sql(inner) == text:
+            alias = e.alias if isinstance(e, exp.Alias) else ""
+            return f"{text} AS {alias if alias and not alias.startswith('_col_') else f'EXPR${i}'}"
+    return text
 
 
 def _sql(e) -> str:

@@ -60,7 +60,9 @@ class DynamicTable:
     @cached_property
     def log(self) -> Changelog:
         """The root operator's changelog, its columns named and typed as the batch query's."""
-        log = _Run(self).node(self.root, update_before=self.sink == "retract")
+        run = _Run(self)
+        log = run.node(self.root, update_before=self.sink == "retract")
+        self._expired = run.expired
         if len(log.columns) != len(self.columns):
             raise KitError(f"internal: the plan gives {len(log.columns)} columns, the query {len(self.columns)}")
         names = dict(zip(log.columns, self.columns))
@@ -77,7 +79,9 @@ class DynamicTable:
         return self.log.mode
 
     def changelog(self) -> DataFrame:
-        """Every change, in the order Flink emits them (see the module doc for the columns)."""
+        """Every change, in the order Flink emits them (see the module doc for the columns);
+        with a state TTL also ``after_expiry``: the arrival found a key's state expired in
+        some aggregate (``expired_state()``), so what it changed started afresh."""
         df = self.log.df
         marks = self._arrival_marks()
         if marks is not None:
@@ -85,7 +89,23 @@ class DynamicTable:
         cols = ["seq", "_op AS op", *map(sparksql.name, self.columns)]
         cols += ["watermark"] if marks is not None else []
         cols += ["proctime"] if marks is not None and "proctime" in marks.columns else []
+        expired = self.expired_state()
+        if expired is not None:
+            df = df.join(expired.select("seq").distinct().selectExpr("seq", "true AS after_expiry"), "seq", "left")
+            cols.append("coalesce(after_expiry, false) AS after_expiry")
         return df.orderBy("seq", "_n").selectExpr(*cols)
+
+    def expired_state(self) -> DataFrame | None:
+        """With ``table.exec.state.ttl``: each key whose state an aggregate found expired
+        (Flink forgets it without a trace): ``operator``, ``seq`` (the arrival that found
+        it), ``key`` (JSON), ``last_write`` and ``proctime`` (then); None without a TTL."""
+        self.log
+        if not self._expired:
+            return None
+        df = self._expired[0]
+        for more in self._expired[1:]:
+            df = df.unionByName(more)
+        return df
 
     def snapshot(self, at: int | None = None) -> DataFrame:
         """The table after arrival ``at`` (None: after the last), in no particular order."""
@@ -188,6 +208,7 @@ class _Run:
     def __init__(self, table: DynamicTable, plan_only: bool = False):
         self.table = table
         self.sources = {} if plan_only else self._sources()
+        self.expired = []          # per aggregate with a state TTL: the keys whose state expired
 
     def _sources(self) -> dict:
         """{id(stream): its arrivals as an insert-only changelog, the values named ``_s0``,
@@ -223,7 +244,12 @@ class _Run:
             log = self.node(n.input, True)
             calls = _typed(log, n.calls)
             out, expired = group_aggregate(log, list(n.keys), calls, _with(options, update_before, log))
-            self.table.expired = expired
+            if expired is not None:
+                names = dict(zip(n.keys, n.names))
+                self.expired.append(expired.selectExpr(
+                    f"'{n.label()}' AS operator", "seq",
+                    f"to_json(named_struct({', '.join(repr(names[k]) + ', ' + k for k in n.keys) or chr(39) + chr(39) + ', NULL'}))"
+                    " AS key", "timestamp_millis(last_write_pt) AS last_write", "timestamp_millis(pt) AS proctime"))
             return out
         if isinstance(n, P.Rank):
             from .rank import rank_strategy, top_n

@@ -35,6 +35,15 @@ and outer joins pad what Flink pads (``interval.py``; ``result.interval_joins``)
 of tables that are not both streams, or without both a lower and an upper bound on the
 two event times, stay plain Spark SQL joins (no late row is dropped for them).
 
+Continuous queries: a query over ``kit.Stream``s only with an operator that keeps state and
+updates what it emitted -- a non-windowed GROUP BY (COUNT, SUM, AVG, MIN, MAX, DISTINCT),
+SELECT DISTINCT, Top-N and deduplication (``ROW_NUMBER() OVER (...)`` filtered by ``rn <=
+N``), regular joins -- is planned as Flink plans it (``kit.dynamic.plan``) and returns a
+``DynamicTable`` (``kit.dynamic.table``): its changelog with Flink's row kinds, its table at
+any arrival, Flink's conversions; ``sink="upsert"`` drops update-before rows. Its columns
+are named and typed as the same query run as a batch (Spark's rules: an AVG of an INT is a
+DOUBLE). Other queries over streams read the annotated rows (``Stream.df``) as a table.
+
 Not translated: a MATCH_RECOGNIZE whose input is a CTE name (use a subquery); a window
 TVF or group window over anything but a table passed to ``kit.sql`` (a CTE, view or
 subquery); processing-time windows (``PROCTIME()``, ``*_PROCTIME``); Flink functions Spark
@@ -84,13 +93,16 @@ _QUERIES = ("SELECT", "WITH", "VALUES", "TABLE", "FROM")
 def sql(query: str, semantics: str = "flink", aggregates: dict | None = None, config: dict | None = None,
         sink: str = "retract", **tables):
     """Run Flink SQL ``query`` over ``tables`` (Spark or pandas DataFrames, or ``kit.Stream``s,
-    by the names the query uses) and return a Spark DataFrame.
+    by the names the query uses) and return a Spark DataFrame -- or, for a continuous query
+    over streams (module doc), a ``DynamicTable`` whose changelog a ``sink`` (``"retract"``
+    or ``"upsert"``) receives.
 
     ``aggregates`` maps names to user aggregate functions (PyFlink's ``AggregateFunction``:
     ``create_accumulator``, ``accumulate``, ``get_value``) that MATCH_RECOGNIZE may call.
 
     ``config`` holds table options: ``table.exec.state.ttl`` (a ``Duration``, a ``timedelta``, milliseconds or
-    Flink's ``'2 h'``/``'30 min'``/``'10 s'``/``'500 ms'``), and for temporal joins
+    Flink's ``'2 h'``/``'30 min'``/``'10 s'``/``'500 ms'``), for continuous queries the
+    mini-batch and aggregation options of ``kit.dynamic.options``, and for temporal joins
     ``kit.join.interleave`` (``replay.INTERLEAVINGS``) and ``kit.join.clock`` (a ``Clock``
     over the merged arrivals, for state retention); interval joins take the interleaving
     too (they clean their state by event time, so the TTL does not apply to them).
