@@ -61,6 +61,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_type
 
 from .. import sparksql
 from ..arrow import groups, python_values
@@ -562,7 +563,8 @@ def _replay(log: Changelog, keys: list, make, options: Options, extra: list) -> 
     """Run ``make()`` (a fresh function per key) over each key's messages in arrival order
     on Spark: the input spread over ``options.tasks`` by ``keys``, one ``mapInArrow`` per
     task. Output: the value columns of the rows the function emitted, ``extra`` (name,
-    Spark type, function of the output tuple), ``_op``, ``seq``, ``_n``, ``_pt``."""
+    Spark type, function of the output tuple giving a value of that type), ``_op``, ``seq``,
+    ``_n``, ``_pt``."""
     columns = list(log.columns)
     df = log.df.select(*[F.col(sparksql.name(c)) for c in columns], "_op", "seq", "_n", "_pt")
     df = df.repartition(options.tasks, *keys) if options.tasks > 1 and keys else df.coalesce(1)
@@ -587,7 +589,7 @@ def _replay(log: Changelog, keys: list, make, options: Options, extra: list) -> 
             return
         taken = table.select(columns).take([o[1].at for o, _, _ in out])
         arrays = list(taken.columns) + [
-            pa.array([f(o) for o, _, _ in out], pa.int64()) for _, _, f in extra] + [
+            pa.array([f(o) for o, _, _ in out], to_arrow_type(t, timezone="UTC")) for _, t, f in extra] + [
             pa.array([o[0] for o, _, _ in out], pa.string()),
             pa.array([seqs[i] for _, i, _ in out], pa.int64()),
             pa.array([ns[i] + [j] for _, i, j in out], pa.list_(pa.int32())),
