@@ -10,9 +10,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from . import joins, match_recognize, redraw, windows
+from . import dynamic, joins, match_recognize, redraw, windows
 
-WORKLOADS = {"mr_vshape": match_recognize.vshape, "windows": windows.windows, "temporal_join": joins.temporal_join}
+WORKLOADS = {"mr_vshape": match_recognize.vshape, "windows": windows.windows, "temporal_join": joins.temporal_join,
+             "dynamic": dynamic.dynamic}
 SECTIONS = {"redraw": redraw.redraw}  # benchmarks with a table of their own: a markdown section
 
 

@@ -1,11 +1,13 @@
 """Run one query on real Apache Flink (PyFlink) and print its timing as JSON.
 
 Runs inside the benchmark's own environment (``.venv-flink``, apache-flink from PyPI):
-``python flink_job.py <ddl> <query> <parallelism> <batch|streaming>``. The query's rows
-go to a CSV filesystem sink (every column cast to STRING), so the time is the job's own,
+``python flink_job.py <ddl> <query> <parallelism> <batch|streaming> [<sink>]``. The query's
+rows go to a CSV filesystem sink (every column cast to STRING), so the time is the job's own,
 from submission until the sink has committed, not a per-row round trip to Python
 (``TableResult.collect()``). Prints ``{"seconds": job time, "startup": environment start,
-"rows": [...]}``; the rows are read back from the sink's files afterwards.
+"rows": [...]}``; the rows are read back from the sink's files afterwards. With ``sink``
+``blackhole`` (an updating query: a file sink takes inserts only) they go to Flink's
+``blackhole`` sink, which takes every change and keeps none: ``rows`` is empty.
 """
 
 import csv
@@ -19,6 +21,7 @@ started = time.time()
 from pyflink.table import EnvironmentSettings, TableEnvironment  # noqa: E402
 
 ddl, query, parallelism, mode = sys.argv[1:5]
+sink = sys.argv[5] if len(sys.argv) > 5 else "filesystem"
 settings = EnvironmentSettings.in_batch_mode() if mode == "batch" else EnvironmentSettings.in_streaming_mode()
 env = TableEnvironment.create(settings)
 env.get_config().set("parallelism.default", parallelism)
@@ -27,8 +30,9 @@ if mode == "streaming":   # a streaming file sink commits its files on checkpoin
 env.execute_sql(ddl)
 names = env.sql_query(query).get_schema().get_field_names()
 out = Path(tempfile.mkdtemp(prefix="flink-kit-bench-"))
-env.execute_sql(f"CREATE TABLE kit_sink ({', '.join(f'`{n}` STRING' for n in names)}) "
-                f"WITH ('connector' = 'filesystem', 'path' = '{out}', 'format' = 'csv')")
+options = f"'connector' = 'filesystem', 'path' = '{out}', 'format' = 'csv'" if sink == "filesystem" else \
+    "'connector' = 'blackhole'"
+env.execute_sql(f"CREATE TABLE kit_sink ({', '.join(f'`{n}` STRING' for n in names)}) WITH ({options})")
 columns = ", ".join(f"CAST(`{n}` AS STRING)" for n in names)
 ready = time.time()
 env.execute_sql(f"INSERT INTO kit_sink SELECT {columns} FROM ({query})").wait()
