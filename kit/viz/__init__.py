@@ -1,6 +1,7 @@
 """Charts of what a stream operator did, drawn with altair and rendered offline."""
 
 from . import render
+from .changelog import changelog_timeline, table_history
 from .joins import version_timeline
 from .match import match_timeline
 from .stream import stream_timeline
@@ -8,4 +9,5 @@ from .window import window_timeline
 
 render.enable()
 
-__all__ = ["match_timeline", "stream_timeline", "version_timeline", "window_timeline"]
+__all__ = ["changelog_timeline", "match_timeline", "stream_timeline", "table_history", "version_timeline",
+           "window_timeline"]
