@@ -8,11 +8,14 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pyspark.sql import types as T
 
 import kit
 from goldens import load
 from kit.dynamic.aggregate import group_aggregate
 from kit.dynamic.changelog import ALL, AggCall, Changelog, Options, from_stream, ordered, snapshot
+from kit.dynamic.minibatch import bucket, hash_code, map_order, row_hash
+from kit.dynamic.options import dynamic_options
 from kit.errors import KitError
 from kit.time import Clock, Duration
 
@@ -162,32 +165,84 @@ def test_shared_goldens(spark):
 
 # --- minibatch.json -------------------------------------------------------------------------------
 
-def test_minibatch_one_phase_golden(spark):
-    """MiniBatchGroupAggFunction (ONE_PHASE): the same changes per key, in the same order per
-    key; keys of one bundle come out in first-arrival order here, in HashMap order in Flink."""
-    scenario = scenarios("minibatch.json")["count_one_phase"]
-    log = changelog(spark, ["word"], scenario["inputs"]["words"]["rows"])
-    got = rows_of(run(log, ["word"], [count("cnt")], mini_batch=(3_600_000, 3)))
-    want = expected(scenario)
-    assert sorted(map(repr, got)) == sorted(map(repr, want))
-    for key in "abcd":
-        assert [r for r in got if r[1][0] == key] == [r for r in want if r[1][0] == key]
+MINIBATCH = json.loads((GOLDEN / "minibatch.json").read_text())["scenarios"]
+
+
+def _minibatch_query(spark, sc, options):
+    """A minibatch.json scenario through group_aggregate (the cascade: two of them)."""
+    rows = list(sc["inputs"].values())[0]["rows"]
+    if "url" in sc["query"]:
+        log = changelog(spark, ["user", "url"], rows)
+        return run(log, ["user"], [C("COUNT", "url", "d", "bigint", True), count("n")], **options)
+    log = changelog(spark, ["word"], rows)
+    if "GROUP BY" not in sc["query"]:
+        return run(log, [], [count("c")], **options)
+    inner = run(log, ["word"], [count("cnt")], **options)
+    if "GROUP BY cnt" in sc["query"]:
+        return run(inner, ["cnt"], [C("COUNT", "cnt", "freq", "bigint")], **options)
+    return inner
+
+
+@pytest.mark.parametrize("sc", MINIBATCH, ids=[sc["name"] for sc in MINIBATCH])
+def test_minibatch_goldens(spark, sc):
+    """Every minibatch.json scenario row for row: bundles per level, HashMap key order,
+    ONE_PHASE, local-global (TWO_PHASE and AUTO), TWO_PHASE without mini-batch (one phase),
+    split distinct with and without mini-batch."""
+    options = vars(dynamic_options(sc.get("config") or {})[0])
+    assert rows_of(_minibatch_query(spark, sc, options)) == expected(sc)
+
+
+def test_flink_hashes():
+    """BinaryRowData.hashCode() and HASH_CODE as Flink 2.3's jars compute them (values from
+    Java: BinaryRowWriter over one STRING; SELECT HASH_CODE(url) in Flink 2.3)."""
+    def signed(h):
+        return h - (1 << 32) if h >= 1 << 31 else h
+    string = [T.StringType()]
+    assert [signed(row_hash((w,), string)) for w in ("a", "c", "Mary", "hello_world_long")] == [
+        943281246, -2123423368, 1525322463, 909777757]
+    assert [hash_code(w, T.StringType()) for w in ("a", "d", "Mary", "Bob")] == [97, 100, 2390779, 66965]
+    assert [bucket(w, T.StringType(), 2) for w in "abcd"] == [1, 0, 1, 0]
+    assert bucket(-3, T.IntegerType(), 2) == -1                        # Java's %
+    assert map_order([("a",), ("b",), ("c",), ("d",)], string) == [("b",), ("a",), ("c",), ("d",)]
+    assert map_order([("c",), ("a",)], string) == [("c",), ("a",)]     # one bucket: insertion order
+    with pytest.raises(KitError, match="cast the key"):
+        row_hash(([1],), [T.ArrayType(T.IntegerType())])
 
 
 def test_minibatch_flushes(spark):
     """A bundle flushes at ``size`` records, when processing time enters a new latency
-    interval (at the timer's time), and at the end of input; -D when a key's count folds to 0."""
+    interval (at the timer's time), and at the end of input; keys in HashMap order (b before
+    a); -D when a key's count folds to 0."""
     clock = Clock(datetime(2024, 1, 1), Duration.of_seconds(1))
     log = changelog(spark, ["word"], [["a"], ["b"], ["a"], ["a"], ["b"], ["c"]], clock)
-    out = run(log, ["word"], [count("cnt")], mini_batch=(2_000, 10))   # buckets of 2 s: 0-1, 2-3, 4-5
+    out = run(log, ["word"], [count("cnt")], mini_batch=(2_000, 10), agg_phase="ONE_PHASE")
     start = int(datetime(2024, 1, 1).timestamp() * 1000)
     got = [(r["_op"], r["word"], r["cnt"], r["seq"], r["_n"], r["_pt"]) for r in ordered(out.df).collect()]
-    assert got == [("+I", "a", 1, 1, [0, 0], start + 2000), ("+I", "b", 1, 1, [1, 0], start + 2000),
-                   ("-U", "a", 1, 3, [0, 0], start + 4000), ("+U", "a", 3, 3, [0, 1], start + 4000),
-                   ("-U", "b", 1, 5, [0, 0], start + 5000), ("+U", "b", 2, 5, [0, 1], start + 5000),
-                   ("+I", "c", 1, 5, [1, 0], start + 5000)]
+    assert got == [("+I", "b", 1, 1, [0], start + 2000), ("+I", "a", 1, 1, [1], start + 2000),
+                   ("-U", "a", 1, 3, [0], start + 4000), ("+U", "a", 3, 3, [1], start + 4000),
+                   ("-U", "b", 1, 5, [0], start + 5000), ("+U", "b", 2, 5, [1], start + 5000),
+                   ("+I", "c", 1, 5, [2], start + 5000)]
     gone = run(out, [], [count("n")], mini_batch=(2_000, 10))
     assert [r[0] for r in rows_of(gone)] == ["+I", "-U", "+U"]
+
+
+@settings(max_examples=8, deadline=None)
+@given(words=st.lists(st.sampled_from("abcdefgh"), min_size=1, max_size=14),
+       size=st.integers(1, 6), phase=st.sampled_from(["ONE_PHASE", "TWO_PHASE", "AUTO"]),
+       split=st.sampled_from([None, 2, 3]))
+def test_minibatch_same_final_table(spark, words, size, phase, split):
+    """With mini-batch (any phase, size, split distinct or not) the final table is the one
+    without, and the changelog has no more rows."""
+    log = changelog(spark, ["user", "url"], [[w[0] < "e" and "x" or "y", w] for w in words])
+    calls = [C("COUNT", "url", "d", "bigint", True), count("n")]
+    plain = run(log, ["user"], calls)
+    inner = run(log, ["user"], [count("cnt")])
+    mini = run(log, ["user"], calls, mini_batch=(3_600_000, size), agg_phase=phase, distinct_split=split)
+    cascade = run(run(log, ["user"], [count("cnt")], mini_batch=(3_600_000, size), agg_phase=phase),
+                  ["cnt"], [count("f")], mini_batch=(3_600_000, size), agg_phase=phase)
+    for a, b in ((plain, mini), (run(inner, ["cnt"], [count("f")]), cascade)):
+        assert sorted(map(tuple, snapshot(a).collect())) == sorted(map(tuple, snapshot(b).collect()))
+        assert b.df.count() <= a.df.count()
 
 
 # --- state TTL ------------------------------------------------------------------------------------

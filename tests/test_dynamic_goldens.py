@@ -115,8 +115,6 @@ def _value(v):
 @pytest.mark.parametrize("sc", scenarios())
 def test_flinks_changelog(spark, sc, request):
     key = request.node.callspec.id
-    if key.startswith("minibatch:") and sc.get("config"):
-        pytest.skip("mini-batch: local-global phases and Flink's key order in a bundle are being built")
     if sc.get("setup") and any("CREATE TEMPORARY TABLE" in s for s in sc["setup"]):
         pytest.skip("a scenario about Flink's sinks (tests/test_dynamic_table.py checks the kit's conversions)")
     ddl = "\n".join(sc["ddl"])

@@ -41,16 +41,24 @@ gone at a message with ``_pt - w >= ttl`` (Flink: ``w + ttl <= now``); a retract
 ignored and an accumulate starts again at ``+I``. The second value returned lists these
 expirations (the key columns, ``seq``, ``last_write_pt``, ``pt``).
 
-Mini-batch (``options.mini_batch = (allow_latency_ms, size)``, Flink's
-``MiniBatchGroupAggFunction`` behind a processing-time mini-batch assigner): the input of
-the operator (one task, as Flink's parallelism 1) is buffered in bundles; a bundle is
-flushed when it holds ``size`` records, when processing time enters a new
-``allow_latency`` interval (the rows of one bundle share ``_pt - _pt % allow_latency``;
-the timer's time is the flush's ``_pt``) and at the end of input. A flush folds each key's
-records (leading retractions of a key without state dropped) and emits at most one change
-per key, with the ``seq`` of the bundle's last record and ``_n = [place of the key, j]``.
-Flink visits the keys of a bundle in ``HashMap`` order; here they go in first-arrival
-order. Without a clock (``_pt`` NULL) only size and the end of input flush.
+Mini-batch (``options.mini_batch = (allow_latency_ms, size)``): Flink's bundle operators,
+replayed in one task (Flink's parallelism 1) by ``kit.dynamic.minibatch``: ONE_PHASE
+(``MiniBatchGroupAggFunction``: a key without state drops its bundle's leading retractions),
+local-global (``TWO_PHASE``, or ``AUTO``: ``MiniBatchLocal/GlobalGroupAggFunction``, each
+level with its own count trigger) and, with split distinct, Local -> Incremental -> Global.
+A bundle is flushed at ``size`` records of its operator's input, when processing time
+enters a new ``allow_latency`` interval (``_pt - _pt % allow_latency``; every level, with the
+interval's end as ``_pt``) and at the end of input; keys in Flink's ``HashMap`` order. A
+flush's changes carry the ``seq`` of the record that caused it and ``_n = [place among the
+changes of that seq]``. Without a clock (``_pt`` NULL) only size and the end of input flush.
+
+    words a b a c b a c c a b d, COUNT(*) GROUP BY word, size 3, TWO_PHASE:
+    +I b 2, +I a 2 | +I c 3, -U a 2, +U a 3 | -U b 2, +U b 3, -U a 3, +U a 4, +I d 1
+
+Split distinct (``options.distinct_split``, Flink's ``SplitAggregateRule``) without
+local-global phases: a PARTIAL aggregate by ``keys + [MOD(HASH_CODE(x), buckets)]`` then a
+FINAL one by ``keys`` over its changelog (transient lower values included), both this
+function; with them, the Incremental level (above). One DISTINCT column; no AVG.
 
 Engines. ``reference``: each key replayed in Python (``mapInArrow`` over tasks by key) --
 the definition. ``fast``: Spark SQL window functions over one shuffle by key, each input
@@ -72,7 +80,7 @@ running sum would carry a rounding remainder past a clear).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
 
 import numpy as np
@@ -114,11 +122,59 @@ def group_aggregate(log: Changelog, keys: list[str], calls: list[AggCall], optio
     why = _not_fast(log, calls, options, types)
     if engine == "fast" and why:
         raise KitError(f"the fast group aggregate does not apply: {why}; use engine='reference' or 'auto'")
-    if engine != "reference" and not why:
+    if options.distinct_split and any(c.distinct for c in calls) and not (
+            options.mini_batch and options.agg_phase != "ONE_PHASE"):
+        return _split(log, keys, calls, options, engine)
+    if options.mini_batch:
+        df, expired = _minibatch(log, keys, calls, options, types)
+    elif engine != "reference" and not why:
         df, expired = _fast(log, keys, calls, options, types), None
     else:
         df, expired = _replay(log, keys, calls, options, types)
     return Changelog(df, out, changelog_mode(log.mode, options), tuple(keys)), expired
+
+
+def _split_arg(calls) -> str:
+    """The one column the DISTINCT aggregates share (Flink splits by its hash)."""
+    args = {c.arg for c in calls if c.distinct}
+    if len(args) > 1:
+        raise KitError(f"split distinct aggregation over DISTINCT aggregates of several columns {sorted(args)} "
+                       f"is not modelled (Flink expands the input per column): turn "
+                       f"table.optimizer.distinct-agg.split.enabled off or keep one DISTINCT column")
+    for c in calls:
+        if c.function.upper() == "AVG":
+            raise KitError(f"split distinct aggregation with AVG({c.arg}) is not modelled: turn "
+                           f"table.optimizer.distinct-agg.split.enabled off")
+    return args.pop()
+
+
+def _with_bucket(log: Changelog, arg: str, buckets: int, types: dict) -> Changelog:
+    """``log`` with ``_kit_bucket = MOD(HASH_CODE(arg), buckets)`` (``minibatch.bucket``)."""
+    from .minibatch import bucket
+    schema = T.StructType([*log.df.schema.fields, T.StructField("_kit_bucket", T.IntegerType())])
+    dtype = types[arg]
+
+    def add(batches):
+        for b in batches:
+            values = python_values(pa.chunked_array([b.column(b.schema.get_field_index(arg))]))
+            yield b.append_column("_kit_bucket", pa.array([bucket(v, dtype, buckets) for v in values], pa.int32()))
+
+    return log.with_df(log.df.mapInArrow(add, schema), columns=(*log.columns, "_kit_bucket"))
+
+
+def _split(log: Changelog, keys, calls, options, engine) -> tuple:
+    """Split distinct without local-global phases (Flink's ``SplitAggregateRule``): a PARTIAL
+    aggregate by ``keys + [MOD(HASH_CODE(x), buckets)]``, a FINAL one by ``keys`` summing
+    the partial counts (MIN/MAX/SUM of the partial values), each a group aggregate of its own."""
+    arg = _split_arg(calls)
+    types = {f.name: f.dataType for f in log.df.schema.fields}
+    partial_calls = [AggCall(c.function, c.arg, f"_kit_p{i}", c.type, c.distinct) for i, c in enumerate(calls)]
+    final_calls = [AggCall("SUM" if c.function.upper() == "COUNT" else c.function, f"_kit_p{i}", c.name, c.type)
+                   for i, c in enumerate(calls)]
+    bucketed = _with_bucket(log, arg, options.distinct_split, types)
+    inner = replace(options, update_before=True, distinct_split=None)
+    partial, _ = group_aggregate(bucketed, [*keys, "_kit_bucket"], partial_calls, inner, engine)
+    return group_aggregate(partial, keys, final_calls, replace(options, distinct_split=None), engine)
 
 
 def _check(log, keys, calls, options, engine) -> dict:
@@ -457,60 +513,25 @@ def _replay_key(spec: _Spec, messages: list):
             yield kind, values, seq, [*n, j], pt
 
 
-def _replay_bundles(spec: _Spec, bundles: list):
-    """One key's bundles ``(messages, flush seq, flush pt, place of the key)`` in order:
-    ``MiniBatchGroupAggFunction.finishBundle`` for the key, rows as ``_replay_key``'s."""
-    state = None
-    for messages, seq, pt, place in bundles:
-        if _expired(spec, state, pt):
-            yield None, (state.written,), seq, None, pt
-            state = None
-        if state is None:
-            while messages and messages[0][0] < 0:
-                messages = messages[1:]
-            if not messages:
-                continue
-        first, state = state is None, state or _State(spec)
-        prev = state.value()
-        changes, state = _emit(spec, state, first, prev, messages, pt)
-        for j, (kind, values) in enumerate(changes):
-            yield kind, values, seq, [place, j], pt
-
-
-def _bundled(df: DataFrame, keys: list, latency: int, size: int) -> DataFrame:
-    """``df`` with each record's mini-batch bundle (``_bucket``, ``_b``), the bundle's
-    flush (``_fseq``, ``_fpt``) and the key's place in it (``_place``), by arrival order
-    over the whole input (one Flink task)."""
-    columns, ks = df.columns, [sparksql.name(k) for k in keys]
-    df = df.selectExpr("*", f"IF(_pt IS NULL, 0, _pt - pmod(_pt, {latency})) AS _bucket")
-    df = df.selectExpr("*", f"row_number() OVER {_over(['_bucket'])} - 1 AS _k")
-    df = df.selectExpr("*", f"_k DIV {size} AS _b")
-    bundle = ["_bucket", "_b"]
-    df = df.selectExpr("*", f"max(seq) OVER (PARTITION BY {', '.join(bundle)}) AS _fseq",
-                       f"count(1) OVER (PARTITION BY {', '.join(bundle)}) AS _size",
-                       f"max(_pt) OVER (PARTITION BY {', '.join(bundle)}) AS _last_pt",
-                       "max(_bucket) OVER () AS _last_bucket",
-                       f"min(_k) OVER (PARTITION BY {', '.join([*bundle, *ks])}) AS _first")
-    df = df.selectExpr("*", f"dense_rank() OVER (PARTITION BY {', '.join(bundle)} ORDER BY _first) - 1 AS _place",
-                       f"max(_b) OVER (PARTITION BY _bucket) AS _last_b")
-    timer = f"IF(_size < {size} AND _b = _last_b AND _bucket < _last_bucket, _bucket + {latency}, _last_pt)"
-    return df.selectExpr(*map(sparksql.name, columns), "_bucket", "_b", "_fseq",
-                         f"{timer} AS _fpt", "_place")
+def _replay_schema(keys, calls, options, types) -> tuple:
+    """The replay's ``_Spec`` and the Spark and Arrow schemas of its rows: ``_op`` (NULL for
+    an expiration), keys, results, ``seq``, ``_n``, ``_pt``, ``_last_write``."""
+    out_types = [T._parse_datatype_string(c.type) for c in calls]
+    spec = _Spec(list(calls), types, out_types, options.ttl_ms, options.update_before)
+    long = T.LongType()
+    schema = T.StructType(
+        [T.StructField("_op", T.StringType())] + [T.StructField(k, types[k]) for k in keys]
+        + [T.StructField(c.name, t) for c, t in zip(calls, out_types)]
+        + [T.StructField("seq", long), T.StructField("_n", T.ArrayType(T.IntegerType())),
+           T.StructField("_pt", long), T.StructField("_last_write", long)])
+    return spec, schema, to_arrow_schema(schema, timezone="UTC")
 
 
 def _replay(log: Changelog, keys, calls, options, types) -> tuple:
     """Each key replayed in Python, spread over ``options.tasks`` tasks by key."""
-    out_types = [T._parse_datatype_string(c.type) for c in calls]
-    spec = _Spec(list(calls), types, out_types, options.ttl_ms, options.update_before)
+    spec, schema, arrow = _replay_schema(keys, calls, options, types)
+    fields = schema.fields
     args = [c.arg for c in calls]
-    long = T.LongType()
-    fields = ([T.StructField("_op", T.StringType())] + [T.StructField(k, types[k]) for k in keys]
-              + [T.StructField(c.name, t) for c, t in zip(calls, out_types)]
-              + [T.StructField("seq", long), T.StructField("_n", T.ArrayType(T.IntegerType())),
-                 T.StructField("_pt", long), T.StructField("_last_write", long)])
-    schema = T.StructType(fields)
-    arrow = to_arrow_schema(schema, timezone="UTC")
-    mini = options.mini_batch
 
     def per_task(batches):
         batches = list(batches)
@@ -525,16 +546,7 @@ def _replay(log: Changelog, keys, calls, options, types) -> tuple:
             key = [col[k][start] for k in keys]
             messages = [(weights[i], tuple(col[a][i] if a else None for a in args), col["seq"][i],
                          col["_n"][i], col["_pt"][i]) for i in at]
-            if mini is None:
-                changes = _replay_key(spec, messages)
-            else:
-                bundles, last = [], None
-                for i, m in zip(at, messages):
-                    if (col["_bucket"][i], col["_b"][i]) != last:
-                        last = col["_bucket"][i], col["_b"][i]
-                        bundles.append(([], col["_fseq"][i], col["_fpt"][i], col["_place"][i]))
-                    bundles[-1][0].append(m[:2])
-                changes = _replay_bundles(spec, bundles)
+            changes = _replay_key(spec, messages)
             for kind, values, seq, n, pt in changes:
                 if kind is None:
                     rows.append([None, *key, *[None] * len(calls), seq, None, pt, values[0]])
@@ -545,11 +557,15 @@ def _replay(log: Changelog, keys, calls, options, types) -> tuple:
                 [column([r[i] for r in rows], f.dataType, arrow.field(i).type) for i, f in enumerate(fields)],
                 schema=arrow)
 
-    df = _bundled(log.df, keys, *mini) if mini else log.df
+    df = log.df
     tasks = options.tasks if keys else 1
     df = df.repartition(tasks, *map(sparksql.name, keys)) if tasks > 1 else df.coalesce(1)
-    order = ["_bucket", "_b"] if mini else ["seq", "_n"]
-    replayed = df.sortWithinPartitions(*map(sparksql.name, keys), *order, "seq", "_n").mapInArrow(per_task, schema)
+    replayed = df.sortWithinPartitions(*map(sparksql.name, keys), "seq", "_n").mapInArrow(per_task, schema)
+    return _outputs(replayed, keys, calls, options)
+
+
+def _outputs(replayed: DataFrame, keys, calls, options) -> tuple:
+    """A replay's rows (``_replay_schema``) as the changelog and the state expirations."""
     names = [*map(sparksql.name, keys), *(sparksql.name(c.name) for c in calls)]
     changes = replayed.where("_op IS NOT NULL").selectExpr("_op", *names, "seq", "_n", "_pt")
     if options.ttl_ms <= 0:
@@ -557,3 +573,73 @@ def _replay(log: Changelog, keys, calls, options, types) -> tuple:
     expired = replayed.where("_op IS NULL").selectExpr(*map(sparksql.name, keys), "seq",
                                                        "_last_write AS last_write_pt", "_pt AS pt")
     return changes, expired
+
+
+def _minibatch(log: Changelog, keys, calls, options, types) -> tuple:
+    """The mini-batch plan (``kit.dynamic.minibatch``) replayed in one task over the input
+    in arrival order: ONE_PHASE, local-global (TWO_PHASE, or AUTO), or local-incremental-
+    global when split distinct is on too."""
+    from .minibatch import bucket, run
+    latency, size = options.mini_batch
+    phase = "ONE_PHASE" if options.agg_phase == "ONE_PHASE" else "TWO_PHASE"
+    split = options.distinct_split if phase != "ONE_PHASE" and any(c.distinct for c in calls) else None
+    key_types = [types[k] for k in keys]
+    if split:
+        arg = _split_arg(calls)
+        phase, key_types = "SPLIT", [*key_types, T.IntegerType()]
+    spec, schema, arrow = _replay_schema(keys, calls, options, types)
+    args = [c.arg for c in calls]
+    states = {}
+
+    def fold(key, messages, seq, pt, one_phase):
+        """``finishBundle`` for one key of the last level: its changes (``_emit``)."""
+        state = states.get(key)
+        if _expired(spec, state, pt):
+            yield None, key, (state.written,), seq, pt
+            state = None
+        if state is None and one_phase:
+            while messages and messages[0][0] < 0:
+                messages = messages[1:]
+            if not messages:
+                return
+        first, state = state is None, state or _State(spec)
+        changes, states[key] = _emit(spec, state, first, state.value(), messages, pt)
+        for kind, values in changes:
+            yield kind, key, values, seq, pt
+
+    def task(batches):
+        batches = list(batches)
+        table = pa.Table.from_batches(batches) if batches else None
+        if table is None or table.num_rows == 0:
+            return
+        col = {name: python_values(table.column(name)) for name in table.column_names}
+
+        def records():
+            last = None
+            for i in range(table.num_rows):
+                pt = col["_pt"][i]
+                interval = 0 if pt is None else pt - pt % latency
+                due = None if last is None or interval == last[2] else (last[0], last[2] + latency)
+                key = tuple(col[k][i] for k in keys)
+                if split:
+                    key = (*key, bucket(col[arg][i], types[arg], split))
+                message = (1 if col["_op"][i] in ADDS else -1, tuple(col[a][i] if a else None for a in args))
+                yield key, message, col["seq"][i], pt, due
+                last = (col["seq"][i], pt, interval)
+            yield None, None, None, None, last[:2]
+
+        rows, places = [], {}
+        for kind, key, values, seq, pt in run(records(), phase, size, key_types, len(keys), fold):
+            key = key[:len(keys)]
+            if kind is None:
+                rows.append([None, *key, *[None] * len(calls), seq, None, pt, values[0]])
+                continue
+            places[seq] = places.get(seq, -1) + 1
+            rows.append([kind, *key, *values, seq, [places[seq]], pt, None])
+        if rows:
+            yield pa.RecordBatch.from_arrays(
+                [column([r[i] for r in rows], f.dataType, arrow.field(i).type) for i, f in enumerate(schema.fields)],
+                schema=arrow)
+
+    replayed = log.df.coalesce(1).sortWithinPartitions("seq", "_n").mapInArrow(task, schema)
+    return _outputs(replayed, keys, calls, options)
