@@ -28,13 +28,16 @@ A retraction that matches no row emits nothing. Every output carries the ``seq``
 the message that caused it and ``_n = input _n + [j]``, ``j`` its place in Flink's order.
 
 Aggregates, with Flink's accumulators (the early stops above compare them): ``ROW_NUMBER``
-(ROWS), ``RANK`` and ``DENSE_RANK`` (RANGE), ``COUNT``, ``SUM``, ``MIN``, ``MAX``, ``AVG`` (AVG
-RANGE only). Flink's streaming planner gives ``RANK(*)``/``DENSE_RANK(*)`` no operands, so their
-"same order key as the row before" test is always false: both count the rows so far, which
-under RANGE is the number of rows with ``s <=`` the row's -- SQL's ``RANK`` only without ties
-(the seed's two users tied at 12:00 are both ranked 2). Values and types are Spark's batch
-ones (BIGINT counts and SUM of an integer, DOUBLE AVG). The output is the input's columns and
-one per call; changelog mode ``[I,UB,UA,D]`` as Flink's EXPLAIN says, whatever the input.
+(ROWS), ``RANK`` and ``DENSE_RANK`` (RANGE), ``COUNT``, ``SUM``, ``MIN``, ``MAX``, ``AVG``.
+Flink's streaming planner gives ``RANK(*)``/``DENSE_RANK(*)`` no operands, so their "same
+order key as the row before" test is always false: both count the rows so far, which under
+RANGE is the number of rows with ``s <=`` the row's -- SQL's ``RANK`` only without ties (the
+seed's two users tied at 12:00 are both ranked 2). Flink plans ``SUM(x)`` of a nullable ``x``
+as ``COUNT(x)`` and ``$SUM0(x)`` (NULL at count 0) and ``AVG(x)`` as their quotient: a 0 (not
+a NULL) joining a sort key changes the accumulator, so its peers get ``-U/+U`` with the same
+SUM. Values and types are Spark's batch ones (BIGINT counts and SUM of an integer, DOUBLE
+AVG). The output is the input's columns and one per call; changelog mode ``[I,UB,UA,D]`` as
+Flink's EXPLAIN says, whatever the input; the upsert key is the input's.
 Flink refuses a DESC order and more than one order column; so does ``over_aggregate``.
 
     seq  _op  user  t        over_aggregate(log, [], [("t", True, True)], [("RANK", None, "r")], "RANGE", o)
@@ -60,7 +63,7 @@ __all__ = ["over_aggregate", "NonTimeRangeUnboundedPrecedingFunction",
            "NonTimeRowsUnboundedPrecedingFunction", "FUNCTIONS"]
 
 FUNCTIONS = ("ROW_NUMBER", "RANK", "DENSE_RANK", "COUNT", "SUM", "MIN", "MAX", "AVG")
-FRAMES = {"ROWS": ("ROW_NUMBER", "COUNT", "SUM", "MIN", "MAX"),
+FRAMES = {"ROWS": ("ROW_NUMBER", "COUNT", "SUM", "MIN", "MAX", "AVG"),
           "RANGE": ("RANK", "DENSE_RANK", "COUNT", "SUM", "MIN", "MAX", "AVG")}
 
 
@@ -78,6 +81,12 @@ def _sum(acc, x):
     return acc if x is None else x if acc is None else acc + x
 
 
+def _sum0(acc, x):
+    """Flink's ``COUNT(x)`` and ``$SUM0(x)``, its rewrite of ``SUM(x)`` of a nullable ``x``
+    and of ``AVG(x)`` (a Calc after the OverAggregate divides, or gives NULL at count 0)."""
+    return acc if x is None else (acc[0] + 1, acc[1] + x)
+
+
 def _min(acc, x):
     return acc if x is None else x if acc is None or x < acc else acc
 
@@ -86,13 +95,12 @@ def _max(acc, x):
     return acc if x is None else x if acc is None or x > acc else acc
 
 
-def _avg(acc, x):
-    return acc if x is None else (acc[0] + x, acc[1] + 1)
-
-
 _ACCUMULATE = {"ROW_NUMBER": (0, _count), "RANK": (0, _count), "DENSE_RANK": (0, _count),
                "COUNT": (0, _count_value), "SUM": (None, _sum), "MIN": (None, _min),
-               "MAX": (None, _max), "AVG": ((0, 0), _avg)}
+               "MAX": (None, _max), "SUM0": ((0, 0), _sum0), "AVG": ((0, 0), _sum0)}
+
+
+_VALUE = {"SUM0": lambda a: a[1] if a[0] else None, "AVG": lambda a: a[1] / a[0] if a[0] else None}
 
 
 class _Aggs:
@@ -103,13 +111,13 @@ class _Aggs:
         self.at = at                                     # argument index per call (None: *)
         self.init = tuple(_ACCUMULATE[f][0] for f, _, _ in calls)
         self.steps = [_count if a is None else _ACCUMULATE[f][1] for f, a, _ in calls]
-        self.avg = [f == "AVG" for f, _, _ in calls]
+        self.functions = [f for f, _, _ in calls]
 
     def accumulate(self, acc: tuple, values: tuple) -> tuple:
         return tuple(step(a, None if i is None else values[i]) for step, a, i in zip(self.steps, acc, self.at))
 
     def value(self, acc: tuple) -> tuple:
-        return tuple((a[0] / a[1] if a[1] else None) if avg else a for a, avg in zip(acc, self.avg))
+        return tuple(_VALUE[f](a) if f in _VALUE else a for f, a in zip(self.functions, acc))
 
 
 # ---------------------------------------------------------------- Flink's functions
@@ -312,10 +320,8 @@ def _check(log, partition, order, calls, frame, options):
             raise KitError(f"{function} is not an OVER aggregate here: one of {FUNCTIONS}")
         if function not in FRAMES[frame]:
             other = "RANGE" if frame == "ROWS" else "ROWS"
-            raise KitError(f"{function} runs over {other}, not {frame} (Calcite's frame for it"
-                           + (": AVG over ROWS is not modelled, Flink's ROWS function reads its "
-                              "stored accumulator back as a value" if function == "AVG" else "")
-                           + f"): pass frame={other!r} or leave {function} out")
+            raise KitError(f"{function} runs over {other}, not {frame} (Calcite's frame for it): "
+                           f"pass frame={other!r} or leave {function} out")
         if arg is not None and function in ("ROW_NUMBER", "RANK", "DENSE_RANK"):
             raise KitError(f"{function}({arg}) AS {name}: {function} takes no argument: pass None")
         if arg is None and function not in ("ROW_NUMBER", "RANK", "DENSE_RANK", "COUNT"):
@@ -331,19 +337,23 @@ def _check(log, partition, order, calls, frame, options):
 
 
 def over_aggregate(log: Changelog, partition: list[str], order: list[tuple[str, bool, bool]],
-                   calls: list[tuple[str, str | None, str]], frame: str, options: Options) -> Changelog:
+                   calls: list[tuple[str, str | None, str]], frame: str, options: Options,
+                   not_null: frozenset = frozenset()) -> Changelog:
     """``calls`` ``OVER (PARTITION BY partition ORDER BY order <frame> BETWEEN UNBOUNDED
     PRECEDING AND CURRENT ROW)`` over ``log`` as a changelog (module doc). ``order``: one
     ``(column, ascending, nulls_first)``; ``calls``: ``(function, argument or None, output
     column)``; ``frame``: ``"ROWS"`` (ROW_NUMBER's) or ``"RANGE"`` (RANK's, and SQL's default
-    for an aggregate). Replayed per partition key on ``options.tasks`` tasks (one without a
-    PARTITION BY)."""
+    for an aggregate); ``not_null``: the columns whose Flink type is NOT NULL (else the Spark
+    schema's nullability decides how Flink plans a SUM: module doc). Replayed per partition
+    key on ``options.tasks`` tasks (one without a PARTITION BY)."""
     calls = [(f.upper(), a, n) for f, a, n in calls]
     frame = frame.upper()
     types = _check(log, partition, order, calls, frame, options)
     columns = list(log.columns)
     index = {c: i for i, c in enumerate(columns)}
-    aggs = _Aggs(calls, [None if a is None else index[a] for _, a, _ in calls])
+    nullable = {f.name: f.nullable and f.name not in not_null for f in log.df.schema.fields}
+    aggs = _Aggs([("SUM0" if f == "SUM" and nullable[a] else f, a, n) for f, a, n in calls],
+                 [None if a is None else index[a] for _, a, _ in calls])
     function = NonTimeRowsUnboundedPrecedingFunction if frame == "ROWS" else NonTimeRangeUnboundedPrecedingFunction
     sort_at, directions = [index[order[0][0]]], [order[0][1:]]
     extra = [(name, _output_type(f, types.get(a)), lambda o, k=k: o[2][k])
