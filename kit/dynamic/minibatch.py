@@ -64,7 +64,7 @@ from pyspark.sql import types as T
 
 from ..errors import KitError
 
-__all__ = ["row_hash", "hash_code", "bucket", "map_order", "HashMapOrder", "run"]
+__all__ = ["row_hash", "hash_code", "bucket", "map_order", "HashMapOrder", "run", "task_load"]
 
 _M = 0xFFFFFFFF
 _EPOCH = datetime(1970, 1, 1)
@@ -261,3 +261,60 @@ def run(records, phase: str, size: int, key_types: list, final_len: int, fold):
             yield from flush_all(*due)
         if key is not None:
             yield from push(0, key, [message], seq, pt)
+
+
+def task_load(log, keys: list, options):
+    """Rows each Spark task handles per stage of the three plans of ``SELECT keys, ...
+    GROUP BY keys`` over ``log``, on ``options.tasks`` partitions, bundles of
+    ``options.mini_batch``'s size (1 without) and ``options.distinct_split`` buckets
+    (``bucket_arg`` in ``options.extra``, default the first non-key column): a pandas
+    DataFrame ``plan, stage, task, rows``.
+
+    ==========  ===============================  ====================================
+    plan        stage: what a task receives      partitioned by
+    ==========  ===============================  ====================================
+    ONE_PHASE   GroupAggregate: every row        hash of the keys
+    TWO_PHASE   Local: every row                 the input's tasks (round robin)
+                Global: one per (task, bundle,   hash of the keys
+                key)
+    SPLIT       Partial: every row               hash of (keys, bucket)
+                Final: one per (bundle, key,     hash of the keys
+                bucket)
+    ==========  ===============================  ====================================
+
+    On skewed keys the hottest task of ONE_PHASE gets all of the hot key's rows; the
+    Global or Final stage gets at most one per bundle (and bucket). The results are the
+    same (``group_aggregate`` with each plan)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    from .. import sparksql
+
+    tasks, size = max(options.tasks, 1), (options.mini_batch or (0, 1))[1]
+    ks = [sparksql.name(k) for k in keys]
+    arg = options.extra.get("bucket_arg") or next(c for c in log.columns if c not in keys)
+    dtype = log.df.schema[arg].dataType
+    buckets = options.distinct_split or 1
+    hashed = F.udf(lambda v: bucket(v, dtype, buckets), T.IntegerType())
+    df = log.df.select(*ks, "seq", "_n", hashed(F.col(sparksql.name(arg))).alias("_kit_bucket"))
+
+    def load(frame, plan, stage):
+        return (frame.groupBy(F.spark_partition_id().alias("task")).count()
+                .select(F.lit(plan).alias("plan"), F.lit(stage).alias("stage"), "task", F.col("count").alias("rows")))
+
+    def bundled(frame, by):
+        order = "PARTITION BY _task ORDER BY seq, _n"
+        frame = frame.withColumn("_task", F.spark_partition_id())
+        frame = frame.selectExpr("*", f"(row_number() OVER ({order}) - 1) DIV {size} AS _b")
+        return frame.select("_task", "_b", *by).distinct()
+
+    local = df.repartition(tasks)
+    parts = [load(df.repartition(tasks, *ks), "ONE_PHASE", "GroupAggregate"),
+             load(local, "TWO_PHASE", "Local"),
+             load(bundled(local, ks).repartition(tasks, *ks), "TWO_PHASE", "Global"),
+             load(df.repartition(tasks, *ks, "_kit_bucket"), "SPLIT", "Partial"),
+             load(bundled(local, [*ks, "_kit_bucket"]).repartition(tasks, *ks), "SPLIT", "Final")]
+    out = parts[0]
+    for p in parts[1:]:
+        out = out.unionByName(p)
+    return out.toPandas().sort_values(["plan", "stage", "task"]).reset_index(drop=True)
