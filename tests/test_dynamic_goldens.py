@@ -20,7 +20,7 @@ import kit
 from kit.errors import KitError
 
 DIR = Path(__file__).resolve().parent / "golden" / "flink-2.3"
-FILES = ("group_agg", "filters", "cascade", "joins", "topn", "minibatch", "ttl", "errors")
+FILES = ("group_agg", "filters", "cascade", "joins", "topn", "minibatch", "ttl", "errors", "over")
 _TYPES = {"STRING": "string", "INT": "int", "BIGINT": "bigint", "DOUBLE": "double", "BOOLEAN": "boolean",
           "TIMESTAMP(3)": "timestamp"}
 
@@ -34,8 +34,6 @@ DIFFERENT = {
 }
 # What the kit does not run yet (a KitError says so), with the words for it.
 NOT_YET = {
-    "topn:seed_rank_without_topn_filter": "RANK() over an updating input without a Top-N filter (an OverAggregate)",
-    "topn:row_number_without_filter_append_asc": "ROW_NUMBER() without a Top-N filter (an OverAggregate)",
     "topn:dedup_keep_first_rowtime": "keep-first on event time waits for the watermark",
 }
 

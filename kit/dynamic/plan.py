@@ -11,6 +11,8 @@ node                SQL it comes from                 runs on (``kit.dynamic``)
 ``GroupAggregate``  GROUP BY, aggregates, DISTINCT    ``aggregate.group_aggregate``
 ``Rank``            ``ROW_NUMBER() OVER`` + a filter  ``rank.top_n``
 ``Deduplicate``     the same, ``rn = 1`` on a time    ``rank.deduplicate``
+``Over``            an OVER window with no such       ``over.over_aggregate``
+                    filter (ascending, non-time)
 ``Join``            ``[LEFT|RIGHT|FULL] JOIN``, ``,``  ``join.join``
 ``Union``           ``UNION ALL``                     the changes of both
 ==================  ================================  ====================================
@@ -67,7 +69,7 @@ from sqlglot.optimizer.qualify import qualify
 from ..errors import KitError
 from .changelog import AggCall
 
-__all__ = ["Node", "Source", "Calc", "GroupAggregate", "Rank", "Deduplicate", "Join", "Union",
+__all__ = ["Node", "Source", "Calc", "GroupAggregate", "Rank", "Deduplicate", "Over", "Join", "Union",
            "plan", "updating", "explain_tree"]
 
 _AGGREGATES = {exp.Count: "COUNT", exp.Sum: "SUM", exp.Avg: "AVG", exp.Min: "MIN", exp.Max: "MAX"}
@@ -182,6 +184,27 @@ class Deduplicate(Node):
 
 
 @dataclass
+class Over(Node):
+    input: Node = None
+    partition: list = field(default_factory=list)
+    order: list = field(default_factory=list)      # (internal name, ascending, nulls first)
+    calls: list = field(default_factory=list)      # (function, argument's internal name or None, output)
+    frame: str = "RANGE"
+    shown_order: str = ""
+    shown_calls: list = field(default_factory=list)
+
+    @property
+    def inputs(self):
+        return [self.input]
+
+    def label(self):
+        part = ", ".join(self.names[self.input.columns.index(c)] for c in self.partition)
+        head = f"partitionBy=[{part}], " if part else ""
+        return (f"OverAggregate({head}orderBy=[{self.shown_order}], window=[ {self.frame} BETWEEN UNBOUNDED "
+                f"PRECEDING AND CURRENT ROW], select=[{', '.join(self.names[:len(self.input.columns)] + self.shown_calls)}])")
+
+
+@dataclass
 class Join(Node):
     left: Node = None
     right: Node = None
@@ -256,6 +279,7 @@ class _Pending:
     partition: list
     order: list
     shown_order: str
+    visible: list                   # the SELECT list's columns, the row number among them
 
 
 class _Planner:
@@ -298,11 +322,28 @@ class _Planner:
         return self.select(node)
 
     def _settled(self, planned):
+        """``planned`` as a node: a ranking with no Top-N filter around it runs as Flink 2.3
+        runs it, an OverAggregate over all the rows before (its hidden sort and partition
+        columns projected away)."""
         node, names = planned
         if isinstance(node, _Pending):
-            raise KitError(f"{node.function}() OVER (...) needs a filter on it in the query around it "
-                           f"(e.g. WHERE rn <= 3: Flink's Top-N); without one Flink cannot run it on a stream")
+            inner = node.node
+            frame = "ROWS" if node.function == "ROW_NUMBER" else "RANGE"     # Flink's defaults
+            over = self._over(inner, node.partition, node.order, [(node.function, None, node.column)], frame,
+                              node.shown_order, [f"{node.function}(*) AS {node.column}"])
+            return self._visible(over, node.visible), names
         return node, names
+
+    def _over(self, inner, partition, order, calls, frame, shown_order, shown_calls) -> Over:
+        if len(order) != 1 or not order[0][1]:
+            raise KitError("The window can only be ordered in ASCENDING mode." if len(order) == 1 else
+                           "The window can only be ordered by a single time column.")
+        if order[0][0] in inner.times:
+            raise KitError("an OVER window ordered by a time attribute (Flink's event- or processing-time "
+                           "OVER aggregate) is not planned yet")
+        return Over(list(inner.columns) + [c for _, _, c in calls], list(inner.names) + [c for _, _, c in calls],
+                    input=inner, partition=partition, order=order, calls=calls, frame=frame,
+                    shown_order=shown_order, shown_calls=shown_calls)
 
     def _rename(self, node: Node, columns: list) -> Node:
         """``node``'s rows under ``columns`` (the other side of a UNION ALL)."""
@@ -325,12 +366,10 @@ class _Planner:
         windows = [e for e in sel.expressions if self._is_window(e)]
         if grouped:
             out = self.aggregate(sel, node, scope)
-        elif len(windows) > 1:
-            raise KitError("more than one ranking function in one SELECT is not planned")
         elif sel.args.get("having"):
             raise KitError("HAVING without GROUP BY or aggregates")
         elif windows:
-            return self._pending(sel, node, scope, windows[0])
+            return self._windowed(sel, node, scope, windows)
         else:
             out = self._project(node, scope, sel.expressions)[:2]
         if ranked is not None and not _reads(out[0], ranked, ranked.row_number):
@@ -374,7 +413,7 @@ class _Planner:
         if isinstance(rel, exp.Subquery):
             planned, names = self.block(rel.this)
             pending = isinstance(planned, _Pending)
-            columns = planned.node.columns[:len(names) - 1] + [planned.column] if pending else planned.columns
+            columns = planned.visible if pending else planned.columns
             times = planned.node.times if pending else planned.times
             scope = _Scope({(alias, n.lower()): c for n, c in zip(names, columns)}, dict(zip(columns, names)),
                            {c: t for c, t in times.items() if c in columns})
@@ -383,25 +422,64 @@ class _Planner:
 
     # -- Top-N and deduplication
 
-    def _pending(self, sel, node, scope, window: exp.Expression):
-        alias = window.alias_or_name
-        w = window.this if isinstance(window, exp.Alias) else window
-        function = _RANKS.get(type(w.this))
-        if function is None:
-            raise KitError(f"{w.this.sql()} OVER (...) is an OVER aggregate: not planned for streams yet "
-                           "(Flink needs ORDER BY a time attribute for it)")
-        partition = [self._column_of(node, scope, e) for e in w.args.get("partition_by") or []]
-        order_by = w.args.get("order")
-        if order_by is None:
-            raise KitError(f"{function}() OVER (...) needs an ORDER BY")
-        order = [(self._column_of(node, scope, o.this), not o.args.get("desc"),
-                  bool(o.args.get("nulls_first"))) for o in order_by.expressions]
-        rest = [e for e in sel.expressions if e is not window]
-        projected, names, sources = self._project(node, scope, rest, keep=[c for c, _, _ in order] + partition)
+    def _windowed(self, sel, node, scope, windows: list):
+        """A SELECT with OVER windows: one ``ROW_NUMBER``/``RANK``/``DENSE_RANK`` with no frame
+        is a Top-N candidate (``_Pending``: the query around it may filter it); otherwise
+        an OverAggregate of every window (one PARTITION BY, ORDER BY and frame for all), as
+        Flink 2.3 runs it. The windows see every column of the FROM (Flink's OverAggregate
+        keeps them: duplicate rows stay apart), the SELECT list is projected after."""
+        named = {w.name.lower(): w for w in sel.args.get("windows") or []}
+        specs = []
+        for e in windows:
+            w = e.this if isinstance(e, exp.Alias) else e
+            spec = named.get(w.alias.lower(), w) if isinstance(w.args.get("alias"), exp.Identifier) and not (
+                w.args.get("partition_by") or w.args.get("order")) else w
+            function = _RANKS.get(type(w.this)) or _AGGREGATES.get(type(w.this))
+            if function is None:
+                raise KitError(f"{_sql(w.this)} OVER (...): the kit runs ROW_NUMBER, RANK, DENSE_RANK, COUNT, SUM, "
+                               "AVG, MIN and MAX over a window")
+            if spec.args.get("order") is None:
+                raise KitError(f"{function}() OVER (...) needs an ORDER BY")
+            arg = None
+            if function in _AGGREGATES.values():
+                function, arg, distinct = _call(w.this)
+                if distinct or (arg is not None and not isinstance(arg, exp.Column)):
+                    raise KitError(f"{_sql(w.this)} OVER (...): name a column (compute it in a subquery), no DISTINCT")
+                arg = None if arg is None else scope.lookup(arg)
+            partition = tuple(self._column_of(node, scope, p) for p in spec.args.get("partition_by") or [])
+            order = tuple((self._column_of(node, scope, o.this), not o.args.get("desc"), bool(o.args.get("nulls_first")))
+                          for o in spec.args["order"].expressions)
+            frame = _frame(spec) or ("ROWS" if function == "ROW_NUMBER" else "RANGE")   # Flink's defaults
+            specs.append((e, function, arg, partition, order, frame, _sql(spec.args["order"])[len("ORDER BY "):],
+                          _frame(spec) is None))
+        if len({(p, o, f) for _, _, _, p, o, f, *_ in specs}) > 1:
+            raise KitError("OVER windows with different PARTITION BY, ORDER BY or frames in one SELECT are not "
+                           "planned: compute them in nested queries")
+        _, _, _, partition, order, frame, shown_order, unframed = specs[0]
+        rest = [e for e in sel.expressions if all(e is not w for w, *_ in specs)]
+        keep = list(node.columns) + [a for _, _, a, *_ in specs if a]
+        projected, names, sources = self._project(node, scope, rest, keep=keep)
         at = dict(zip(sources, projected.columns))        # input column -> its column in the projection
-        pending = _Pending(projected, self.fresh(), function, [at[c] for c in partition],
-                           [(at[c], a, n) for c, a, n in order], _sql(order_by)[len("ORDER BY "):])
-        return pending, names + [alias]
+        outputs = {id(e): self.fresh() for e, *_ in specs}
+        visible = [outputs[id(e)] if id(e) in outputs else projected.columns[rest.index(e)] for e in sel.expressions]
+        names = [e.alias_or_name for e in sel.expressions]
+        partition, order = [at[c] for c in partition], [(at[c], a, n) for c, a, n in order]
+        e, function, *_ = specs[0]
+        if len(specs) == 1 and function in _RANKS.values() and unframed:
+            return _Pending(projected, outputs[id(e)], function, partition, order, shown_order, visible), names
+        calls = [(f, at.get(a), outputs[id(e)]) for e, f, a, *_ in specs]
+        over = self._over(projected, partition, order, calls, frame, shown_order,
+                          [f"{_sql((e.this if isinstance(e, exp.Alias) else e).this)} AS {e.alias_or_name}"
+                           for e, *_ in specs])
+        return self._visible(over, visible), names
+
+    def _visible(self, node: Node, visible: list) -> Node:
+        """``node``'s columns ``visible``, in that order (a Calc unless they are all of them)."""
+        if visible == node.columns:
+            return node
+        shown = [node.names[node.columns.index(c)] for c in visible]
+        return Calc(list(visible), shown, input=node, select=list(visible), shown=shown,
+                    times={c: t for c, t in node.times.items() if c in visible})
 
     def _rank_filter(self, node, scope, where):
         """The conditions of ``where`` on a pending row number, as a Rank or Deduplicate."""
@@ -615,6 +693,18 @@ def _stream_columns(s) -> list:
     if s.proctime is not None and "proctime" not in columns:
         columns.append("proctime")
     return columns
+
+
+def _frame(w: exp.Window) -> str | None:
+    """``ROWS``/``RANGE`` of a window's frame (None: none written); only ``UNBOUNDED
+    PRECEDING`` to ``CURRENT ROW`` runs on a stream."""
+    spec = w.args.get("spec")
+    if spec is None:
+        return None
+    start, end = str(spec.args.get("start", "")).upper(), str(spec.args.get("end", "CURRENT ROW")).upper()
+    if start != "UNBOUNDED" or str(spec.args.get("start_side", "")).upper() != "PRECEDING" or end != "CURRENT ROW":
+        raise KitError(f"OVER (... {_sql(spec)}): a stream runs only BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW")
+    return str(spec.args.get("kind", "RANGE")).upper()
 
 
 def _reads(node: Node, below: Node, column: str) -> bool:

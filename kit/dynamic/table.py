@@ -266,6 +266,11 @@ class _Run:
             df = out.df.selectExpr("*", f"CAST(1 AS BIGINT) AS {n.row_number}")
             return out.with_df(df.selectExpr("_op", *out.columns, n.row_number, "seq", "_n", "_pt"),
                                columns=tuple(out.columns) + (n.row_number,))
+        if isinstance(n, P.Over):
+            from .over import over_aggregate
+            log = self.node(n.input, True)
+            return over_aggregate(log, list(n.partition), list(n.order), list(n.calls), n.frame,
+                                  _with(options, update_before, log))
         if isinstance(n, P.Join):
             from .join import join
             left, right = self.node(n.left, True), self.node(n.right, True)
@@ -317,7 +322,7 @@ class _Run:
             elif isinstance(node, P.Deduplicate):
                 mode = INSERT_ONLY if node.keep == "first" and kids[0] == INSERT_ONLY else \
                     frozenset({INSERT, UPDATE_AFTER} | ({UPDATE_BEFORE} if ub else set()))
-            elif isinstance(node, P.Rank):
+            elif isinstance(node, (P.Rank, P.Over)):
                 mode = ALL if ub else frozenset({INSERT, UPDATE_AFTER, DELETE})
             else:   # a join: insert-only only for an inner join of insert-only inputs
                 mode = INSERT_ONLY if node.how == "inner" and all(k == INSERT_ONLY for k in kids) else ALL
