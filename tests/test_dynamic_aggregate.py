@@ -226,7 +226,7 @@ def test_minibatch_flushes(spark):
     assert [r[0] for r in rows_of(gone)] == ["+I", "-U", "+U"]
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=4, deadline=None)
 @given(words=st.lists(st.sampled_from("abcdefgh"), min_size=1, max_size=14),
        size=st.integers(1, 6), phase=st.sampled_from(["ONE_PHASE", "TWO_PHASE", "AUTO"]),
        split=st.sampled_from([None, 2, 3]))

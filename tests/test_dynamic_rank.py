@@ -17,7 +17,7 @@ from kit.errors import KitError
 
 from goldens import load
 
-SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+SETTINGS = settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
 OWN_GOLDEN = Path(__file__).parent / "golden" / "flink-2.3" / "topn.json"
 
 
