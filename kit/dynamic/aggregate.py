@@ -79,7 +79,6 @@ running sum would carry a rounding remainder past a clear).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
 

@@ -129,11 +129,13 @@ def mode_text(mode: frozenset) -> str:
     return "[" + ",".join(_MODE_NAMES[k] for k in KINDS if k in mode) + "]"
 
 
-def from_stream(s, columns: list | None = None) -> Changelog:
+def from_stream(s, columns: list | None = None, names: list | None = None) -> Changelog:
     """A stream's arrivals as an insert-only changelog: ``+I`` per row (``columns``: the
-    source's by default), ``seq``, ``_n = []`` and ``_pt`` (the arrival's processing time)."""
+    source's by default; named ``names``, e.g. to keep clear of the changelog's own
+    ``_op``/``_pt``), ``seq``, ``_n = []`` and ``_pt`` (the arrival's processing time)."""
     columns = list(s.source.columns if columns is None else columns)
+    names = list(columns if names is None else names)
     pt = "unix_millis(proctime)" if s.proctime is not None else "CAST(NULL AS BIGINT)"
-    df = s.df.selectExpr("'+I' AS _op", *map(sparksql.name, columns), "seq",
-                         "CAST(array() AS ARRAY<INT>) AS _n", f"{pt} AS _pt")
-    return Changelog(df, tuple(columns))
+    df = s.df.selectExpr("'+I' AS _op", *[f"{sparksql.name(c)} AS {sparksql.name(n)}" for c, n in zip(columns, names)],
+                         "seq", "CAST(array() AS ARRAY<INT>) AS _n", f"{pt} AS _pt")
+    return Changelog(df, tuple(names))

@@ -70,7 +70,7 @@ from ..errors import KitError
 from .changelog import AggCall
 
 __all__ = ["Node", "Source", "Calc", "GroupAggregate", "Rank", "Deduplicate", "Over", "Join", "Union",
-           "plan", "updating", "explain_tree"]
+           "plan", "updating", "explain_tree", "stream_columns"]
 
 _AGGREGATES = {exp.Count: "COUNT", exp.Sum: "SUM", exp.Avg: "AVG", exp.Min: "MIN", exp.Max: "MAX"}
 _RANKS = {exp.RowNumber: "ROW_NUMBER", exp.Rank: "RANK", exp.DenseRank: "DENSE_RANK"} \
@@ -399,7 +399,7 @@ class _Planner:
                 raise KitError(f"table {rel.name} is not a kit.Stream: a continuous query reads streams "
                                f"(kit.stream(df, time=...)); pass every table as a stream")
             name, s = self.streams[key]
-            columns = _stream_columns(s)
+            columns = stream_columns(s)
             internal = [self.fresh() for _ in columns]
             times = {internal[columns.index(s.time)]: "rowtime"} if s.time in columns else {}
             proctime = s.proctime if isinstance(s.proctime, str) else "proctime"
@@ -688,7 +688,8 @@ class _Planner:
             raise KitError(f"a subquery in {where} is not planned for a continuous query yet: join instead")
 
 
-def _stream_columns(s) -> list:
+def stream_columns(s) -> list:
+    """The columns a query sees in stream ``s``: its source's, and ``proctime`` for a clock."""
     columns = list(s.source.columns)
     if s.proctime is not None and "proctime" not in columns:
         columns.append("proctime")
@@ -839,7 +840,7 @@ def parse(query: str, schema: dict) -> exp.Expression:
 def plan(query: str, streams: dict) -> tuple[Node, list]:
     """The operator tree of ``query`` over ``streams`` ({name: kit.Stream}) and its output
     names. The aggregates' types are left to the run (``AggCall.type`` None): Spark gives them."""
-    schema = {name: {c: "STRING" for c in _stream_columns(s)} for name, s in streams.items()}
+    schema = {name: {c: "STRING" for c in stream_columns(s)} for name, s in streams.items()}
     tree = parse(query, schema)
     planner = _Planner(streams)
     node, names = planner._settled(planner.block(tree))

@@ -28,16 +28,17 @@ For other DataFrame methods the result stands for ``final()`` (``t.toPandas()``,
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from functools import cached_property
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from .. import sparksql
 from ..errors import KitError
+from ..spark import known_rows, replay_tasks
 from . import plan as P
 from .changelog import (ALL, DELETE, INSERT, INSERT_ONLY, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options,
-                        mode_text)
+                        from_stream, mode_text)
 
 __all__ = ["DynamicTable", "SINKS"]
 
@@ -215,12 +216,8 @@ class _Run:
         ``_s1``... by position (a column the user named ``_pt`` or ``_op`` clashes with nothing)}."""
         streams = self.table.streams
         if len(streams) == 1:
-            s = streams[0]
-            pt = "unix_millis(proctime)" if s.proctime is not None else "CAST(NULL AS BIGINT)"
-            columns = _columns(s)
-            df = s.df.selectExpr("'+I' AS _op", *[f"{sparksql.name(c)} AS _s{i}" for i, c in enumerate(columns)],
-                                 "seq", "CAST(array() AS ARRAY<INT>) AS _n", f"{pt} AS _pt")
-            return {id(s): Changelog(df, tuple(f"_s{i}" for i in range(len(columns))))}
+            columns = P.stream_columns(streams[0])
+            return {id(streams[0]): from_stream(streams[0], columns, [f"_s{i}" for i in range(len(columns))])}
         from .join import merge
         options = self.table.options.extra
         logs = merge(streams, options.get("interleave", "event_time"), options.get("clock"))
@@ -332,21 +329,13 @@ class _Run:
         return out
 
 
-def _columns(s) -> list:
-    from .plan import _stream_columns
-    return _stream_columns(s)
-
-
 def _with(options: Options, update_before: bool, log: Changelog) -> Options:
-    from dataclasses import replace
-    from ..spark import known_rows, replay_tasks
     tasks = replay_tasks(log.df.sparkSession, known_rows(log.df))
     return replace(options, update_before=update_before, tasks=tasks)
 
 
 def _typed(log: Changelog, calls: list) -> list:
     """``calls`` with the type Spark's batch aggregate gives each (an analysis, no job)."""
-    from dataclasses import replace
     if not calls:
         return []
     exprs = [f"{c.function}({'*' if c.arg is None else ('DISTINCT ' if c.distinct else '') + c.arg}) AS {c.name}"

@@ -187,7 +187,7 @@ def _continuous(run, query: str, tables: dict, options, sink: str) -> DynamicTab
     the streams' rows, as Spark SQL) gives the result's names and types and checks the query."""
     streams = {name: t for name, t in tables.items()}
     for name, s in streams.items():
-        run.tables[name.lower()] = s.df.select(*dynamic_plan._stream_columns(s))
+        run.tables[name.lower()] = s.df.select(*dynamic_plan.stream_columns(s))
     try:
         batch = run.sql(rewrite(query, run, {}))
         retention = run.options.get("retention")
