@@ -18,6 +18,8 @@ from kit.dynamic.over import (NonTimeRangeUnboundedPrecedingFunction,
 from kit.dynamic.rank import _Row
 from kit.errors import KitError
 
+from changelogs import table_at
+
 SETTINGS = settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
 GOLDEN = Path(__file__).parent / "golden" / "flink-2.3"
 TOPN, OVER = GOLDEN / "topn.json", GOLDEN / "over.json"
@@ -215,15 +217,6 @@ RANGE = [("RANK", None, "r"), ("DENSE_RANK", None, "dr"), ("COUNT", None, "c"), 
 ROWS = [("ROW_NUMBER", None, "rn"), ("COUNT", "x", "cx"), ("SUM", "x", "sx"), ("MIN", "x", "mn"), ("MAX", "x", "mx")]
 
 
-def table_at(log: Changelog, rows: list, at: int) -> list:
-    table = []
-    for r in rows:
-        if r["seq"] <= at:
-            values = tuple(r[c] for c in log.columns)
-            table.append(values) if r["_op"] in ("+I", "+U") else table.remove(values)
-    return sorted(table, key=repr)
-
-
 @settings(SETTINGS)
 @given(scored())
 def test_snapshot_equals_batch_window_functions(spark, rows):
@@ -251,9 +244,9 @@ def test_snapshot_equals_batch_window_functions(spark, rows):
         FROM over_input i JOIN (SELECT seq AS k FROM over_input) k ON i.seq <= k.k""").collect()
     for k in range(len(rows)):
         now = [r for r in batch if r["k"] == k]
-        assert table_at(ranged, got_range, k) == sorted(
+        assert table_at(ranged.columns, got_range, k) == sorted(
             [(r.p, r.s, r.x, r.id, r.r, r.dr, r.c, r.cx, r.sx, r.mn, r.mx, r.av) for r in now], key=repr)
-        assert table_at(by_row, got_rows, k) == sorted(
+        assert table_at(by_row.columns, got_rows, k) == sorted(
             [(r.p, r.s, r.x, r.id, r.rn, r.rcx, r.rsx, r.rmn, r.rmx) for r in now], key=repr)
         assert all(r.r == r.sql_rank for r in now if r.peers == 1)
 
@@ -280,4 +273,4 @@ def test_snapshot_over_updating_input_equals_batch(spark, users):
           ON i.k <= k.k GROUP BY k.k, i.user)
         WINDOW w AS (PARTITION BY k ORDER BY c)""").collect()
     for k in range(len(users)):
-        assert table_at(out, got, k) == sorted([tuple(r)[1:] for r in batch if r["k"] == k], key=repr)
+        assert table_at(out.columns, got, k) == sorted([tuple(r)[1:] for r in batch if r["k"] == k], key=repr)

@@ -15,6 +15,7 @@ from kit.dynamic.rank import (AppendOnlyTopNFunction, RetractableTopNFunction, _
                               rank_fanout, top_n)
 from kit.errors import KitError
 
+from changelogs import table_at
 from goldens import load
 
 SETTINGS = settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
@@ -24,17 +25,6 @@ OWN_GOLDEN = Path(__file__).parent / "golden" / "flink-2.3" / "topn.json"
 def changelog_rows(log: Changelog) -> list:
     """``(kind, values)`` in changelog order."""
     return [(r["_op"], [r[c] for c in log.columns]) for r in ordered(log.df).collect()]
-
-
-def table_at(log: Changelog, rows: list, at: int) -> list:
-    """The sorted table after arrival ``at`` of the collected changelog ``rows`` (one Spark
-    job per changelog, not per snapshot)."""
-    table = []
-    for r in rows:
-        if r["seq"] <= at:
-            values = tuple(r[c] for c in log.columns)
-            table.append(values) if r["_op"] in ("+I", "+U") else table.remove(values)
-    return sorted(table, key=repr)
 
 
 def stream_log(spark, columns: list, rows: list) -> Changelog:
@@ -266,9 +256,9 @@ def test_update_fast_top1_and_topn(spark):
     top2 = top_n(log, [], [("cnt", False, False)], 2, "rn", Options(), strategy="update_fast")
     retract = top_n(log, [], [("cnt", False, False)], 2, "rn", Options(), strategy="retract")
     fast_rows, retract_rows = top2.df.collect(), retract.df.collect()
-    assert table_at(top2, fast_rows, 4) == [("Bob", 3, 1), ("Mary", 2, 2)]
+    assert table_at(top2.columns, fast_rows, 4) == [("Bob", 3, 1), ("Mary", 2, 2)]
     for k in range(5):
-        assert table_at(top2, fast_rows, k) == table_at(retract, retract_rows, k)
+        assert table_at(top2.columns, fast_rows, k) == table_at(retract.columns, retract_rows, k)
 
 
 @st.composite
@@ -295,7 +285,7 @@ def test_snapshot_equals_batch_row_number(spark, rows, n, start, number):
         WHERE rn BETWEEN {start} AND {n}""").collect()
     for k in range(len(rows)):
         expected = [tuple(r[1:] if number else r[1:-1]) for r in batch if r["k"] == k]
-        assert table_at(out, got, k) == sorted(expected, key=repr)
+        assert table_at(out.columns, got, k) == sorted(expected, key=repr)
 
 
 @st.composite
