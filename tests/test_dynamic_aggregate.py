@@ -105,7 +105,7 @@ def test_group_agg_golden(spark, name):
     log = changelog(spark, columns, rows, Clock(datetime(2024, 1, 1)) if ttl else None)
     keys, calls = GROUP_AGG[name]
     where = "v > 100" if name == "global_count_no_rows" else None
-    engines = ["reference"] if ttl else ["fast", "reference"]
+    engines = ["reference"] if ttl else ["auto", "fast", "reference"]   # auto: compiled where it applies
     for engine, got in zip(engines, engines_rows(log, keys, calls, engines, where, ttl_ms=ttl)):
         assert got == expected(scenario), engine
 
@@ -300,12 +300,18 @@ BATCH = {"n": "COUNT(*)", "nv": "COUNT(v)", "dv": "COUNT(DISTINCT v)", "s": "SUM
 @settings(max_examples=5, deadline=None)
 @given(rows=inputs, update_before=st.booleans(), global_=st.booleans())
 def test_fast_equals_reference(spark, rows, update_before, global_):
-    """Insert-only and updating inputs (the cascade: the operator over its own output), with
+    """The compiled fold and the window functions against the replay, over insert-only and updating inputs (the cascade: the operator over its own output), with
     ``seq`` and ``_n``: the same rows in the same order."""
     log = changelog(spark, ["user", "v"], [list(r) for r in rows])
-    fast, reference = engines_rows(log, [] if global_ else ["user"], INSERT_CALLS, meta=True, update_before=update_before)
-    assert fast == reference
+    engines = ("compiled", "fast", "reference")
+    compiled, fast, reference = engines_rows(log, [] if global_ else ["user"], INSERT_CALLS, engines, meta=True,
+                                             update_before=update_before)
+    assert compiled == fast == reference
     updating = run(log, ["user"], [count("c"), C("SUM", "v", "s", "bigint"), C("COUNT", "v", "nv", "bigint")])
+    calls = OUTER_CALLS + [C("MIN", "s", "lo", "bigint"), C("MAX", "nv", "hi", "bigint", True)]
+    compiled, reference = engines_rows(updating, [] if global_ else ["c"], calls, ("compiled", "reference"),
+                                       meta=True, update_before=update_before)
+    assert compiled == reference
     fast, reference = engines_rows(updating, [] if global_ else ["c"], OUTER_CALLS, meta=True, update_before=update_before)
     assert fast == reference
 

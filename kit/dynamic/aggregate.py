@@ -61,7 +61,11 @@ FINAL one by ``keys`` over its changelog (transient lower values included), both
 function; with them, the Incremental level (above). One DISTINCT column; no AVG.
 
 Engines. ``reference``: each key replayed in Python (``mapInArrow`` over tasks by key) --
-the definition. ``fast``: Spark SQL window functions over one shuffle by key, each input
+the definition. ``compiled``: the same fold in Java (``kit/jvm/GroupAggregate.java``), one
+shuffle by key and each task's messages sorted by ``(seq, _n)``, keys of simple types, the
+aggregates of Spark's own result types (COUNT and SUM of integers BIGINT, AVG DOUBLE, MIN/MAX
+the column's), no TTL or mini-batch; ``auto`` takes it when the session has the kit's Java
+classes. ``fast``: Spark SQL window functions over one shuffle by key, each input
 message exploded into its 0-2 changes. Per key, in ``(seq, _n)`` order, with weight
 ``w = ±1``:
 
@@ -74,7 +78,7 @@ message exploded into its 0-2 changes. Per key, in ``(seq, _n)`` order, with wei
 It assumes the input is a valid changelog (a retraction retracts a row that was added), as
 the kit's operators emit. ``auto`` takes it unless the state TTL or mini-batch is on, or
 the input has retractions and a MIN/MAX (a multiset) or a floating-point SUM/AVG (its
-running sum would carry a rounding remainder past a clear).
+running sum would carry a rounding remainder past a clear) -- and the compiled path does not apply.
 """
 
 from __future__ import annotations
@@ -88,7 +92,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from .. import sparksql
+from .. import jvm, sparksql
 from ..arrow import column, groups, python_values
 from ..errors import KitError
 from ..spark import known_rows
@@ -97,7 +101,7 @@ from .changelog import ADDS, DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE, AggCal
 __all__ = ["FUNCTIONS", "ENGINES", "group_aggregate", "changelog_mode"]
 
 FUNCTIONS = ("COUNT", "SUM", "AVG", "MIN", "MAX")
-ENGINES = ("auto", "fast", "reference")
+ENGINES = ("auto", "compiled", "fast", "reference")
 
 
 def changelog_mode(input_mode: frozenset, options: Options) -> frozenset:
@@ -124,8 +128,13 @@ def group_aggregate(log: Changelog, keys: list[str], calls: list[AggCall], optio
     if options.distinct_split and any(c.distinct for c in calls) and not (
             options.mini_batch and options.agg_phase != "ONE_PHASE"):
         return _split(log, keys, calls, options, engine)
+    compiled = _not_compiled(log, keys, calls, options, types) if engine in ("auto", "compiled") else None
+    if engine == "compiled" and compiled:
+        raise KitError(f"the compiled group aggregate does not apply: {compiled}; use engine='auto'")
     if options.mini_batch:
         df, expired = _minibatch(log, keys, calls, options, types)
+    elif engine in ("auto", "compiled") and not compiled:
+        df, expired = _compiled(log, keys, calls, options, types), None
     elif engine != "reference" and not why:
         df, expired = _fast(log, keys, calls, options, types), None
     else:
@@ -311,6 +320,49 @@ def _running(call: AggCall, arg: dict, types: dict, run: str) -> str:
         return f"IF({n} = 0, NULL, {total})"
     divisor = f"CAST({n} AS DECIMAL(20, 0))" if isinstance(dtype, T.DecimalType) else n
     return f"IF({n} = 0, NULL, {total} / {divisor})"
+
+
+# ------------------------------------------------------------------------- the compiled path
+
+_INTEGERS = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+_SIMPLE = (*_INTEGERS, T.StringType, T.BooleanType, T.DateType, T.TimestampType, T.TimestampNTZType)
+
+
+def _not_compiled(log, keys, calls, options, types) -> str | None:
+    """Why ``flinkkit.GroupAggregate`` cannot run this aggregate (None: it can)."""
+    if options.ttl_ms > 0 or options.mini_batch is not None:
+        return "the state TTL or mini-batch is on"
+    if not jvm.available(log.df.sparkSession, "GroupAggregate"):
+        return "the kit's Java classes are not in this Spark session (Spark Connect, or a session started elsewhere)"
+    for name in [*keys, *(c.arg for c in calls if c.arg is not None)]:
+        if not isinstance(types[name], _SIMPLE):
+            return f"column {name!r} is a {types[name].simpleString()}, not an integer, string, boolean, date or time"
+    for c in calls:
+        function, dtype = c.function.upper(), types.get(c.arg)
+        if function in ("SUM", "AVG") and not isinstance(dtype, _INTEGERS):
+            return f"{c.function}({c.arg}) is not of integers"
+        natural = T.LongType() if function in ("COUNT", "SUM") else T.DoubleType() if function == "AVG" else dtype
+        if T._parse_datatype_string(c.type) != natural:
+            return f"{c.function}({c.arg or '*'}) is typed {c.type}, not {natural.simpleString()} (Spark's own)"
+    return None
+
+
+def _compiled(log: Changelog, keys, calls, options, types) -> DataFrame:
+    """The reference's fold in Java (``kit/jvm/GroupAggregate.java``): one shuffle by key,
+    each task's messages sorted by ``(seq, _n)`` and folded with a map of key states."""
+    ks = [sparksql.name(k) for k in keys]
+    args = sorted({c.arg for c in calls if c.arg is not None})
+    df = log.df.selectExpr(*ks, *(sparksql.name(a) for a in args), f"IF(_op IN {_kinds(ADDS)}, 1, -1) AS _w",
+                           "seq", "_n", "_pt")
+    df = (df.repartition(*ks) if ks else df.repartition(1)).sortWithinPartitions("seq", "_n")
+    column = {a: len(keys) + i for i, a in enumerate(args)}
+    functions = ",".join(f"{c.function.lower()}:{column.get(c.arg, -1)}:{int(c.distinct)}" for c in calls)
+    long = T.LongType()
+    schema = T.StructType(
+        [T.StructField("_op", T.StringType()), *(T.StructField(k, types[k]) for k in keys),
+         *(T.StructField(c.name, T._parse_datatype_string(c.type)) for c in calls),
+         T.StructField("seq", long), T.StructField("_n", T.ArrayType(T.IntegerType())), T.StructField("_pt", long)])
+    return jvm.group_aggregate(df, f"keys={len(keys)};calls={functions};ub={int(options.update_before)}", schema)
 
 
 # ------------------------------------------------------------------------------- the reference

@@ -17,9 +17,12 @@ class                          what it computes                              Pyt
 ``flinkkit.WindowScan``        per input partition: the fast path's partial  ``fast._pass_one``,
                                aggregates per key and window, and where its  ``fast._pass_two``
                                watermark passed each window end
+``flinkkit.GroupAggregate``    per task: Flink's non-windowed group          ``aggregate._replay``
+                               aggregation over changelog messages in
+                               arrival order, each key's state in a map
 =============================  ============================================  ========================
 
-``ArrivalScan``, ``WindowOperator`` and ``WindowScan`` read and write Spark's internal rows
+``ArrivalScan``, ``WindowOperator``, ``WindowScan`` and ``GroupAggregate`` read and write Spark's internal rows
 (``flinkkit.Internal``), not ``Row`` objects: a third of their time went to converting rows.
 
 The sources (``kit/jvm/*.java``) are compiled on first use with Janino, the compiler Spark
@@ -42,7 +45,8 @@ from pathlib import Path
 
 from ..java import _cache_dir
 
-__all__ = ["jar", "available", "late_scan", "order_scan", "arrival_scan", "window_operator", "window_scan"]
+__all__ = ["jar", "available", "late_scan", "order_scan", "arrival_scan", "window_operator", "window_scan",
+           "group_aggregate"]
 
 _SOURCES = sorted(Path(__file__).parent.glob("*.java"))
 _PACKAGE = "flinkkit"
@@ -148,6 +152,12 @@ def window_scan(df, settings: str, schema):
     """``WindowScan(settings)`` over ``df`` (a stream's source rows, input partitions in
     arrival order): rows of ``schema`` (a StructType), as ``kit.windows.fast`` lays them out."""
     return _map_partitions(df, df.sparkSession._jvm.flinkkit.WindowScan(settings, df._jdf.schema()), schema)
+
+
+def group_aggregate(df, settings: str, schema):
+    """``GroupAggregate(settings)`` over ``df`` (each task's changelog messages in ``(seq, _n)``
+    order, a key's all in one task): rows of ``schema``, as ``kit.dynamic.aggregate`` lays them out."""
+    return _map_partitions(df, df.sparkSession._jvm.flinkkit.GroupAggregate(settings, df._jdf.schema()), schema)
 
 
 def _map_partitions(df, function, schema):

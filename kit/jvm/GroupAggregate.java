@@ -1,0 +1,249 @@
+package flinkkit;
+
+import java.util.ArrayDeque;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.Map;
+import java.util.NoSuchElementException;
+import java.util.TreeMap;
+import org.apache.spark.api.java.function.MapPartitionsFunction;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.catalyst.expressions.UnsafeArrayData;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.unsafe.types.UTF8String;
+
+/**
+ * Flink's {@code GroupAggFunction.processElement} (kit/dynamic/aggregate.py, whose Python
+ * replay is its twin) over Spark's internal rows: one pass over a task's changelog messages
+ * in {@code (seq, _n)} order, every key's state in a hash map, as a Flink task keeps it.
+ *
+ * <p>Input columns: the keys, the aggregates' arguments, {@code _w} (1 accumulate, -1
+ * retract), {@code seq}, {@code _n}, {@code _pt}; all of a key's rows in the one partition.
+ * Output: {@code _op}, the keys, one value per aggregate, {@code seq}, {@code _n + [j]},
+ * {@code _pt}. Settings: {@code keys=<count>;calls=<function>:<argument column or -1>:<0|1
+ * distinct>,...;ub=<0|1>}; functions {@code count}, {@code sum} and {@code avg} (of
+ * integers), {@code min}, {@code max} (of values that compare: integers, strings).
+ *
+ * <pre>
+ *   COUNT(*) GROUP BY word; Hello, World, Hello  ->  +I Hello 1 | +I World 1 | -U Hello 1, +U Hello 2
+ * </pre>
+ */
+public class GroupAggregate implements MapPartitionsFunction {
+    private final int keys;
+    private final String[] functions;
+    private final int[] args;
+    private final boolean[] distinct;
+    private final boolean updateBefore;
+    private final Internal.Reader reader;
+    private final int w, seq, n, pt;   // the input's columns
+
+    private static final UTF8String INSERT = UTF8String.fromString("+I"), UPDATE_BEFORE = UTF8String.fromString("-U"),
+        UPDATE_AFTER = UTF8String.fromString("+U"), DELETE = UTF8String.fromString("-D");
+
+    public GroupAggregate(String settings, StructType schema) {
+        Map s = Internal.settings(settings);
+        keys = Integer.parseInt((String) s.get("keys"));
+        String calls = (String) s.get("calls");
+        String[] parts = calls.length() == 0 ? new String[0] : calls.split(",");
+        functions = new String[parts.length];
+        args = new int[parts.length];
+        distinct = new boolean[parts.length];
+        for (int i = 0; i < parts.length; i++) {
+            String[] f = parts[i].split(":");
+            functions[i] = f[0];
+            args[i] = Integer.parseInt(f[1]);
+            distinct[i] = "1".equals(f[2]);
+        }
+        updateBefore = "1".equals(s.get("ub"));
+        reader = new Internal.Reader(schema);
+        int last = schema.fields().length - 1;
+        pt = last;
+        n = last - 1;
+        seq = last - 2;
+        w = last - 3;
+    }
+
+    /** One aggregate's accumulator: {@code add(v, w)} accumulates ({@code w = 1}) or retracts. */
+    abstract static class Acc {
+        abstract void add(Object v, int w);
+
+        abstract Object value();
+    }
+
+    static final class Count extends Acc {
+        private final boolean star;
+        private long count;
+
+        Count(boolean star) {
+            this.star = star;
+        }
+
+        void add(Object v, int w) {
+            if (star || v != null) count += w;
+        }
+
+        Object value() {
+            return Long.valueOf(count);
+        }
+    }
+
+    /** SUM or AVG of integers: the total and the count of values (NULL when none), AVG a DOUBLE. */
+    static final class Sum extends Acc {
+        private final boolean avg;
+        private long total, count;
+        private double real;   // AVG sums DOUBLEs, as the replay does
+
+        Sum(boolean avg) {
+            this.avg = avg;
+        }
+
+        void add(Object v, int w) {
+            if (v == null) return;
+            long x = ((Number) v).longValue();
+            if (avg) real = w > 0 ? real + (double) x : real - (double) x;
+            else total += w > 0 ? x : -x;
+            count += w;
+        }
+
+        Object value() {
+            if (count == 0) return null;
+            return avg ? (Object) Double.valueOf(real / count) : (Object) Long.valueOf(total);
+        }
+    }
+
+    /** MIN or MAX over the multiset of values (Flink's {@code MinWithRetractAggFunction}). */
+    static final class MinMax extends Acc {
+        private final boolean max;
+        private final TreeMap counts = new TreeMap();
+
+        MinMax(boolean max) {
+            this.max = max;
+        }
+
+        void add(Object v, int w) {
+            if (v == null) return;
+            Integer before = (Integer) counts.get(v);
+            int after = (before == null ? 0 : before.intValue()) + w;
+            if (after == 0) counts.remove(v); else counts.put(v, Integer.valueOf(after));
+        }
+
+        Object value() {
+            return counts.isEmpty() ? null : max ? counts.lastKey() : counts.firstKey();
+        }
+    }
+
+    /** A DISTINCT aggregate: a count per value; the inner one sees each value's 0 -> 1 and 1 -> 0. */
+    static final class Distinct extends Acc {
+        private final Acc inner;
+        private final HashMap counts = new HashMap();
+
+        Distinct(Acc inner) {
+            this.inner = inner;
+        }
+
+        void add(Object v, int w) {
+            if (v == null) return;
+            Integer b = (Integer) counts.get(v);
+            int before = b == null ? 0 : b.intValue(), after = before + w;
+            if (after == 0) counts.remove(v); else counts.put(v, Integer.valueOf(after));
+            if ((before == 0 && after == 1) || (before == 1 && after == 0)) inner.add(v, w);
+        }
+
+        Object value() {
+            return inner.value();
+        }
+    }
+
+    /** A key's state: its accumulators, its record count and the values it emitted last. */
+    final class State {
+        final Acc[] accs = new Acc[functions.length];
+        long count;
+        Object[] last;
+
+        State() {
+            for (int i = 0; i < accs.length; i++) {
+                String f = functions[i];
+                Acc a = "count".equals(f) ? (Acc) new Count(args[i] < 0)
+                    : "sum".equals(f) || "avg".equals(f) ? (Acc) new Sum("avg".equals(f)) : (Acc) new MinMax("max".equals(f));
+                accs[i] = distinct[i] ? new Distinct(a) : a;
+            }
+            last = values();
+        }
+
+        Object[] values() {
+            Object[] out = new Object[accs.length];
+            for (int i = 0; i < accs.length; i++) out[i] = accs[i].value();
+            return out;
+        }
+    }
+
+    /** Column {@code c} of {@code r}, a string copied (Spark reuses its rows). */
+    private Object kept(InternalRow r, int c) {
+        Object v = reader.get(r, c);
+        return v instanceof UTF8String ? ((UTF8String) v).clone() : v;
+    }
+
+    public Iterator call(final Iterator input) {
+        final HashMap states = new HashMap();
+        final ArrayDeque out = new ArrayDeque();
+        return new Iterator() {
+            public boolean hasNext() {
+                while (out.isEmpty() && input.hasNext()) process((InternalRow) input.next());
+                return !out.isEmpty();
+            }
+
+            public Object next() {
+                if (!hasNext()) throw new NoSuchElementException();
+                return out.poll();
+            }
+
+            public void remove() {
+                throw new UnsupportedOperationException();
+            }
+
+            private void process(InternalRow r) {
+                Object[] key = new Object[keys];
+                for (int k = 0; k < keys; k++) key[k] = kept(r, k);
+                Object id = keys == 1 ? key[0] : Arrays.asList(key);
+                State state = (State) states.get(id);
+                int weight = r.getInt(w);
+                if (state == null && weight < 0) return;   // a retraction of nothing: ignored
+                boolean first = state == null;
+                if (first) state = new State();
+                state.count += weight;
+                for (int i = 0; i < functions.length; i++)
+                    state.accs[i].add(args[i] < 0 ? null : kept(r, args[i]), weight);
+                Object[] prev = state.last, now = state.values();
+                int[] n0 = r.getArray(n).toIntArray();
+                if (state.count == 0) {
+                    states.remove(id);
+                    if (!first) emit(DELETE, key, prev, r, n0, 0);
+                    return;
+                }
+                if (first) states.put(id, state);
+                state.last = now;
+                if (first) emit(INSERT, key, now, r, n0, 0);
+                else if (!Arrays.equals(prev, now)) {
+                    int j = 0;
+                    if (updateBefore) emit(UPDATE_BEFORE, key, prev, r, n0, j++);
+                    emit(UPDATE_AFTER, key, now, r, n0, j);
+                }
+            }
+
+            private void emit(UTF8String op, Object[] key, Object[] values, InternalRow r, int[] n0, int j) {
+                Object[] row = new Object[keys + values.length + 4];
+                row[0] = op;
+                System.arraycopy(key, 0, row, 1, keys);
+                System.arraycopy(values, 0, row, 1 + keys, values.length);
+                int[] place = Arrays.copyOf(n0, n0.length + 1);
+                place[n0.length] = j;
+                row[row.length - 3] = Long.valueOf(r.getLong(seq));
+                row[row.length - 2] = UnsafeArrayData.fromPrimitiveArray(place);
+                row[row.length - 1] = r.isNullAt(pt) ? null : Long.valueOf(r.getLong(pt));
+                out.add(new GenericInternalRow(row));
+            }
+        };
+    }
+}
