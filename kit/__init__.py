@@ -16,16 +16,19 @@ from .sql import SqlError, sql
 from .stream import Stream, stream
 from .time import Clock, Duration, Time, WatermarkStrategy
 
-__all__ = ["KitError", "SqlError", "explain_match", "spark", "sql", "stream", "Stream", "Clock", "Duration", "Time",
-           "WatermarkStrategy", "data", "joins", "viz", "widgets"]
+__all__ = ["KitError", "SqlError", "explain", "explain_match", "spark", "sql", "stream", "Stream", "Clock", "Duration",
+           "Time", "WatermarkStrategy", "data", "engine", "joins", "viz", "widgets"]
 __version__ = "0.1.0"
 
 errors.install()   # the kit's errors from running queries as KitErrors
-_LAZY = ("data", "joins", "viz", "widgets", "windows")
+_LAZY = ("data", "engine", "joins", "viz", "widgets", "windows")
 
 
 def __getattr__(name):
-    """``kit.data``, ``kit.joins``, ``kit.viz``, ``kit.widgets`` and ``kit.windows`` load on first use."""
+    """``kit.data``, ``kit.engine``, ``kit.joins``, ``kit.viz``, ``kit.widgets`` and ``kit.windows``
+    load on first use, and ``kit.explain`` (``kit.engine.explain``) with ``kit.engine``."""
     if name in _LAZY:
         return importlib.import_module(f".{name}", __name__)
+    if name == "explain":
+        return importlib.import_module(".engine", __name__).explain
     raise AttributeError(f"module 'kit' has no attribute {name!r}")

@@ -13,9 +13,12 @@ made visible on the engine that runs the kit's queries:
 - ``rows``: one row as Spark's UnsafeRow and as Flink's BinaryRow, byte by byte.
 """
 
+from . import codegen, eg1, rows
 from .batch import STAGES, Explanation, JoinChoice, explain, from_text
+from .codegen import CodegenStage
 from .plan import PlanNode, read_plan
+from .rows import RowLayout, binary_row, unsafe_row
 from .rules import RuleApplication, RuleLog
 
-__all__ = ["STAGES", "Explanation", "JoinChoice", "PlanNode", "RuleApplication", "RuleLog", "explain",
-           "from_text", "read_plan"]
+__all__ = ["STAGES", "CodegenStage", "Explanation", "JoinChoice", "PlanNode", "RowLayout", "RuleApplication",
+           "RuleLog", "binary_row", "codegen", "eg1", "explain", "from_text", "read_plan", "rows", "unsafe_row"]

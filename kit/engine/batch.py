@@ -128,6 +128,9 @@ def _is_connect_frame(value) -> bool:
 @contextlib.contextmanager
 def _session_conf(spark, conf: dict):
     """Spark options ``conf`` set for the block, the session's values restored after."""
+    fixed = [key for key in conf if not spark.conf.isModifiable(key) and key.startswith("spark.sql.")]
+    if fixed:
+        raise KitError(f"{', '.join(fixed)}: a static Spark option, set only when the session starts")
     saved = {key: spark.conf.get(key, None) for key in conf}
     try:
         for key, value in conf.items():

@@ -33,7 +33,7 @@ rewrite's rules are all excluded together; and some rules cannot be excluded at 
 them). Bytes are Hadoop's filesystem read counters in this JVM -- the figure Spark's UI
 shows as a stage's Input -- so they are measured on a local session (on a cluster the
 executors read). Read them as Spark's figure, not as the size of the column chunks: on
-local Parquet files (Spark 4.1, Hadoop 3.4) they counted fewer bytes with the scan's filter
+local Parquet files (the kit's Spark and Hadoop, measured) they counted fewer bytes with the scan's filter
 pushdown off than on.
 
 Statistics: without cost-based optimization Spark does not shrink an estimate by a filter
@@ -53,12 +53,12 @@ from dataclasses import dataclass, field
 import pandas
 
 from ..errors import KitError
-from .batch import _session_conf, explain, fresh, threshold
+from .batch import _session_conf, explain, fresh
 from .plan import seq
 from .rules import short_rule
 
-__all__ = ["QUERY", "FLINK_LOGICAL_PLAN", "REWRITES", "Measurement", "Rewrite", "effects", "measure",
-           "rewrites", "tables"]
+__all__ = ["QUERY", "QUERY_ON", "FLINK_LOGICAL_PLAN", "REWRITES", "Measurement", "Rewrite", "effects",
+           "join_choice", "logical_plans", "measure", "rewrites", "tables"]
 
 QUERY = "SELECT t1.id, 1 + 2 + t1.value AS v FROM t1, t2 WHERE t1.id = t2.id AND t2.id < 1000"
 # The same query with the join's equality in ON: what "predicate pushdown off" measures (module doc).
@@ -92,7 +92,8 @@ def tables(spark, rows: int = 10_000, t2_rows: int | None = None, path: str | No
            analyze: bool = False, row_group_bytes: int = 64 * 1024) -> dict:
     """``{"t1": ..., "t2": ...}``: E.g.1's tables as Parquet under ``path`` (a new temporary
     directory by default), ``rows`` rows in t1 and ``t2_rows`` (default ``rows``) in t2,
-    ``id`` 0, 1, 2, ...; with ``analyze`` they are catalog tables with column statistics."""
+    ``id`` 0, 1, 2, ...; with ``analyze`` they are catalog tables with statistics (rows, size, and
+    ``id``'s min, max and distinct count: what a cost-based estimate of ``id < 1000`` reads)."""
     t2_rows = rows if t2_rows is None else t2_rows
     path = path or tempfile.mkdtemp(prefix="kit-eg1-")
     out = {}
@@ -106,7 +107,7 @@ def tables(spark, rows: int = 10_000, t2_rows: int | None = None, path: str | No
         if analyze:
             table = f"kit_eg1_{name}_{tag}"
             spark.sql(f"CREATE TABLE {table} USING parquet LOCATION '{where}'")
-            spark.sql(f"ANALYZE TABLE {table} COMPUTE STATISTICS FOR ALL COLUMNS")
+            spark.sql(f"ANALYZE TABLE {table} COMPUTE STATISTICS FOR COLUMNS id")
             out[name] = spark.table(table)
         else:
             out[name] = spark.read.parquet(where)
@@ -175,6 +176,23 @@ def rewrites(explanation) -> list:
                          {"strategy": choice.strategy, "t2 sizeInBytes": choice.right_bytes,
                           "t2 rows": choice.right_rows, "threshold": choice.threshold, "reason": choice.reason}))
     return found
+
+
+def join_choice(tables: dict, threshold: int | None = None, cbo: bool = False):
+    """The ``JoinChoice`` of E.g.1 over ``tables`` with ``spark.sql.autoBroadcastJoinThreshold``
+    = ``threshold`` bytes (None: the session's) and cost-based estimates on or off: with
+    ``cbo`` and analyzed tables (``tables(..., analyze=True)``) t2's estimate after the filter
+    is its rows below 1000 times the row size, without it t2's size whatever the filter."""
+    conf = {"spark.sql.cbo.enabled": str(cbo).lower()}
+    if threshold is not None:
+        conf["spark.sql.autoBroadcastJoinThreshold"] = str(threshold)
+    return explain(QUERY, conf=conf, **tables).joins[0]
+
+
+def logical_plans(explanation) -> dict:
+    """E.g.1's plan before optimization as the seed gives Flink's and as Spark has it."""
+    return {"Flink (seed)": FLINK_LOGICAL_PLAN, "Spark parsed": explanation.texts["parsed"],
+            "Spark analyzed": explanation.texts["analyzed"]}
 
 
 def _made(applied, *rules) -> tuple:
