@@ -33,9 +33,7 @@ DIFFERENT = {
     "group_agg:group_by_two_columns_and_expression": "INT / INT: Flink divides integers, Spark SQL gives a DOUBLE",
 }
 # What the kit does not run yet (a KitError says so), with the words for it.
-NOT_YET = {
-    "topn:dedup_keep_first_rowtime": "keep-first on event time waits for the watermark",
-}
+NOT_YET: dict = {}
 
 
 def scenarios() -> list:

@@ -31,7 +31,8 @@ KeepFirst/LastRow                              keep last: ``+I`` first, then ``-
                                                and no state TTL is set)
 RowTimeDeduplicate         (never)             keep last: ``+I`` first, ``-U old, +U new`` when
 Function                                       the row's time is not smaller than the kept
-                                               row's (keep first on event time: not yet)
+                                               row's; keep first: ``+I`` once the watermark
+                                               passes the first row's time, late rows dropped
 =========================  ==================  ============================================
 
 Ties on the sort key keep the earlier arrival first. Every output row carries the ``seq``
@@ -541,7 +542,7 @@ class ProcTimeDeduplicateKeepLastRowFunction(_Deduplicate):
 class RowTimeDeduplicateFunction(_Deduplicate):
     """The row of the largest event time of each key (keep last: a time not smaller than
     the kept row's replaces it). Flink 2.3 keeps the first row on event time with another
-    function, insert-only, on watermarks (``deduplicate`` says why the kit does not)."""
+    function, insert-only, on watermarks (``_first_on_event_time``)."""
 
     def process_element(self, row, pt):
         t = row.values[self.time]
@@ -694,10 +695,11 @@ def _top_n_key(log, partition, row_number, top1):
 
 
 def deduplicate(log: Changelog, keys: list[str], keep: str, options: Options,
-                time: str | None = None, engine: str = "auto") -> Changelog:
+                time: str | None = None, engine: str = "auto", marks: DataFrame | None = None) -> Changelog:
     """Flink's deduplication (``ROW_NUMBER() OVER (PARTITION BY keys ORDER BY time ASC|DESC)
     = 1``): ``keep`` ``"first"`` or ``"last"`` row per key, by arrival (``time`` None:
-    processing time) or, keeping the last, by event time ``time`` (a rowtime column).
+    processing time) or by event time ``time`` (a rowtime column; keeping the first needs
+    ``marks``, the input stream's ``seq``, ``watermark`` (and ``proctime``): ``_first_on_event_time``).
     ``engine``: ``"auto"`` takes Spark window functions when the state TTL is off,
     ``"replay"`` always replays."""
     _check_columns(log, list(keys) + ([time] if time else []), "deduplicate")
@@ -707,12 +709,16 @@ def deduplicate(log: Changelog, keys: list[str], keep: str, options: Options,
         raise KitError("deduplicate reads an insert-only input; over updates, use top_n(..., "
                        "strategy='retract')")
     last = keep == "last"
-    if time is not None and not last:
-        raise KitError("keeping the first row on event time is not supported yet: Flink 2.3 emits it "
-                       "insert-only once the watermark passes its time (RowTimeDeduplicateKeepFirstRow"
-                       "Function) and a changelog carries no watermark; keep='last', or the first by arrival")
     if engine not in ("auto", "replay"):
         raise KitError(f"engine must be 'auto' or 'replay', not {engine!r}")
+    if time is not None and not last:
+        if marks is None:
+            raise KitError("keeping the first row on event time needs the watermarks of the input's one "
+                           "stream (marks=): it waits for the watermark to pass the row's time")
+        if options.ttl_ms:
+            raise KitError("keeping the first row on event time with a state TTL is not modelled; "
+                           "turn table.exec.state.ttl off")
+        return Changelog(_first_on_event_time(log, list(keys), time, marks), log.columns, INSERT_ONLY, tuple(keys))
     mode = INSERT_ONLY if not last else frozenset(
         {INSERT, UPDATE_AFTER} | ({UPDATE_BEFORE} if options.update_before else set()))
     if engine == "auto" and not options.ttl_ms:
@@ -727,6 +733,48 @@ def deduplicate(log: Changelog, keys: list[str], keep: str, options: Options,
             make = lambda: RowTimeDeduplicateFunction(ub, ttl, at)   # noqa: E731
         df = _replay(log, list(keys), make, options, [])
     return Changelog(df, log.columns, mode, tuple(keys))
+
+
+def _first_on_event_time(log: Changelog, keys, time, marks: DataFrame) -> DataFrame:
+    """Keep first on event time (Flink 2.3's ``RowTimeDeduplicateKeepFirstRowFunction``,
+    insert-only), as real Flink 2.3 runs it (``topn.json``): a row below the watermark it
+    arrives at is dropped (one *at* it is kept); of the others, each key's row of the
+    smallest time (ties: the earlier arrival) is emitted once, as ``+I``, by its timer: at
+    the first rise of the watermark, at or after the row's arrival, to its time or past it
+    (after the last arrival: the end of input). A later row cannot change it: one of a
+    smaller time would be late by then. Emissions of one rise are in time order, then by
+    arrival; ``_n = [place]``.
+
+        k  ts  seq  watermark before     ->  seq  _op  k  ts
+        a  2   0    NULL                     1    +I   a  2    (the watermark rises to 25 after seq 1)
+        b  30  1    -3                       2    +I   b  30   (end of input)
+        a  1   2    25 (late: dropped)
+    """
+    ks, t = [sparksql.name(k) for k in keys], sparksql.name(time)
+    cols = [sparksql.name(c) for c in log.columns]
+    null = fail(F.lit(f"a row has a NULL event time in {time!r}: a rowtime deduplicate needs one in every row"))
+    rows = log.df.join(marks.selectExpr("seq", "watermark AS _wm"), "seq")
+    rows = rows.where(F.when(F.col(t).isNull(), null.cast("boolean")).otherwise(F.expr(f"_wm IS NULL OR {t} >= _wm")))
+    kept = rows.withColumn("_r", F.row_number().over(Window.partitionBy(*ks).orderBy(t, "seq", "_n"))).where("_r = 1")
+    # the watermark each arrival leaves (the one the next arrives at; the last's: the end of
+    # input, NULL sorted last); a rise is a step a timer can fire at; _next: the first step from each arrival on
+    by_seq = "OVER (ORDER BY seq)"
+    after = marks.selectExpr("seq", f"lead(watermark) {by_seq} AS _w", f"lead(seq) {by_seq} IS NULL AS _end")
+    after = after.selectExpr("seq", "IF(_end, NULL, _w) AS _v", f"_end OR (_w IS NOT NULL AND "
+                             f"(lag(_w) {by_seq} IS NULL OR _w > lag(_w) {by_seq})) AS _step")
+    after = after.selectExpr("*", "min(IF(_step, seq, NULL)) OVER (ORDER BY seq ROWS BETWEEN CURRENT ROW AND "
+                                  "UNBOUNDED FOLLOWING) AS _next")
+    both = kept.selectExpr(f"{t} AS _v", "0 AS _kind", "seq AS _j", f"struct({', '.join(cols)}) AS _row").unionByName(
+        after.where("_step").selectExpr("_v", "1 AS _kind", "seq AS _j"), allowMissingColumns=True)
+    ahead = Window.orderBy(F.col("_v").asc_nulls_last(), "_kind", "_j").rowsBetween(Window.currentRow,
+                                                                                 Window.unboundedFollowing)
+    fired = both.withColumn("_at", F.min(F.when(F.col("_kind") == 1, F.col("_j"))).over(ahead)).where("_kind = 0")
+    fired = fired.join(after.selectExpr("seq AS _j", "_next"), "_j")   # _at < _j: the row came at the watermark
+    fired = fired.selectExpr("_row", "_v", "_j", "IF(_at >= _j, _at, _next) AS seq")
+    fired = fired.withColumn("_k", F.row_number().over(Window.partitionBy("seq").orderBy("_v", "_j")) - 1)
+    pt = "unix_millis(proctime)" if "proctime" in marks.columns else "CAST(NULL AS BIGINT)"
+    fired = fired.join(marks.selectExpr("seq", f"{pt} AS _pt"), "seq")
+    return fired.selectExpr("'+I' AS _op", *(f"_row.{c}" for c in cols), "seq", "array(CAST(_k AS INT)) AS _n", "_pt")
 
 
 def _deduplicate_fast(log, keys, last, time, update_before) -> DataFrame:

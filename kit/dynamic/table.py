@@ -257,7 +257,9 @@ class _Run:
         if isinstance(n, P.Deduplicate):
             from .rank import deduplicate
             log = self.node(n.input, True)
-            out = deduplicate(log, list(n.keys), n.keep, _with(options, update_before, log), time=n.time)
+            marks = self.table._arrival_marks() if n.time and n.keep == "first" else None
+            out = deduplicate(log, list(n.keys), n.keep, _with(options, update_before, log), time=n.time,
+                              marks=marks)
             if n.row_number is None:
                 return out
             df = out.df.selectExpr("*", f"CAST(1 AS BIGINT) AS {n.row_number}")

@@ -667,6 +667,17 @@ case("topn", "dedup_rowtime_top2",
      [("e", TS_T, TS_ROWS, None)],
      "SELECT k, v, ts, rn FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts ASC) AS rn FROM e) WHERE rn <= 2",
      note=DEDUP_NOTE, expect="either")
+LATE_ROWS = [["a", "a1", "2024-01-01 00:00:02"], ["a", "a1 tie", "2024-01-01 00:00:02"],
+             ["b", "b1", "2024-01-01 00:00:30"], ["a", "a0 late", "2024-01-01 00:00:01"],
+             ["c", "c1 late", "2024-01-01 00:00:01"], ["d", "d0 at wm", "2024-01-01 00:00:24.999"],
+             ["e", "e0", "2024-01-01 00:00:25"], ["f", "f0", "2024-01-01 00:00:25"],
+             ["a", "a2", "2024-01-01 00:00:40"]]
+case("topn", "dedup_keep_first_rowtime_late",
+     "Keep first on rowtime, the edges: a tie on ts, a smaller ts arriving late (an emitted key, a new key), "
+     "a ts equal to the watermark, two keys of one ts firing at one watermark, a key's row after its emission.",
+     [("e", TS_T, LATE_ROWS, None)],
+     "SELECT k, v, ts FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts ASC) AS rn FROM e) WHERE rn = 1",
+     note="watermark = max ts - 5 s - 1 ms: 24.999 after b1, 34.999 after a2; a row at or below it is late.")
 
 # ---- minibatch
 group("minibatch", "Mini-batch aggregation, local-global (two-phase) aggregation and split distinct aggregation.",
