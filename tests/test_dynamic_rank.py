@@ -126,8 +126,8 @@ def test_own_golden(spark, name):
 def test_deduplicate_keep_first_on_rowtime_fires_on_watermark_rises(spark):
     """topn.json's dedup_keep_first_rowtime_late, with the arrival of each emission: the
     watermark timer fires at a rise of the watermark (a1 after b1's arrival; e0 and f0,
-    which came *at* the watermark, only at the next rise, after a2, with b1), and without
-    the input's watermarks the kit says what it needs."""
+    which came *at* the watermark, only at the next rise, after a2, with b1); the rows it
+    dropped as late are kept for the user; without the input's watermarks the kit says what it needs."""
     scenarios = json.loads(OWN_GOLDEN.read_text())["scenarios"]
     scenario = next(s for s in scenarios if s["name"] == "dedup_keep_first_rowtime_late")
     rows = [(k, v, pd.Timestamp(t).to_pydatetime()) for k, v, t in scenario["inputs"]["e"]["rows"]]
@@ -137,6 +137,10 @@ def test_deduplicate_keep_first_on_rowtime_fires_on_watermark_rises(spark):
     got = [(r["seq"], r["op"], r["v"]) for r in t.changelog().collect()]
     assert got == [(2, "+I", "a1"), (8, "+I", "e0"), (8, "+I", "f0"), (8, "+I", "b1")]
     assert [(r["kind"], r["values"][1]) for r in scenario["rows"]] == [(op, v) for _, op, v in got]
+    late = [(r["seq"], json.loads(r["row"])["v"], r["operator"].startswith("Deduplicate"))
+            for r in t.late_rows().orderBy("seq").collect()]
+    assert late == [(3, "a0 late", True), (4, "c1 late", True), (5, "d0 at wm", True)]
+    assert kit.sql("SELECT k, COUNT(*) AS n FROM e GROUP BY k", e=e).late_rows() is None
     log = stream_log(spark, ["k", "ts"], [("a", 1)])
     with pytest.raises(KitError, match="watermark"):
         deduplicate(log, ["k"], "first", Options(), time="ts")

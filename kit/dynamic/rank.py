@@ -73,7 +73,7 @@ from .changelog import (ADDS, ALL, DELETE, INSERT, INSERT_ONLY, UPDATE_AFTER, UP
 __all__ = ["top_n", "deduplicate", "rank_fanout", "rank_strategy",
            "AppendOnlyTopNFunction", "FastTop1Function", "RetractableTopNFunction",
            "UpdatableTopNFunction", "ProcTimeDeduplicateKeepFirstRowFunction",
-           "ProcTimeDeduplicateKeepLastRowFunction", "RowTimeDeduplicateFunction"]
+           "ProcTimeDeduplicateKeepLastRowFunction", "RowTimeDeduplicateFunction", "late_rows"]
 
 STRATEGIES = ("append", "retract", "update_fast")   # Flink's AppendFast, Retract, UpdateFast
 
@@ -735,6 +735,21 @@ def deduplicate(log: Changelog, keys: list[str], keep: str, options: Options,
     return Changelog(df, log.columns, mode, tuple(keys))
 
 
+def _lateness(log: Changelog, time: str, marks: DataFrame) -> DataFrame:
+    """``log``'s rows with ``_wm`` (the watermark at their arrival) and ``_late``: below it."""
+    t = sparksql.name(time)
+    null = fail(F.lit(f"a row has a NULL event time in {time!r}: a rowtime deduplicate needs one in every row"))
+    rows = log.df.join(marks.selectExpr("seq", "watermark AS _wm"), "seq")
+    return rows.withColumn("_late", F.when(F.col(t).isNull(), null.cast("boolean")).otherwise(F.expr(f"coalesce({t} < _wm, false)")))
+
+
+def late_rows(log: Changelog, time: str, marks: DataFrame) -> DataFrame:
+    """The rows keep-first on event time drops (Flink drops them without a trace): the
+    input's columns, ``seq`` and ``watermark`` (the one each arrived at)."""
+    return _lateness(log, time, marks).where("_late").selectExpr(*map(sparksql.name, log.columns), "seq",
+                                                                 "_wm AS watermark")
+
+
 def _first_on_event_time(log: Changelog, keys, time, marks: DataFrame) -> DataFrame:
     """Keep first on event time (Flink 2.3's ``RowTimeDeduplicateKeepFirstRowFunction``,
     insert-only), as real Flink 2.3 runs it (``topn.json``): a row below the watermark it
@@ -752,9 +767,7 @@ def _first_on_event_time(log: Changelog, keys, time, marks: DataFrame) -> DataFr
     """
     ks, t = [sparksql.name(k) for k in keys], sparksql.name(time)
     cols = [sparksql.name(c) for c in log.columns]
-    null = fail(F.lit(f"a row has a NULL event time in {time!r}: a rowtime deduplicate needs one in every row"))
-    rows = log.df.join(marks.selectExpr("seq", "watermark AS _wm"), "seq")
-    rows = rows.where(F.when(F.col(t).isNull(), null.cast("boolean")).otherwise(F.expr(f"_wm IS NULL OR {t} >= _wm")))
+    rows = _lateness(log, time, marks).where("NOT _late")
     kept = rows.withColumn("_r", F.row_number().over(Window.partitionBy(*ks).orderBy(t, "seq", "_n"))).where("_r = 1")
     # the watermark each arrival leaves (the one the next arrives at; the last's: the end of
     # input, NULL sorted last); a rise is a step a timer can fire at; _next: the first step from each arrival on

@@ -63,7 +63,7 @@ class DynamicTable:
         """The root operator's changelog, its columns named and typed as the batch query's."""
         run = _Run(self)
         log = run.node(self.root, update_before=self.sink == "retract")
-        self._expired = run.expired
+        self._expired, self._late = run.expired, run.late
         if len(log.columns) != len(self.columns):
             raise KitError(f"internal: the plan gives {len(log.columns)} columns, the query {len(self.columns)}")
         names = dict(zip(log.columns, self.columns))
@@ -105,6 +105,18 @@ class DynamicTable:
             return None
         df = self._expired[0]
         for more in self._expired[1:]:
+            df = df.unionByName(more)
+        return df
+
+    def late_rows(self) -> DataFrame | None:
+        """The rows a keep-first deduplicate on event time dropped as late (below the watermark
+        they arrived at; Flink drops them without a trace): ``operator``, ``seq``, ``row`` (JSON),
+        ``time`` and ``watermark``; None when no operator drops rows."""
+        self.log
+        if not self._late:
+            return None
+        df = self._late[0]
+        for more in self._late[1:]:
             df = df.unionByName(more)
         return df
 
@@ -210,6 +222,7 @@ class _Run:
         self.table = table
         self.sources = {} if plan_only else self._sources()
         self.expired = []          # per aggregate with a state TTL: the keys whose state expired
+        self.late = []             # per keep-first deduplicate on event time: the rows it dropped as late
 
     def _sources(self) -> dict:
         """{id(stream): its arrivals as an insert-only changelog, the values named ``_s0``,
@@ -260,6 +273,13 @@ class _Run:
             marks = self.table._arrival_marks() if n.time and n.keep == "first" else None
             out = deduplicate(log, list(n.keys), n.keep, _with(options, update_before, log), time=n.time,
                               marks=marks)
+            if marks is not None:
+                from .rank import late_rows
+                late = late_rows(log, n.time, marks)
+                fields = ", ".join(f"{sparksql.string(name)}, {c}" for c, name in zip(n.input.columns, n.names))
+                self.late.append(late.selectExpr(f"{sparksql.string(n.label())} AS operator", "seq",
+                                                 f"to_json(named_struct({fields})) AS row", f"{n.time} AS time",
+                                                 "watermark"))
             if n.row_number is None:
                 return out
             df = out.df.selectExpr("*", f"CAST(1 AS BIGINT) AS {n.row_number}")
