@@ -120,7 +120,7 @@ def _int(value):
 
 
 def _attribute(attr) -> str:
-    return f"{attr.name()}#{attr.exprId().id()}: {attr.dataType().simpleString()}"
+    return f"{attr.toString()}: {attr.dataType().simpleString()}"
 
 
 def _children(jplan) -> list:
