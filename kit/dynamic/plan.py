@@ -336,7 +336,9 @@ class _Planner:
 
     def _over(self, inner, partition, order, calls, frame, shown_order, shown_calls) -> Over:
         if len(order) != 1 or not order[0][1]:
-            raise KitError("The window can only be ordered in ASCENDING mode." if len(order) == 1 else
+            raise KitError("The window can only be ordered in ASCENDING mode. (Flink 2.3's planner: an OVER window "
+                           "ordered by a column that is not a time attribute runs only ascending; for the top rows "
+                           "write ROW_NUMBER() OVER (... DESC) with a filter rn <= N, a Top-N)" if len(order) == 1 else
                            "The window can only be ordered by a single time column.")
         if order[0][0] in inner.times:
             raise KitError("an OVER window ordered by a time attribute (Flink's event- or processing-time "
@@ -353,7 +355,9 @@ class _Planner:
     def select(self, sel: exp.Select):
         for key in ("order", "limit", "offset"):
             if sel.args.get(key):
-                raise KitError(f"{key.upper()} over a stream: Flink sorts a stream only on its time "
+                raise KitError(("Sort on a non-time-attribute field is not supported. (Flink 2.3's planner) "
+                                if key == "order" else "") +
+                               f"{key.upper()} over a stream: Flink sorts a stream only on its time "
                                "attribute, ascending; sort the result (final(), changelog()) instead")
         node, scope, where = self.from_(sel)
         node, scope, where = self._rank_filter(node, scope, where)
@@ -497,7 +501,8 @@ class _Planner:
             raise KitError(f"{node.function}() OVER (...) needs an upper bound in the WHERE around it "
                            "(rn <= N, rn < N, rn = N or rn BETWEEN a AND b): Flink's Top-N keeps N rows per partition")
         if node.function != "ROW_NUMBER":
-            raise KitError(f"{node.function}() Top-N is not planned yet: use ROW_NUMBER()")
+            raise KitError(f"{node.function}() on streaming table is not supported currently (Flink 2.3's planner: "
+                           "its Top-N numbers rows with ROW_NUMBER() only; use ROW_NUMBER())")
         inner, times = node.node, node.node.times
         columns, names = list(inner.columns) + [node.column], list(inner.names) + [scope.names[node.column]]
         if start == end == 1 and len(node.order) == 1 and node.order[0][0] in times:

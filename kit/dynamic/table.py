@@ -173,10 +173,23 @@ class DynamicTable:
 
     # ------------------------------------------------------------ the plan
 
-    def explain(self) -> str:
-        """The operators, Flink's EXPLAIN style, each with the row kinds it emits."""
+    def explain(self, physical: bool = True) -> str:
+        """The plan as Flink's ``EXPLAIN CHANGELOG_MODE INSERT INTO <sink> <query>`` prints it:
+        Flink's physical nodes (scan, watermark assigner, exchanges, operators, sink), each
+        with the row kinds it emits after the update-before decision (``kit.dynamic.modes``).
+        ``physical=False``: the kit's own operator tree (one Calc per SELECT list and per
+        aggregate's arguments), with the same decision."""
+        if physical:
+            from .modes import table_plan
+            return table_plan(self).tree()
         modes = _Run(self, plan_only=True).modes(self.root, update_before=self.sink == "retract")
         return P.explain_tree(self.root, lambda n: f", changelogMode=[{mode_text(modes[id(n)])[1:-1]}]")
+
+    def messages(self) -> list:
+        """Per operator, the rows of each kind it sends when run (``kit.dynamic.modes.messages``):
+        the messages the update-before decision saves show against the other sink."""
+        from .modes import messages
+        return messages(self)
 
     def _producer(self) -> str:
         node = self.root
@@ -245,7 +258,9 @@ class _Run:
                                    "seq", "_n", "_pt")
             return Changelog(df, tuple(n.columns), INSERT_ONLY, None)
         if isinstance(n, P.Calc):
-            log = self.node(n.input, update_before)
+            # a filter over updates needs -U whatever its consumer needs: a row an update takes out
+            # of the filter is retracted by its -U (Flink's Calc asks its input for UB then too)
+            log = self.node(n.input, update_before or bool(n.where))
             df = log.df.where(n.where) if n.where else log.df
             df = df.selectExpr("_op", *n.select, "seq", "_n", "_pt")
             return Changelog(df, tuple(n.columns), log.mode, _through(n, log.upsert_key))
@@ -330,6 +345,8 @@ class _Run:
         out = {}
 
         def walk(node, ub):
+            if isinstance(node, P.Calc) and node.where:
+                ub = True
             kids = [walk(child, ub if isinstance(node, (P.Calc, P.Union)) else True) for child in node.inputs]
             if isinstance(node, P.Source):
                 mode = INSERT_ONLY
@@ -338,13 +355,15 @@ class _Run:
             elif isinstance(node, P.GroupAggregate):
                 mode = frozenset({INSERT, UPDATE_AFTER} | ({UPDATE_BEFORE} if ub else set())
                                  | ({DELETE} if kids[0] != INSERT_ONLY else set()))
-            elif isinstance(node, P.Deduplicate):
-                mode = INSERT_ONLY if node.keep == "first" and kids[0] == INSERT_ONLY else \
-                    frozenset({INSERT, UPDATE_AFTER} | ({UPDATE_BEFORE} if ub else set()))
-            elif isinstance(node, (P.Rank, P.Over)):
+            elif isinstance(node, P.Deduplicate) and node.keep == "first" and kids[0] == INSERT_ONLY:
+                mode = INSERT_ONLY
+            elif isinstance(node, (P.Rank, P.Over, P.Deduplicate)):   # Flink 2.3 declares D for all three
                 mode = ALL if ub else frozenset({INSERT, UPDATE_AFTER, DELETE})
-            else:   # a join: insert-only only for an inner join of insert-only inputs
-                mode = INSERT_ONLY if node.how == "inner" and all(k == INSERT_ONLY for k in kids) else ALL
+            elif node.how == "inner":   # an inner join changes what its inputs change
+                changed = frozenset().union(*kids)
+                mode = changed - {UPDATE_BEFORE} | ({UPDATE_BEFORE} if ub and UPDATE_AFTER in changed else set())
+            else:                       # an outer join also retracts its padded rows
+                mode = ALL if ub else frozenset({INSERT, UPDATE_AFTER, DELETE})
             out[id(node)] = mode
             return mode
         walk(n, update_before)
