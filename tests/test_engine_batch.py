@@ -103,6 +103,9 @@ def test_rule_log_in_order(e):
     assert all(a.before_text != a.after_text for a in e.rules)
     assert set(e.rules.rules()) - {"Optimizer$FinishAnalysis"} <= set(e.rules.tracker_effective)
     assert "ConstantFolding" in str(e.rules)
+    history = e.history()
+    assert history.count("== after ") == len(e.rules) and history.endswith(e.rules[-1].after_text)
+    assert "rule applications" in repr(e)
 
 
 def test_join_strategy_follows_the_threshold_and_the_estimates(tables, e):
@@ -130,6 +133,17 @@ def test_measure_with_rules_excluded(tables):
     assert off.rows_out == 1000
     assert off.rows_into_joins == 16_000 and off.rows_read == 16_000    # every row of both tables
     assert off.not_excludable == ("ConvertToCatalyst",)
+
+
+def test_effects_of_turning_each_rewrite_off(tables):
+    table = eg1.effects(tables).set_index("turned off")
+    base = table.iloc[0]
+    assert list(table.index[1:]) == list(eg1.REWRITES) and (table.rows_out == 1000).all()
+    assert table.loc["broadcast join", "join"] == "SortMergeJoinExec" and base.join == "BroadcastHashJoinExec"
+    assert table.loc["predicate pushdown", "rows_into_join"] > base.rows_into_join
+    assert table.loc["inferred filters", "rows_into_join"] > base.rows_into_join   # all of t1 reaches the join
+    # without constant folding `id < cast(1000 as bigint)` is no filter Parquet takes: every row is read
+    assert table.loc["expression reduce", "rows_read"] == table.loc["scan pushdown", "rows_read"] == 16_000
 
 
 def test_errors(tables, spark):
@@ -190,7 +204,8 @@ def test_unsafe_row_and_binary_row(spark, tables):
     assert both.attrs["sizes"] == {"Spark UnsafeRow": 40, "Flink BinaryRowData": 32}
 
     values = (1, None, "a much longer name", 2.5)
-    frame = spark.createDataFrame([values], "id long, value long, name string, x double")
+    frame = spark.sql("SELECT 1L AS id, CAST(NULL AS BIGINT) AS value, 'a much longer name' AS name, "
+                      "2.5D AS x")     # made in the JVM: no Python worker to start
     long_spark = rows.unsafe_row(frame)
     long_flink = rows.binary_row(values, ("BIGINT", "BIGINT", "STRING", "DOUBLE"), kind="-U")
     assert long_spark.size == long_spark.measured == 8 + 4 * 8 + 24

@@ -17,6 +17,14 @@ join strategy of each join with the statistics and the threshold that decided it
 ``conf`` sets Spark options for the planning only (``{"spark.sql.autoBroadcastJoinThreshold":
 -1}``: the join choice without broadcasts); the session's own are restored after.
 
+The rule log covers the optimizer, where E.g.1's rewrites happen. The analyzer's rules are
+not replayed (``Analyzer.execute`` keeps per-query context a replay would miss): the ones
+Spark counted as effective are in ``rules.tracker_effective``, without order. Physical
+planning is shown by its result and the join choice; the rules that prepare the physical
+plan (``EnsureRequirements``, ``CollapseCodegenStages``) are not logged. ``conf`` changes the
+session's options for the duration of the call, so two calls at once on one session
+(threads) would see each other's.
+
 The physical plan is the one Spark would start with: with adaptive execution on (Spark's
 default) a sort-merge join may still become a broadcast at run time, once the shuffle has
 measured the real sizes (``spark.sql.adaptive.autoBroadcastJoinThreshold``).
@@ -83,6 +91,28 @@ class Explanation:
     notes: list = field(default_factory=list)
     conf: dict = field(default_factory=dict)
     dataframe: DataFrame | None = field(default=None, repr=False)
+
+    def __repr__(self):
+        joins = ", ".join(str(j.strategy) for j in self.joins) or "none"
+        rules = "not available" if self.rules is None else f"{len(self.rules)} rule applications"
+        where = "Spark Connect (text only)" if self.connect else "classic Spark"
+        return f"<Explanation on {where}: {len(self.texts)} plans, {rules}, joins: {joins}; print() it>"
+
+    def history(self) -> str:
+        """The optimized plan's history as DataFusion's ``EXPLAIN VERBOSE`` prints one: the
+        analyzed plan, then the whole plan after each rule that changed it (``SAME TEXT AS
+        ABOVE`` when a rule changed the plan but not its text)."""
+        if self.rules is None:
+            return "\n\n".join(f"== {stage} ==\n{self.texts.get(stage, '')}" for stage in STAGES)
+        parts, last = [], None
+        for i, a in enumerate(self.rules):
+            if i == 0:
+                parts.append(f"== initial plan ==\n{a.before_text}")
+                last = a.before_text
+            text = "SAME TEXT AS ABOVE" if a.after_text == last else a.after_text
+            parts.append(f"== after {a.rule} ({a.batch}, iteration {a.iteration}) ==\n{text}")
+            last = a.after_text
+        return "\n\n".join(parts)
 
     def __str__(self):
         parts = []
