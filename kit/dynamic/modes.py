@@ -135,6 +135,8 @@ def _kinds(n: PhysicalNode) -> frozenset:
     elif name == "Join":
         kinds = below if n.attrs["how"] == "inner" else frozenset({"I", "U", "D"})
     elif name in _INSERT_ONLY_OPERATORS or name == "GlobalWindowAggregate":
+        if name == "TemporalJoin":      # the versioned side may be a changelog; the probe side may not
+            below = kids[0]
         if below != {"I"}:
             raise KitError(f"{_INSERT_ONLY_OPERATORS.get(name, name)} doesn't support consuming "
                            f"{_changes(below)} which is produced by node {_producer(n.inputs[0]).flink_label()}"
@@ -490,6 +492,7 @@ class _Special:
         self.query, self.streams = query, {k.lower(): (k, v) for k, v in streams.items()}
         self.tables = dict(streams)    # what the dynamic planner sees: streams and placeholders
         self.builders = {}
+        self.windows = {}              # placeholder of a window TVF -> (WindowCall, stream)
         self.sort = None
 
     def rewrite(self) -> str:
@@ -568,7 +571,6 @@ class _Special:
     def _window(self, call) -> str:
         name, s, cols = self._base(call.table)
         columns = cols + ["window_start", "window_end", "window_time"]
-        self.windows = getattr(self, "windows", {})
 
         def build(node):
             return _scan(name, s, list(node.columns[:len(cols)]), cols), {}, None
@@ -647,7 +649,7 @@ class Planned:
             root, names = P.plan(text, special.tables)
         except KitError as error:
             raise _flink_error(error, text, special) from None
-        converter = _Converter(special.builders, getattr(special, "windows", {}))
+        converter = _Converter(special.builders, special.windows)
         node, _, _ = converter.node(root)
         node = _Pruner().prune(node, list(root.columns))     # the sink reads every column
         self.names = list(names)
