@@ -100,6 +100,27 @@ def test_joins_give_the_same_rows_whatever_the_partitioning(spark):
     assert joined(orders.groupBy("arr", "t", "k", "id").count().drop("count"), rates.repartition(5)) == expected
 
 
+DYNAMIC = {   # continuous queries (kit.dynamic): each changelog, row kinds and arrivals included
+    "cascade": "SELECT cnt, COUNT(*) AS freq FROM (SELECT k, COUNT(*) AS cnt FROM s GROUP BY k) GROUP BY cnt",
+    "sum_max": "SELECT k, SUM(v) AS sv, MAX(v) AS mv FROM s GROUP BY k",
+    "top2": "SELECT * FROM (SELECT k, v, ROW_NUMBER() OVER (PARTITION BY k ORDER BY v DESC) AS rn FROM s) WHERE rn <= 2",
+    "first_on_event_time": "SELECT k, v FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY t) AS rn FROM s) "
+                           "WHERE rn = 1",
+}
+
+
+def test_continuous_queries_give_the_same_changelog_whatever_the_partitioning(spark):
+    base = spark.createDataFrame(_rows(2, 300), "arr long, t long, k string, v long")
+
+    def changelogs(df):
+        s = kit.stream(df, time="t", watermark=WM, order="arr")
+        return {name: kit.sql(q, s=s).changelog().drop("watermark").collect() for name, q in DYNAMIC.items()}
+
+    expected = changelogs(base)
+    assert all(expected.values()) and {r.op for r in expected["cascade"]} == {"+I", "-U", "+U", "-D"}
+    assert changelogs(_shuffled(base)["groupBy output"]) == expected
+
+
 def test_an_input_in_order_already_is_not_sorted_again(spark):
     df = spark.range(0, 1000, numPartitions=4).selectExpr("id AS arr", "id * 10 AS t")
     s = kit.stream(df, time="t", order="arr")
