@@ -48,6 +48,8 @@ def test_explain_has_every_stage_as_a_tree(e):
     assert all(node.size_bytes is not None for node in optimized.walk())
     assert e.stages["optimized"].output == e.stages["analyzed"].output        # same columns, same ids
     assert "FileSourceScanExec" in e.stages["physical"].kinds()
+    (join,) = e.stages["physical"].find("BroadcastHashJoinExec")
+    assert join.size_bytes == optimized.find("Join")[0].size_bytes       # the estimate it was planned on
     assert "t1" in e.texts["parsed"] and "__kit_" not in e.texts["parsed"]   # the query's names
     assert e.connect is False and e.rules.matches
 
@@ -91,6 +93,8 @@ def test_rewrites_found(e):
     found = {r.name: r for r in eg1.rewrites(e)}
     assert list(found) == list(eg1.REWRITES) and all(r.found for r in found.values())
     assert found["expression reduce"].rules == ("ConstantFolding", "ReorderAssociativeOperator")
+    plans = eg1.logical_plans(e)          # the seed's Flink plan next to Spark's, before optimization
+    assert plans["Flink (seed)"].startswith("LogicalProject") and "Join Inner" in plans["Spark analyzed"]
 
 
 def test_rule_log_in_order(e):

@@ -3,7 +3,8 @@
 The query is Flink SQL run as ``kit.sql`` runs it (the same views, rewrites and errors:
 a bad table name or a syntax error is a ``SqlError`` at the line and column of ``query``),
 then Catalyst's four plans are read as ``PlanNode`` trees -- parsed, analyzed, optimized
-(with Catalyst's row and size estimates on every node) and physical -- together with the
+(with Catalyst's row and size estimates on every node) and physical (with the estimates of
+the logical node each operator was planned from) -- together with the
 optimizer rules that changed the plan, in order, each with the plan before and after
 (``kit.engine.rules``: why they are replayed rather than read from Spark's log), and the
 join strategy of each join with the statistics and the threshold that decided it.
@@ -189,7 +190,7 @@ def _explain_classic(spark, frame, text, conf) -> Explanation:
     qe = fresh(spark, original.analyzed()).queryExecution()
     parsed = original.logical()
     stages = {"parsed": read_plan(parsed), "analyzed": read_plan(qe.analyzed(), stats=True),
-              "optimized": read_plan(qe.optimizedPlan(), stats=True), "physical": read_plan(qe.executedPlan())}
+              "optimized": read_plan(qe.optimizedPlan(), stats=True), "physical": read_plan(qe.executedPlan(), stats=True, physical=True)}
     texts = {"parsed": user_names(parsed.treeString()), "analyzed": user_names(qe.analyzed().treeString()),
              "optimized": user_names(qe.optimizedPlan().treeString()),
              "physical": user_names(qe.executedPlan().treeString())}

@@ -133,9 +133,10 @@ def _children(jplan) -> list:
     return seq(jplan.children())
 
 
-def read_plan(jplan, stats: bool = False) -> PlanNode:
-    """The JVM plan ``jplan`` (logical or physical) as a ``PlanNode`` tree; with ``stats``
-    (resolved logical plans) each node carries Catalyst's row and size estimates."""
+def read_plan(jplan, stats: bool = False, physical: bool = False) -> PlanNode:
+    """The JVM plan ``jplan`` (logical or, with ``physical``, physical) as a ``PlanNode``
+    tree; with ``stats`` each node carries Catalyst's row and size estimates (a physical
+    node those of the logical node it was planned from, when Spark kept the link)."""
     kind = jplan.getClass().getSimpleName()
     name = user_names(jplan.nodeName())
     line = user_names(jplan.simpleString(_MAX_FIELDS))
@@ -151,9 +152,11 @@ def read_plan(jplan, stats: bool = False) -> PlanNode:
         expressions = ()
     rows = size = None
     if stats:
-        estimate = jplan.stats()
-        size = _int(estimate.sizeInBytes())
-        rows = _int(_option(estimate.rowCount()))
+        source = _option(jplan.logicalLink()) if physical else jplan
+        if source is not None:
+            estimate = source.stats()
+            size = _int(estimate.sizeInBytes())
+            rows = _int(_option(estimate.rowCount()))
     metadata = {}
     if kind.endswith("ScanExec") and kind != "LocalTableScanExec":
         try:
@@ -162,5 +165,5 @@ def read_plan(jplan, stats: bool = False) -> PlanNode:
         except Exception:   # a scan without metadata
             metadata = {}
     stage = jplan.codegenStageId() if kind == "WholeStageCodegenExec" else None
-    children = tuple(read_plan(c, stats) for c in _children(jplan))
+    children = tuple(read_plan(c, stats, physical) for c in _children(jplan))
     return PlanNode(kind, name, args, expressions, output, rows, size, metadata, stage, children, line)
