@@ -93,6 +93,8 @@ def test_rewrites_found(e):
     found = {r.name: r for r in eg1.rewrites(e)}
     assert list(found) == list(eg1.REWRITES) and all(r.found for r in found.values())
     assert found["expression reduce"].rules == ("ConstantFolding", "ReorderAssociativeOperator")
+    assert [a.rule for a in found["predicate pushdown"].applications] == ["PushDownPredicates"] * 2
+    assert "(1 + 2)" in found["expression reduce"].applications[0].before_text
     plans = eg1.logical_plans(e)          # the seed's Flink plan next to Spark's, before optimization
     assert plans["Flink (seed)"].startswith("LogicalProject") and "Join Inner" in plans["Spark analyzed"]
 

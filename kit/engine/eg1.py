@@ -29,8 +29,9 @@ Turning one rewrite off does not always undo it: Spark keeps near-twins of some 
 (``PushDownPredicates`` is also there as ``PushPredicateThroughJoin`` and
 ``...ThroughNonJoin``; ``ReorderAssociativeOperator`` folds ``1 + 2`` as well), so a
 rewrite's rules are all excluded together; and some rules cannot be excluded at all
-(``Optimizer.nonExcludableRules``: Spark ignores them in the option; ``Measurement`` lists
-them). Bytes are Hadoop's filesystem read counters in this JVM -- the figure Spark's UI
+(``Optimizer.nonExcludableRules``, e.g. ``FinishAnalysis``, ``RewriteDistinctAggregates``:
+Spark ignores them in the option; ``Measurement.not_excludable`` lists those asked for).
+E.g.1's own rules are all excludable. Bytes are Hadoop's filesystem read counters in this JVM -- the figure Spark's UI
 shows as a stage's Input -- so they are measured on a local session (on a cluster the
 executors read). Read them as Spark's figure, not as the size of the column chunks: on
 local Parquet files (the kit's Spark and Hadoop, measured) they counted fewer bytes with the scan's filter
@@ -124,6 +125,13 @@ class Rewrite:
     rules: tuple            # the optimizer rules of the rule log that made it (short names)
     found: bool
     evidence: dict = field(default_factory=dict)
+    applications: tuple = ()   # those rules' RuleApplications: the plan before and after each
+
+    def __str__(self):
+        head = f"{self.name}: {'found' if self.found else 'NOT found'}" + (
+            f" ({', '.join(self.rules)})" if self.rules else "")
+        lines = [head] + [f"  {k}: {v}" for k, v in self.evidence.items()]
+        return "\n".join(lines + [a.diff() for a in self.applications])
 
 
 def rewrites(explanation) -> list:
@@ -134,9 +142,12 @@ def rewrites(explanation) -> list:
     applied = explanation.rules.rules()
     found = []
 
+    def made(*rules) -> tuple:
+        return tuple(r for r in rules if r in applied)
+
     v = optimized.find("Project")[0].expressions[-1]      # the query's last column, v
     folded = "1 + 2" not in v and "3" in v
-    found.append(Rewrite("expression reduce", _made(applied, "ConstantFolding", "ReorderAssociativeOperator"),
+    found.append(Rewrite("expression reduce", made("ConstantFolding", "ReorderAssociativeOperator"),
                          folded, {"analyzed": explanation.stages["analyzed"].find("Project")[0].expressions[-1],
                                   "optimized": v}))
 
@@ -145,12 +156,12 @@ def rewrites(explanation) -> list:
     right_filters = [f.args for f in right.find("Filter")]
     left_filters = [f.args for f in left.find("Filter")]
     above = [f.args for f in optimized.find("Filter") if f.find("Join")]
-    found.append(Rewrite("predicate pushdown", _made(applied, "PushDownPredicates", "PushPredicateThroughJoin",
+    found.append(Rewrite("predicate pushdown", made("PushDownPredicates", "PushPredicateThroughJoin",
                                                         "PushPredicateThroughNonJoin"),
                          any("< 1000" in f for f in right_filters) and not above,
                          {"t2 side filters": right_filters, "filters above the join": above,
                           "join condition": join.args}))
-    found.append(Rewrite("inferred filters", _made(applied, "InferFiltersFromConstraints"),
+    found.append(Rewrite("inferred filters", made("InferFiltersFromConstraints"),
                          any("isnotnull" in f for f in left_filters) and any("< 1000" in f for f in left_filters),
                          {"t1 side filters": left_filters}))
 
@@ -159,7 +170,7 @@ def rewrites(explanation) -> list:
         relation = [n for n in node.walk() if n.kind == "LogicalRelation"][0]
         kept = node.output if node.kind == "Project" else relation.output
         widths[side] = (len(relation.output), len(kept))
-    found.append(Rewrite("column pruning", _made(applied, "ColumnPruning"),
+    found.append(Rewrite("column pruning", made("ColumnPruning"),
                          all(kept < total for total, kept in widths.values()),
                          {f"{side} columns (table, read)": w for side, w in widths.items()}))
 
@@ -170,6 +181,8 @@ def rewrites(explanation) -> list:
         {side: {"PushedFilters": m.get("PushedFilters"), "ReadSchema": m.get("ReadSchema")}
          for side, m in pushed.items()}))
 
+    for rewrite in found:
+        rewrite.applications = tuple(a for a in explanation.rules if a.rule in rewrite.rules)
     choice = explanation.joins[0]
     found.append(Rewrite("broadcast join", (), choice.strategy == "BroadcastHashJoinExec",
                          {"strategy": choice.strategy, "t2 sizeInBytes": choice.right_bytes,
@@ -192,10 +205,6 @@ def logical_plans(explanation) -> dict:
     """E.g.1's plan before optimization as the seed gives Flink's and as Spark has it."""
     return {"Flink (seed)": FLINK_LOGICAL_PLAN, "Spark parsed": explanation.texts["parsed"],
             "Spark analyzed": explanation.texts["analyzed"]}
-
-
-def _made(applied, *rules) -> tuple:
-    return tuple(r for r in rules if r in applied)
 
 
 # --------------------------------------------------------------------------- measurement
