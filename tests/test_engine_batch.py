@@ -54,6 +54,14 @@ def test_explain_has_every_stage_as_a_tree(e):
     assert e.connect is False and e.rules.matches
 
 
+def test_explain_of_a_dataframe(tables):
+    e = kit.explain(tables["t1"].filter("id < 3").select("name"))
+    assert e.query is None and e.stages["parsed"].kind == "Project"
+    assert e.stages["optimized"].kinds() == ["Project", "Filter", "LogicalRelation"] and not e.joins
+    with pytest.raises(KitError, match="no such join"):
+        eg1.rewrites(e)
+
+
 def test_constant_folding(e):
     analyzed = e.stages["analyzed"].find("Project")[0].expressions[-1]
     optimized = e.stages["optimized"].find("Project")[0].expressions[-1]

@@ -139,6 +139,9 @@ def rewrites(explanation) -> list:
     if not explanation.stages:
         raise KitError("rewrites need the plan nodes, which Spark Connect does not expose")
     optimized, physical = explanation.stages["optimized"], explanation.stages["physical"]
+    if not optimized.find("Join") or not optimized.find("Project") or not explanation.joins:
+        raise KitError("rewrites() reads E.g.1's plans (a projection over a join of two tables): "
+                       "this plan has no such join")
     applied = explanation.rules.rules()
     found = []
 
