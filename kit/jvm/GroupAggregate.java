@@ -126,7 +126,7 @@ public class GroupAggregate implements MapPartitionsFunction {
             if (v == null) return;
             Integer before = (Integer) counts.get(v);
             int after = (before == null ? 0 : before.intValue()) + w;
-            if (after == 0) counts.remove(v); else counts.put(v, Integer.valueOf(after));
+            if (after == 0) counts.remove(v); else counts.put(before == null ? kept(v) : v, Integer.valueOf(after));
         }
 
         Object value() {
@@ -147,7 +147,7 @@ public class GroupAggregate implements MapPartitionsFunction {
             if (v == null) return;
             Integer b = (Integer) counts.get(v);
             int before = b == null ? 0 : b.intValue(), after = before + w;
-            if (after == 0) counts.remove(v); else counts.put(v, Integer.valueOf(after));
+            if (after == 0) counts.remove(v); else counts.put(b == null ? kept(v) : v, Integer.valueOf(after));
             if ((before == 0 && after == 1) || (before == 1 && after == 0)) inner.add(v, w);
         }
 
@@ -160,7 +160,7 @@ public class GroupAggregate implements MapPartitionsFunction {
     final class State {
         final Acc[] accs = new Acc[functions.length];
         long count;
-        Object[] last;
+        Object[] key, last;   // its key (copies), the values it emitted last
 
         State() {
             for (int i = 0; i < accs.length; i++) {
@@ -179,9 +179,8 @@ public class GroupAggregate implements MapPartitionsFunction {
         }
     }
 
-    /** Column {@code c} of {@code r}, a string copied (Spark reuses its rows). */
-    private Object kept(InternalRow r, int c) {
-        Object v = reader.get(r, c);
+    /** {@code v}, a string copied: a value read from a row is a view of it, and Spark reuses its rows. */
+    static Object kept(Object v) {
         return v instanceof UTF8String ? ((UTF8String) v).clone() : v;
     }
 
@@ -204,19 +203,25 @@ public class GroupAggregate implements MapPartitionsFunction {
             }
 
             private void process(InternalRow r) {
-                Object[] key = new Object[keys];
-                for (int k = 0; k < keys; k++) key[k] = kept(r, k);
+                Object[] key = new Object[keys];   // views of the row: copied when a state is made
+                for (int k = 0; k < keys; k++) key[k] = reader.get(r, k);
                 Object id = keys == 1 ? key[0] : Arrays.asList(key);
                 State state = (State) states.get(id);
                 int weight = r.getInt(w);
                 if (state == null && weight < 0) return;   // a retraction of nothing: ignored
                 boolean first = state == null;
-                if (first) state = new State();
+                if (first) {
+                    state = new State();
+                    for (int k = 0; k < keys; k++) key[k] = kept(key[k]);
+                    id = keys == 1 ? key[0] : Arrays.asList(key);
+                    state.key = key;
+                }
                 state.count += weight;
                 for (int i = 0; i < functions.length; i++)
-                    state.accs[i].add(args[i] < 0 ? null : kept(r, args[i]), weight);
+                    state.accs[i].add(args[i] < 0 ? null : reader.get(r, args[i]), weight);
                 Object[] prev = state.last, now = state.values();
                 int[] n0 = r.getArray(n).toIntArray();
+                key = state.key;
                 if (state.count == 0) {
                     states.remove(id);
                     if (!first) emit(DELETE, key, prev, r, n0, 0);
