@@ -1,0 +1,206 @@
+"""kit.viz.plan: a batch stage as its tree (a box per plan node, an edge per input, the root at
+the top, Catalyst's estimates); the optimizer rule by rule behind a slider (a step per rule
+application, named, the changed nodes marked); a continuous query's physical plan with each
+node's changelog mode and the messages each edge carries, retract beside upsert; errors."""
+
+import pandas as pd
+import pytest
+
+import kit
+from kit.dynamic import modes
+from kit.dynamic.changelog import mode_text
+from kit.engine import STAGES, from_text
+from kit.errors import KitError
+from kit.viz.plan import STAGES as DRAWN_STAGES
+from kit.viz.render import to_vega
+
+from test_viz_jobs import jobs  # noqa: F401  (the fixture)
+
+EG1 = "SELECT t1.id, 1 + 2 + t1.value AS v FROM t1, t2 WHERE t1.id = t2.id AND t2.id < 1000"
+CASCADE = "SELECT cnt, COUNT(cnt) AS freq FROM (SELECT word, COUNT(*) AS cnt FROM words GROUP BY word) GROUP BY cnt"
+
+
+@pytest.fixture(scope="module")
+def e(spark):
+    return kit.explain(EG1, t1=pd.DataFrame({"id": [1, 2, 3], "value": [10, 20, 30]}),
+                       t2=pd.DataFrame({"id": [1, 2]}))
+
+
+@pytest.fixture(scope="module")
+def words(spark):
+    ws = ["Hello", "World", "Hello", "Hello"]
+    return kit.stream(pd.DataFrame({"word": ws, "t": pd.date_range("2024-01-01", periods=len(ws), freq="s")}),
+                      time="t")
+
+
+def layers(chart):
+    """{"edges", "labels", "nodes", "captions"}: the data of a tree chart's layers, told apart
+    by their mark and the field of their text."""
+    found = {}
+    for layer in chart.layer:
+        mark = layer.mark if isinstance(layer.mark, str) else layer.mark.type
+        fields = {v.get("field") for v in layer.encoding.to_dict().values() if isinstance(v, dict)}
+        name = {"rule": "edges", "rect": "nodes"}.get(mark) or (
+            "labels" if "label" in fields else "captions" if "rule" in fields else None)
+        if name:
+            found.setdefault(name, layer.data)
+    return found
+
+
+def parents(tree):
+    """[(pre-order index of a node, of its parent)] of a PlanNode or PhysicalNode tree."""
+    out, order = [], []
+
+    def walk(node, parent):
+        i = len(order)
+        order.append(node)
+        if parent is not None:
+            out.append((i, parent))
+        for child in getattr(node, "children", None) or getattr(node, "inputs", []):
+            walk(child, i)
+    walk(tree, None)
+    return sorted(out)
+
+
+def test_each_stage_is_its_tree(e):
+    assert DRAWN_STAGES == STAGES
+    for stage in STAGES:
+        tree = e.stages[stage]
+        drawn = layers(kit.viz.plan(e, stage))
+        nodes, edges = drawn["nodes"], drawn["edges"]
+        assert nodes["name"].tolist() == [n.name for n in tree.walk()], stage
+        assert sorted(zip(edges["from"], edges["to"])) == parents(tree), stage
+        # the root at the top, each input below its consumer, leaves left to right in plan order
+        assert (nodes["top"] > nodes["top"].min()).sum() == len(nodes) - 1
+        for _, edge in edges.iterrows():
+            assert nodes.loc[edge["from"], "top"] > nodes.loc[edge["to"], "bottom"]
+        leaves = nodes[~nodes["id"].isin(edges["to"])]
+        assert leaves["cx"].is_monotonic_increasing and leaves["cx"].is_unique
+    optimized = layers(kit.viz.plan(e))["nodes"]          # the default stage
+    assert optimized["name"].tolist() == ["Project", "Join", "LocalRelation", "LocalRelation"]
+    assert optimized["info"].tolist()[2:] == ["rows 3 · 72 B", "rows 2 · 32 B"]   # Catalyst's estimates
+    assert optimized["kind"].tolist() == ["filter / project", "join", "scan / relation", "scan / relation"]
+    # long arguments cut in the box, whole in the tooltip
+    project = e.stages["optimized"]
+    assert optimized["detail"][0].endswith("…") and optimized["tip_node"][0] == project.text
+    assert optimized["detail"][0][:-1] in project.args
+
+
+def test_a_slider_steps_through_the_rule_applications(e, jobs):  # noqa: F811
+    n, _, chart = jobs(lambda: kit.viz.plan(e, "rules"))
+    assert n == 0, "the plans come from the JVM, no Spark job"
+    drawn = layers(chart)
+    nodes, captions = drawn["nodes"], drawn["captions"]
+    assert captions["step"].tolist() == list(range(len(e.rules) + 1))
+    assert [c.split(": ", 1)[1] for c in captions["rule"][1:]] == e.rules.rules()
+    assert captions["rule"][0] == f"step 0 of {len(e.rules)}: the plan before the optimizer"
+    # step k draws the plan after the k-th rule
+    trees = [e.rules[0].before] + [a.after for a in e.rules]
+    for step, tree in enumerate(trees):
+        assert nodes.loc[nodes["step"] == step, "name"].tolist() == [n.name for n in tree.walk()], step
+        assert (drawn["edges"]["step"] == step).sum() == len(list(tree.walk())) - 1
+    # what ConstantFolding changed: the Project's 1 + 2 and the Filter's cast of 1000
+    folded = 1 + e.rules.rules().index("ConstantFolding")
+    changed = nodes[(nodes["step"] == folded) & (nodes["changed"] != "no")]
+    assert changed["name"].tolist() == ["Project", "Filter"]
+    assert (nodes.loc[nodes["step"] == 0, "changed"] == "no").all()
+    spec = chart.to_dict()
+    (param,) = spec["params"]
+    assert param["name"] == "step" and param["bind"]["input"] == "range"
+    assert (param["bind"]["min"], param["bind"]["max"], param["value"]) == (0, len(e.rules), 0)
+    assert all(layer["transform"] == [{"filter": "(datum.step === step)"}] for layer in spec["layer"])
+    vega = to_vega(spec)       # compiles offline, the slider a bound signal
+    assert any(s["name"] == "step" and s["bind"]["input"] == "range" for s in vega["signals"])
+    # the rule log alone draws the same steps
+    assert layers(kit.viz.plan(e.rules))["captions"]["rule"].tolist() == captions["rule"].tolist()
+
+
+def test_explain_text_alone_is_drawn_as_spark_connect_gives_it(e):
+    extended = "\n\n".join(f"== {header} ==\n{e.texts[stage]}" for header, stage in (
+        ("Parsed Logical Plan", "parsed"), ("Analyzed Logical Plan", "analyzed"),
+        ("Optimized Logical Plan", "optimized"), ("Physical Plan", "physical")))
+    cost = ("== Optimized Logical Plan ==\n"
+            "Project [id#1L, (value#2L + 3) AS v#3L], Statistics(sizeInBytes=1.7 KiB)\n"
+            "+- LocalRelation [id#1L, value#2L], Statistics(sizeInBytes=72.0 B, rowCount=3)")
+    text_only = from_text(extended, cost)
+    for stage in ("parsed", "analyzed", "physical"):
+        nodes = layers(kit.viz.plan(text_only, stage))["nodes"]
+        assert nodes["name"].tolist() == [n.name for n in e.stages[stage].walk()], stage
+    nodes = layers(kit.viz.plan(text_only))["nodes"]
+    assert nodes["info"].tolist() == ["1.7 KiB", "rows 3 · 72 B"]
+    assert "Spark Connect" in kit.viz.plan(text_only).to_dict()["title"]["subtitle"][0]
+    with pytest.raises(KitError, match="no rule log.*draw a stage instead: parsed, analyzed, optimized, physical"):
+        kit.viz.plan(text_only, "rules")
+
+
+def test_each_streaming_node_shows_its_changelog_mode(words, jobs):  # noqa: F811
+    for sink in ("retract", "upsert", None):
+        root = modes.physical_plan(CASCADE, sink, words=words)
+        n, _, chart = jobs(lambda: kit.viz.plan(root))
+        assert n == 0, "a plan without messages runs nothing"
+        drawn = layers(chart)
+        nodes, edges = drawn["nodes"], drawn["edges"]
+        walked = list(root.walk())
+        assert nodes["name"].tolist() == [n.name for n in walked]
+        assert nodes["info"].tolist() == [mode_text(n.mode) if n.mode is not None else "[NONE]" for n in walked]
+        assert sorted(zip(edges["from"], edges["to"])) == parents(root)
+        # uncounted, an edge names the kinds it may carry; red when -U among them
+        carried = dict(zip(edges["from"], zip(edges["label"], edges["color"])))
+        aggregates = nodes.index[nodes["name"] == "GroupAggregate"].tolist()
+        if sink == "retract":
+            assert carried[aggregates[0]] == ("+I -U +U -D", "#d62728")
+        if sink is not None:
+            assert nodes["kind"][0] == "sink"
+        assert carried[aggregates[1]][0] == "+I -U +U"            # the inner one sends -U for every sink
+        assert carried[len(nodes) - 1] == ("+I", "#888888")       # the scan
+    upsert = layers(kit.viz.plan(modes.physical_plan(CASCADE, "upsert", words=words)))
+    assert upsert["nodes"]["info"][1] == "[I,UA,D]" and upsert["nodes"]["kind"][1] == "emits updates without -U"
+    assert upsert["labels"]["label"].tolist()[0] == "+I +U -D"
+
+
+def test_the_edges_carry_the_messages_retract_beside_upsert(words):
+    tables = [kit.sql(CASCADE, words=words, sink=sink) for sink in ("retract", "upsert")]
+    chart = kit.viz.plan(tables)
+    retract, upsert = (layers(panel) for panel in chart.hconcat)
+    assert [p.title.text for p in chart.hconcat] == [
+        "into a retract sink: its operators sent 14 messages, 4 of them -U",
+        "into an upsert sink: its operators sent 12 messages, 2 of them -U"]
+
+    def on_edges(drawn):
+        names = drawn["nodes"]["name"]
+        return [(names[f], label) for f, label in zip(drawn["labels"]["from"], drawn["labels"]["label"])]
+    # Hello, World, Hello, Hello: the outer COUNT's -U to the sink is what the upsert sink saves
+    assert on_edges(retract)[:4] == [("GroupAggregate", "+I 3 -U 2 +U 2 -D 1"), ("Exchange", "+I 2 -U 2 +U 2"),
+                                     ("Calc", "+I 2 -U 2 +U 2"), ("GroupAggregate", "+I 2 -U 2 +U 2")]
+    assert on_edges(upsert)[:2] == [("GroupAggregate", "+I 3 +U 2 -D 1"), ("Exchange", "+I 2 -U 2 +U 2")]
+    assert on_edges(upsert)[-1] == ("TableSourceScan", "+I")              # a scan's rows are not counted
+    # the same counts given by hand, on the plan modes made
+    messages = tables[1].messages()
+    one = layers(kit.viz.plan(modes.table_plan(tables[1]), messages=messages))
+    assert one["labels"]["label"].tolist() == upsert["labels"]["label"].tolist()
+    assert kit.viz.plan(tables[1], messages=False).layer[1].data["label"][0] == "+I +U -D"
+    stray = {**messages[0], "node": "GroupAggregate(groupBy=[x])"}
+    with pytest.raises(KitError, match="not in this plan: GroupAggregate\\(groupBy=\\[x\\]"):
+        kit.viz.plan(modes.table_plan(tables[1]), messages=messages + [stray])
+    with pytest.raises(KitError, match="messages must be DynamicTable.messages"):
+        kit.viz.plan(modes.table_plan(tables[1]), messages=[{"node": "x"}])
+
+
+def test_bad_input_says_what_it_takes(e, words):
+    with pytest.raises(KitError, match="stage='logical' is not a stage; the known ones are: parsed, analyzed, "
+                                       "optimized, physical, rules"):
+        kit.viz.plan(e, "logical")
+    with pytest.raises(KitError, match="plan draws kit.explain"):
+        kit.viz.plan("SELECT 1")
+    with pytest.raises(KitError, match="stage is for an Explanation"):
+        kit.viz.plan(modes.physical_plan(CASCADE, "retract", words=words), "optimized")
+    with pytest.raises(KitError, match="stage is for an Explanation"):
+        kit.viz.plan(e.stages["optimized"], "physical")
+    with pytest.raises(KitError, match="messages are counted for a continuous query"):
+        kit.viz.plan(e, messages=[])
+    with pytest.raises(KitError, match="column_width must be an int of at least 100"):
+        kit.viz.plan(e, column_width=50)
+    with pytest.raises(KitError, match="a list is drawn side by side when it holds continuous queries"):
+        kit.viz.plan([e])
+    with pytest.raises(KitError, match="title must be a str"):
+        kit.viz.plan(e, title=3)
