@@ -11,7 +11,6 @@ from kit.dynamic import modes
 from kit.dynamic.changelog import mode_text
 from kit.engine import STAGES, from_text
 from kit.errors import KitError
-from kit.viz.plan import STAGES as DRAWN_STAGES
 from kit.viz.render import to_vega
 
 from test_viz_jobs import jobs  # noqa: F401  (the fixture)
@@ -35,14 +34,16 @@ def words(spark):
 
 def layers(chart):
     """{"edges", "labels", "nodes", "captions"}: the data of a tree chart's layers, told apart
-    by their mark and the field of their text."""
+    by their mark and the field of their text (labels: those drawn, in edge order)."""
     found = {}
     for layer in chart.layer:
         mark = layer.mark if isinstance(layer.mark, str) else layer.mark.type
         fields = {v.get("field") for v in layer.encoding.to_dict().values() if isinstance(v, dict)}
         name = {"rule": "edges", "rect": "nodes"}.get(mark) or (
             "labels" if "label" in fields else "captions" if "rule" in fields else None)
-        if name:
+        if name == "labels":
+            found["labels"] = layer.data
+        elif name:
             found.setdefault(name, layer.data)
     return found
 
@@ -63,7 +64,6 @@ def parents(tree):
 
 
 def test_each_stage_is_its_tree(e):
-    assert DRAWN_STAGES == STAGES
     for stage in STAGES:
         tree = e.stages[stage]
         drawn = layers(kit.viz.plan(e, stage))
@@ -78,7 +78,7 @@ def test_each_stage_is_its_tree(e):
         assert leaves["cx"].is_monotonic_increasing and leaves["cx"].is_unique
     optimized = layers(kit.viz.plan(e))["nodes"]          # the default stage
     assert optimized["name"].tolist() == ["Project", "Join", "LocalRelation", "LocalRelation"]
-    assert optimized["info"].tolist()[2:] == ["rows 3 · 72 B", "rows 2 · 32 B"]   # Catalyst's estimates
+    assert optimized["info"].tolist()[2:] == ["rows=3 size=72 B", "rows=2 size=32 B"]   # Catalyst's estimates
     assert optimized["kind"].tolist() == ["filter / project", "join", "scan / relation", "scan / relation"]
     # long arguments cut in the box, whole in the tooltip
     project = e.stages["optimized"]
@@ -127,7 +127,7 @@ def test_explain_text_alone_is_drawn_as_spark_connect_gives_it(e):
         nodes = layers(kit.viz.plan(text_only, stage))["nodes"]
         assert nodes["name"].tolist() == [n.name for n in e.stages[stage].walk()], stage
     nodes = layers(kit.viz.plan(text_only))["nodes"]
-    assert nodes["info"].tolist() == ["1.7 KiB", "rows 3 · 72 B"]
+    assert nodes["info"].tolist() == ["size=1.7 KiB", "rows=3 size=72 B"]
     assert "Spark Connect" in kit.viz.plan(text_only).to_dict()["title"]["subtitle"][0]
     with pytest.raises(KitError, match="no rule log.*draw a stage instead: parsed, analyzed, optimized, physical"):
         kit.viz.plan(text_only, "rules")
@@ -174,16 +174,19 @@ def test_the_edges_carry_the_messages_retract_beside_upsert(words):
                                      ("Calc", "+I 2 -U 2 +U 2"), ("GroupAggregate", "+I 2 -U 2 +U 2")]
     assert on_edges(upsert)[:2] == [("GroupAggregate", "+I 3 +U 2 -D 1"), ("Exchange", "+I 2 -U 2 +U 2")]
     assert on_edges(upsert)[-1] == ("TableSourceScan", "+I")              # a scan's rows are not counted
-    # the same counts given by hand, on the plan modes made
-    messages = tables[1].messages()
-    one = layers(kit.viz.plan(modes.table_plan(tables[1]), messages=messages))
+    # the same counts given by hand (as DynamicTable.messages() gives them), on the plan modes made
+    root = modes.table_plan(tables[1])
+    outer, inner = (n.flink_label() for n in root.walk() if n.name == "GroupAggregate")
+    messages = [{"node": outer, "changelogMode": "[I,UA,D]", "+I": 3, "-U": 0, "+U": 2, "-D": 1},
+                {"node": inner, "changelogMode": "[I,UB,UA]", "+I": 2, "-U": 2, "+U": 2, "-D": 0}]
+    one = layers(kit.viz.plan(root, messages=messages))
     assert one["labels"]["label"].tolist() == upsert["labels"]["label"].tolist()
-    assert kit.viz.plan(tables[1], messages=False).layer[1].data["label"][0] == "+I +U -D"
+    assert layers(kit.viz.plan(tables[1], messages=False))["labels"]["label"][0] == "+I +U -D"
     stray = {**messages[0], "node": "GroupAggregate(groupBy=[x])"}
     with pytest.raises(KitError, match="not in this plan: GroupAggregate\\(groupBy=\\[x\\]"):
-        kit.viz.plan(modes.table_plan(tables[1]), messages=messages + [stray])
+        kit.viz.plan(root, messages=messages + [stray])
     with pytest.raises(KitError, match="messages must be DynamicTable.messages"):
-        kit.viz.plan(modes.table_plan(tables[1]), messages=[{"node": "x"}])
+        kit.viz.plan(root, messages=[{"node": "x"}])
 
 
 def test_bad_input_says_what_it_takes(e, words):

@@ -34,7 +34,7 @@ computed here and drawn with ``scale=None``, so nothing is rescaled between step
     >>> leaf = PlanNode("LocalRelation", "LocalRelation", "[id#0L]", rows=3, size_bytes=24)
     >>> chart = plan(PlanNode("Filter", "Filter", "(id#0L < 2)", children=(leaf,)))
     >>> chart.layer[2].data[["name", "info"]].values.tolist()
-    [['Filter', ''], ['LocalRelation', 'rows 3 · 24 B']]
+    [['Filter', ''], ['LocalRelation', 'rows=3 size=24 B']]
 """
 
 from __future__ import annotations
@@ -47,15 +47,14 @@ from dataclasses import dataclass, field
 import altair as alt
 import pandas as pd
 
-from ..dynamic.changelog import INSERT, KINDS as ROW_KINDS, UPDATE_BEFORE, mode_text
+from ..dynamic.changelog import INSERT, KINDS as ROW_KINDS, UPDATE_AFTER, UPDATE_BEFORE, mode_text
 from ..errors import KitError
-from .changelog import KINDS as CHANGE_KINDS
+from .changelog import KINDS as CHANGE_KINDS, LABELS
 from .marks import Kind, check_title, legend, title_params
 
 __all__ = ["plan", "NODE_KINDS", "MODE_KINDS"]
 
-STAGES = ("parsed", "analyzed", "optimized", "physical")   # kit.engine.STAGES, checked in the tests
-RULES = "rules"
+RULES = "rules"     # the stage= that draws the optimizer step by step
 
 NODE_KINDS = [Kind("scan / relation", "#1f77b4", "square", fill="#dbe9f6"),
               Kind("filter / project", "#2ca02c", "square", fill="#e0f3db"),
@@ -63,13 +62,12 @@ NODE_KINDS = [Kind("scan / relation", "#1f77b4", "square", fill="#dbe9f6"),
               Kind("aggregate / sort / limit", "#ff7f0e", "square", fill="#fde6cf"),
               Kind("exchange", "#8c564b", "square", fill="#efe3df"),
               Kind("other", "#7f7f7f", "square", fill="#eeeeee")]
-_COLOR = {k.label: k.color for k in CHANGE_KINDS}
-MODE_KINDS = [Kind("emits inserts only", _COLOR["+I insert"], "square", fill="#e0f3db"),
-              Kind("emits updates with update-before (-U)", _COLOR["-U update before (retracted)"], "square",
-                   fill="#fadbd8"),
-              Kind("emits updates without -U", _COLOR["+U update after"], "square", fill="#dbe9f6"),
+_COLOR = {op: next(k.color for k in CHANGE_KINDS if k.label == label) for op, label in LABELS.items()}
+MODE_KINDS = [Kind("emits inserts only", _COLOR[INSERT], "square", fill="#e0f3db"),
+              Kind("emits updates with update-before (-U)", _COLOR[UPDATE_BEFORE], "square", fill="#fadbd8"),
+              Kind("emits updates without -U", _COLOR[UPDATE_AFTER], "square", fill="#dbe9f6"),
               Kind("sink", "#555555", "square", fill="#eeeeee")]
-_RETRACTING = _COLOR["-U update before (retracted)"]   # an edge that carries -U
+_RETRACTING = _COLOR[UPDATE_BEFORE]   # an edge that carries -U
 _EDGE = "#888888"
 
 BOX_H, ROW_GAP, PAD = 56, 40, 8
@@ -143,14 +141,16 @@ def plan(source, stage: str | None = None, messages=None, column_width: int = 20
 
 
 def _explanation(e, stage, column_width, title):
+    from ..engine import STAGES
+
     stage = "optimized" if stage is None else stage
     if stage not in STAGES + (RULES,):
         raise KitError(f"plan: stage={stage!r} is not a stage; the known ones are: "
                        f"{', '.join(STAGES + (RULES,))}")
     if stage == RULES:
         if e.rules is None:
-            raise KitError("plan: this Explanation has no rule log (Spark Connect shows no JVM plans, "
-                           f"{'; '.join(e.notes)}); draw a stage instead: {', '.join(STAGES)}")
+            raise KitError(f"plan: this Explanation has no rule log ({'; '.join(e.notes) or 'no JVM plans'}); "
+                           f"draw a stage instead: {', '.join(STAGES)}")
         return _steps(e.rules, column_width, title)
     tree = e.stages.get(stage)
     facts = None
@@ -179,30 +179,18 @@ def _family(name: str) -> str:
     return "other"
 
 
-def _size(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"
-
-
 def _batch_box(node, chars: int) -> _Box:
-    """A ``PlanNode`` and its subtree as boxes."""
-    estimates = []
-    if node.rows is not None:
-        estimates.append(f"rows {node.rows:,}")
-    if node.size_bytes is not None:
-        estimates.append(_size(node.size_bytes))
+    """A ``PlanNode`` and its subtree as boxes: the name, the arguments cut short, the
+    estimates as ``PlanNode.line`` writes them (``rows=3 size=72 B``)."""
     text = node.text or f"{node.name} {node.args}".rstrip()
-    tips = {"node": _one_line(text, 400), "class": node.kind,
-            "estimate": ", ".join(estimates) or "none (Catalyst's estimates are on analyzed and later plans)",
+    estimates = node.line()[len(text):].strip()
+    tips = {"node": _one_line(text, 400), "class": node.kind, "estimate": estimates or "-",
             "output": _one_line(", ".join(node.output), 300) or "-"}
-    for key, value in sorted(node.metadata.items()):
-        if key in ("PushedFilters", "ReadSchema", "PartitionFilters", "Format"):
-            tips["output"] += f"; {key}: {_one_line(value, 200)}"
-    return _Box(node.name, _one_line(node.args, chars), " · ".join(estimates), _family(node.name), tips,
+    scan = [f"{key}: {_one_line(value, 200)}" for key, value in sorted(node.metadata.items())
+            if key in ("Format", "PartitionFilters", "PushedFilters", "ReadSchema")]
+    if scan:
+        tips["scan"] = "; ".join(scan)
+    return _Box(node.name, _one_line(node.args, chars), estimates, _family(node.name), tips,
                 [_batch_box(c, chars) for c in node.children], line=text)
 
 
@@ -348,22 +336,24 @@ def _streaming(sources, stage, messages, column_width, title):
             chart = chart.properties(title=alt.TitleParams(f"{name}: {_total(counted)}", anchor="start",
                                                            fontSize=12))
         charts.append(chart)
-    facts = ("changelog mode per node as Flink's EXPLAIN CHANGELOG_MODE; on each edge the row kinds it carries"
-             + (", counted on the run" if any(c is not None for *_, c in laid) else "")
-             + "; red: the edge carries -U")
+    counted_any = any(c is not None for *_, c in laid)
+    facts = f"on each edge the row kinds it carries{', counted' if counted_any else ''}; red: it carries -U"
     if len(laid) == 1:
         name, _, _, counted = laid[0]
         facts = f"{name}{': ' + _total(counted) if counted is not None else ''}; {facts}"
         chart = charts[0]
     else:
         chart = alt.hconcat(*charts, spacing=30)
-    return chart.properties(title=title_params("A continuous query's plan: changelog modes and messages", facts,
+    return chart.properties(title=title_params("A continuous query's plan: the changelog mode of each node", facts,
                                                title)).configure_view(strokeWidth=0)
 
 
 def _sink_name(root) -> str:
-    m = re.search(r"(\w+)_sink\]", root.detail) if root.name == "Sink" else None
-    return f"into {_a(m.group(1))} sink" if m else "a bare SELECT (no sink)" if root.name != "Sink" else "into a sink"
+    """Where ``physical_plan``'s result goes: ``into a retract sink`` (its sink table's name)."""
+    if root.name != "Sink":
+        return "a bare SELECT (no sink)"
+    m = re.search(r"(\w+)_sink\]", root.detail)
+    return f"into {_a(m.group(1))} sink" if m else "into a sink"
 
 
 def _a(word: str) -> str:
@@ -476,8 +466,10 @@ def _layout(root: _Box, column_width: int, top: int):
         parent = frame.loc[node["parent"]]
         edges.append({"from": i, "to": int(node["parent"]), "x": node["cx"], "y": node["top"], "x2": parent["cx"],
                       "y2": parent["bottom"], "label": node["carried"], "color": node["edge_color"],
-                      "lx": (node["cx"] + parent["cx"]) / 2 + 6, "ly": (node["top"] + parent["bottom"]) / 2})
-    edges = pd.DataFrame(edges, columns=["from", "to", "x", "y", "x2", "y2", "label", "color", "lx", "ly"])
+                      "side": "left" if node["cx"] < parent["cx"] else "right",     # of the line, its label
+                      "lx": (node["cx"] + parent["cx"]) / 2 + (-6 if node["cx"] < parent["cx"] else 6),
+                      "ly": (node["top"] + parent["bottom"]) / 2})
+    edges = pd.DataFrame(edges, columns=["from", "to", "x", "y", "x2", "y2", "label", "color", "side", "lx", "ly"])
     frame = frame.drop(columns=["carried", "edge_color"])
     frame.attrs["size"] = (PAD * 2 + (frame["col"].max() + 1) * column_width, int(frame["bottom"].max()) + PAD)
     return frame, edges
@@ -501,11 +493,14 @@ def _draw(nodes, edges, kinds, present, legend_title, column_width, shown=None):
         tips.append(alt.Tooltip("changed:N", title="changed"))
     stroke_width = (alt.condition("datum.changed !== 'no'", alt.value(3), alt.value(1))
                     if "changed" in nodes else alt.value(1))
+    labels = [chart(edges).transform_filter(f"datum.side === '{side}'").mark_text(
+        align="right" if side == "left" else "left", baseline="middle", fontSize=10).encode(
+        x=pixels("lx"), y=pixels_y("ly"), text="label:N", color=alt.Color("color:N", scale=None))
+        for side in ("right", "left") if (edges["label"] != "").any()]   # beside the line, away from it
     layers = [
         chart(edges).mark_rule(strokeWidth=1.5).encode(x=pixels("x"), y=pixels_y("y"), x2="x2:Q", y2="y2:Q",
                                                        color=alt.Color("color:N", scale=None)),
-        chart(edges).mark_text(align="left", baseline="middle", fontSize=10).encode(
-            x=pixels("lx"), y=pixels_y("ly"), text="label:N", color=alt.Color("color:N", scale=None)),
+        *labels,
         chart(nodes).mark_rect(cornerRadius=4).encode(
             x=pixels("left"), x2="right:Q", y=pixels_y("top"), y2="bottom:Q", fill=colours["fill"],
             stroke=colours["stroke"], strokeWidth=stroke_width, tooltip=tips),
