@@ -232,36 +232,65 @@ def _conds(spec):
     return {v: (lambda a, o=ops[e.op], k=e.right.value: o(a, k)) for v, e in spec.define}
 
 
-def _expand(p):
-    """Every label sequence ``p`` can match, in preference order (duplicates kept once)."""
+def _sequences(p, n):
+    """Every label sequence of at most ``n`` rows that ``p`` can match, in the standard's
+    preference order: a concatenation is ordered lexicographically by its parts' choices, an
+    alternation by its items, a greedy quantifier prefers one more iteration to stopping (a
+    reluctant one the reverse), and an iteration that matches no row ends the loop."""
+    return list(dict.fromkeys(_gen(p, n)))
+
+
+def _gen(p, n):
     if isinstance(p, Label):
-        return [(p.name,)]
-    if isinstance(p, Concat):
-        out = [()]
+        if n >= 1:
+            yield (p.name,)
+    elif isinstance(p, Concat):
+        yield from _cat(p.items, n)
+    elif isinstance(p, Alternation):
         for item in p.items:
-            out = [a + b_ for a in out for b_ in _expand(item)]
-        return out
-    if isinstance(p, Alternation):
-        return [s for item in p.items for s in _expand(item)]
-    if isinstance(p, Permute):
-        return _expand(Alternation(tuple(Concat(perm) for perm in itertools.permutations(p.items))))
-    if isinstance(p, Quantified):
-        body = _expand(p.node)
-        counts = range(p.min, (p.max if p.max is not None else 7) + 1)
-        counts = reversed(counts) if p.greedy else counts
-        out = []
-        for n in counts:
-            seqs = [()]
-            for _ in range(n):
-                seqs = [a + b_ for a in seqs for b_ in body if len(a + b_) <= 7]
-            out.extend(seqs)
-        return out
-    raise AssertionError(p)
+            yield from _gen(item, n)
+    elif isinstance(p, Permute):
+        for perm in itertools.permutations(p.items):
+            yield from _cat(perm, n)
+    elif isinstance(p, Quantified):
+        yield from _rep(p.node, p.min, p.max, p.greedy, n)
+    else:
+        raise AssertionError(p)
+
+
+def _cat(items, n):
+    if not items:
+        yield ()
+        return
+    for x in _gen(items[0], n):
+        for y in _cat(items[1:], n - len(x)):
+            yield x + y
+
+
+def _rep(body, low, high, greedy, n):
+    if low > 0:                      # a required iteration
+        for x in _gen(body, n):
+            for y in _rep(body, low - 1, None if high is None else high - 1, greedy, n - len(x)):
+                yield x + y
+        return
+    if high == 0:
+        yield ()
+        return
+    if not greedy:
+        yield ()
+    for x in _gen(body, n):
+        if not x:                    # an empty iteration ends the loop
+            yield x
+            continue
+        for y in _rep(body, 0, None if high is None else high - 1, greedy, n - len(x)):
+            yield x + y
+    if greedy:
+        yield ()
 
 
 def brute_force(spec, values, after):
     conds = _conds(spec)
-    seqs = [s for s in dict.fromkeys(_expand(spec.pattern))]
+    seqs = _sequences(spec.pattern, len(values))
     out, s = [], 0
     while s < len(values):
         best = next((sq for sq in seqs if s + len(sq) <= len(values) and all(
@@ -348,3 +377,16 @@ def test_pathological_history_dependent_pattern_fails_clearly():
     with pytest.raises(TooManyThreads, match="live threads|step budget"):
         std(spec, prices(*([1] * 10_000)))
     assert time.perf_counter() - t < 10
+
+
+def test_empty_iteration_ends_the_loop_before_a_less_preferred_row():
+    # (A{2,3} | C*?)+ over 7 rows, every condition true. Greedy A{2,3} takes rows 0-2 and 3-5;
+    # at row 6 the third iteration's A{2,3} needs two rows and fails, so C*? is tried, and a
+    # reluctant C*? prefers zero rows: the iteration is empty, which ends the loop, and the match
+    # (rows 0-5) is complete before "C*? takes row 6" is ever preferred. The next search starts
+    # at row 6 and finds the same empty iteration: an empty match there.
+    spec = mr(q(Alternation((q("A", 2, 3), q("C", 0, None, False))), 1, None))
+    assert labels(std(spec, prices(*[1] * 7))) == [(tuple(range(6)), ("A",) * 6), ((), ())]
+    # the same when a condition reads the history (threads then keep their label sequences)
+    history = mr(spec.pattern, define=[("C", b(">", Aggregate("COUNT", c("A.price")), lit(0)))])
+    assert labels(std(history, prices(*[1] * 7))) == [(tuple(range(6)), ("A",) * 6), ((), ())]

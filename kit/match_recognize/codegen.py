@@ -234,7 +234,7 @@ class _Generator:
         return self.expr(e.arg) if e.kind.upper() == "RUNNING" else None
 
     def _classifier(self, e: Classifier):
-        return "(L[-1] if L else None)"
+        return "(L[-1] if L else None)" if e.var is None else None
 
     def _matchnumber(self, e: MatchNumber):
         return "m"
@@ -296,7 +296,7 @@ class _Blocks(_Generator):
         return f"({col}[{i}] if ({i} := {first} + {n}) <= {end} else None)"
 
     def _classifier(self, e: Classifier):
-        return "M[-1][0]"
+        return "M[-1][0]" if e.var is None else None
 
     def _matchnumber(self, e: MatchNumber):
         return None

@@ -97,7 +97,7 @@ def to_ms(value):
 def variables_of(expr) -> set:
     """The pattern variables (or SUBSET names) referenced by column references in ``expr``."""
     out = set()
-    walk(expr, lambda e: out.add(e.var) if isinstance(e, Column) and e.var else None)
+    walk(expr, lambda e: out.add(e.var) if isinstance(e, (Column, Classifier)) and e.var else None)
     return out
 
 
@@ -195,6 +195,17 @@ def first_index_in(L, labels, n=0):
     return -1
 
 
+def label_at(row, R, L, F):
+    """The variable input row ``row`` is mapped to in the match (``F``, or ``(R, L)`` in DEFINE,
+    where the match so far is all there is), or None when the row is not in it. A match's
+    rows are consecutive, so the row's place is ``row - first row``."""
+    rows, labels = F if F is not None else (R, L)
+    if not rows or labels is None:
+        return None
+    i = row - rows[0]
+    return labels[i] if 0 <= i < len(labels) else None
+
+
 def _column(e: Column, env, inner):
     col = env.column(e.name, e.pos)
     if inner or e.var is None:
@@ -223,6 +234,12 @@ def _logical_locator(e: Nav, env):
     """For FIRST/LAST: ``loc(R, L) -> row index or None``."""
     if e.offset < 0:
         raise env.error(f"{e.kind} offset must be >= 0, got {e.offset}", e.pos)
+    i = _logical_index(e, env)
+    return lambda R, L: None if (k := i(R, L)) is None else R[k]
+
+
+def _logical_index(e: Nav, env):
+    """For FIRST/LAST: ``index(R, L) -> place in R of the row it picks, or None``."""
     if any(isinstance(x, Nav) for x in _nodes(e.arg)):
         raise env.error(f"{e.kind}() cannot contain another navigation", e.pos)
     labels = _single_label_set(e.arg, env, f"{e.kind}()")
@@ -230,8 +247,8 @@ def _logical_locator(e: Nav, env):
     last = e.kind.upper() == "LAST"
     if labels is None:
         if last:
-            return lambda R, L: R[-1 - n] if n < len(R) else None
-        return lambda R, L: R[n] if n < len(R) else None
+            return lambda R, L: len(R) - 1 - n if n < len(R) else None
+        return lambda R, L: n if n < len(R) else None
 
     if last and len(labels) == 1:
         (var,) = labels
@@ -240,7 +257,7 @@ def _logical_locator(e: Nav, env):
         find = lambda L: last_index_in(L, labels, n)  # noqa: E731
     else:
         find = lambda L: first_index_in(L, labels, n)  # noqa: E731
-    return lambda R, L: R[i] if (i := find(L)) >= 0 else None
+    return lambda R, L: i if (i := find(L)) >= 0 else None
 
 
 def _nodes(expr):
@@ -279,10 +296,11 @@ def _nav(e: Nav, env, inner):
                 return None if row is None else col[row]
             return direct
         g = compile_expr(e.arg, env, inner=True)
+        index = _logical_index(e, env)
 
         def f(R, L, m, F):
-            row = loc(R, L)
-            return None if row is None else g((row,), None, m, F)
+            i = index(R, L)
+            return None if i is None else g((R[i],), (L[i],), m, F)
         return f
     if kind not in ("PREV", "NEXT"):
         raise env.error(f"unknown navigation {kind}", e.pos)
@@ -290,6 +308,13 @@ def _nav(e: Nav, env, inner):
         raise env.error(f"{kind} offset must be >= 0, got {e.offset}", e.pos)
     step = -e.offset if kind == "PREV" else e.offset
     arg = e.arg
+    final = False
+    if isinstance(arg, Semantics) and isinstance(arg.arg, Nav) and arg.arg.kind.upper() in ("FIRST", "LAST"):
+        # PREV(RUNNING LAST(x)), PREV(FINAL FIRST(x)): the inner navigation's own semantics
+        final = arg.kind.upper() == "FINAL"
+        if final and env.clause == "DEFINE":
+            raise env.error("FINAL cannot be used in DEFINE", arg.pos)
+        arg = arg.arg
     if isinstance(arg, Nav) and arg.kind.upper() in ("FIRST", "LAST"):
         loc = _logical_locator(arg, env)
         arg = arg.arg
@@ -305,11 +330,11 @@ def _nav(e: Nav, env, inner):
     nrows = env.nrows
 
     def f(R, L, m, F):
-        row = loc(R, L)
+        row = loc(*F) if final else loc(R, L)
         if row is None:
             return None
         row += step
-        return g((row,), None, m, F) if 0 <= row < nrows else None
+        return g((row,), (label_at(row, R, L, F),), m, F) if 0 <= row < nrows else None
     return f
 
 
@@ -324,8 +349,9 @@ def _aggregate(e: Aggregate, env, inner):
     reads = env.reads
 
     def pick(R, L):
+        """The rows the aggregate reads, each as ((row,), (its variable,))."""
         reads[0] += len(R)
-        return R if labels is None else [r for r, lab in zip(R, L) if lab in labels]
+        return [((r,), (lab,)) for r, lab in zip(R, L) if labels is None or lab in labels]
     gs = [compile_expr(a, env, inner=True) for a in args]
     if func in env.aggregates:
         cls = env.aggregates[func]
@@ -333,21 +359,21 @@ def _aggregate(e: Aggregate, env, inner):
         def user(R, L, m, F):
             agg = cls() if isinstance(cls, type) else cls
             acc = agg.create_accumulator()
-            for r in pick(R, L):
-                agg.accumulate(acc, *[g((r,), None, m, F) for g in gs])
+            for r, lab in pick(R, L):
+                agg.accumulate(acc, *[g(r, lab, m, F) for g in gs])
             return agg.get_value(acc)
         return user
     if func == "COUNT":
         if not gs:
             return lambda R, L, m, F: len(pick(R, L))
         g = gs[0]
-        return lambda R, L, m, F: sum(1 for r in pick(R, L) if g((r,), None, m, F) is not None)
+        return lambda R, L, m, F: sum(1 for r, lab in pick(R, L) if g(r, lab, m, F) is not None)
     if len(gs) != 1:
         raise env.error(f"{func}() takes one argument", e.pos)
     g = gs[0]
 
     def values(R, L, m, F):
-        return [v for v in (g((r,), None, m, F) for r in pick(R, L)) if v is not None]
+        return [v for v in (g(r, lab, m, F) for r, lab in pick(R, L)) if v is not None]
     if func == "SUM":
         return lambda R, L, m, F: (lambda vs: sum(vs) if vs else None)(values(R, L, m, F))
     if func == "MIN":
@@ -624,8 +650,12 @@ def _call(e: Call, env, inner):
     return f
 
 
-def _classifier(e, env, inner):
-    return lambda R, L, m, F: L[-1] if L else None
+def _classifier(e: Classifier, env, inner):
+    if e.var is None or inner:
+        # inside a navigation or an aggregate, CLASSIFIER(v) is the variable of the row reached
+        return lambda R, L, m, F: L[-1] if L else None
+    labels = env.labels(e.var, e.pos)
+    return lambda R, L, m, F: L[i] if (i := last_index_in(L, labels)) >= 0 else None
 
 
 def _match_number(e, env, inner):

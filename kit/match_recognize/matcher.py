@@ -46,7 +46,7 @@ from .codegen import compile_fast
 from .expressions import Env, walk
 from .measures import Measures, prepare_columns
 from .program import check_size, compile_pattern, labels_of
-from .spec import ONE_ROW, AfterMatch, Aggregate, Column, MatchNumber, Nav
+from .spec import ONE_ROW, AfterMatch, Aggregate, Classifier, Column, MatchNumber, Nav
 
 __all__ = ["Match", "PartitionResult", "run_partition", "SEMANTICS"]
 
@@ -170,11 +170,19 @@ def _history_dependent(spec) -> bool:
         def visit(e, var=var):
             if isinstance(e, (Aggregate, MatchNumber)):
                 found.append(e)
-            elif isinstance(e, Nav) and e.kind.upper() in ("FIRST", "LAST"):
+            elif isinstance(e, Nav) and (e.kind.upper() in ("FIRST", "LAST") or _reads_classifier(e.arg)):
+                found.append(e)   # PREV(CLASSIFIER()): another row's variable
+            elif isinstance(e, Classifier) and e.var is not None:
                 found.append(e)
             elif isinstance(e, Column) and e.var is not None and e.var != var:
                 found.append(e)
         walk(expr, visit)
+    return bool(found)
+
+
+def _reads_classifier(expr) -> bool:
+    found = []
+    walk(expr, lambda e: found.append(e) if isinstance(e, Classifier) else None)
     return bool(found)
 
 
@@ -199,7 +207,17 @@ def _standard(spec, conditions, number, measures, after, nrows, times, subsets,
             while stack:
                 th = stack.pop()
                 pc, L, H, d = th
+                ins = code[pc]
+                op = ins[0]
                 key = (pc, L) if dependent else pc
+                if op == "LOOP":
+                    # its two ways out are two states: back to the head after an iteration
+                    # that read rows, out of the loop after an empty one (the head already
+                    # seen on this row); merging them would drop the empty iteration's
+                    # (preferred) way on to what follows the loop
+                    head = ins[1]
+                    empty = ((head, L) if dependent else head) in seen
+                    key = (key, empty)
                 if key in seen:
                     continue
                 seen.add(key)
@@ -207,8 +225,6 @@ def _standard(spec, conditions, number, measures, after, nrows, times, subsets,
                     if (pc, pos) in dead:
                         continue
                     visited.append((pc, pos))
-                ins = code[pc]
-                op = ins[0]
                 if op == "LABEL":
                     out.append(th)
                 elif op == "SPLIT":
@@ -217,8 +233,6 @@ def _standard(spec, conditions, number, measures, after, nrows, times, subsets,
                 elif op == "JUMP":
                     stack.append((ins[1], L, H, d))
                 elif op == "LOOP":
-                    head = ins[1]
-                    empty = ((head, L) if dependent else head) in seen
                     stack.append((pc + 1 if empty else head, L, H, d))
                 elif op == "EXCLUDE":
                     stack.append((pc + 1, L, H, d + ins[1]))

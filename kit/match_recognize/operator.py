@@ -21,7 +21,11 @@ Output (``MatchResult.rows``), ordered by partition, then match, then row:
 
 - ONE ROW PER MATCH: the PARTITION BY columns, then the measures;
 - ALL ROWS PER MATCH: the input columns (of the matched row; NULL for an empty match),
-  then the measures.
+  then the measures; under semantics="standard" the standard's order instead: the PARTITION
+  BY columns, the ORDER BY columns, the measures, then the other input columns.
+
+Under semantics="standard" ORDER BY may be left out (the standard allows it): rows are then
+matched in input order. An empty result is an empty DataFrame with the query's columns.
 """
 
 from __future__ import annotations
@@ -89,7 +93,9 @@ def _check(table, spec: MatchRecognize, semantics: str) -> tuple[DataFrame, Opti
     for col in list(spec.partition_by) + [o.column for o in spec.order_by]:
         if col not in columns:
             raise KitError(f"column {col!r} of PARTITION BY / ORDER BY is not in the input; columns are {columns}")
-    if not spec.order_by:
+    if not spec.order_by and semantics != "standard":
+        # the standard allows no ORDER BY (the order is then the implementation's): the kit's is
+        # the input's, so the answer stays deterministic
         raise KitError("MATCH_RECOGNIZE needs ORDER BY: patterns depend on the order of rows")
     if stream is not None and semantics != "standard":
         first = spec.order_by[0]
@@ -304,20 +310,33 @@ class _Plan:
         measures = [(m.alias, measure_type(m.expr, self.schema, self.semantics, self.aggregates))
                     for m in self.spec.measures]
         one_row = self.spec.rows_per_match == ONE_ROW
-        keep = self.partition_by if one_row else self.inputs
+        head, tail = self.layout()
+        keep = head + tail
 
         def emit(group, result, arrow):
             if one_row:
                 index, values = [0] * len(result.rows), [list(r) for r in result.rows]
             else:
                 index, values = [r[0] for r in result.rows], [list(r[1:]) for r in result.rows]
-            taken = group.select(keep).take(pa.array(index, pa.int64()))  # None: a NULL row
-            return taken.columns + [column(_scaled([v[j] for v in values], dtype), dtype, arrow.field(name).type)
-                                    for j, (name, dtype) in enumerate(measures)]
+            taken = group.select(keep).take(pa.array(index, pa.int64())).columns  # None: a NULL row
+            return taken[:len(head)] + [column(_scaled([v[j] for v in values], dtype), dtype, arrow.field(name).type)
+                                        for j, (name, dtype) in enumerate(measures)] + taken[len(head):]
 
-        return self._run(T.StructType([self.schema[c] for c in keep] + [
-            T.StructField(name, dtype, True) for name, dtype in measures]), emit,
-            self._referenced() if one_row else self.inputs, eager=True)
+        return self._run(T.StructType([self.schema[c] for c in head] + [
+            T.StructField(name, dtype, True) for name, dtype in measures] + [self.schema[c] for c in tail]),
+            emit, self._referenced() if one_row else self.inputs, eager=True)
+
+    def layout(self) -> tuple:
+        """The input columns of an output row, as (before the measures, after them): ONE ROW PER
+        MATCH the PARTITION BY columns, then the measures; ALL ROWS PER MATCH, in the standard the
+        PARTITION BY columns, the ORDER BY columns, the measures, then the other input columns
+        (in input order), and in Flink's semantics the input columns, then the measures."""
+        if self.spec.rows_per_match == ONE_ROW:
+            return list(self.partition_by), []
+        if self.semantics != "standard":
+            return list(self.inputs), []
+        head = list(dict.fromkeys(self.partition_by + [o.column for o in self.spec.order_by]))
+        return head, [c for c in self.inputs if c not in head]
 
     def _details_schema(self) -> T.StructType:
         return T.StructType([self.schema[c] for c in self.inputs] + [

@@ -214,7 +214,9 @@ class Cast:
 
 @dataclass(frozen=True)
 class Classifier:
-    """``CLASSIFIER()``: the variable the current row is mapped to."""
+    """``CLASSIFIER()``: the variable the current row is mapped to; ``CLASSIFIER(v)`` (``var``
+    a variable or a SUBSET): the variable of the last row mapped to ``v`` so far."""
+    var: Optional[str] = None
     pos: Pos = _pos()
 
 

@@ -70,7 +70,7 @@ from ..spark import spark as session
 from ..stream import Stream, check_column_names
 from .errors import SqlError, position
 from .format import to_sql
-from .lexer import tokenize
+from .lexer import delimited_to_backquoted, tokenize
 from .match_recognize import match_options, parse_match_recognize
 from .query import Resolver, Rewritten, clauses, rewrite
 from .temporal import join_options, plan as plan_temporal
@@ -130,6 +130,8 @@ def sql(query: str, semantics: str = "flink", aggregates: dict | None = None, co
                        f"({type(query).__name__})")
     if semantics not in SEMANTICS:
         raise KitError(f"semantics={semantics!r} is not one of " + ", ".join(map(repr, SEMANTICS)))
+    if semantics == "standard":   # delimited identifiers ("Name"), which Flink's SQL rejects
+        query = delimited_to_backquoted(query)
     aggregates = {name.upper(): function for name, function in (aggregates or {}).items()}
     run = _Run(session(), query, semantics, aggregates)
     run.match_options, config = match_options(config or {})

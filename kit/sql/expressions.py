@@ -255,7 +255,10 @@ class ExpressionParser(Cursor):
             node = self.navigation(name, tok)
         elif name in self.aggregates:
             node = self.aggregate(name, tok)
-        elif name in ("CLASSIFIER", "MATCH_NUMBER", "MATCH_PROCTIME"):
+        elif name == "CLASSIFIER":
+            var = None if self.at_op(")") else self.identifier("a pattern variable or subset").value
+            node = S.Classifier(var, pos=tok.pos)
+        elif name in ("MATCH_NUMBER", "MATCH_PROCTIME"):
             node = {"CLASSIFIER": S.Classifier, "MATCH_NUMBER": S.MatchNumber,
                     "MATCH_PROCTIME": S.MatchProctime}[name](pos=tok.pos)
         elif name == "MATCH_ROWTIME":

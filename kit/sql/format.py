@@ -166,7 +166,9 @@ def _primary(node) -> str:
         return f"{node.kind} {_primary(node.arg)}"
     if isinstance(node, S.MatchRowtime):
         return f"MATCH_ROWTIME({'' if node.arg is None else to_sql(node.arg)})"
-    return {S.Classifier: "CLASSIFIER()", S.MatchNumber: "MATCH_NUMBER()",
+    if isinstance(node, S.Classifier):
+        return f"CLASSIFIER({'' if node.var is None else node.var})"
+    return {S.MatchNumber: "MATCH_NUMBER()",
             S.MatchProctime: "MATCH_PROCTIME()"}[type(node)]
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from .errors import SqlError, position
 
-__all__ = ["MAX_NESTING", "RESERVED", "Token", "tokenize"]
+__all__ = ["MAX_NESTING", "RESERVED", "Token", "tokenize", "delimited_to_backquoted"]
 
 MAX_NESTING = 50
 
@@ -137,6 +137,39 @@ def _check_nesting(text: str, tokens: list[Token]):
         if depth + run > MAX_NESTING:
             raise SqlError(f"the query nests more than {MAX_NESTING} levels deep here (parentheses, CASE, and NOT "
                            "and signs in a row each add one): simplify the expression", tok.line, tok.column, text)
+
+
+def delimited_to_backquoted(text: str) -> str:
+    """``text`` with each delimited identifier of standard SQL (``"Name"``: double-quoted,
+    case-sensitive, ``""`` for a quote inside) written back-quoted, as Flink and Spark write
+    them; string literals, comments and back-quoted names are left alone, and an unclosed
+    ``"`` too (``tokenize`` then says where it is). Offsets stay the same unless a name holds
+    a quote or a back quote.
+
+    >>> print(delimited_to_backquoted('''SELECT "a""b", 'say "hi"' FROM t'''))
+    SELECT `a"b`, 'say "hi"' FROM t
+    """
+    out, i, n = [], 0, len(text)
+    while i < n:
+        c = text[i]
+        if c in "'`":
+            j = _quoted(text, i, c)[0]
+            j = n if j < 0 else j
+        elif text.startswith("--", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+        elif c == '"' and (end := _quoted(text, i, '"')[0]) > 0:
+            out.append("`" + _quoted(text, i, '"')[1].replace("`", "``") + "`")
+            i = end
+            continue
+        else:
+            j = i + 1
+        out.append(text[i:j])
+        i = j
+    return "".join(out)
 
 
 def _quoted(text: str, i: int, quote: str) -> tuple[int, str]:

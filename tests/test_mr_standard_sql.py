@@ -1,0 +1,146 @@
+"""MATCH_RECOGNIZE through kit.sql under semantics="standard" (ISO/IEC 19075-5 as Trino runs it):
+the output's shape (empty results, SELECT * layout), no ORDER BY, delimited identifiers,
+CLASSIFIER and navigation over it, scalar functions and aggregates in MEASURES.
+
+Every query reads ``T``: one partition ``p``, ids 1..8 in order, values
+90 80 70 80 90 50 40 60. The pattern ``A B+ C+`` (B falling, C rising) matches it twice under
+SKIP PAST LAST ROW: ids 1-5 as A B B C C (90 > 80 > 70 < 80 < 90; 50 does not rise) and
+ids 6-8 as A B C (50 > 40 < 60). The expected rows below are worked out from those labels.
+"""
+
+import warnings
+
+import pandas as pd
+import pytest
+
+import kit
+from kit import KitError
+from kit.match_recognize.errors import TooManyThreads
+from kit.sql.errors import SqlError
+
+T = pd.DataFrame({"id": range(1, 9), "part": ["p"] * 8, "value": [90, 80, 70, 80, 90, 50, 40, 60]})
+VEE = """PATTERN (A B+ C+) {subset}
+    DEFINE B AS B.value < PREV(B.value), C AS C.value > PREV(C.value))"""
+
+
+def run(query, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # no PARTITION BY: one partition, as meant here
+        return kit.sql(query, semantics="standard", T=T, **kw)
+
+
+def rows(df):
+    return [tuple(r) for r in df.collect()]
+
+
+# ---------------------------------------------------------------- (1) empty results, giving up
+
+
+def test_an_empty_match_result_has_the_querys_columns(spark):
+    # no row is above 1000, so A never holds: no match, in either output mode
+    one = run("""SELECT * FROM T MATCH_RECOGNIZE (PARTITION BY part ORDER BY id
+        MEASURES A.value AS av, CLASSIFIER() AS c ONE ROW PER MATCH
+        PATTERN (A B) DEFINE A AS value > 1000)""")
+    assert rows(one) == [] and one.columns == ["part", "av", "c"]
+    assert [f.dataType.simpleString() for f in one.schema] == ["string", "bigint", "string"]
+    every = run("""SELECT * FROM T MATCH_RECOGNIZE (PARTITION BY part ORDER BY id
+        MEASURES A.value AS av ALL ROWS PER MATCH PATTERN (A B) DEFINE A AS value > 1000)""")
+    assert rows(every) == [] and every.columns == ["part", "id", "av", "value"]
+
+
+def test_a_matcher_that_gives_up_says_so(spark):
+    # C reads the history, so threads of (A+ B+)+ cannot merge: past the budget the query
+    # fails with TooManyThreads, never an empty result
+    query = """SELECT * FROM T MATCH_RECOGNIZE (ORDER BY id MEASURES COUNT(*) AS n
+        PATTERN ((A+ B+)+ C) DEFINE C AS SUM(A.value) < 0)"""
+    with pytest.raises(TooManyThreads, match="steps"):
+        run(query, config={"kit.match-recognize.step-budget": 20})
+
+
+# ---------------------------------------------------------------- (2) SELECT * layout, (3) no ORDER BY
+
+
+def test_select_star_layout_follows_the_standard(spark):
+    # ONE ROW PER MATCH: the PARTITION BY columns, then the measures
+    one = run(f"""SELECT * FROM T MATCH_RECOGNIZE (PARTITION BY part ORDER BY id
+        MEASURES FIRST(A.id) AS first_id, LAST(C.id) AS last_id ONE ROW PER MATCH {VEE.format(subset='')}""")
+    assert one.columns == ["part", "first_id", "last_id"]
+    assert rows(one) == [("p", 1, 5), ("p", 6, 8)]
+    # ALL ROWS PER MATCH: PARTITION BY, ORDER BY, the measures, then the other input columns
+    every = run(f"""SELECT * FROM T MATCH_RECOGNIZE (PARTITION BY part ORDER BY id
+        MEASURES MATCH_NUMBER() AS m ALL ROWS PER MATCH {VEE.format(subset='')}""")
+    assert every.columns == ["part", "id", "m", "value"]
+    assert rows(every)[:2] == [("p", 1, 1, 90), ("p", 2, 1, 80)]
+
+
+def test_no_order_by_matches_in_input_order(spark):
+    # the standard allows MATCH_RECOGNIZE without ORDER BY; the kit then reads the input's order
+    # (ids 1..8 here), so the matches are those of ORDER BY id
+    query = f"""SELECT * FROM T MATCH_RECOGNIZE (PARTITION BY part {{order}}
+        MEASURES FIRST(A.id) AS first_id, LAST(C.id) AS last_id {VEE.format(subset='')}"""
+    assert rows(run(query.format(order=""))) == rows(run(query.format(order="ORDER BY id")))
+    with pytest.raises(KitError, match="needs ORDER BY"):   # Flink requires it
+        kit.sql(query.format(order=""), T=T)
+
+
+# ---------------------------------------------------------------- (4) delimited identifiers
+
+
+def test_delimited_identifiers_are_case_sensitive(spark):
+    # "a" and "A" are two variables (a delimited identifier keeps its case); "Bv" keeps its case
+    # as a column name. 90 > 85 is "a", then 80 < 85 is "A"; again at 90 (id 5), 50 (id 6).
+    result = run("""SELECT * FROM T MATCH_RECOGNIZE (ORDER BY id
+        MEASURES "a".value AS "Bv", CLASSIFIER() AS "cls", "A"."value" AS lower_v
+        ALL ROWS PER MATCH PATTERN ("a" "A") DEFINE "a" AS value > 85, "A" AS "A".value < 85)""")
+    assert result.columns == ["id", "Bv", "cls", "lower_v", "part", "value"]
+    assert [(r.id, r.Bv, r.cls, r.lower_v) for r in result.collect()] == [
+        (1, 90, "a", None), (2, 90, "A", 80), (5, 90, "a", None), (6, 90, "A", 50)]
+
+
+def test_double_quotes_are_an_error_in_flink_sql(spark):
+    with pytest.raises(SqlError, match="unexpected character"):
+        kit.sql('SELECT * FROM T MATCH_RECOGNIZE (ORDER BY id PATTERN ("a") DEFINE "a" AS value > 85)', T=T)
+
+
+# ---------------------------------------------------------------- (5) CLASSIFIER and navigation
+
+
+def test_classifier_of_a_variable_and_navigation_over_classifiers(spark):
+    # per row of each match (running semantics: the rows up to the current one), with U = (A, C):
+    #   cu   CLASSIFIER(U): the variable of the last row mapped to A or C so far;
+    #   pu   PREV(CLASSIFIER(U)): one row before that row -- NULL when it is outside the match;
+    #   nc   NEXT(CLASSIFIER()): the next row's variable, NULL past the match's end;
+    #   f3   FIRST(CLASSIFIER(), 3) / l3 LAST(CLASSIFIER(), 3): the 4th row from the start / the
+    #        3rd row back, NULL until the match has that many rows;
+    #   rl   RUNNING LAST(CLASSIFIER()): the current row's; fl FINAL LAST(...): the match's last;
+    #   prl  PREV(RUNNING LAST(value)): the value of the row before the current one (outside the
+    #        match too: physical offsets reach any row of the partition);
+    #   fv2  FIRST(value, 2): the match's third value, NULL on its first two rows.
+    result = run(f"""SELECT * FROM T MATCH_RECOGNIZE (PARTITION BY part ORDER BY id
+        MEASURES CLASSIFIER(U) AS cu, PREV(CLASSIFIER(U)) AS pu, NEXT(CLASSIFIER()) AS nc,
+                 FIRST(CLASSIFIER(), 3) AS f3, LAST(CLASSIFIER(), 3) AS l3,
+                 RUNNING LAST(CLASSIFIER()) AS rl, FINAL LAST(CLASSIFIER()) AS fl,
+                 PREV(RUNNING LAST(value)) AS prl, FIRST(value, 2) AS fv2
+        ALL ROWS PER MATCH {VEE.format(subset='SUBSET U = (A, C)')}""")
+    assert [tuple(r)[1:-1] for r in result.collect()] == [
+        # id  cu   pu    nc    f3    l3    rl   fl   prl   fv2
+        (1, "A", None, "B", None, None, "A", "C", None, None),
+        (2, "A", None, "B", None, None, "B", "C", 90, None),
+        (3, "A", None, "C", None, None, "B", "C", 80, 70),
+        (4, "C", "B", "C", "C", "A", "C", "C", 70, 70),
+        (5, "C", "C", None, "C", "B", "C", "C", 80, 70),
+        (6, "A", None, "B", None, None, "A", "C", 90, None),
+        (7, "A", None, "C", None, None, "B", "C", 50, None),
+        (8, "C", "B", None, None, None, "C", "C", 40, 60),
+    ]
+
+
+def test_define_reads_the_previous_rows_classifier(spark):
+    # B holds only on a row right after an A row of the match (PREV(CLASSIFIER()) = 'A'). A is
+    # preferred on every row (A: value > 60), B tried where A fails: 90 80 70 80 90 are A, 50 is
+    # B (after an A), 40 fails B (after a B): the match is ids 1-6. At 40 the next search's
+    # previous row is outside its match (NULL), so 40 and 60 match nothing.
+    result = run("""SELECT * FROM T MATCH_RECOGNIZE (ORDER BY id
+        MEASURES FIRST(id) AS first_id, LAST(id) AS last_id, LAST(CLASSIFIER()) AS last_cls
+        PATTERN ((A | B)+) DEFINE A AS value > 60, B AS PREV(CLASSIFIER()) = 'A')""")
+    assert rows(result) == [(1, 6, "B")]
