@@ -3,6 +3,7 @@ the top, Catalyst's estimates); the optimizer rule by rule behind a slider (a st
 application, named, the changed nodes marked); a continuous query's physical plan with each
 node's changelog mode and the messages each edge carries, retract beside upsert; errors."""
 
+import altair as alt
 import pandas as pd
 import pytest
 
@@ -84,6 +85,8 @@ def test_each_stage_is_its_tree(e):
     project = e.stages["optimized"]
     assert optimized["detail"][0].endswith("…") and optimized["tip_node"][0] == project.text
     assert optimized["detail"][0][:-1] in project.args
+    # a chart composes with others (no top-level config), e.g. two stages side by side
+    alt.hconcat(kit.viz.plan(e, "analyzed"), kit.viz.plan(e, "optimized")).to_dict()
 
 
 def test_a_slider_steps_through_the_rule_applications(e, jobs):  # noqa: F811

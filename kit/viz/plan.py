@@ -76,8 +76,9 @@ _PASS_THROUGH = ("Exchange", "WatermarkAssigner")
 
 @dataclass
 class _Box:
-    """One node as drawn: its name, a line of detail, a line of facts, the tooltip's texts,
-    its legend kind; ``carried``: the label and colour of the edge up to its parent."""
+    """One node as drawn: its name, a line of detail (both cut to the box when laid out), a
+    line of facts, its legend kind, the tooltip's texts; ``carried``: the label and colour of
+    the edge up to its parent."""
 
     name: str
     detail: str
@@ -179,7 +180,7 @@ def _family(name: str) -> str:
     return "other"
 
 
-def _batch_box(node, chars: int) -> _Box:
+def _batch_box(node) -> _Box:
     """A ``PlanNode`` and its subtree as boxes: the name, the arguments cut short, the
     estimates as ``PlanNode.line`` writes them (``rows=3 size=72 B``)."""
     text = node.text or f"{node.name} {node.args}".rstrip()
@@ -190,16 +191,16 @@ def _batch_box(node, chars: int) -> _Box:
             if key in ("Format", "PartitionFilters", "PushedFilters", "ReadSchema")]
     if scan:
         tips["scan"] = "; ".join(scan)
-    return _Box(node.name, _one_line(node.args, chars), estimates, _family(node.name), tips,
-                [_batch_box(c, chars) for c in node.children], line=text)
+    return _Box(node.name, node.args, estimates, _family(node.name), tips,
+                [_batch_box(c) for c in node.children], line=text)
 
 
 def _batch_tree(tree, column_width, title, default, facts=None):
-    box = _batch_box(tree, _chars(column_width))
+    box = _batch_box(tree)
     nodes, edges = _layout(box, column_width, PAD)
     facts = facts or f"{len(nodes)} nodes; rows and size: Catalyst's estimates where it has them"
     chart = _draw(nodes, edges, NODE_KINDS, set(nodes["kind"]), "node kind", column_width)
-    return chart.properties(title=title_params(default, facts, title)).configure_view(strokeWidth=0)
+    return chart.properties(title=title_params(default, facts, title))
 
 
 def _steps(log, column_width, title):
@@ -207,12 +208,11 @@ def _steps(log, column_width, title):
     if not len(log):
         raise KitError("plan: no optimizer rule changed this plan, so there are no steps to show; "
                        "draw a stage instead (stage='optimized')")
-    chars = _chars(column_width)
     first = log[0]
     trees = [_tree_of(first.before, first.before_text)] + [_tree_of(a.after, a.after_text) for a in log]
     all_nodes, all_edges, captions = [], [], []
     top = PAD + 44      # room for the rule's name and batch
-    boxes = [_batch_box(tree, chars) for tree in trees]
+    boxes = [_batch_box(tree) for tree in trees]
     for step, box in enumerate(boxes):
         if step:     # a node is changed when its text or its inputs' names are not as in any node before
             before = Counter(_signature(b) for b in _walk(boxes[step - 1]))
@@ -246,8 +246,9 @@ def _steps(log, column_width, title):
     facts = (f"{len(log)} rules changed the plan, in the order they ran; thick outline: the nodes the rule "
              "made or changed (or whose inputs it changed)")
     width = max(chart.width, int(7.5 * max(len(t) for c in captions for t in c)) + 2 * PAD)
-    return alt.layer(*chart.layer, rule, batch, width=width, height=chart.height).add_params(step).properties(
-        title=title_params("The optimizer, rule by rule", facts, title)).configure_view(strokeWidth=0)
+    return alt.layer(*chart.layer, rule, batch, width=width, height=chart.height,
+                     view=alt.ViewBackground(stroke=None)).add_params(step).properties(
+        title=title_params("The optimizer, rule by rule", facts, title))
 
 
 def _signature(box: _Box) -> tuple:
@@ -321,11 +322,10 @@ def _streaming(sources, stage, messages, column_width, title):
             counted = None if messages is False else messages
             name = _sink_name(root)
         panels.append((name, root, _check_messages(counted)))
-    chars = _chars(column_width)
     laid = []
     for name, root, counted in panels:
         carried = _carried(root, counted)
-        box = _stream_box(root, carried, chars)
+        box = _stream_box(root, carried)
         nodes, edges = _layout(box, column_width, PAD)
         laid.append((name, nodes, edges, counted))
     present = set().union(*[set(nodes["kind"]) for _, nodes, _, _ in laid])
@@ -345,7 +345,7 @@ def _streaming(sources, stage, messages, column_width, title):
     else:
         chart = alt.hconcat(*charts, spacing=30)
     return chart.properties(title=title_params("A continuous query's plan: the changelog mode of each node", facts,
-                                               title)).configure_view(strokeWidth=0)
+                                               title))
 
 
 def _sink_name(root) -> str:
@@ -414,17 +414,17 @@ def _mode_kind(mode) -> str:
     return "emits updates with update-before (-U)" if UPDATE_BEFORE in mode else "emits updates without -U"
 
 
-def _stream_box(node, carried: dict, chars: int) -> _Box:
+def _stream_box(node, carried: dict) -> _Box:
     mode = "[NONE]" if node.mode is None else mode_text(node.mode)
     counts = carried.get(id(node))
     kinds = [k for k in ROW_KINDS if (node.mode and k in node.mode) or (counts and counts[k])]
     label = " ".join(f"{k} {counts[k]}" for k in kinds) if counts else " ".join(kinds)
     tips = {"node": _one_line(node.label(), 400), "changelog mode": mode,
             "messages": label if counts else (f"kinds {label} (not counted)" if label else "-")}
-    children = [_stream_box(c, carried, chars) for c in node.inputs]
+    children = [_stream_box(c, carried) for c in node.inputs]
     detail = node.detail.replace("default_catalog.default_database.", "").replace(
         "default_catalog, default_database, ", "")      # the default names, left out of the box (not the tooltip)
-    return _Box(node.name, _one_line(detail, chars), mode, _mode_kind(node.mode), tips, children,
+    return _Box(node.name, detail, mode, _mode_kind(node.mode), tips, children,
                 carried=label, edge_color=_RETRACTING if UPDATE_BEFORE in kinds else _EDGE, line=node.label())
 
 
@@ -442,13 +442,15 @@ def _layout(root: _Box, column_width: int, top: int):
     centred over its first and last child, one row per depth, the root at the top."""
     nodes, edges, leaves = [], [], itertools.count()
     row = BOX_H + ROW_GAP
+    name_chars, detail_chars = int((column_width - 24) / 7.6), int((column_width - 24) / 5.8)   # 12 px bold, 10 px
 
     def place(box, depth, parent):
         i = len(nodes)
         nodes.append(None)
         xs = [place(child, depth + 1, i) for child in box.children]
         col = next(leaves) if not xs else (xs[0] + xs[-1]) / 2
-        nodes[i] = {"id": i, "parent": parent, "depth": depth, "col": col, "name": box.name, "detail": box.detail,
+        nodes[i] = {"id": i, "parent": parent, "depth": depth, "col": col, "name": _one_line(box.name, name_chars),
+                    "detail": _one_line(box.detail, detail_chars),
                     "info": box.info, "kind": box.kind, "carried": box.carried, "edge_color": box.edge_color,
                     **{f"tip_{k}": v for k, v in box.tips.items()}}
         return col
@@ -516,12 +518,7 @@ def _draw(nodes, edges, kinds, present, legend_title, column_width, shown=None):
         height = int(nodes["bottom"].max()) + PAD
     else:
         width, height = nodes.attrs["size"]
-    return alt.layer(*layers, width=int(width), height=int(height))
-
-
-def _chars(column_width: int) -> int:
-    """Characters of 10 px text that fit a box of the column."""
-    return max(8, int((column_width - 24) / 5.8))
+    return alt.layer(*layers, width=int(width), height=int(height), view=alt.ViewBackground(stroke=None))
 
 
 def _one_line(text: str, limit: int) -> str:
