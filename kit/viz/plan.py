@@ -9,10 +9,12 @@ What it takes:
   its arguments (cut short; whole in the tooltip) and Catalyst's estimates (``rows``,
   ``size``); or ``stage="rules"``: the optimizer rule by rule, a slider over the rule
   applications (step 0 the plan before the first rule, step k the plan after the k-th), the
-  rule named above the tree, the nodes it made or changed outlined thick. Every step's tree
-  is laid out in Python into one small table with a ``step`` column and the chart shows the
-  rows of the slider's step: moving it redraws in the browser, with no Python or Spark.
-  A ``RuleLog`` (``e.rules``) or a ``PlanNode`` alone draw the same way.
+  rule named above the tree, the nodes it made or changed (or whose inputs it changed)
+  outlined thick. Every step's tree is laid out in Python into one small table with a
+  ``step`` column and the chart shows the rows of the slider's step: moving it redraws in the
+  browser, with no Python or Spark. A ``RuleLog`` (``e.rules``) or a ``PlanNode`` alone draw
+  the same way. On Spark Connect (an ``Explanation`` of text only) a stage is drawn from
+  Spark's explain text (estimates from ``mode="cost"``); there is no rule log to step through.
 - a continuous query: ``kit.sql(...)``'s ``DynamicTable`` or ``kit.dynamic.modes.physical_plan``'s
   ``PhysicalNode``: Flink's physical nodes, each with its changelog mode (``[I,UB,UA]``, as
   ``EXPLAIN CHANGELOG_MODE`` writes it) and filled by what it emits (inserts only; updates
