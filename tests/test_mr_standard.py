@@ -390,3 +390,48 @@ def test_empty_iteration_ends_the_loop_before_a_less_preferred_row():
     # the same when a condition reads the history (threads then keep their label sequences)
     history = mr(spec.pattern, define=[("C", b(">", Aggregate("COUNT", c("A.price")), lit(0)))])
     assert labels(std(history, prices(*[1] * 7))) == [(tuple(range(6)), ("A",) * 6), ((), ())]
+
+
+# conditions that read the history: subsets, aggregates, classifier navigation
+history_conditions = st.sampled_from([
+    b("<", Aggregate("SUM", c("S.price")), lit(4)),              # S = (A, C)
+    b(">", Aggregate("COUNT", c("A.price")), lit(0)),
+    b("=", Nav("PREV", Classifier(), 1), Literal("A", "STRING")),
+    b("<>", Nav("LAST", Classifier(), 1), Literal("B", "STRING")),
+    b("=", Classifier("S"), Literal("C", "STRING")),
+    b(">", c("price"), lit(1)),
+])
+
+
+def brute_force_history(spec, values):
+    """The first label sequence in preference order whose every row satisfies its condition,
+    evaluated (by the kit's expression compiler) on the rows and labels up to that row."""
+    from kit.match_recognize.expressions import Env, compile_expr
+    used = {n for n in "ABC" if f"Label(name='{n}'" in repr(spec.pattern)}
+    env = Env({"price": list(values)}, variables=used, subsets=spec.subset_map)
+    conds = {v: compile_expr(e, env) for v, e in spec.define}
+    seqs = _sequences(spec.pattern, len(values))
+    out, s = [], 0
+    while s < len(values):
+        best = next((sq for sq in seqs if s + len(sq) <= len(values) and all(
+            v not in conds or conds[v](tuple(range(s, s + i + 1)), sq[:i + 1], len(out) + 1, None) is True
+            for i, v in enumerate(sq))), None)
+        if best is None:
+            s += 1
+            continue
+        out.append((tuple(range(s, s + len(best))), best))
+        s = s + max(len(best), 1)
+    return out
+
+
+@settings(max_examples=100, deadline=None)
+@given(pattern=patterns(), conds=st.lists(history_conditions, min_size=3, max_size=3),
+       values=st.lists(st.integers(0, 3), max_size=7))
+def test_history_conditions_agree_with_brute_force(pattern, conds, values):
+    used = {n for n in "ABC" if f"Label(name='{n}'" in repr(pattern)}
+    if "A" not in used:
+        return
+    define = [(v, cond) for v, cond in zip("ABC", conds) if v in used]
+    spec = mr(pattern, define=define, subsets=[("S", tuple(v for v in "AC" if v in used))])
+    cols = prices(*values) if values else {"price": np.array([], dtype=np.int64)}
+    assert [(m.rows, m.classifiers) for m in std(spec, cols).matches] == brute_force_history(spec, values)

@@ -144,3 +144,43 @@ def test_define_reads_the_previous_rows_classifier(spark):
         MEASURES FIRST(id) AS first_id, LAST(id) AS last_id, LAST(CLASSIFIER()) AS last_cls
         PATTERN ((A | B)+) DEFINE A AS value > 60, B AS PREV(CLASSIFIER()) = 'A')""")
     assert rows(result) == [(1, 6, "B")]
+
+
+# ---------------------------------------------------------------- (6) scalar functions, (7) aggregates
+
+
+def test_functions_and_aggregates_over_classifiers(spark):
+    # running semantics: each aggregate reads the match's rows up to the current one
+    #   n    COUNT(): rows so far; nb COUNT(B.*): B rows so far; nu COUNT(U.*): A or C rows so far;
+    #   fnu  FINAL COUNT(U.*): A or C rows of the whole match (3, then 2);
+    #   mnb  MIN_BY(id, value): the id of the smallest value so far;
+    #   mxc  MAX_BY(CLASSIFIER(), id): the variable of the largest id so far (the current row's);
+    #   ac   ARBITRARY(C.value): a C value (the kit takes the first: 80, then 60), NULL before a C;
+    #   sm   SUM(MATCH_NUMBER()): the match number times the rows so far;
+    #   xc   MAX(CLASSIFIER()): the largest variable name so far;
+    #   lc, cm, pc: LOWER, ||, CAST(... AS VARCHAR(n)) (keeps n characters) over CLASSIFIER(),
+    #        MATCH_NUMBER() and PREV(CLASSIFIER()) (NULL on a match's first row: the row
+    #        before it is outside the match, and NULL || 'xyz' is NULL).
+    # B also counts its own rows in DEFINE (COUNT(B.*) < 3), which holds for both matches.
+    result = run("""SELECT * FROM T MATCH_RECOGNIZE (PARTITION BY part ORDER BY id
+        MEASURES COUNT() AS n, COUNT(B.*) AS nb, COUNT(U.*) AS nu, FINAL COUNT(U.*) AS fnu,
+                 MIN_BY(id, value) AS mnb, MAX_BY(CLASSIFIER(), id) AS mxc, ARBITRARY(C.value) AS ac,
+                 SUM(MATCH_NUMBER()) AS sm, MAX(CLASSIFIER()) AS xc, LOWER(CLASSIFIER()) AS lc,
+                 CLASSIFIER() || '-' || CAST(MATCH_NUMBER() AS VARCHAR(3)) AS cm,
+                 CAST(PREV(CLASSIFIER()) || 'xyz' AS VARCHAR(2)) AS pc
+        ALL ROWS PER MATCH PATTERN (A B+ C+) SUBSET U = (A, C)
+        DEFINE B AS B.value < PREV(B.value) AND COUNT(B.*) < 3, C AS C.value > PREV(C.value))""")
+    assert [tuple(r)[1:-1] for r in result.collect()] == [
+        # id n nb nu fnu mnb mxc  ac   sm  xc   lc   cm     pc
+        (1, 1, 0, 1, 3, 1, "A", None, 1, "A", "a", "A-1", None),
+        (2, 2, 1, 1, 3, 2, "B", None, 2, "B", "b", "B-1", "Ax"),
+        (3, 3, 2, 1, 3, 3, "B", None, 3, "B", "b", "B-1", "Bx"),
+        (4, 4, 2, 2, 3, 3, "C", 80, 4, "C", "c", "C-1", "Bx"),
+        (5, 5, 2, 3, 3, 3, "C", 80, 5, "C", "c", "C-1", "Cx"),
+        (6, 1, 0, 1, 2, 6, "A", None, 2, "A", "a", "A-2", None),
+        (7, 2, 1, 1, 2, 7, "B", None, 4, "B", "b", "B-2", "Ax"),
+        (8, 3, 1, 2, 2, 7, "C", 60, 6, "C", "c", "C-2", "Bx"),
+    ]
+    with pytest.raises(KitError, match="MAX_BY.*not supported by Flink"):
+        kit.sql("""SELECT * FROM T MATCH_RECOGNIZE (PARTITION BY part ORDER BY id MEASURES MAX_BY(id, value) AS x
+            PATTERN (A) DEFINE A AS value > 0)""", T=T)

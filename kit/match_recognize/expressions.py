@@ -346,6 +346,8 @@ def _aggregate(e: Aggregate, env, inner):
         raise env.error(f"DISTINCT aggregates are not supported: {func}(DISTINCT ...)", e.pos)
     args = e.arg if isinstance(e.arg, tuple) else (() if e.arg is None else (e.arg,))
     labels = _single_label_set(args, env, f"aggregate {func}()") if args else None
+    if func == "COUNT" and len(args) == 1 and isinstance(args[0], Column) and args[0].name == "*":
+        args = ()   # COUNT(A.*), COUNT(U.*): the rows mapped to A (to U's variables)
     reads = env.reads
 
     def pick(R, L):
@@ -368,9 +370,26 @@ def _aggregate(e: Aggregate, env, inner):
             return lambda R, L, m, F: len(pick(R, L))
         g = gs[0]
         return lambda R, L, m, F: sum(1 for r, lab in pick(R, L) if g(r, lab, m, F) is not None)
+    if func in ("MAX_BY", "MIN_BY"):
+        if len(gs) != 2:
+            raise env.error(f"{func}(x, key) takes two arguments", e.pos)
+        better = (lambda a, b: a > b) if func == "MAX_BY" else (lambda a, b: a < b)
+
+        def by(R, L, m, F):
+            # the x of the row with the largest (smallest) key; the first such row on ties
+            best = key = None
+            for r, lab in pick(R, L):
+                k = gs[1](r, lab, m, F)
+                if k is not None and (key is None or better(k, key)):
+                    best, key = gs[0](r, lab, m, F), k
+            return best
+        return by
     if len(gs) != 1:
         raise env.error(f"{func}() takes one argument", e.pos)
     g = gs[0]
+    if func in ("ARBITRARY", "ANY_VALUE"):
+        # any non-NULL value: the kit takes the first, so the answer is deterministic
+        return lambda R, L, m, F: next((v for r, lab in pick(R, L) if (v := g(r, lab, m, F)) is not None), None)
 
     def values(R, L, m, F):
         return [v for v in (g(r, lab, m, F) for r, lab in pick(R, L)) if v is not None]
@@ -569,7 +588,11 @@ def _cast_fn(type_name: str, env, pos):
     if t in ("DOUBLE", "FLOAT", "REAL"):
         return float
     if t in ("STRING", "VARCHAR", "CHAR"):
-        return lambda v: ("TRUE" if v else "FALSE") if isinstance(v, bool) else str(v)
+        text = lambda v: ("TRUE" if v else "FALSE") if isinstance(v, bool) else str(v)  # noqa: E731
+        if t == "VARCHAR" and "(" in type_name:   # VARCHAR(n) keeps the first n characters
+            n = int(type_name.split("(")[1].rstrip(") "))
+            return lambda v: text(v)[:n]
+        return text
     if t == "BOOLEAN":
         return lambda v: v.strip().upper() == "TRUE" if isinstance(v, str) else bool(v)
     if t in ("TIMESTAMP", "DATE", "TIMESTAMP_LTZ"):

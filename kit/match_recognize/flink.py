@@ -52,6 +52,7 @@ import numpy as np
 from .codegen import compile_blocks, compile_source, expand, vector_condition
 from .errors import MatchRuntimeError, NotSupportedByFlink, MatchRecognizeError
 from .expressions import variables_of, walk
+from ..sql.expressions import STANDARD_AGGREGATES
 from .spec import (ONE_ROW, Aggregate, AfterMatch, Alternation, Anchor, Classifier, Concat, Empty,
                    Exclusion, Label, MatchNumber, Nav, Permute, Quantified, Semantics)
 
@@ -133,6 +134,8 @@ def _check_expr(e, clause):
         raise NotSupportedByFlink(clause, "MATCH_NUMBER()", e.pos)
     if isinstance(e, Semantics):
         raise NotSupportedByFlink(clause, f"{e.kind.upper()} (RUNNING/FINAL)", e.pos)
+    if isinstance(e, Aggregate) and e.func.upper() in STANDARD_AGGREGATES:
+        raise NotSupportedByFlink(clause, f"the aggregate {e.func.upper()}()", e.pos)
     if isinstance(e, Aggregate) and e.distinct:
         raise MatchRecognizeError(clause, f"DISTINCT aggregates are not supported: "
                                           f"{e.func.upper()}(DISTINCT ...)", e.pos)

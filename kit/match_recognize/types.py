@@ -174,6 +174,10 @@ def measure_type(expr, schema: T.StructType, semantics: str = "flink",
         func = expr.func.upper()
         if func == "COUNT":
             return T.LongType()
+        if func in ("MAX_BY", "MIN_BY") and isinstance(expr.arg, tuple) and len(expr.arg) == 2:
+            return of(expr.arg[0])
+        if func in ("ARBITRARY", "ANY_VALUE"):
+            return of(expr.arg)
         if func not in ("SUM", "AVG", "MIN", "MAX"):
             agg = (aggregates or {}).get(expr.func) or (aggregates or {}).get(func)
             if agg is None or not getattr(agg, "result_type", None):

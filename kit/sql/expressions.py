@@ -24,10 +24,13 @@ from ..match_recognize import spec as S
 from .cursor import Cursor
 from .lexer import tokenize
 
-__all__ = ["AGGREGATES", "INTERVAL_UNITS", "MAX_DEPTH", "ExpressionParser", "depth"]
+__all__ = ["AGGREGATES", "STANDARD_AGGREGATES", "INTERVAL_UNITS", "MAX_DEPTH", "ExpressionParser", "depth"]
 
 #: Built-in aggregate functions; callers add user aggregates by name.
 AGGREGATES = frozenset({"COUNT", "SUM", "AVG", "MIN", "MAX"})
+#: Aggregates of the SQL standard and Trino that MATCH_RECOGNIZE takes under semantics="standard"
+#: (Flink's rejects them): two arguments for MAX_BY and MIN_BY.
+STANDARD_AGGREGATES = frozenset({"MAX_BY", "MIN_BY", "ARBITRARY", "ANY_VALUE"})
 
 #: Milliseconds per day-time interval unit, coarsest first.
 INTERVAL_UNITS = {"DAY": 86_400_000, "HOUR": 3_600_000, "MINUTE": 60_000, "SECOND": 1_000,
@@ -49,7 +52,7 @@ class ExpressionParser(Cursor):
 
     def __init__(self, text, tokens, i=0, aggregates=()):
         super().__init__(text, tokens, i)
-        self.aggregates = AGGREGATES | {a.upper() for a in aggregates}
+        self.aggregates = AGGREGATES | STANDARD_AGGREGATES | {a.upper() for a in aggregates}
         self.inside = False       # parsing an expression: a nested one is checked with it
 
     @classmethod
@@ -284,8 +287,13 @@ class ExpressionParser(Cursor):
         distinct = bool(self.accept("DISTINCT"))
         if not distinct:
             self.accept("ALL")
-        if name == "COUNT" and not distinct and self.accept_op("*"):
-            return S.Aggregate(name, None, False, pos=tok.pos)
+        if name == "COUNT" and not distinct and (self.accept_op("*") or self.at_op(")")):
+            return S.Aggregate(name, None, False, pos=tok.pos)   # COUNT(*), COUNT()
+        if name == "COUNT" and not distinct and self.peek().kind == "IDENT" and self.peek(1).kind == "OP" \
+                and self.peek(1).value == "." and self.peek(2).kind == "OP" and self.peek(2).value == "*":
+            var = self.next()
+            self.next(), self.next()
+            return S.Aggregate(name, S.Column("*", var.value, pos=var.pos), False, pos=tok.pos)   # COUNT(A.*)
         if name in AGGREGATES:
             return S.Aggregate(name, self.expression(), distinct, pos=tok.pos)
         args = self.expression_list()
