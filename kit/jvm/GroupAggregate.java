@@ -184,6 +184,38 @@ public class GroupAggregate implements MapPartitionsFunction {
         return v instanceof UTF8String ? ((UTF8String) v).clone() : v;
     }
 
+    // the places most changes have (an input's _n of at most one index, then j < SMALL), made once
+    private static final int SMALL = 4;
+    private static final int[][] ONE = new int[SMALL][];
+    private static final UnsafeArrayData[] AFTER_EMPTY = new UnsafeArrayData[SMALL];
+    private static final UnsafeArrayData[][] AFTER_ONE = new UnsafeArrayData[SMALL][SMALL];
+    private static final int[] EMPTY = new int[0];
+
+    static {
+        for (int a = 0; a < SMALL; a++) {
+            ONE[a] = new int[] {a};
+            AFTER_EMPTY[a] = UnsafeArrayData.fromPrimitiveArray(new int[] {a});
+            for (int j = 0; j < SMALL; j++) AFTER_ONE[a][j] = UnsafeArrayData.fromPrimitiveArray(new int[] {a, j});
+        }
+    }
+
+    /** An input row's {@code _n}. */
+    private static int[] place(org.apache.spark.sql.catalyst.util.ArrayData a) {
+        int size = a.numElements();
+        if (size == 0) return EMPTY;
+        if (size == 1 && a.getInt(0) >= 0 && a.getInt(0) < SMALL) return ONE[a.getInt(0)];
+        return a.toIntArray();
+    }
+
+    /** {@code n0 + [j]}: the place of an input's j-th change (Spark copies it into the row it writes). */
+    private static UnsafeArrayData after(int[] n0, int j) {
+        if (j < SMALL && n0.length == 0) return AFTER_EMPTY[j];
+        if (j < SMALL && n0.length == 1 && n0[0] >= 0 && n0[0] < SMALL) return AFTER_ONE[n0[0]][j];
+        int[] place = Arrays.copyOf(n0, n0.length + 1);
+        place[n0.length] = j;
+        return UnsafeArrayData.fromPrimitiveArray(place);
+    }
+
     public Iterator call(final Iterator input) {
         final HashMap states = new HashMap();
         final ArrayDeque out = new ArrayDeque();
@@ -220,7 +252,7 @@ public class GroupAggregate implements MapPartitionsFunction {
                 for (int i = 0; i < functions.length; i++)
                     state.accs[i].add(args[i] < 0 ? null : reader.get(r, args[i]), weight);
                 Object[] prev = state.last, now = state.values();
-                int[] n0 = r.getArray(n).toIntArray();
+                int[] n0 = place(r.getArray(n));
                 key = state.key;
                 if (state.count == 0) {
                     states.remove(id);
@@ -242,10 +274,8 @@ public class GroupAggregate implements MapPartitionsFunction {
                 row[0] = op;
                 System.arraycopy(key, 0, row, 1, keys);
                 System.arraycopy(values, 0, row, 1 + keys, values.length);
-                int[] place = Arrays.copyOf(n0, n0.length + 1);
-                place[n0.length] = j;
                 row[row.length - 3] = Long.valueOf(r.getLong(seq));
-                row[row.length - 2] = UnsafeArrayData.fromPrimitiveArray(place);
+                row[row.length - 2] = after(n0, j);
                 row[row.length - 1] = r.isNullAt(pt) ? null : Long.valueOf(r.getLong(pt));
                 out.add(new GenericInternalRow(row));
             }
