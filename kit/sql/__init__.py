@@ -97,6 +97,9 @@ def sql(query: str, semantics: str = "flink", aggregates: dict | None = None, co
     over streams (module doc), a ``DynamicTable`` whose changelog a ``sink`` (``"retract"``
     or ``"upsert"``) receives.
 
+    Under ``semantics="standard"`` a double-quoted name (``"Price"``) is a delimited identifier of
+    standard SQL, case-sensitive (Flink's SQL rejects the double quote; it back-quotes names).
+
     ``aggregates`` maps names to user aggregate functions (PyFlink's ``AggregateFunction``:
     ``create_accumulator``, ``accumulate``, ``get_value``) that MATCH_RECOGNIZE may call.
 
