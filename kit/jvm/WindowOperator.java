@@ -11,7 +11,6 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.NoSuchElementException;
-import java.util.PriorityQueue;
 import org.apache.spark.api.java.function.MapPartitionsFunction;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
@@ -248,20 +247,15 @@ public class WindowOperator implements MapPartitionsFunction {
 
     // ------------------------------------------------------------------ timers
 
-    static final class Timer implements Comparable {
-        final long time, counter, floor;   // floor: for the placement (kit/windows/operator.py's floors)
+    static final class Timer {
+        final long time, floor;   // floor: for the placement (kit/windows/operator.py's floors)
         final Window window;
+        int index;                // its place in the heap
 
-        Timer(long time, Window window, long counter, long floor) {
+        Timer(long time, Window window, long floor) {
             this.time = time;
             this.window = window;
-            this.counter = counter;
             this.floor = floor;
-        }
-
-        public int compareTo(Object o) {
-            Timer t = (Timer) o;
-            return time != t.time ? Long.compare(time, t.time) : Long.compare(counter, t.counter);
         }
 
         public boolean equals(Object o) {
@@ -273,37 +267,80 @@ public class WindowOperator implements MapPartitionsFunction {
         }
     }
 
-    /** One key's timers of one clock: time order, registration order for ties; a set (a
-     *  timer registered again keeps its first floor). */
+    /** One key's timers of one clock, kept as Flink's heap state backend keeps them
+     *  (operator.py's _TimerHeap): a binary heap in an array from index 1, ordered by time
+     *  alone, a set on (time, window) (a timer registered again keeps its first floor). Ties
+     *  fire in the order the sift-ups, sift-downs and removals leave them. */
     static final class Timers {
-        final PriorityQueue heap = new PriorityQueue();
+        Timer[] queue = new Timer[16];
+        int size = 0;
         final HashMap live = new HashMap();   // timer -> the one registered
-        long counter = 0;
 
         void add(long time, Window window, long floor) {
-            Timer t = new Timer(time, window, ++counter, floor);
-            if (!live.containsKey(t)) {
-                live.put(t, t);
-                heap.add(t);
+            Timer t = new Timer(time, window, floor);
+            if (live.containsKey(t)) return;
+            live.put(t, t);
+            if (++size == queue.length) {
+                Timer[] grown = new Timer[queue.length * 2];
+                System.arraycopy(queue, 0, grown, 0, queue.length);
+                queue = grown;
             }
+            move(t, size);
+            siftUp(size);
         }
 
         void delete(long time, Window window) {
-            live.remove(new Timer(time, window, 0, 0));
+            Timer t = (Timer) live.remove(new Timer(time, window, 0));
+            if (t != null) removeAt(t.index);
         }
 
         Timer popUntil(long limit) {
-            while (!heap.isEmpty()) {
-                Timer t = (Timer) heap.peek();
-                if (!live.containsKey(t)) {
-                    heap.poll();
-                    continue;
-                }
-                if (t.time > limit) return null;
-                heap.poll();
-                return (Timer) live.remove(t);
+            if (size == 0 || queue[1].time > limit) return null;
+            Timer t = queue[1];
+            removeAt(1);
+            live.remove(t);
+            return t;
+        }
+
+        void move(Timer t, int i) {
+            queue[i] = t;
+            t.index = i;
+        }
+
+        /** The last timer takes the hole, then moves up or down (still at the end while it sifts). */
+        void removeAt(int i) {
+            if (i != size) {
+                Timer last = queue[size];
+                move(last, i);
+                Timer parent = queue[i >>> 1];
+                if (parent != null && last.time < parent.time) siftUp(i);
+                else siftDown(i);
             }
-            return null;
+            queue[size--] = null;
+        }
+
+        void siftUp(int i) {
+            Timer t = queue[i];
+            int parent = i >>> 1;
+            while (parent > 0 && t.time < queue[parent].time) {
+                move(queue[parent], i);
+                i = parent;
+                parent >>>= 1;
+            }
+            move(t, i);
+        }
+
+        void siftDown(int i) {
+            Timer t = queue[i];
+            int child = i << 1;
+            if (child + 1 <= size && queue[child + 1].time < queue[child].time) child++;
+            while (child <= size && queue[child].time < t.time) {
+                move(queue[child], i);
+                i = child;
+                child = i << 1;
+                if (child + 1 <= size && queue[child + 1].time < queue[child].time) child++;
+            }
+            move(t, i);
         }
     }
 

@@ -128,16 +128,16 @@ class _Context:
         return self.op.proctime
 
     def register_event_time_timer(self, time: int):
-        self.op.timers[0].add(time, self.current_window, self.op.floors[0])
+        self.op.timers[0].add(self.op, time, self.current_window, self.op.floors[0])
 
     def register_processing_time_timer(self, time: int):
-        self.op.timers[1].add(time, self.current_window, self.op.floors[1])
+        self.op.timers[1].add(self.op, time, self.current_window, self.op.floors[1])
 
     def delete_event_time_timer(self, time: int):
-        self.op.timers[0].delete(time, self.current_window)
+        self.op.timers[0].delete(self.op, time, self.current_window)
 
     def delete_processing_time_timer(self, time: int):
-        self.op.timers[1].delete(time, self.current_window)
+        self.op.timers[1].delete(self.op, time, self.current_window)
 
     def get_partitioned_state(self, descriptor):
         return self.op.trigger_state.state(self.current_window, descriptor)
@@ -172,44 +172,129 @@ class _KeyedStateStore:
     get_list_state = get_reducing_state = get_state
 
 
-class _Timers:
-    """Timers of one key: fire in time order, registration order for ties; set semantics
-    (a timer registered again keeps its first ``floor``)."""
+class _Timer:
+    """One timer: Flink's ``TimerHeapInternalTimer`` (time, key, namespace = window), with its
+    place in the heap and the placement's ``floor``."""
+    __slots__ = ("time", "owner", "window", "floor", "index")
+
+    def __init__(self, time, owner, window, floor):
+        self.time, self.owner, self.window, self.floor, self.index = time, owner, window, floor, 0
+
+
+class _TimerHeap:
+    """The timers of one clock as Flink keeps them (heap state backend): a
+    ``HeapPriorityQueueSet`` -- one binary heap (an array from index 1) for every key of the
+    operator, ordered by time alone, with set semantics on (time, key, window): a timer
+    registered again is ignored (it keeps its first ``floor``). Timers at the same time fire
+    in the order the heap's sift-up, sift-down and removals leave them, not in registration
+    order: a deletion moves the heap's last timer into the hole, and every key's timers share
+    the array, so another key's timers move a key's ties too. ``replay`` gives the keys one
+    heap (the whole stream in one operator, as Flink at parallelism 1); ``run_key``, a key
+    alone, a heap of its own."""
 
     def __init__(self):
-        self.heap, self.live, self.counter = [], {}, 0
+        self.queue, self.live = [None], {}
 
-    def add(self, time, window, floor):
-        if (time, window) not in self.live:
-            self.live[(time, window)] = floor
-            self.counter += 1
-            heapq.heappush(self.heap, (time, self.counter, window))
+    def add(self, owner, time: int, window, floor):
+        ident = (time, owner, window)
+        if ident not in self.live:
+            timer = self.live[ident] = _Timer(time, owner, window, floor)
+            self.queue.append(timer)
+            timer.index = len(self.queue) - 1
+            self._sift_up(timer.index)
 
-    def delete(self, time, window):
-        self.live.pop((time, window), None)
+    def delete(self, owner, time: int, window):
+        timer = self.live.pop((time, owner, window), None)
+        if timer is not None:
+            self._remove_at(timer.index)
 
-    def pop_until(self, limit):
-        """The next timer at or before ``limit``, as ``(time, window, floor)``; None if none."""
-        while self.heap:
-            time, _, window = self.heap[0]
-            if (time, window) not in self.live:
-                heapq.heappop(self.heap)
-                continue
-            if time > limit:
-                return None
-            heapq.heappop(self.heap)
-            return time, window, self.live.pop((time, window))
-        return None
+    def poll_until(self, limit: int):
+        """The head timer if its time is at or before ``limit`` (removed), else None."""
+        if len(self.queue) < 2 or self.queue[1].time > limit:
+            return None
+        timer = self.queue[1]
+        self._remove_at(1)
+        del self.live[(timer.time, timer.owner, timer.window)]
+        return timer
+
+    def _move(self, timer, i):
+        self.queue[i] = timer
+        timer.index = i
+
+    def _remove_at(self, i):
+        """``removeInternal``: the last timer takes the hole, then moves up or down (the
+        array still holds it at the end while it sifts)."""
+        q = self.queue
+        size = len(q) - 1
+        if i != size:
+            last = q[size]
+            self._move(last, i)
+            parent = q[i >> 1]
+            if parent is not None and last.time < parent.time:
+                self._sift_up(i)
+            else:
+                self._sift_down(i, size)
+        q.pop()
+
+    def _sift_up(self, i):
+        q = self.queue
+        timer, parent = q[i], i >> 1
+        while parent > 0 and timer.time < q[parent].time:
+            self._move(q[parent], i)
+            i, parent = parent, parent >> 1
+        self._move(timer, i)
+
+    def _sift_down(self, i, size):
+        q = self.queue
+        timer = q[i]
+        child = i << 1
+        if child + 1 <= size and q[child + 1].time < q[child].time:
+            child += 1
+        while child <= size and q[child].time < timer.time:
+            self._move(q[child], i)
+            i, child = child, child << 1
+            if child + 1 <= size and q[child + 1].time < q[child].time:
+                child += 1
+        self._move(timer, i)
+
+
+def _fire_timers(heap: _TimerHeap, limit: int, event_time: bool):
+    """Every timer of ``heap`` up to ``limit``, in the heap's order, each on its operator
+    (those the firings register too)."""
+    last, at_end = None, {} if event_time and limit == MAX_TIME else None
+    while (timer := heap.poll_until(limit)) is not None:
+        op = timer.owner
+        if last is not None and last.owner is op:
+            _not_again((timer.time, timer.window), (last.time, last.window),
+                       "event-time" if event_time else "processing-time")
+        last = timer
+        if at_end is not None:
+            op._not_endless(timer.window, at_end)
+        if event_time:
+            op.floors = (max(timer.time, timer.floor), _next(op.last_seq))
+        else:
+            op.proctime = timer.time if op.proctime is None else max(op.proctime, timer.time)
+            op.floors = (_next(op.watermark), timer.floor)
+        if event_time and op.crossing is not None:   # a key alone: the watermark that crossed the timer
+            now, op.watermark = op.watermark, op.crossing(op.floors[0])
+            op.on_timer(timer.time, timer.window, timer.floor, event_time=True)
+            op.watermark = now
+        else:
+            op.on_timer(timer.time, timer.window, timer.floor, event_time=event_time)
 
 
 class _Operator:
-    def __init__(self, key, spec: WindowSpec):
+    def __init__(self, key, spec: WindowSpec, timers: tuple | None = None, crossing=None):
         self.key, self.spec = key, spec
         self.assigner, self.trigger = spec.assigner, spec.trigger
         self.event_time = spec.assigner.event_time
         self.merging = spec.assigner.merging
         self.watermark, self.proctime = MIN_TIME, None
-        self.timers = (_Timers(), _Timers())
+        self.timers = timers or (_TimerHeap(), _TimerHeap())   # event time, processing time
+        # a key replayed alone sees the watermark only at its arrivals; ``crossing(t)`` gives the
+        # first watermark of the whole stream at or above ``t`` (Long.MAX_VALUE: none), the one
+        # that fired an event-time timer there, for the trigger and the function to read
+        self.crossing = crossing
         self.trigger_state, self.function_state = StateStore(), StateStore()
         self.contents = {}        # state window -> [state, seqs], updated in place
         self.mapping = {}         # merging: window -> state window
@@ -242,20 +327,14 @@ class _Operator:
         if watermark <= self.watermark:
             return
         self.watermark = watermark
-        last, at_end = None, {} if watermark == MAX_TIME else None
-        while (fired := self.timers[0].pop_until(self.watermark)) is not None:
-            last = _not_again(fired, last, "event-time")
-            if at_end is not None:
-                self._not_endless(fired[1], at_end)
-            self.floors = (max(fired[0], fired[2]), _next(self.last_seq))
-            self.on_timer(*fired, event_time=True)
+        _fire_timers(self.timers[0], watermark, event_time=True)
 
     def _not_endless(self, window, fired: dict):
         """Counts ``window``'s timer firings at the end of input in ``fired``: a trigger that
         registers its next timer every interval up to the window's end fires without end once
         the watermark jumps to +inf (ContinuousEventTimeTrigger on GlobalWindows: every
         interval up to Long.MAX_VALUE), and Flink spins on it too."""
-        n = fired[window] = fired.get(window, 0) + 1
+        n = fired[(self, window)] = fired.get((self, window), 0) + 1
         if n > MAX_FIRINGS_AT_END:
             raise KitError(
                 f"window {window!r} fired {MAX_FIRINGS_AT_END:,} times at the end of input and {self.trigger!r} "
@@ -267,12 +346,7 @@ class _Operator:
         """The clock runs to ``time``; each processing-time timer fires at its own time."""
         if time is None:
             return
-        last = None
-        while (fired := self.timers[1].pop_until(time)) is not None:
-            last = _not_again(fired, last, "processing-time")
-            self.proctime = fired[0] if self.proctime is None else max(self.proctime, fired[0])
-            self.floors = (_next(self.watermark), fired[2])
-            self.on_timer(*fired, event_time=False)
+        _fire_timers(self.timers[1], time, event_time=False)
         self.proctime = time if self.proctime is None else max(self.proctime, time)
 
     # ------------------------------------------------------------ elements
@@ -359,7 +433,7 @@ class _Operator:
             self.ctx.current_window = w
             self.trigger.clear(w, self.ctx)
             cleanup = self.cleanup_time(w)
-            (self.timers[0] if self.event_time else self.timers[1]).delete(cleanup, w)
+            (self.timers[0] if self.event_time else self.timers[1]).delete(self, cleanup, w)
             self.panes.pop(w, None)
             self.on_time_done.discard(w)
         target_state, target_seqs = self.contents.get(state_window, (None, []))
@@ -486,6 +560,10 @@ class _Operator:
         Long.MAX_VALUE."""
         self.advance_processing_time(final_proctime)
         self.advance_watermark(MAX_TIME)
+        return self.fates()
+
+    def fates(self) -> KeyResult:
+        """The result, with every element's fate (once the input has ended)."""
         pending = {s for _, seqs in self.contents.values() for s in seqs}
         fates = self.result.fates
         for seq in self.seen:
@@ -519,10 +597,14 @@ def _not_again(fired: tuple, last: tuple | None, clock: str) -> tuple:
     return fired
 
 
-def run_key(key, elements, spec: WindowSpec, end_of_input: bool = True, final_proctime=None) -> KeyResult:
+def run_key(key, elements, spec: WindowSpec, end_of_input: bool = True, final_proctime=None,
+            crossing=None) -> KeyResult:
     """Replay one key's ``elements`` (in arrival order) through the window operator; at the
-    end of input the clock runs to ``final_proctime`` (ms, the stream's last)."""
-    op = _Operator(key, spec)
+    end of input the clock runs to ``final_proctime`` (ms, the stream's last). ``crossing(t)``:
+    the first watermark of the whole stream at or above ``t`` (or ``MAX_TIME``), what
+    ``context.current_watermark()`` gives inside an event-time timer's firing; without it,
+    the watermark this key's next arrival met (the key alone knows no other)."""
+    op = _Operator(key, spec, crossing=crossing)
     op.seen = []
     for e in elements:
         op.advance_watermark(e.watermark)
@@ -553,20 +635,37 @@ def replay(arrivals, spec: WindowSpec, own_watermark) -> dict:
     Element)`` in arrival order, ``own_watermark(element)`` the watermark an element emits
     (or None). Before each arrival the processing clock moves to its time (timers of every
     key fire); after it, its watermark is emitted and every key's event-time timers up to
-    it fire. Returns ``{key: KeyResult}``; timer firings carry the arrival after which
-    they fired and the exact watermark -- what ``run_key`` + ``placement`` must reproduce.
+    it fire. The keys share one heap per clock (``_TimerHeap``), so timers at the same time
+    fire in Flink's order across keys too. Returns ``{key: KeyResult}``; timer firings carry
+    the arrival after which they fired and the exact watermark -- what ``run_key`` +
+    ``placement`` must reproduce.
     """
     ops, watermark, last = {}, MIN_TIME, None
+    timers = (_TimerHeap(), _TimerHeap())
+
+    def fire(limit, event_time, after, now=None):
+        counts = [(op, len(op.result.firings)) for op in ops.values()]
+        for op in ops.values():
+            if event_time:
+                op.watermark = max(op.watermark, limit)
+            if now is not None:
+                op.proctime = now
+        _fire_timers(timers[0 if event_time else 1], limit, event_time)
+        for op, n in counts:
+            for f in op.result.firings[n:]:
+                f.fired_after = after
+                if not event_time:
+                    f.watermark = watermark
+        if not event_time:
+            for op in ops.values():
+                op.proctime = limit if op.proctime is None else max(op.proctime, limit)
+
     for key, e in arrivals:
         if e.proctime is not None:
-            for op in ops.values():
-                n = len(op.result.firings)
-                op.advance_processing_time(e.proctime)
-                for f in op.result.firings[n:]:
-                    f.fired_after, f.watermark = last, watermark
+            fire(e.proctime, False, last)
         op = ops.get(key)
         if op is None:
-            op = ops[key] = _Operator(key, spec)
+            op = ops[key] = _Operator(key, spec, timers)
             op.seen = []
             op.watermark = watermark
         op.advance_processing_time(e.proctime)
@@ -575,11 +674,7 @@ def replay(arrivals, spec: WindowSpec, own_watermark) -> dict:
         own = own_watermark(e)
         if own is not None and own > watermark:
             watermark = own
-            for other in ops.values():
-                other.proctime = e.proctime if e.proctime is not None else other.proctime
-                n = len(other.result.firings)
-                other.advance_watermark(watermark)
-                for f in other.result.firings[n:]:
-                    f.fired_after = e.seq
+            fire(watermark, True, e.seq, e.proctime)
         last = e.seq
-    return {key: op.finish() for key, op in ops.items()}
+    fire(MAX_TIME, True, None)
+    return {key: op.fates() for key, op in ops.items()}
