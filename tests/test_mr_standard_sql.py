@@ -184,3 +184,20 @@ def test_functions_and_aggregates_over_classifiers(spark):
     with pytest.raises(KitError, match="MAX_BY.*not supported by Flink"):
         kit.sql("""SELECT * FROM T MATCH_RECOGNIZE (PARTITION BY part ORDER BY id MEASURES MAX_BY(id, value) AS x
             PATTERN (A) DEFINE A AS value > 0)""", T=T)
+
+
+def test_array_agg_array_literals_and_concat_ws(spark):
+    # ARRAY_AGG collects in row order; over no row it is NULL. In DEFINE, B may not make the
+    # labels so far A B B B (an ARRAY comparison): both matches have at most two B rows anyway.
+    # CONCAT_WS('', array) joins the items; ARRAY_AGG(MATCH_NUMBER()) is [2, 2, 2] only in match 2.
+    result = run("""SELECT * FROM T MATCH_RECOGNIZE (PARTITION BY part ORDER BY id
+        MEASURES ARRAY_AGG(CLASSIFIER()) AS labels, ARRAY_AGG(value) AS vals, ARRAY_AGG(B.value) AS bs,
+                 ARRAY_AGG(X.value) AS xs, CONCAT_WS('', ARRAY_AGG(CLASSIFIER())) AS word,
+                 ARRAY_AGG(MATCH_NUMBER()) = ARRAY[2, 2, 2] AS second
+        ONE ROW PER MATCH PATTERN (A B+ C+ X?)
+        DEFINE B AS B.value < PREV(B.value) AND ARRAY_AGG(CLASSIFIER()) <> ARRAY['A', 'B', 'B', 'B'],
+               C AS C.value > PREV(C.value), X AS X.value > 1000)""")
+    assert [f.dataType.simpleString() for f in result.schema][1:4] == ["array<string>", "array<bigint>", "array<bigint>"]
+    assert rows(result) == [
+        ("p", ["A", "B", "B", "C", "C"], [90, 80, 70, 80, 90], [80, 70], None, "ABBCC", False),
+        ("p", ["A", "B", "C"], [50, 40, 60], [40], None, "ABC", True)]

@@ -387,6 +387,9 @@ def _aggregate(e: Aggregate, env, inner):
     if len(gs) != 1:
         raise env.error(f"{func}() takes one argument", e.pos)
     g = gs[0]
+    if func == "ARRAY_AGG":
+        # the values in row order, NULLs included; NULL when no row is read
+        return lambda R, L, m, F: [g(r, lab, m, F) for r, lab in pick(R, L)] or None
     if func in ("ARBITRARY", "ANY_VALUE"):
         # any non-NULL value: the kit takes the first, so the answer is deterministic
         return lambda R, L, m, F: next((v for r, lab in pick(R, L) if (v := g(r, lab, m, F)) is not None), None)
@@ -633,6 +636,15 @@ def _concat(*vs):
     return None if any(v is None for v in vs) else "".join(str(v) for v in vs)
 
 
+def _concat_ws(separator, *parts):
+    """CONCAT_WS: the parts (strings, or the items of arrays) joined by ``separator``, NULLs
+    skipped; NULL when the separator is NULL."""
+    if separator is None:
+        return None
+    items = [x for p in parts for x in (p if isinstance(p, list) else [p])]
+    return separator.join(str(x) for x in items if x is not None)
+
+
 _SCALARS = {
     "ABS": (1, abs), "FLOOR": (1, lambda x: math.floor(x) if isinstance(x, float) else x),
     "CEIL": (1, lambda x: math.ceil(x) if isinstance(x, float) else x),
@@ -658,6 +670,12 @@ def _call(e: Call, env, inner):
         return coalesce
     if func == "CONCAT":
         return lambda R, L, m, F: _concat(*[g(R, L, m, F) for g in gs])
+    if func == "ARRAY":
+        return lambda R, L, m, F: [g(R, L, m, F) for g in gs]
+    if func == "CONCAT_WS":
+        if not gs:
+            raise env.error("CONCAT_WS(separator, ...) needs a separator", e.pos)
+        return lambda R, L, m, F: _concat_ws(*[g(R, L, m, F) for g in gs])
     if func in env.aggregates or func in ("COUNT", "SUM", "AVG", "MIN", "MAX"):
         return _aggregate(Aggregate(func, tuple(e.args) if len(e.args) != 1 else e.args[0],
                                     pos=e.pos), env, inner)

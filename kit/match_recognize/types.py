@@ -178,6 +178,8 @@ def measure_type(expr, schema: T.StructType, semantics: str = "flink",
             return of(expr.arg[0])
         if func in ("ARBITRARY", "ANY_VALUE"):
             return of(expr.arg)
+        if func == "ARRAY_AGG":
+            return T.ArrayType(of(expr.arg), True)
         if func not in ("SUM", "AVG", "MIN", "MAX"):
             agg = (aggregates or {}).get(expr.func) or (aggregates or {}).get(func)
             if agg is None or not getattr(agg, "result_type", None):
@@ -236,6 +238,13 @@ def measure_type(expr, schema: T.StructType, semantics: str = "flink",
             return T.IntegerType()
         if func in _BOOLEAN_FUNCS:
             return T.BooleanType()
+        if func == "ARRAY":
+            element = T.NullType()
+            for arg in expr.args:
+                element = _wider(element, of(arg))
+            return T.ArrayType(element, True)
+        if func == "CONCAT_WS":
+            return T.StringType()
         if func == "COALESCE":
             result = T.NullType()
             for arg in expr.args:
@@ -376,6 +385,8 @@ def _family(t) -> str | None:
         return "STRING"
     if isinstance(t, (T.TimestampType, T.TimestampNTZType, T.DateType)):
         return "TIMESTAMP"
+    if isinstance(t, T.ArrayType):   # arrays compare when their items do
+        return f"ARRAY<{_family(t.elementType)}>"
     return t.simpleString().upper()
 
 

@@ -30,7 +30,7 @@ __all__ = ["AGGREGATES", "STANDARD_AGGREGATES", "INTERVAL_UNITS", "MAX_DEPTH", "
 AGGREGATES = frozenset({"COUNT", "SUM", "AVG", "MIN", "MAX"})
 #: Aggregates of the SQL standard and Trino that MATCH_RECOGNIZE takes under semantics="standard"
 #: (Flink's rejects them): two arguments for MAX_BY and MIN_BY.
-STANDARD_AGGREGATES = frozenset({"MAX_BY", "MIN_BY", "ARBITRARY", "ANY_VALUE"})
+STANDARD_AGGREGATES = frozenset({"MAX_BY", "MIN_BY", "ARBITRARY", "ANY_VALUE", "ARRAY_AGG"})
 
 #: Milliseconds per day-time interval unit, coarsest first.
 INTERVAL_UNITS = {"DAY": 86_400_000, "HOUR": 3_600_000, "MINUTE": 60_000, "SECOND": 1_000,
@@ -225,6 +225,11 @@ class ExpressionParser(Cursor):
                 return S.Semantics(name, self.primary(), pos=tok.pos)
             if nxt.kind == "OP" and nxt.value == "(":
                 return self.call()
+            if name == "ARRAY" and nxt.kind == "OP" and nxt.value == "[":
+                self.next(), self.next()   # ARRAY[a, b, ...]: a Call of ARRAY
+                args = () if self.at_op("]") else self.expression_list()
+                self.expect_op("]")
+                return S.Call("ARRAY", tuple(args), pos=tok.pos)
         return self.column()
 
     def typed_literal(self):
