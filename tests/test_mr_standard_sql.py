@@ -201,3 +201,25 @@ def test_array_agg_array_literals_and_concat_ws(spark):
     assert rows(result) == [
         ("p", ["A", "B", "B", "C", "C"], [90, 80, 70, 80, 90], [80, 70], None, "ABBCC", False),
         ("p", ["A", "B", "C"], [50, 40, 60], [40], None, "ABC", True)]
+
+
+# ---------------------------------------------------------------- (8) uncorrelated subqueries
+
+
+def test_uncorrelated_subqueries_in_define_and_measures(spark):
+    # run once before matching: (SELECT v ... 'low') is 55, the IN list is the values of ids
+    # other than 1 and 5 (no 90), EXISTS of a row above 100 is FALSE. A holds on 80 70 80 (ids
+    # 2-4) and on 60 (id 8): 90 is not in the list, 50 and 40 are not above 55.
+    limits = pd.DataFrame({"k": ["low", "high"], "v": [55, 85]})
+    query = """SELECT * FROM T MATCH_RECOGNIZE (PARTITION BY part ORDER BY id
+        MEASURES (SELECT MAX(v) FROM Limits) AS top, FIRST(A.id) AS first_id, LAST(A.id) AS last_id,
+                 EXISTS (SELECT * FROM Limits WHERE v > 100) AS above
+        PATTERN (A+)
+        DEFINE A AS value > (SELECT v FROM Limits WHERE k = 'low')
+                    AND value IN (SELECT value FROM T WHERE id NOT IN (1, 5)))"""
+    result = run(query, Limits=limits)
+    assert rows(result) == [("p", 85, 2, 4, False), ("p", 85, 8, 8, False)]
+    with pytest.raises(SqlError, match="gives 2 rows; it must give at most one"):
+        run(query.replace("WHERE k = 'low'", ""), Limits=limits)
+    with pytest.raises(KitError, match="subquery in DEFINE or MEASURES is not supported by Flink"):
+        kit.sql(query, T=T, Limits=limits)

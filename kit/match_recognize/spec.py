@@ -21,7 +21,7 @@ __all__ = [
     # expressions
     "Column", "Literal", "Nav", "Aggregate", "Call", "Binary", "Unary", "IsNull", "Between",
     "InList", "Case", "Cast", "Classifier", "MatchNumber", "MatchRowtime", "MatchProctime",
-    "Semantics", "Expr",
+    "Semantics", "Subquery", "Expr",
     # the clause
     "OrderItem", "Measure", "AfterMatch", "MatchRecognize",
     "ONE_ROW", "ALL_ROWS_SHOW", "ALL_ROWS_OMIT", "ALL_ROWS_WITH_UNMATCHED",
@@ -240,6 +240,15 @@ class MatchProctime:
 
 
 @dataclass(frozen=True)
+class Subquery:
+    """An uncorrelated subquery ``(SELECT ...)`` in DEFINE or MEASURES (semantics="standard"):
+    a scalar, the list of ``x IN (SELECT ...)``, or the argument of ``EXISTS``. ``text`` is its
+    SQL; ``kit.sql`` runs it once, before matching, and puts its answer in its place."""
+    text: str
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
 class Semantics:
     """``RUNNING x`` or ``FINAL x`` (MEASURES under ALL ROWS PER MATCH)."""
     kind: str
@@ -248,7 +257,7 @@ class Semantics:
 
 
 Expr = Union[Column, Literal, Nav, Aggregate, Call, Binary, Unary, IsNull, Between, InList, Case,
-             Cast, Classifier, MatchNumber, MatchRowtime, MatchProctime, Semantics]
+             Cast, Classifier, MatchNumber, MatchRowtime, MatchProctime, Semantics, Subquery]
 
 
 # ---------------------------------------------------------------- the clause

@@ -65,13 +65,14 @@ from pyspark.sql import functions as F
 
 from ..errors import KitError
 from .. import match_recognize as matching  # looked up per call, so tests can stand in
+from ..match_recognize.errors import NotSupportedByFlink
 from ..match_recognize.matcher import SEMANTICS
 from ..spark import spark as session
 from ..stream import Stream, check_column_names
 from .errors import SqlError, position
 from .format import to_sql
 from .lexer import delimited_to_backquoted, tokenize
-from .match_recognize import match_options, parse_match_recognize
+from .match_recognize import match_options, parse_match_recognize, resolve_subqueries, subqueries_of
 from .query import Resolver, Rewritten, clauses, rewrite
 from .temporal import join_options, plan as plan_temporal
 from .interval import true_pairs
@@ -261,6 +262,7 @@ class _Run(Resolver):
         else:
             table = self.sql(_verbatim(self.query, source, at.start))
         try:
+            spec = self.subqueries(spec)
             options = {"aggregates": self.aggregates} if self.aggregates else {}
             options.update(self.match_options)
             result = matching.match_recognize(table, spec, semantics=self.semantics, **options)
@@ -273,6 +275,20 @@ class _Run(Resolver):
         if result.late is not None:
             self.late.append(result.late)
         return self._temp_view(result.rows, "match", "MATCH_RECOGNIZE")
+
+    def subqueries(self, spec):
+        """``spec`` with its uncorrelated subqueries (DEFINE, MEASURES) run and replaced by
+        their answers (semantics="standard"; Flink's MATCH_RECOGNIZE rejects them)."""
+        found = subqueries_of(spec)
+        if not found:
+            return spec
+        if self.semantics != "standard":
+            raise NotSupportedByFlink("MATCH_RECOGNIZE", "a subquery in DEFINE or MEASURES", found[0].pos)
+
+        def answer(node):
+            frame = self.sql(rewrite(node.text, self, self.aggregates))
+            return [tuple(r) for r in frame.collect()], frame.schema
+        return resolve_subqueries(spec, answer)
 
     def window(self, call, drop_late):
         name = call.table.lower()

@@ -125,7 +125,7 @@ class ExpressionParser(Cursor):
             return S.Between(left, low, self.concat_expr(), negated, pos=tok.pos)
         if self.accept("IN"):
             self.expect_op("(")
-            items = self.expression_list()
+            items = (self.subquery(),) if self.at("SELECT", "WITH") else self.expression_list()
             self.expect_op(")")
             return S.InList(left, items, negated, pos=tok.pos)
         self.expect("LIKE")
@@ -187,7 +187,7 @@ class ExpressionParser(Cursor):
         if self.at("CAST"):
             return self.cast()
         if self.accept_op("("):
-            inner = self.expression()
+            inner = self.subquery() if self.at("SELECT", "WITH") else self.expression()
             self.expect_op(")")
             return inner
         if tok.kind == "IDENT":
@@ -272,11 +272,27 @@ class ExpressionParser(Cursor):
         elif name == "MATCH_ROWTIME":
             arg = None if self.at_op(")") else self.expression()
             node = S.MatchRowtime(arg, pos=tok.pos)
+        elif name == "EXISTS" and self.at("SELECT", "WITH"):
+            node = S.Call(name, (self.subquery(),), pos=tok.pos)
         else:
             args = () if self.at_op(")") else self.expression_list()
             node = S.Call(name, args, pos=tok.pos)
         self.expect_op(")")
         return node
+
+    def subquery(self):
+        """The query from the current token (SELECT or WITH) to the parenthesis that closes
+        it, left unread: a ``Subquery`` of its text."""
+        start, depth = self.peek(), 0
+        while True:
+            tok = self.peek()
+            if tok.kind == "EOF":
+                raise self.error("expected ')' to close the subquery")
+            if tok.kind == "OP" and tok.value in ("(", ")"):
+                if tok.value == ")" and depth == 0:
+                    return S.Subquery(self.text[start.start:tok.start].strip(), pos=start.pos)
+                depth += 1 if tok.value == "(" else -1
+            self.next()
 
     def navigation(self, name, tok):
         """``FIRST/LAST(expr[, n])`` (default 0) and ``PREV/NEXT(expr[, n])`` (default 1)."""

@@ -153,6 +153,8 @@ def _primary(node) -> str:
         arg = "*" if node.arg is None else ("DISTINCT " * node.distinct) + ", ".join(
             to_sql(a) for a in args)
         return f"{node.func}({arg})"
+    if isinstance(node, S.Subquery):
+        return f"({node.text})"
     if isinstance(node, S.Call) and node.func == "ARRAY":
         return f"ARRAY[{', '.join(to_sql(a) for a in node.args)}]"
     if isinstance(node, S.Call):

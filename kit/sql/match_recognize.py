@@ -27,13 +27,18 @@ name a pattern variable or a subset.
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..match_recognize import spec as S
 from ..match_recognize.budget import MAX_THREADS, STEP_BUDGET
+from ..match_recognize.errors import MatchRecognizeError, NotSupportedByFlink
+from ..match_recognize.expressions import walk
 from .errors import SqlError
 from .expressions import ExpressionParser
 from .lexer import tokenize
 
-__all__ = ["MatchRecognizeParser", "parse_match_recognize", "match_options"]
+__all__ = ["MatchRecognizeParser", "parse_match_recognize", "match_options", "subqueries_of",
+           "resolve_subqueries"]
 
 _ROWS_PER_MATCH = {"SHOW": S.ALL_ROWS_SHOW, "OMIT": S.ALL_ROWS_OMIT,
                    "WITH": S.ALL_ROWS_WITH_UNMATCHED}
@@ -328,3 +333,73 @@ def _columns(nodes):
             yield from _columns(node)
         elif hasattr(node, "__dataclass_fields__"):
             yield from _columns(getattr(node, f) for f in node.__dataclass_fields__ if f != "pos")
+
+
+# ---------------------------------------------------------------- subqueries
+
+#: Flink SQL type names of Spark's result types, for the literal that replaces a subquery.
+_LITERAL_TYPES = {"bigint": "BIGINT", "int": "INT", "smallint": "SMALLINT", "tinyint": "TINYINT",
+                  "double": "DOUBLE", "float": "FLOAT", "string": "STRING", "boolean": "BOOLEAN",
+                  "timestamp": "TIMESTAMP", "timestamp_ntz": "TIMESTAMP", "date": "DATE"}
+
+
+def subqueries_of(clause: S.MatchRecognize) -> list:
+    """The ``Subquery`` nodes of DEFINE and MEASURES, in order."""
+    found = []
+    walk([e for _, e in clause.define] + [m.expr for m in clause.measures],
+         lambda node: found.append(node) if isinstance(node, S.Subquery) else None)
+    return found
+
+
+def resolve_subqueries(clause: S.MatchRecognize, answer) -> S.MatchRecognize:
+    """``clause`` with each uncorrelated subquery replaced by its answer: ``answer(subquery)``
+    runs it and returns (rows, Spark schema). A scalar subquery gives one column and at most
+    one row (none: NULL); ``x IN (SELECT ...)`` a list of the column's values; ``EXISTS`` TRUE
+    when there is a row. Each is run once per query, as its answer cannot depend on the row."""
+    def literal(value, dtype, pos):
+        kind = "DECIMAL" if dtype.typeName() == "decimal" else _LITERAL_TYPES.get(dtype.simpleString())
+        if kind is None:
+            raise MatchRecognizeError("MATCH_RECOGNIZE", f"a subquery gives {dtype.simpleString()} values; the "
+                                      "kit takes numbers, strings, booleans, dates and timestamps", pos)
+        return S.Literal(value, kind, pos=pos)
+
+    def one_column(node):
+        rows, schema = answer(node)
+        if len(schema.fields) != 1:
+            raise MatchRecognizeError("MATCH_RECOGNIZE", f"the subquery ({node.text}) gives "
+                                      f"{len(schema.fields)} columns; it must give one", node.pos)
+        return [r[0] for r in rows], schema.fields[0].dataType
+
+    def replace(node):
+        if isinstance(node, S.InList) and len(node.items) == 1 and isinstance(node.items[0], S.Subquery):
+            values, dtype = one_column(node.items[0])
+            return S.InList(node.arg, tuple(literal(v, dtype, node.pos) for v in values), node.negated, pos=node.pos)
+        if isinstance(node, S.Call) and node.func == "EXISTS" and len(node.args) == 1 \
+                and isinstance(node.args[0], S.Subquery):
+            rows, _ = answer(node.args[0])
+            return S.Literal(bool(rows), "BOOLEAN", pos=node.pos)
+        if isinstance(node, S.Subquery):
+            values, dtype = one_column(node)
+            if len(values) > 1:
+                raise MatchRecognizeError("MATCH_RECOGNIZE", f"the scalar subquery ({node.text}) gives "
+                                          f"{len(values)} rows; it must give at most one", node.pos)
+            return literal(values[0] if values else None, dtype, node.pos)
+        return node
+
+    define = tuple((var, _map(e, replace)) for var, e in clause.define)
+    measures = tuple(dataclasses.replace(m, expr=_map(m.expr, replace)) for m in clause.measures)
+    return dataclasses.replace(clause, define=define, measures=measures)
+
+
+def _map(node, fn):
+    """``node`` rebuilt bottom-up with ``fn`` applied to every expression node (the children
+    of an IN list and an EXISTS first see ``fn`` through their parent)."""
+    if isinstance(node, (list, tuple)):
+        return type(node)(_map(n, fn) for n in node)
+    if not hasattr(node, "__dataclass_fields__"):
+        return node
+    if isinstance(node, S.InList) and any(isinstance(i, S.Subquery) for i in node.items) or \
+            isinstance(node, S.Call) and node.func == "EXISTS":
+        return fn(dataclasses.replace(node, arg=_map(node.arg, fn)) if isinstance(node, S.InList) else node)
+    changes = {f: _map(getattr(node, f), fn) for f in node.__dataclass_fields__ if f != "pos"}
+    return fn(dataclasses.replace(node, **changes))
