@@ -32,6 +32,10 @@ arrivals decide, so such a window replays the whole stream in one task instead.
 ``timer``          the timer's time (NULL for an element)
 ``watermark``      the watermark at the firing (NULL: none yet, or the end of
                    input's ``Long.MAX_VALUE``)
+``watermark_ms``   the same as Flink's ``currentWatermark()`` gives it, BIGINT ms:
+                   ``Long.MIN_VALUE`` (-9223372036854775808) before any
+                   watermark, ``Long.MAX_VALUE`` (9223372036854775807) at the end
+                   of input
 ``proctime``       the processing time at the firing (NULL without a clock, and
                    at the end of input, where the clock stops)
 ``fired_after``    the arrival (``seq``) after which it fired; NULL: end of input
@@ -52,9 +56,22 @@ give back a TIMESTAMP on 0001-01-01 itself, an input's neither: ``datetime.fromt
 and the ``watermark`` that made them late; ``result.elements()`` every element with its
 ``fate`` (see ``operator.FATES``): nothing is lost silently.
 
-One difference from a single Flink operator: inside a function run by an event-time timer,
-``context.current_watermark()`` is the watermark the key sees at its next arrival (or the
-end), not the possibly lower one that crossed the timer -- the columns above are exact.
+Flink reserves no column names: where an output column has the name of one of the columns
+above, the kit's is renamed ``kit_<name>`` (``kit_kit_<name>`` if that is taken too), and so
+are ``seq`` and ``fate`` of ``late`` / ``elements()`` against the input's columns;
+``result.kit_columns`` maps each of the kit's names to the one in this result.
+(``kit.stream`` itself still refuses input columns named ``seq``, ``watermark``, ``late`` or
+``proctime``, which it adds.)
+
+Timers. Each clock's timers sit in one heap per operator, ordered by time alone, as in
+Flink's ``HeapPriorityQueueSet`` (``operator._TimerHeap``): timers at the same time fire in the
+order the heap leaves them, and every key of the operator moves them. A stream replayed as
+one operator (``window_all``, timers of two clocks, a small stream in Python) fires them in
+Flink's order at parallelism 1; keys replayed apart (in parallel, or by the JVM twin) each
+keep a heap of their own: Flink's order for a key alone. Inside a function or trigger run by
+an event-time timer, ``context.current_watermark()`` is the watermark that crossed the timer,
+as in Flink: a key replayed alone learns it from a first replay that finds the timers (a
+process function or a user trigger only: they are the ones that can read it).
 """
 
 from __future__ import annotations
@@ -82,12 +99,21 @@ from .evictors import CountEvictor, Evictor
 from . import compiled, fast
 from .functions import Contents, SqlAggregate
 from .operator import Element, WindowSpec, replay, run_key, timer_clocks
-from .placement import fires_on_timers, place_timers
+from .placement import first_at_least, fires_on_timers, place_timers
 from .triggers import CountTrigger, PurgingTrigger, Trigger
 
 __all__ = ["OutputTag", "KeyedStream", "WindowedStream", "WindowResult", "WindowWarning"]
 
 _METADATA = ("firing", "pane", "cause", "timer", "watermark", "proctime", "fired_after", "contents")
+# result.df's own columns (``watermark_ms`` is made from ``watermark`` and ``fired_after``)
+_FIRING_COLUMNS = ("key", "window_start", "window_end", *_METADATA, "watermark_ms")
+
+
+def _free(name: str, taken: set) -> str:
+    """``name``, or ``kit_`` before it (again while taken) when a user column has it."""
+    while name in taken:
+        name = "kit_" + name
+    return name
 
 
 class WindowWarning(UserWarning):
@@ -314,11 +340,13 @@ class WindowResult:
                 output = spec.contents._agg.output_type(stream.source.schema)
             else:
                 output = self._infer_output()
-        clash = [c for c in output.fieldNames() if c in ("key", "window_start", "window_end") + _METADATA]
-        if clash:
-            raise KitError(f"output column(s) {clash} clash with the result's own columns; give them "
-                           "other names in output_type")
         self.output = output
+        # the kit's own columns, renamed where an output column (df) or an input column (late,
+        # elements()) has their name: kit_<name> (kit_kit_<name> ...), as Flink reserves none
+        self.kit_columns = {c: _free(c, set(output.fieldNames())) for c in _FIRING_COLUMNS}
+        self.kit_columns.update({c: _free(c, set(self.values)) for c in ("seq", "fate")})
+        # the fast path names its working columns after the keys and outputs: not on a clash
+        self._clashes = bool(set(_FIRING_COLUMNS) & (set(output.fieldNames()) | set(self.keys)))
         self._df, self._tagged = None, {}
 
     # ------------------------------------------------------------ public
@@ -333,10 +361,10 @@ class WindowResult:
     def late(self) -> DataFrame:
         """The elements dropped as late: their columns, ``seq`` and the ``watermark`` then."""
         late = self._in_arrival_order("late")
-        if isinstance(self.time_type, T.IntegralType):
-            return late
-        return late.selectExpr(*[_timestamp(c, "concat('the late element seq=', seq)") if c == "watermark"
-                                 else sparksql.name(c) for c in late.columns])
+        if not isinstance(self.time_type, T.IntegralType):   # the last column: the watermark
+            late = late.selectExpr(*map(sparksql.name, late.columns[:-1]),
+                                   _timestamp("watermark", "concat('the late element seq=', seq)"))
+        return late.toDF(*self.values, self.kit_columns["seq"], _free("watermark", set(self.values)))
 
     def get_side_output(self, output_tag: OutputTag) -> DataFrame:
         if output_tag != self.windowed._late_tag:
@@ -347,7 +375,8 @@ class WindowResult:
     def elements(self) -> DataFrame:
         """Every input element with its ``seq`` and ``fate``: fired, late, evicted, expired,
         pending or no window."""
-        return self._in_arrival_order("element")
+        return self._in_arrival_order("element").toDF(*self.values, self.kit_columns["seq"],
+                                                      self.kit_columns["fate"])
 
     def _in_arrival_order(self, kind: str) -> DataFrame:
         return self._one(self._replayed(kind)).sortWithinPartitions("seq")
@@ -385,7 +414,8 @@ class WindowResult:
         src, long = self.stream.source.schema, T.LongType()
         firing = ([T.StructField("key", self._key_type())] if self.keys else []) + [   # bounds in ms
             T.StructField("window_start", long), T.StructField("window_end", long)]
-        firing += self.output.fields + [T.StructField(c, T.StringType() if c in ("firing", "cause") else long)
+        firing += [T.StructField(_out(i), f.dataType, f.nullable) for i, f in enumerate(self.output.fields)]
+        firing += [T.StructField(c, T.StringType() if c in ("firing", "cause") else long)
                                         for c in _METADATA + ("_order", "_floor")]
         element = [src[c] for c in self.values] + [T.StructField("seq", long)]
         return {"firing": firing, "late": element + [T.StructField("watermark", long)],
@@ -423,13 +453,15 @@ class WindowResult:
 
         whole_stream = self._one_operator
         end = None if whole_stream else self._end
+        crossings = None if whole_stream or engine == "python-first" else self._crossings
+        crossing = None if crossings is None else (lambda t: crossings.get(t, MAX_TIME))
 
         def replayed(table):
             """``(key, elements, KeyResult)`` of each key: alone, or all in one operator."""
             if not whole_stream:
                 for key, elements in _keyed_elements(table, keys, values):
                     final = None if end is None or elements[-1].seq >= end[0] else end[1]
-                    yield key, elements, run_key(key, elements, spec, final_proctime=final)
+                    yield key, elements, run_key(key, elements, spec, final_proctime=final, crossing=crossing)
                 return
             runs = list(_keyed_elements(table, keys, values))   # the table is in arrival order
             own = dict(zip(python_values(table.column("seq")), python_values(table.column("_own"))))
@@ -477,6 +509,34 @@ class WindowResult:
         if compiled_run is not None:
             return compiled_run, kinds
         return self._spread(values).mapInArrow(per_task, T.StructType(fields)), list(columns)
+
+    @cached_property
+    def _crossings(self) -> dict | None:
+        """For a key replayed alone whose function or trigger may read the watermark in an
+        event-time timer's firing (a process function, a user trigger): ``{t: watermark}``,
+        the watermark that crossed each timer threshold ``t`` (``max(timer, floor)``), found
+        as the placement finds it (``placement.place_timers``) after a first replay of the keys
+        that only tells the thresholds. None when nothing reads it (no second replay)."""
+        spec = self.spec
+        reads = (spec.function is not None and spec.function[0].startswith("process")
+                 or type(spec.trigger).__module__ != Trigger.__module__)
+        if not reads or not fires_on_timers(spec.trigger) or "event" not in timer_clocks(spec):
+            return None
+        columns = self._columns()
+        names = [f.name for f in columns["firing"]]
+        first, _ = self._run(columns, engine="python-first", kind="firing")
+        cause, timer, floor = (_column("firing", names.index(c)) for c in ("cause", "timer", "_floor"))
+        wanted = first.where(f"_kind = 'firing' AND {cause} = 'event-time timer'").selectExpr(
+            f"greatest({timer}, coalesce({floor}, {timer})) AS t").distinct().collect()
+        if not wanted:
+            return {}
+        s = self.stream
+        arrivals = self._arrivals if self._arrivals is not None else s.unordered().select(
+            "seq", s.own_watermark().alias("own"), s.millis("watermark").alias("before"),
+            F.lit(None).cast("long").alias("pt"))
+        hits = first_at_least(arrivals, {"own": [r.t for r in wanted]})
+        return {t: max(v for v in (hit.before, hit.own) if v is not None)
+                for (_, t), hit in hits.items() if hit is not None}
 
     @cached_property
     def _end(self) -> tuple | None:
@@ -529,7 +589,7 @@ class WindowResult:
     def _firings(self, engine: str = "auto") -> DataFrame:
         """The firings, by the fast path when it applies (``engine="auto"``), else by
         replaying each key (``"reference"``)."""
-        fast_path = engine == "fast" or (engine == "auto" and fast.eligible(self.spec))
+        fast_path = engine == "fast" or (engine == "auto" and fast.eligible(self.spec) and not self._clashes)
         df = fast.firings(self) if fast_path else None   # None: a time beyond the fast path's range
         fast_path = df is not None
         if not fast_path and fires_on_timers(self.spec.trigger) and not self._one_operator:   # else: placed
@@ -546,8 +606,18 @@ class WindowResult:
             times += ["timer", "watermark", "window_start", "window_end"]
         firing = ("concat('the firing of ', " + ("'key ', CAST(key AS STRING), ', ', " if self.keys else "")
                   + "'window [', window_start, ', ', window_end, ') ms')")
-        return df.selectExpr(*[_timestamp(c, firing) if c in times else sparksql.name(c) for c in df.columns
-                               if c not in ("_order", "_floor")])
+        outputs = {(f.name if fast_path else _out(i)): f.name for i, f in enumerate(self.output.fields)}
+        exprs, names = [], []
+        for c in df.columns:
+            if c in ("_order", "_floor"):
+                continue
+            exprs.append(_timestamp(c, firing) if c in times else sparksql.name(c))
+            names.append(outputs[c] if c in outputs else self.kit_columns[c])
+            if c == "watermark":   # Flink's value: Long.MIN_VALUE before any, Long.MAX_VALUE at the end
+                exprs.append(f"CASE WHEN watermark IS NOT NULL THEN watermark WHEN fired_after IS NULL "
+                             f"THEN {MAX_TIME} ELSE {MIN_TIME} END AS watermark_ms")
+                names.append(self.kit_columns["watermark_ms"])
+        return df.selectExpr(*exprs).toDF(*names)
 
     def _infer_output(self) -> T.StructType:
         """Run the operator on the driver over the first rows to see what the function returns."""
@@ -575,6 +645,11 @@ def _timestamp(column: str, row: str) -> str:
     low, high = TIMESTAMPS
     return (f"CASE WHEN {ms} IS NULL OR {ms} BETWEEN {low} AND {high} THEN timestamp_millis({ms}) "
             f"ELSE CAST({beyond} AS TIMESTAMP) END AS {ms}")
+
+
+def _out(i: int) -> str:
+    """The replay's name for output column ``i`` (renamed in ``df``: it may have a kit column's name)."""
+    return f"_out{i}"
 
 
 def _column(kind: str, i: int) -> str:
