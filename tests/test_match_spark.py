@@ -197,3 +197,30 @@ def test_a_small_input_in_one_task_gives_what_a_spread_one_gives(spark, monkeypa
         spread, spread_details, plans = run(table, None)
         assert small == spread and len(small) > 0
         assert small_details == spread_details
+
+
+# ---------------------------------------------------------------- MATCH_ROWTIME() on a batch table
+
+ROWTIME_MR = """SELECT * FROM Ticker MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY rowtime
+    MEASURES MATCH_ROWTIME() AS mt, A.price AS p PATTERN (A) DEFINE A AS price > 20) MR"""
+
+
+@pytest.mark.parametrize("time_type", ["timestamp", "timestamp_ntz"])
+def test_match_rowtime_of_a_batch_table_feeds_windows(spark, time_type):
+    # a table with no declared row time: MATCH_ROWTIME() is the ORDER BY time column of the
+    # match's last row. The Ticker's prices above 20 are 21 (10:00:03), 25 (:04), 24 (:08) and
+    # 25 (:09): one-row matches, so 5-second windows over mt hold 21+25 and 24+25.
+    ticker = kit.data.load("ticker")
+    ticker = ticker.withColumn("rowtime", F.col("rowtime").cast(time_type))
+    matched = kit.sql(ROWTIME_MR, Ticker=ticker)
+    assert [(r.mt.strftime("%H:%M:%S"), r.p) for r in matched.collect()] == [
+        ("10:00:03", 21), ("10:00:04", 25), ("10:00:08", 24), ("10:00:09", 25)]
+    tvf = kit.sql(f"""WITH M AS ({ROWTIME_MR}) SELECT window_start, COUNT(*) AS n, SUM(p) AS s
+        FROM TABLE(TUMBLE(TABLE M, DESCRIPTOR(mt), INTERVAL '5' SECOND))
+        GROUP BY window_start, window_end""", Ticker=ticker)
+    assert [(r.window_start.strftime("%H:%M:%S"), r.n, r.s) for r in tvf.orderBy("window_start").collect()] == [
+        ("10:00:00", 2, 46), ("10:00:05", 2, 49)]
+    group = kit.sql(f"""WITH M AS ({ROWTIME_MR}) SELECT TUMBLE_START(mt, INTERVAL '5' SECOND) AS ws,
+        SUM(p) AS s FROM M GROUP BY TUMBLE(mt, INTERVAL '5' SECOND)""", Ticker=ticker)
+    assert [(r.ws.strftime("%H:%M:%S"), r.s) for r in group.orderBy("ws").collect()] == [
+        ("10:00:00", 46), ("10:00:05", 49)]

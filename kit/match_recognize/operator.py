@@ -106,6 +106,15 @@ def _check(table, spec: MatchRecognize, semantics: str) -> tuple[DataFrame, Opti
     return df, stream
 
 
+def _order_time(spec: MatchRecognize, schema: T.StructType) -> Optional[str]:
+    """The row time of a table that declares none: its first ORDER BY column when that is a
+    TIMESTAMP (or TIMESTAMP_LTZ), the time ``MATCH_ROWTIME()`` then reads; else None."""
+    if not spec.order_by or spec.order_by[0].column not in schema.fieldNames():
+        return None
+    column = spec.order_by[0].column
+    return column if isinstance(schema[column].dataType, (T.TimestampType, T.TimestampNTZType)) else None
+
+
 def _known_rows(table, df: DataFrame) -> Optional[int]:
     """The input's row count when known without a job: a stream's arrival count, or the
     optimizer's row count (exact for local data); None otherwise."""
@@ -194,8 +203,8 @@ class _Plan:
             warnings.warn("MATCH_RECOGNIZE without PARTITION BY runs as one partition on one core; "
                           "add PARTITION BY to match in parallel", MatchRecognizeWarning, stacklevel=3)
         self.spec, self.semantics, self.aggregates, self.limits = spec, semantics, aggregates, limits
-        self.rowtime = stream.time if stream is not None else None
         self.schema = df.schema
+        self.rowtime = stream.time if stream is not None else _order_time(spec, self.schema)
         self.inputs = [c for c in df.columns if c != _SEQ]
         self.partition_by = list(spec.partition_by)
         # a small input in one task, read where it is (no shuffle); else spread by PARTITION BY

@@ -290,6 +290,10 @@ class _Run(Resolver):
             return [tuple(r) for r in frame.collect()], frame.schema
         return resolve_subqueries(spec, answer)
 
+    def register_query(self, name, source):
+        """The answer of ``source`` (a WITH query a window reads) as table ``name``."""
+        self.tables[name.lower()] = self.sql(source)
+
     def window(self, call, drop_late):
         name = call.table.lower()
         if self.view(name) is None:

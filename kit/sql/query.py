@@ -271,6 +271,7 @@ class _Renderer:
                 continue
             if i in self.windows:                # TABLE(TUMBLE(...)) and friends
                 end, call = self.windows[i]
+                self._cte_table(call.table, call.table_token)
                 out.copy(done, tok.start)
                 out.replace(self.resolver.window(call, self.per_window), tok.start)
                 done, i = toks[end - 1].end, end
@@ -283,6 +284,8 @@ class _Renderer:
             elif tok.kind == "KEYWORD" and tok.value in _CLAUSE_WORDS:
                 context[-1] = tok.value
             elif self._is_table(i, context[-1]):
+                if self.group_window and not self.group_window[0].table:
+                    self._cte_table(tok.value, tok)   # a group window over a WITH query
                 view = (self.resolver.temporal(self.temporal_left[i])[0] if i in self.temporal_left
                         else self.resolver.interval(self.interval_tables[i][0])[self.interval_tables[i][1]]
                         if i in self.interval_tables else self.resolver.view(tok.value))
@@ -308,6 +311,19 @@ class _Renderer:
         if hi in self.temporal_end:
             out.replace(")", toks[hi - 1].end)
         return out
+
+    def _cte_table(self, name, tok):
+        """A WITH query named where a window needs a table (``TABLE name`` of a window TVF, the
+        table of a group window): run once, as ``WITH ... SELECT * FROM name``, and registered
+        under its name -- so a window can read a MATCH_RECOGNIZE's output, its
+        ``MATCH_ROWTIME()`` as the time."""
+        key = name.lower()
+        if key not in self.ctes or not hasattr(self.resolver, "register_query") or self.resolver.view(name) is not None:
+            return
+        source = self.render(0, self.ctes[key])
+        source.replace(" SELECT * FROM ", tok.start)
+        source.copy(tok.start, tok.end)
+        self.resolver.register_query(name, source)
 
     def _is_table(self, i, clause) -> bool:
         """A single-part name right after FROM, JOIN, or a comma of a FROM list."""
