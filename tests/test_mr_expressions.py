@@ -198,3 +198,15 @@ def test_like_and_not_like_in_define():
                                  "DEFINE A AS A.s LIKE 'a_c%', B AS B.s NOT LIKE '%z')")
     columns = {"t": np.array([1, 2, 3, 4]), "s": np.array(["abcx", "xyz", "abc", "q"], dtype=object)}
     assert run_partition(columns, spec).rows == [("abc", "q")]
+
+
+@pytest.mark.parametrize("func, args, expected", [
+    # Trino's substr: 1-based, a negative start counts from the end, start 0 gives ''
+    ("SUBSTRING", ("ABCDE", 2), "BCDE"), ("SUBSTRING", ("ABCDE", 2, 2), "BC"),
+    ("SUBSTR", ("ABCDE", -2), "DE"), ("SUBSTRING", ("ABCDE", 0, 2), ""),
+    ("TRIM", ("  a b ",), "a b"), ("REPLACE", ("ABAB", "A", "x"), "xBxB"), ("REVERSE", ("AB",), "BA"),
+    ("CONCAT_WS", ("-", "a", None, "b"), "a-b"), ("CONCAT_WS", (None, "a"), None),
+])
+def test_string_functions(func, args, expected):
+    typed = tuple(Literal(a, "NULL" if a is None else "STRING" if isinstance(a, str) else "INT") for a in args)
+    assert ev(Call(func, typed)) == expected

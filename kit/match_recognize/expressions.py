@@ -349,11 +349,17 @@ def _aggregate(e: Aggregate, env, inner):
     if func == "COUNT" and len(args) == 1 and isinstance(args[0], Column) and args[0].name == "*":
         args = ()   # COUNT(A.*), COUNT(U.*): the rows mapped to A (to U's variables)
     reads = env.reads
+    labelled = any(isinstance(x, Classifier) for x in _nodes(args))   # CLASSIFIER() inside
 
-    def pick(R, L):
-        """The rows the aggregate reads, each as ((row,), (its variable,))."""
+    def each(g, R, L, m, F):
+        """``g`` at every row the aggregate reads, in row order (given the row's variable when
+        an argument asks for CLASSIFIER())."""
         reads[0] += len(R)
-        return [((r,), (lab,)) for r, lab in zip(R, L) if labels is None or lab in labels]
+        if labelled:
+            return [g((r,), (lab,), m, F) for r, lab in zip(R, L) if labels is None or lab in labels]
+        if labels is None:
+            return [g((r,), None, m, F) for r in R]
+        return [g((r,), None, m, F) for r, lab in zip(R, L) if lab in labels]
     gs = [compile_expr(a, env, inner=True) for a in args]
     if func in env.aggregates:
         cls = env.aggregates[func]
@@ -361,15 +367,20 @@ def _aggregate(e: Aggregate, env, inner):
         def user(R, L, m, F):
             agg = cls() if isinstance(cls, type) else cls
             acc = agg.create_accumulator()
-            for r, lab in pick(R, L):
-                agg.accumulate(acc, *[g(r, lab, m, F) for g in gs])
+            picked = zip(*[each(g, R, L, m, F) for g in gs]) if gs else \
+                [()] * len(each(lambda *_: None, R, L, m, F))   # no argument: once per row
+            for row in picked:
+                agg.accumulate(acc, *row)
             return agg.get_value(acc)
         return user
     if func == "COUNT":
         if not gs:
-            return lambda R, L, m, F: len(pick(R, L))
+            def rows(R, L, m, F):
+                reads[0] += len(R)
+                return len(R) if labels is None else sum(1 for lab in L if lab in labels)
+            return rows
         g = gs[0]
-        return lambda R, L, m, F: sum(1 for r, lab in pick(R, L) if g(r, lab, m, F) is not None)
+        return lambda R, L, m, F: sum(1 for v in each(g, R, L, m, F) if v is not None)
     if func in ("MAX_BY", "MIN_BY"):
         if len(gs) != 2:
             raise env.error(f"{func}(x, key) takes two arguments", e.pos)
@@ -378,10 +389,9 @@ def _aggregate(e: Aggregate, env, inner):
         def by(R, L, m, F):
             # the x of the row with the largest (smallest) key; the first such row on ties
             best = key = None
-            for r, lab in pick(R, L):
-                k = gs[1](r, lab, m, F)
+            for x, k in zip(each(gs[0], R, L, m, F), each(gs[1], R, L, m, F)):
                 if k is not None and (key is None or better(k, key)):
-                    best, key = gs[0](r, lab, m, F), k
+                    best, key = x, k
             return best
         return by
     if len(gs) != 1:
@@ -389,13 +399,13 @@ def _aggregate(e: Aggregate, env, inner):
     g = gs[0]
     if func == "ARRAY_AGG":
         # the values in row order, NULLs included; NULL when no row is read
-        return lambda R, L, m, F: [g(r, lab, m, F) for r, lab in pick(R, L)] or None
+        return lambda R, L, m, F: each(g, R, L, m, F) or None
     if func in ("ARBITRARY", "ANY_VALUE"):
         # any non-NULL value: the kit takes the first, so the answer is deterministic
-        return lambda R, L, m, F: next((v for r, lab in pick(R, L) if (v := g(r, lab, m, F)) is not None), None)
+        return lambda R, L, m, F: next((v for v in each(g, R, L, m, F) if v is not None), None)
 
     def values(R, L, m, F):
-        return [v for v in (g(r, lab, m, F) for r, lab in pick(R, L)) if v is not None]
+        return [v for v in each(g, R, L, m, F) if v is not None]
     if func == "SUM":
         return lambda R, L, m, F: (lambda vs: sum(vs) if vs else None)(values(R, L, m, F))
     if func == "MIN":
@@ -636,6 +646,17 @@ def _concat(*vs):
     return None if any(v is None for v in vs) else "".join(str(v) for v in vs)
 
 
+def _substring(text, start, length=None):
+    """SUBSTRING(text, start[, length]) as Trino's substr: ``start`` counts from 1, a negative
+    one from the end, 0 gives ''; NULL-free arguments only (the caller checks)."""
+    if start == 0 or length is not None and length < 0:
+        return ""
+    begin = start - 1 if start > 0 else len(text) + start if start < 0 else 0
+    if start < 0 and begin < 0:
+        return ""
+    return text[begin:] if length is None else text[begin:begin + length]
+
+
 def _concat_ws(separator, *parts):
     """CONCAT_WS: the parts (strings, or the items of arrays) joined by ``separator``, NULLs
     skipped; NULL when the separator is NULL."""
@@ -654,6 +675,9 @@ _SCALARS = {
     "MOD": (2, _mod), "POWER": (2, lambda a, b: float(a) ** float(b)), "SQRT": (1, math.sqrt),
     "EXP": (1, math.exp), "LN": (1, math.log), "LOG10": (1, math.log10),
     "ROUND": (None, _round), "LIKE": (2, _like),
+    "SUBSTRING": (None, _substring), "SUBSTR": (None, _substring), "TRIM": (1, str.strip),
+    "LTRIM": (1, str.lstrip), "RTRIM": (1, str.rstrip), "REPLACE": (3, str.replace),
+    "REVERSE": (1, lambda s: s[::-1]),
 }
 
 

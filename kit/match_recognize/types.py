@@ -66,7 +66,8 @@ _SIMPLE = {
 }
 _BOOLEAN_OPS = {"=", "<>", "!=", "<", "<=", ">", ">=", "AND", "OR"}
 _DOUBLE_FUNCS = {"POWER", "SQRT", "EXP", "LN", "LOG10", "LOG"}
-_STRING_FUNCS = {"UPPER", "LOWER", "CONCAT", "TRIM", "SUBSTRING", "REPLACE"}
+_STRING_FUNCS = {"UPPER", "LOWER", "CONCAT", "TRIM", "LTRIM", "RTRIM", "SUBSTRING", "SUBSTR", "REPLACE",
+                 "REVERSE", "CONCAT_WS"}
 _INT_FUNCS = {"CHAR_LENGTH", "LENGTH", "CHARACTER_LENGTH"}
 _BOOLEAN_FUNCS = {"LIKE"}
 
