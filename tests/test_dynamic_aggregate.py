@@ -233,12 +233,17 @@ def test_minibatch_flushes(spark):
        split=st.sampled_from([None, 2, 3]))
 def test_minibatch_same_final_table(spark, words, size, phase, split):
     """With mini-batch (any phase, size, split distinct or not) the final table is the one
-    without, and the changelog has no more rows."""
+    without, and the changelog has no more rows (but for a split distinct in one phase: its
+    PARTIAL aggregate's changes reach the FINAL one as transient values); the compiled bundles give the Python
+    replay's changelog row for row (HashMap order, seq, _n)."""
     log = changelog(spark, ["user", "url"], [[w[0] < "e" and "x" or "y", w] for w in words])
     calls = [C("COUNT", "url", "d", "bigint", True), count("n")]
     plain = run(log, ["user"], calls)
     inner = run(log, ["user"], [count("cnt")])
-    mini = run(log, ["user"], calls, mini_batch=(3_600_000, size), agg_phase=phase, distinct_split=split)
+    options = dict(mini_batch=(3_600_000, size), agg_phase=phase, distinct_split=split)
+    compiled, reference = engines_rows(log, ["url"], calls, ("compiled", "reference"), meta=True, **options)
+    assert compiled == reference
+    mini = run(log, ["user"], calls, **options)
     cascade = run(run(log, ["user"], [count("cnt")], mini_batch=(3_600_000, size), agg_phase=phase),
                   ["cnt"], [count("f")], mini_batch=(3_600_000, size), agg_phase=phase)
     logs = (plain, mini, run(inner, ["cnt"], [count("f")]), cascade)
@@ -249,7 +254,8 @@ def test_minibatch_same_final_table(spark, words, size, phase, split):
         rows.setdefault(r.part, []).append(r.row)
     for a, b in ((0, 1), (2, 3)):
         assert sorted(rows.get(str(a), [])) == sorted(rows.get(str(b), []))
-        assert len(rows.get(f"changes {b}", [])) <= len(rows.get(f"changes {a}", []))
+        if not (a == 0 and split and phase == "ONE_PHASE"):   # a split's partial level adds transient changes
+            assert len(rows.get(f"changes {b}", [])) <= len(rows.get(f"changes {a}", []))
 
 
 # --- state TTL ------------------------------------------------------------------------------------

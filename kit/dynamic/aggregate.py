@@ -42,7 +42,9 @@ ignored and an accumulate starts again at ``+I``. The second value returned list
 expirations (the key columns, ``seq``, ``last_write_pt``, ``pt``).
 
 Mini-batch (``options.mini_batch = (allow_latency_ms, size)``): Flink's bundle operators,
-replayed in one task (Flink's parallelism 1) by ``kit.dynamic.minibatch``: ONE_PHASE
+replayed in one task (Flink's parallelism 1) by ``kit.dynamic.minibatch`` (in Java by
+``kit/jvm/MiniBatchGroupAggregate.java`` where the compiled path applies and the keys have a
+modelled hash): ONE_PHASE
 (``MiniBatchGroupAggFunction``: a key without state drops its bundle's leading retractions),
 local-global (``TWO_PHASE``, or ``AUTO``: ``MiniBatchLocal/GlobalGroupAggFunction``, each
 level with its own count trigger) and, with split distinct, Local -> Incremental -> Global.
@@ -131,10 +133,10 @@ def group_aggregate(log: Changelog, keys: list[str], calls: list[AggCall], optio
     compiled = _not_compiled(log, keys, calls, options, types) if engine in ("auto", "compiled") else None
     if engine == "compiled" and compiled:
         raise KitError(f"the compiled group aggregate does not apply: {compiled}; use engine='auto'")
-    if options.mini_batch:
-        df, expired = _minibatch(log, keys, calls, options, types)
-    elif engine in ("auto", "compiled") and not compiled:
+    if engine in ("auto", "compiled") and not compiled:
         df, expired = _compiled(log, keys, calls, options, types), None
+    elif options.mini_batch:
+        df, expired = _minibatch(log, keys, calls, options, types)
     elif engine != "reference" and not why:
         df, expired = _fast(log, keys, calls, options, types), None
     else:
@@ -328,12 +330,24 @@ _INTEGERS = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 _SIMPLE = (*_INTEGERS, T.StringType, T.BooleanType, T.DateType, T.TimestampType, T.TimestampNTZType)
 
 
+_HASHED = {T.StringType: "s", T.LongType: "l", T.IntegerType: "i", T.ShortType: "h", T.ByteType: "b",
+           T.BooleanType: "z", T.DateType: "D", T.TimestampType: "t"}   # MiniBatchGroupAggregate's type codes
+
+
 def _not_compiled(log, keys, calls, options, types) -> str | None:
-    """Why ``flinkkit.GroupAggregate`` cannot run this aggregate (None: it can)."""
-    if options.ttl_ms > 0 or options.mini_batch is not None:
-        return "the state TTL or mini-batch is on"
-    if not jvm.available(log.df.sparkSession, "GroupAggregate"):
+    """Why ``flinkkit.GroupAggregate`` (or, with mini-batch, ``MiniBatchGroupAggregate``)
+    cannot run this aggregate (None: it can)."""
+    if options.ttl_ms > 0:
+        return "the state TTL is on"
+    name = "GroupAggregate" if options.mini_batch is None else "MiniBatchGroupAggregate"
+    if not jvm.available(log.df.sparkSession, name):
         return "the kit's Java classes are not in this Spark session (Spark Connect, or a session started elsewhere)"
+    if options.mini_batch is not None:
+        phase, arg = _bundles(calls, options)
+        hashed = [*keys, *([arg] if arg else [])]
+        if any(type(types[c]) not in _HASHED or (c == arg and c not in keys and _HASHED[type(types[c])] in "Dt")
+               for c in hashed):
+            return "a mini-batch key or split-distinct column of a type without a modelled Flink hash here"
     for name in [*keys, *(c.arg for c in calls if c.arg is not None)]:
         if not isinstance(types[name], _SIMPLE):
             return f"column {name!r} is a {types[name].simpleString()}, not an integer, string, boolean, date or time"
@@ -354,15 +368,31 @@ def _compiled(log: Changelog, keys, calls, options, types) -> DataFrame:
     args = sorted({c.arg for c in calls if c.arg is not None})
     df = log.df.selectExpr(*ks, *(sparksql.name(a) for a in args), f"IF(_op IN {_kinds(ADDS)}, 1, -1) AS _w",
                            "seq", "_n", "_pt")
-    df = (df.repartition(*ks) if ks else df.repartition(1)).sortWithinPartitions("seq", "_n")
     column = {a: len(keys) + i for i, a in enumerate(args)}
     functions = ",".join(f"{c.function.lower()}:{column.get(c.arg, -1)}:{int(c.distinct)}" for c in calls)
+    settings = f"keys={len(keys)};calls={functions};ub={int(options.update_before)}"
     long = T.LongType()
     schema = T.StructType(
         [T.StructField("_op", T.StringType()), *(T.StructField(k, types[k]) for k in keys),
          *(T.StructField(c.name, T._parse_datatype_string(c.type)) for c in calls),
          T.StructField("seq", long), T.StructField("_n", T.ArrayType(T.IntegerType())), T.StructField("_pt", long)])
-    return jvm.group_aggregate(df, f"keys={len(keys)};calls={functions};ub={int(options.update_before)}", schema)
+    if options.mini_batch is None:
+        df = (df.repartition(*ks) if ks else df.repartition(1)).sortWithinPartitions("seq", "_n")
+        return jvm.group_aggregate(df, settings, schema)
+    (latency, size), (phase, arg) = options.mini_batch, _bundles(calls, options)
+    split = f"{options.distinct_split}:{column[arg]}:{_HASHED[type(types[arg])]}" if arg else ""
+    settings += (f";size={size};latency={latency};phase={phase};split={split}"
+                 f";hash={''.join(_HASHED[type(types[k])] for k in keys)}")
+    return jvm.mini_batch_group_aggregate(df.coalesce(1).sortWithinPartitions("seq", "_n"), settings, schema)
+
+
+def _bundles(calls, options) -> tuple:
+    """The mini-batch plan's phase (``ONE_PHASE``, ``TWO_PHASE``, ``SPLIT``) and the split
+    DISTINCT column (None without split)."""
+    phase = "ONE_PHASE" if options.agg_phase == "ONE_PHASE" else "TWO_PHASE"
+    if options.distinct_split and phase != "ONE_PHASE" and any(c.distinct for c in calls):
+        return "SPLIT", _split_arg(calls)
+    return phase, None
 
 
 # ------------------------------------------------------------------------------- the reference
@@ -632,12 +662,9 @@ def _minibatch(log: Changelog, keys, calls, options, types) -> tuple:
     global when split distinct is on too."""
     from .minibatch import bucket, run
     latency, size = options.mini_batch
-    phase = "ONE_PHASE" if options.agg_phase == "ONE_PHASE" else "TWO_PHASE"
-    split = options.distinct_split if phase != "ONE_PHASE" and any(c.distinct for c in calls) else None
-    key_types = [types[k] for k in keys]
-    if split:
-        arg = _split_arg(calls)
-        phase, key_types = "SPLIT", [*key_types, T.IntegerType()]
+    phase, arg = _bundles(calls, options)
+    split = options.distinct_split if arg else None
+    key_types = [types[k] for k in keys] + ([T.IntegerType()] if split else [])
     spec, schema, arrow = _replay_schema(keys, calls, options, types)
     args = [c.arg for c in calls]
     states = {}

@@ -1,6 +1,7 @@
 package flinkkit;
 
 import java.util.ArrayDeque;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.Iterator;
@@ -31,15 +32,15 @@ import org.apache.spark.unsafe.types.UTF8String;
  * </pre>
  */
 public class GroupAggregate implements MapPartitionsFunction {
-    private final int keys;
-    private final String[] functions;
-    private final int[] args;
-    private final boolean[] distinct;
-    private final boolean updateBefore;
-    private final Internal.Reader reader;
-    private final int w, seq, n, pt;   // the input's columns
+    final int keys;
+    final String[] functions;
+    final int[] args;
+    final boolean[] distinct;
+    final boolean updateBefore;
+    final Internal.Reader reader;
+    final int w, seq, n, pt;   // the input's columns
 
-    private static final UTF8String INSERT = UTF8String.fromString("+I"), UPDATE_BEFORE = UTF8String.fromString("-U"),
+    static final UTF8String INSERT = UTF8String.fromString("+I"), UPDATE_BEFORE = UTF8String.fromString("-U"),
         UPDATE_AFTER = UTF8String.fromString("+U"), DELETE = UTF8String.fromString("-D");
 
     public GroupAggregate(String settings, StructType schema) {
@@ -177,6 +178,47 @@ public class GroupAggregate implements MapPartitionsFunction {
             for (int i = 0; i < accs.length; i++) out[i] = accs[i].value();
             return out;
         }
+
+        /** Accumulates ({@code w = 1}) or retracts the arguments of row {@code r}. */
+        void add(int w, InternalRow r) {
+            count += w;
+            for (int i = 0; i < accs.length; i++) accs[i].add(args[i] < 0 ? null : reader.get(r, args[i]), w);
+        }
+
+        /** The same for arguments kept apart from their row ({@code values}: one per input column, or null). */
+        void add(int w, Object[] values) {
+            count += w;
+            for (int i = 0; i < accs.length; i++) accs[i].add(args[i] < 0 ? null : values[args[i]], w);
+        }
+    }
+
+    /**
+     * What a state that folded messages emits (the module table of kit/dynamic/aggregate.py):
+     * kinds and values in turn; {@code prev}: its values before them. Records the new values.
+     */
+    ArrayList decide(State state, boolean first, Object[] prev) {
+        ArrayList out = new ArrayList(4);
+        if (state.count == 0) {
+            if (!first) {
+                out.add(DELETE);
+                out.add(prev);
+            }
+            return out;
+        }
+        Object[] now = state.values();
+        state.last = now;
+        if (first) {
+            out.add(INSERT);
+            out.add(now);
+        } else if (!Arrays.equals(prev, now)) {
+            if (updateBefore) {
+                out.add(UPDATE_BEFORE);
+                out.add(prev);
+            }
+            out.add(UPDATE_AFTER);
+            out.add(now);
+        }
+        return out;
     }
 
     /** {@code v}, a string copied: a value read from a row is a view of it, and Spark reuses its rows. */
@@ -189,7 +231,7 @@ public class GroupAggregate implements MapPartitionsFunction {
     private static final int[][] ONE = new int[SMALL][];
     private static final UnsafeArrayData[] AFTER_EMPTY = new UnsafeArrayData[SMALL];
     private static final UnsafeArrayData[][] AFTER_ONE = new UnsafeArrayData[SMALL][SMALL];
-    private static final int[] EMPTY = new int[0];
+    static final int[] EMPTY = new int[0];
 
     static {
         for (int a = 0; a < SMALL; a++) {
@@ -208,7 +250,7 @@ public class GroupAggregate implements MapPartitionsFunction {
     }
 
     /** {@code n0 + [j]}: the place of an input's j-th change (Spark copies it into the row it writes). */
-    private static UnsafeArrayData after(int[] n0, int j) {
+    static UnsafeArrayData after(int[] n0, int j) {
         if (j < SMALL && n0.length == 0) return AFTER_EMPTY[j];
         if (j < SMALL && n0.length == 1 && n0[0] >= 0 && n0[0] < SMALL) return AFTER_ONE[n0[0]][j];
         int[] place = Arrays.copyOf(n0, n0.length + 1);
@@ -248,25 +290,14 @@ public class GroupAggregate implements MapPartitionsFunction {
                     id = keys == 1 ? key[0] : Arrays.asList(key);
                     state.key = key;
                 }
-                state.count += weight;
-                for (int i = 0; i < functions.length; i++)
-                    state.accs[i].add(args[i] < 0 ? null : reader.get(r, args[i]), weight);
-                Object[] prev = state.last, now = state.values();
+                Object[] prev = state.last;
+                state.add(weight, r);
                 int[] n0 = place(r.getArray(n));
-                key = state.key;
-                if (state.count == 0) {
-                    states.remove(id);
-                    if (!first) emit(DELETE, key, prev, r, n0, 0);
-                    return;
-                }
-                if (first) states.put(id, state);
-                state.last = now;
-                if (first) emit(INSERT, key, now, r, n0, 0);
-                else if (!Arrays.equals(prev, now)) {
-                    int j = 0;
-                    if (updateBefore) emit(UPDATE_BEFORE, key, prev, r, n0, j++);
-                    emit(UPDATE_AFTER, key, now, r, n0, j);
-                }
+                ArrayList changes = decide(state, first, prev);
+                if (state.count == 0) states.remove(id);
+                else if (first) states.put(id, state);
+                for (int c = 0; c < changes.size(); c += 2)
+                    emit((UTF8String) changes.get(c), state.key, (Object[]) changes.get(c + 1), r, n0, c / 2);
             }
 
             private void emit(UTF8String op, Object[] key, Object[] values, InternalRow r, int[] n0, int j) {

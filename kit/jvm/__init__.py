@@ -20,6 +20,9 @@ class                          what it computes                              Pyt
 ``flinkkit.GroupAggregate``    per task: Flink's non-windowed group          ``aggregate._replay``
                                aggregation over changelog messages in
                                arrival order, each key's state in a map
+``flinkkit.MiniBatch``         in one task: Flink's mini-batch bundles       ``aggregate._minibatch``
+``GroupAggregate``             (one phase, local-global, split distinct),
+                               keys in its bundle map's order
 =============================  ============================================  ========================
 
 ``ArrivalScan``, ``WindowOperator``, ``WindowScan`` and ``GroupAggregate`` read and write Spark's internal rows
@@ -46,7 +49,7 @@ from pathlib import Path
 from ..java import _cache_dir
 
 __all__ = ["jar", "available", "late_scan", "order_scan", "arrival_scan", "window_operator", "window_scan",
-           "group_aggregate"]
+           "group_aggregate", "mini_batch_group_aggregate"]
 
 _SOURCES = sorted(Path(__file__).parent.glob("*.java"))
 _PACKAGE = "flinkkit"
@@ -158,6 +161,12 @@ def group_aggregate(df, settings: str, schema):
     """``GroupAggregate(settings)`` over ``df`` (each task's changelog messages in ``(seq, _n)``
     order, a key's all in one task): rows of ``schema``, as ``kit.dynamic.aggregate`` lays them out."""
     return _map_partitions(df, df.sparkSession._jvm.flinkkit.GroupAggregate(settings, df._jdf.schema()), schema)
+
+
+def mini_batch_group_aggregate(df, settings: str, schema):
+    """``MiniBatchGroupAggregate(settings)`` over ``df`` (the whole changelog in one partition
+    in ``(seq, _n)`` order): rows of ``schema``, as ``kit.dynamic.aggregate`` lays them out."""
+    return _map_partitions(df, df.sparkSession._jvm.flinkkit.MiniBatchGroupAggregate(settings, df._jdf.schema()), schema)
 
 
 def _map_partitions(df, function, schema):

@@ -1,0 +1,326 @@
+package flinkkit;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.Map;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.catalyst.expressions.UnsafeArrayData;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.unsafe.types.UTF8String;
+
+/**
+ * Flink's mini-batch group aggregation in one task (kit/dynamic/minibatch.py, whose Python
+ * replay is its twin): bundle levels (ONE_PHASE; Local then Global; Local, Incremental and
+ * Global for split distinct), each a {@code java.util.HashMap} keyed by the group key with
+ * Flink's {@code BinaryRowData.hashCode()} as its hash, so a flush visits the keys in the
+ * order Flink's bundle map does; the last level folds each key's messages with
+ * {@link GroupAggregate}'s states and emits as {@code finishBundle} does.
+ *
+ * <p>Input: {@link GroupAggregate}'s columns, the whole input in one partition in arrival
+ * order. Output: its columns with {@code _n = [place among the changes of that seq]}. Extra
+ * settings: {@code size} (records per bundle), {@code latency} (ms), {@code phase}
+ * ({@code ONE_PHASE}, {@code TWO_PHASE}, {@code SPLIT}), {@code hash} (a code per key
+ * column: {@code s} string, {@code l} bigint, {@code i} int, {@code h} smallint, {@code b}
+ * tinyint, {@code z} boolean, {@code d} double, {@code f} float, {@code D} date, {@code t}
+ * timestamp) and {@code split} ({@code <buckets>:<argument column>:<its code>}, SPLIT only).
+ *
+ * <pre>
+ *   words a b a c b a c c a b d, COUNT(*) GROUP BY word, size 3, TWO_PHASE:
+ *   +I b 2, +I a 2 | +I c 3, -U a 2, +U a 3 | -U b 2, +U b 3, -U a 3, +U a 4, +I d 1
+ * </pre>
+ */
+public class MiniBatchGroupAggregate extends GroupAggregate {
+    private final int size, buckets, splitColumn;
+    private final long latency;
+    private final String phase;
+    private final char[] hash;
+    private final char splitType;
+
+    public MiniBatchGroupAggregate(String settings, StructType schema) {
+        super(settings, schema);
+        Map s = Internal.settings(settings);
+        size = Integer.parseInt((String) s.get("size"));
+        latency = Long.parseLong((String) s.get("latency"));
+        phase = (String) s.get("phase");
+        hash = ((String) s.get("hash")).toCharArray();
+        String[] split = ((String) s.get("split")).split(":");
+        buckets = split.length == 3 ? Integer.parseInt(split[0]) : 0;
+        splitColumn = split.length == 3 ? Integer.parseInt(split[1]) : -1;
+        splitType = split.length == 3 ? split[2].charAt(0) : ' ';
+    }
+
+    /** A bundle map's key: the values, hashed as Flink hashes the key row. */
+    static final class Key {
+        final Object[] values;
+        private final int hash;
+
+        Key(Object[] values, char[] types) {
+            this.values = values;
+            hash = rowHash(values, types);
+        }
+
+        public int hashCode() {
+            return hash;
+        }
+
+        public boolean equals(Object o) {
+            return o instanceof Key && Arrays.equals(values, ((Key) o).values);
+        }
+    }
+
+    /** One bundle operator: its map (insertion into a map that is cleared, never shrunk) and record count. */
+    final class Bundle {
+        final HashMap map = new HashMap();
+        final char[] types;
+        int count;
+
+        Bundle(char[] types) {
+            this.types = types;
+        }
+
+        /** Adds {@code messages} of {@code key}; whether the bundle is full. */
+        boolean add(Key key, ArrayList messages) {
+            ArrayList held = (ArrayList) map.get(key);
+            if (held == null) map.put(key, held = new ArrayList());
+            held.addAll(messages);
+            return ++count >= size;
+        }
+
+        /** The bundle's entries in the map's order; the bundle is emptied. */
+        ArrayList take() {
+            ArrayList out = new ArrayList(map.entrySet());
+            ArrayList copy = new ArrayList(out.size());
+            for (int i = 0; i < out.size(); i++) {
+                Map.Entry e = (Map.Entry) out.get(i);
+                copy.add(new Object[] {e.getKey(), e.getValue()});
+            }
+            map.clear();
+            count = 0;
+            return copy;
+        }
+    }
+
+    /** One task's replay: the bundle levels, the last level's key states, the changes so far. */
+    final class Run {
+        final char[] levelTypes;
+        final ArrayList levels = new ArrayList();
+        final HashMap states = new HashMap();
+        final ArrayList out = new ArrayList();
+        long placeSeq = Long.MIN_VALUE;   // the seq of the last change, and its place among that seq's
+        int place = -1;
+
+        Run() {
+            levelTypes = buckets > 0 ? Arrays.copyOf(hash, keys + 1) : hash;
+            if (buckets > 0) levelTypes[keys] = 'i';
+            levels.add(new Bundle(levelTypes));
+            if ("SPLIT".equals(phase)) levels.add(new Bundle(levelTypes));
+            if (!"ONE_PHASE".equals(phase)) levels.add(new Bundle(hash));
+        }
+
+        void push(int i, Key key, ArrayList messages, long s, Long p) {
+            if (((Bundle) levels.get(i)).add(key, messages)) flush(i, s, p);
+        }
+
+        void flush(int i, long s, Long p) {
+            ArrayList taken = ((Bundle) levels.get(i)).take();
+            if (i == levels.size() - 1) {
+                for (int e = 0; e < taken.size(); e++) {
+                    Object[] entry = (Object[]) taken.get(e);
+                    fold((Key) entry[0], (ArrayList) entry[1], s, p);
+                }
+            } else if ("SPLIT".equals(phase) && i == 1) {   // Incremental: per group key, a fresh map's order
+                HashMap grouped = new HashMap();
+                for (int e = 0; e < taken.size(); e++) {
+                    Object[] entry = (Object[]) taken.get(e);
+                    Key key = new Key(Arrays.copyOf(((Key) entry[0]).values, keys), hash);
+                    ArrayList held = (ArrayList) grouped.get(key);
+                    if (held == null) grouped.put(key, held = new ArrayList());
+                    held.addAll((ArrayList) entry[1]);
+                }
+                Iterator g = new ArrayList(grouped.entrySet()).iterator();
+                while (g.hasNext()) {
+                    Map.Entry e = (Map.Entry) g.next();
+                    push(i + 1, (Key) e.getKey(), (ArrayList) e.getValue(), s, p);
+                }
+            } else {
+                for (int e = 0; e < taken.size(); e++) {
+                    Object[] entry = (Object[]) taken.get(e);
+                    push(i + 1, (Key) entry[0], (ArrayList) entry[1], s, p);
+                }
+            }
+        }
+
+        void flushAll(long s, Long p) {
+            for (int i = 0; i < levels.size(); i++)
+                if (!((Bundle) levels.get(i)).map.isEmpty()) flush(i, s, p);
+        }
+
+        /** {@code finishBundle} for one key of the last level. */
+        void fold(Key key, ArrayList messages, long s, Long p) {
+            Object[] group = Arrays.copyOf(key.values, keys);
+            Object id = Arrays.asList(group);
+            State state = (State) states.get(id);
+            int from = 0;
+            if (state == null && "ONE_PHASE".equals(phase)) {   // a key without state drops leading retractions
+                while (from < messages.size() && ((Integer) ((Object[]) messages.get(from))[0]).intValue() < 0) from++;
+                if (from == messages.size()) return;
+            }
+            boolean first = state == null;
+            if (first) {
+                state = new State();
+                state.key = group;
+            }
+            Object[] prev = state.last;
+            for (int m = from; m < messages.size(); m++) {
+                Object[] message = (Object[]) messages.get(m);
+                state.add(((Integer) message[0]).intValue(), (Object[]) message[1]);
+            }
+            ArrayList changes = decide(state, first, prev);
+            if (state.count == 0) states.remove(id);
+            else if (first) states.put(id, state);
+            for (int c = 0; c < changes.size(); c += 2) {
+                if (placeSeq != s) {
+                    placeSeq = s;
+                    place = -1;
+                }
+                place++;
+                Object[] values = (Object[]) changes.get(c + 1);
+                Object[] row = new Object[keys + values.length + 4];
+                row[0] = changes.get(c);
+                System.arraycopy(group, 0, row, 1, keys);
+                System.arraycopy(values, 0, row, 1 + keys, values.length);
+                row[row.length - 3] = Long.valueOf(s);
+                row[row.length - 2] = after(EMPTY, place);
+                row[row.length - 1] = p;
+                out.add(new GenericInternalRow(row));
+            }
+        }
+    }
+
+    public Iterator call(final Iterator input) {
+        Run run = new Run();
+        boolean any = false;
+        long lastSeq = 0, lastInterval = 0;
+        Long lastPt = null;
+        while (input.hasNext()) {
+            InternalRow r = (InternalRow) input.next();
+            long s = r.getLong(seq);
+            Long p = r.isNullAt(pt) ? null : Long.valueOf(r.getLong(pt));
+            long interval = p == null ? 0 : p.longValue() - Math.floorMod(p.longValue(), latency);
+            if (any && interval != lastInterval) run.flushAll(lastSeq, Long.valueOf(lastInterval + latency));
+            Object[] values = new Object[r.numFields()];
+            for (int a = 0; a < args.length; a++) if (args[a] >= 0) values[args[a]] = kept(reader.get(r, args[a]));
+            Object[] key = new Object[buckets > 0 ? keys + 1 : keys];
+            for (int k = 0; k < keys; k++) key[k] = kept(reader.get(r, k));
+            if (buckets > 0) key[keys] = bucket(reader.get(r, splitColumn));
+            ArrayList message = new ArrayList(1);
+            message.add(new Object[] {Integer.valueOf(r.getInt(w)), values});
+            run.push(0, new Key(key, run.levelTypes), message, s, p);
+            any = true;
+            lastSeq = s;
+            lastInterval = interval;
+            lastPt = p;
+        }
+        if (any) run.flushAll(lastSeq, lastPt);
+        return run.out.iterator();
+    }
+
+    /** {@code MOD(HASH_CODE(v), buckets)} as Flink 2.3 computes it: Java's {@code hashCode()}, Java's {@code %}. */
+    private Integer bucket(Object v) {
+        if (v == null) return null;
+        int h;
+        switch (splitType) {
+            case 's': h = v.toString().hashCode(); break;
+            case 'z': h = ((Boolean) v).booleanValue() ? 1231 : 1237; break;
+            case 'd': {
+                long bits = Double.doubleToRawLongBits(((Double) v).doubleValue());
+                h = (int) (bits ^ (bits >>> 32));
+                break;
+            }
+            case 'l': {
+                long bits = ((Long) v).longValue();
+                h = (int) (bits ^ (bits >>> 32));
+                break;
+            }
+            default: h = ((Number) v).intValue();
+        }
+        return Integer.valueOf(h % buckets);
+    }
+
+    // ------------------------------------------------------------- Flink's hashes
+
+    /** {@code BinaryRowData.hashCode()} of a key row of {@code values} (kit/dynamic/minibatch.py). */
+    static int rowHash(Object[] values, char[] types) {
+        int arity = values.length;
+        int header = ((arity + 63 + 8) / 64) * 8, fixed = header + 8 * arity;
+        byte[][] tails = new byte[arity][];
+        int var = 0;
+        for (int i = 0; i < arity; i++) {
+            if (values[i] instanceof UTF8String && ((UTF8String) values[i]).numBytes() > 7) {
+                tails[i] = ((UTF8String) values[i]).getBytes();
+                var += (tails[i].length + 7) / 8 * 8;
+            }
+        }
+        byte[] row = new byte[fixed + var];
+        int at = fixed;
+        for (int i = 0; i < arity; i++) {
+            Object v = values[i];
+            int slot = header + 8 * i;
+            if (v == null) {
+                row[(i + 8) >> 3] |= (byte) (1 << ((i + 8) & 7));
+            } else if (tails[i] != null) {
+                putLong(row, slot, ((long) at << 32) | tails[i].length);
+                System.arraycopy(tails[i], 0, row, at, tails[i].length);
+                at += (tails[i].length + 7) / 8 * 8;
+            } else if (v instanceof UTF8String) {
+                byte[] b = ((UTF8String) v).getBytes();
+                System.arraycopy(b, 0, row, slot, b.length);
+                row[slot + 7] = (byte) (0x80 | b.length);
+            } else {
+                putLong(row, slot, fixedBits(v, types[i]));
+            }
+        }
+        return murmurWords(row);
+    }
+
+    /** A non-string field's 8-byte slot, as a little-endian long. */
+    private static long fixedBits(Object v, char type) {
+        switch (type) {
+            case 'z': return ((Boolean) v).booleanValue() ? 1 : 0;
+            case 'd': return Double.doubleToRawLongBits(((Double) v).doubleValue());
+            case 'f': return Float.floatToRawIntBits(((Float) v).floatValue()) & 0xFFFFFFFFL;
+            case 't': return Math.floorDiv(((Long) v).longValue(), 1000L);   // microseconds -> TIMESTAMP(3) millis
+            case 'b': return ((Number) v).longValue() & 0xFFL;
+            case 'h': return ((Number) v).longValue() & 0xFFFFL;
+            case 'i': case 'D': return ((Number) v).longValue() & 0xFFFFFFFFL;
+            default: return ((Number) v).longValue();
+        }
+    }
+
+    private static void putLong(byte[] b, int at, long v) {
+        for (int i = 0; i < 8; i++) b[at + i] = (byte) (v >>> (8 * i));
+    }
+
+    /** Flink's {@code MurmurHashUtils.hashBytesByWords}, seed 42, over {@code data} (a multiple of 4 bytes). */
+    static int murmurWords(byte[] data) {
+        int h = 42;
+        for (int i = 0; i < data.length; i += 4) {
+            int k = (data[i] & 0xFF) | (data[i + 1] & 0xFF) << 8 | (data[i + 2] & 0xFF) << 16 | (data[i + 3] & 0xFF) << 24;
+            k *= 0xCC9E2D51;
+            k = Integer.rotateLeft(k, 15);
+            k *= 0x1B873593;
+            h ^= k;
+            h = Integer.rotateLeft(h, 13);
+            h = h * 5 + 0xE6546B64;
+        }
+        h ^= data.length;
+        h ^= h >>> 16;
+        h *= 0x85EBCA6B;
+        h ^= h >>> 13;
+        h *= 0xC2B2AE35;
+        return h ^ (h >>> 16);
+    }
+}
