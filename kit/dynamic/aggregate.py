@@ -66,8 +66,8 @@ Engines. ``reference``: each key replayed in Python (``mapInArrow`` over tasks b
 the definition. ``compiled``: the same fold in Java (``kit/jvm/GroupAggregate.java``), one
 shuffle by key and each task's messages sorted by ``(seq, _n)``, keys of simple types, the
 aggregates of Spark's own result types (COUNT and SUM of integers BIGINT, AVG DOUBLE, MIN/MAX
-the column's), no TTL or mini-batch; ``auto`` takes it when the session has the kit's Java
-classes. ``fast``: Spark SQL window functions over one shuffle by key, each input
+the column's), no TTL (with mini-batch: the whole input in one task, as above); ``auto``
+takes it when the session has the kit's Java classes. ``fast``: Spark SQL window functions over one shuffle by key, each input
 message exploded into its 0-2 changes. Per key, in ``(seq, _n)`` order, with weight
 ``w = ±1``:
 
