@@ -223,3 +223,17 @@ def test_uncorrelated_subqueries_in_define_and_measures(spark):
         run(query.replace("WHERE k = 'low'", ""), Limits=limits)
     with pytest.raises(KitError, match="subquery in DEFINE or MEASURES is not supported by Flink"):
         kit.sql(query, T=T, Limits=limits)
+
+
+def test_unquoted_variable_names_fold_to_upper_case(spark):
+    # standard SQL: an unquoted name is its upper-case form, so x, X and "X" are one variable and
+    # "x" another. 90 > 85 is "x", 80 < 85 is X (written x and X below); CLASSIFIER() gives the names.
+    result = run("""SELECT * FROM T MATCH_RECOGNIZE (ORDER BY id
+        MEASURES CLASSIFIER() AS cls, LAST("X".value) AS x_value
+        ALL ROWS PER MATCH PATTERN ("x" x) DEFINE "x" AS value > 85, X AS x.value < 85)""")
+    assert [(r.id, r.cls, r.x_value) for r in result.collect()] == [
+        (1, "x", None), (2, "X", 80), (5, "x", None), (6, "X", 50)]
+    # Flink SQL keeps names as written: x and X are two variables there
+    with pytest.raises(SqlError, match="DEFINE of X, which is not a variable of the PATTERN"):
+        kit.sql("""SELECT * FROM T MATCH_RECOGNIZE (PARTITION BY part ORDER BY id
+            MEASURES LAST(x.value) AS v PATTERN (x) DEFINE X AS value > 85)""", T=T)

@@ -54,6 +54,13 @@ class ExpressionParser(Cursor):
         super().__init__(text, tokens, i)
         self.aggregates = AGGREGATES | STANDARD_AGGREGATES | {a.upper() for a in aggregates}
         self.inside = False       # parsing an expression: a nested one is checked with it
+        self.fold = False         # standard SQL: unquoted pattern variable names in upper case
+
+    def var_name(self, tok) -> str:
+        """A pattern variable's (or subset's) name: as written when quoted (or in Flink SQL,
+        whose names keep their case), upper-cased when ``fold`` (standard SQL's rule for a
+        name that is not a delimited identifier)."""
+        return tok.value.upper() if self.fold and not tok.quoted else tok.value
 
     @classmethod
     def parse(cls, text: str, aggregates=()):
@@ -251,7 +258,7 @@ class ExpressionParser(Cursor):
         first = self.identifier("a column")
         if self.accept_op("."):
             second = self.identifier("a column name")
-            return S.Column(second.value, first.value, pos=first.pos)
+            return S.Column(second.value, self.var_name(first), pos=first.pos)
         return S.Column(first.value, None, pos=first.pos)
 
     def call(self):
@@ -264,7 +271,7 @@ class ExpressionParser(Cursor):
         elif name in self.aggregates:
             node = self.aggregate(name, tok)
         elif name == "CLASSIFIER":
-            var = None if self.at_op(")") else self.identifier("a pattern variable or subset").value
+            var = None if self.at_op(")") else self.var_name(self.identifier("a pattern variable or subset"))
             node = S.Classifier(var, pos=tok.pos)
         elif name in ("MATCH_NUMBER", "MATCH_PROCTIME"):
             node = {"CLASSIFIER": S.Classifier, "MATCH_NUMBER": S.MatchNumber,
@@ -314,7 +321,7 @@ class ExpressionParser(Cursor):
                 and self.peek(1).value == "." and self.peek(2).kind == "OP" and self.peek(2).value == "*":
             var = self.next()
             self.next(), self.next()
-            return S.Aggregate(name, S.Column("*", var.value, pos=var.pos), False, pos=tok.pos)   # COUNT(A.*)
+            return S.Aggregate(name, S.Column("*", self.var_name(var), pos=var.pos), False, pos=tok.pos)   # COUNT(A.*)
         if name in AGGREGATES:
             return S.Aggregate(name, self.expression(), distinct, pos=tok.pos)
         args = self.expression_list()

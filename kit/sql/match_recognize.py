@@ -65,7 +65,9 @@ def match_options(config: dict) -> tuple:
 class MatchRecognizeParser(ExpressionParser):
     """Reads one MATCH_RECOGNIZE clause from the current token (the keyword itself)."""
 
-    def clause(self) -> S.MatchRecognize:
+    def clause(self, fold: bool = False) -> S.MatchRecognize:
+        """``fold``: unquoted pattern variable names in upper case (semantics="standard")."""
+        self.fold = fold
         start = self.expect("MATCH_RECOGNIZE")
         self.expect_op("(")
         self.names = {}      # variable or alias -> token, for the checks at the end
@@ -170,7 +172,7 @@ class MatchRecognizeParser(ExpressionParser):
         else:
             var = self.identifier("a pattern variable, FIRST, LAST or NEXT ROW")
         self.names["skip"] = var
-        return S.AfterMatch(kind, var.value, pos=start.pos)
+        return S.AfterMatch(kind, self.var_name(var), pos=start.pos)
 
     def pattern_clause(self) -> tuple:
         """``PATTERN ( pattern ) [WITHIN INTERVAL ...]`` as (pattern, within_ms)."""
@@ -198,7 +200,7 @@ class MatchRecognizeParser(ExpressionParser):
                 members.append(self.identifier("a pattern variable"))
             self.expect_op(")")
             self.names.setdefault("subsets", []).append((name, members))
-            items.append((name.value, tuple(m.value for m in members)))
+            items.append((self.var_name(name), tuple(self.var_name(m) for m in members)))
             if not self.accept_op(","):
                 return tuple(items)
 
@@ -209,7 +211,7 @@ class MatchRecognizeParser(ExpressionParser):
         while True:
             var = self.identifier("a pattern variable")
             self.expect("AS")
-            items.append((var.value, self.expression()))
+            items.append((self.var_name(var), self.expression()))
             self.names.setdefault("define", []).append(var)
             if not self.accept_op(","):
                 return tuple(items)
@@ -269,7 +271,7 @@ class MatchRecognizeParser(ExpressionParser):
         if tok.kind == "IDENT":
             self.next()
             self.names.setdefault("labels", []).append(tok)
-            return S.Label(tok.value, pos=tok.pos)
+            return S.Label(self.var_name(tok), pos=tok.pos)
         if self.accept_op("("):
             if self.accept_op(")"):
                 return S.Empty(pos=tok.pos)
@@ -288,28 +290,29 @@ class MatchRecognizeParser(ExpressionParser):
 
     def check(self, clause):
         """Names that must refer to something: variables, subsets, measure aliases."""
-        variables = {tok.value for tok in self.names.get("labels", [])}
+        name = self.var_name
+        variables = {name(tok) for tok in self.names.get("labels", [])}
         subsets = {}
-        for name, members in self.names.get("subsets", []):
-            if name.value in variables or name.value in subsets:
-                raise self.error(f"subset {name.value} is already a pattern variable or subset",
-                                 name, found=False)
+        for subset, members in self.names.get("subsets", []):
+            if name(subset) in variables or name(subset) in subsets:
+                raise self.error(f"subset {name(subset)} is already a pattern variable or subset",
+                                 subset, found=False)
             for member in members:
-                if member.value not in variables:
-                    raise self.error(f"subset {name.value} lists {member.value}, which is not a "
+                if name(member) not in variables:
+                    raise self.error(f"subset {name(subset)} lists {name(member)}, which is not a "
                                      "variable of the PATTERN", member, found=False)
-            subsets[name.value] = members
+            subsets[name(subset)] = members
         seen = set()
         for var in self.names.get("define", []):
-            if var.value not in variables:
-                raise self.error(f"DEFINE of {var.value}, which is not a variable of the PATTERN",
+            if name(var) not in variables:
+                raise self.error(f"DEFINE of {name(var)}, which is not a variable of the PATTERN",
                                  var, found=False)
-            if var.value in seen:
-                raise self.error(f"{var.value} is defined twice", var, found=False)
-            seen.add(var.value)
+            if name(var) in seen:
+                raise self.error(f"{name(var)} is defined twice", var, found=False)
+            seen.add(name(var))
         skip = self.names.get("skip")
-        if skip is not None and skip.value not in variables and skip.value not in subsets:
-            raise self.error(f"AFTER MATCH SKIP to {skip.value}, which is not a variable of the "
+        if skip is not None and name(skip) not in variables and name(skip) not in subsets:
+            raise self.error(f"AFTER MATCH SKIP to {name(skip)}, which is not a variable of the "
                              "PATTERN", skip, found=False)
         aliases = {}
         for alias in self.names.get("measures", []):

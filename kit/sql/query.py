@@ -122,17 +122,18 @@ def rewrite(query: str, resolver: Resolver, aggregates=()) -> Rewritten:
     hi = len(tokens) - 1                          # the EOF token
     while hi > 0 and tokens[hi - 1].kind == "OP" and tokens[hi - 1].value == ";":
         hi -= 1
-    return _Renderer(query, tokens, _find(query, tokens, aggregates), resolver).render(0, hi)
+    fold = getattr(resolver, "semantics", None) == "standard"   # standard SQL's unquoted names
+    return _Renderer(query, tokens, _find(query, tokens, aggregates, fold), resolver).render(0, hi)
 
 
-def _find(query, tokens, aggregates) -> dict:
+def _find(query, tokens, aggregates, fold=False) -> dict:
     """{index of the table ref's first token: (MATCH_RECOGNIZE index, end index, spec)}."""
     found = {}
     for m, tok in enumerate(tokens):
         if not tok.is_word("MATCH_RECOGNIZE"):
             continue
         parser = MatchRecognizeParser(query, tokens, m, aggregates=aggregates)
-        spec = parser.clause()
+        spec = parser.clause(fold)
         found[_table_ref_start(query, tokens, m)] = (m, parser.i, spec)
     return found
 
