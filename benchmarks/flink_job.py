@@ -1,7 +1,7 @@
 """Run one query on real Apache Flink (PyFlink) and print its timing as JSON.
 
 Runs inside the benchmark's own environment (``.venv-flink``, apache-flink from PyPI):
-``python flink_job.py <ddl> <query> <parallelism> <batch|streaming> [<sink>]``. The query's
+``python flink_job.py <ddl> <query> <parallelism> <batch|streaming> [<sink> [<options as JSON>]]``. The query's
 rows go to a CSV filesystem sink (every column cast to STRING), so the time is the job's own,
 from submission until the sink has committed, not a per-row round trip to Python
 (``TableResult.collect()``). Prints ``{"seconds": job time, "startup": environment start,
@@ -22,9 +22,12 @@ from pyflink.table import EnvironmentSettings, TableEnvironment  # noqa: E402
 
 ddl, query, parallelism, mode = sys.argv[1:5]
 sink = sys.argv[5] if len(sys.argv) > 5 else "filesystem"
+options = json.loads(sys.argv[6]) if len(sys.argv) > 6 else {}
 settings = EnvironmentSettings.in_batch_mode() if mode == "batch" else EnvironmentSettings.in_streaming_mode()
 env = TableEnvironment.create(settings)
 env.get_config().set("parallelism.default", parallelism)
+for name, value in options.items():
+    env.get_config().set(name, str(value))
 if mode == "streaming":   # a streaming file sink commits its files on checkpoints (the last one at end of input)
     env.get_config().set("execution.checkpointing.interval", "1 s")
 env.execute_sql(ddl)

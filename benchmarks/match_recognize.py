@@ -77,14 +77,16 @@ def _flink(csv: Path, parallelism: int, mode: str) -> dict | None:
     return result
 
 
-def _flink_run(ddl: str, query: str, parallelism: int, mode: str, sink: str = "filesystem") -> dict:
+def _flink_run(ddl: str, query: str, parallelism: int, mode: str, sink: str = "filesystem",
+               options: dict | None = None) -> dict:
     """One query on real Flink (``flink_job.py`` in ``.venv-flink``): seconds, startup, rows
-    (``sink="blackhole"``: none kept, for an updating query)."""
+    (``sink="blackhole"``: none kept, for an updating query); ``options``: Flink's, by name."""
     env = dict(os.environ)
     if java_home():
         env["JAVA_HOME"] = java_home()
     run = subprocess.run([str(FLINK_PYTHON), str(Path(__file__).with_name("flink_job.py")), ddl, query,
-                          str(parallelism), mode, sink], capture_output=True, text=True, env=env, timeout=3600)
+                          str(parallelism), mode, sink, json.dumps(options or {})], capture_output=True, text=True,
+                         env=env, timeout=3600)
     if run.returncode != 0:
         raise RuntimeError(f"Flink failed:\n{run.stderr[-3000:]}")
     return json.loads(run.stdout.strip().splitlines()[-1])
