@@ -27,6 +27,7 @@ For other DataFrame methods the result stands for ``final()`` (``t.toPandas()``,
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import replace
 from functools import cached_property
@@ -101,24 +102,14 @@ class DynamicTable:
         (Flink forgets it without a trace): ``operator``, ``seq`` (the arrival that found
         it), ``key`` (JSON), ``last_write`` and ``proctime`` (then); None without a TTL."""
         self.log
-        if not self._expired:
-            return None
-        df = self._expired[0]
-        for more in self._expired[1:]:
-            df = df.unionByName(more)
-        return df
+        return _union(self._expired)
 
     def late_rows(self) -> DataFrame | None:
         """The rows a keep-first deduplicate on event time dropped as late (below the watermark
         they arrived at; Flink drops them without a trace): ``operator``, ``seq``, ``row`` (JSON),
         ``time`` and ``watermark``; None when no operator drops rows."""
         self.log
-        if not self._late:
-            return None
-        df = self._late[0]
-        for more in self._late[1:]:
-            df = df.unionByName(more)
-        return df
+        return _union(self._late)
 
     def snapshot(self, at: int | None = None) -> DataFrame:
         """The table after arrival ``at`` (None: after the last), in no particular order."""
@@ -213,6 +204,11 @@ class DynamicTable:
 
     def __repr__(self):
         return f"DynamicTable({', '.join(self.columns)}; changelog mode {mode_text(self.mode)})"
+
+
+def _union(frames: list) -> DataFrame | None:
+    """The rows of ``frames`` (by column name) in one DataFrame; None for none."""
+    return functools.reduce(DataFrame.unionByName, frames) if frames else None
 
 
 def _streams(root: P.Node) -> list:
