@@ -46,6 +46,12 @@ def test_an_empty_match_result_has_the_querys_columns(spark):
     every = run("""SELECT * FROM T MATCH_RECOGNIZE (PARTITION BY part ORDER BY id
         MEASURES A.value AS av ALL ROWS PER MATCH PATTERN (A B) DEFINE A AS value > 1000)""")
     assert rows(every) == [] and every.columns == ["part", "id", "av", "value"]
+    # an input with no rows (pandas: Spark cannot infer its types) gives the same empty result
+    nothing = kit.sql("""SELECT * FROM T MATCH_RECOGNIZE (PARTITION BY part ORDER BY id
+        MEASURES A.value AS av ALL ROWS PER MATCH PATTERN (A B) DEFINE A AS value > 0)""",
+                      semantics="standard", T=T.iloc[:0])
+    assert rows(nothing) == [] and [f.dataType.simpleString() for f in nothing.schema] == [
+        "string", "bigint", "bigint", "bigint"]
 
 
 def test_a_matcher_that_gives_up_says_so(spark):

@@ -58,10 +58,13 @@ import uuid
 from dataclasses import replace
 
 import pandas
+import pyarrow as pa
 from pyspark.errors import PySparkException
 from pyspark.errors.exceptions.base import QueryContextType
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import from_arrow_type
 
 from ..errors import KitError
 from .. import match_recognize as matching  # looked up per call, so tests can stand in
@@ -397,7 +400,24 @@ def _frame(spark, table):
         return table
     if isinstance(table, Stream):
         return table.df
+    if len(table) == 0:   # Spark cannot infer types from no rows: take them from the dtypes
+        return spark.createDataFrame(table, schema=_empty_schema(table))
     return spark.createDataFrame(table)          # pandas (register checked the type)
+
+
+def _empty_schema(table: pandas.DataFrame) -> T.StructType:
+    """The Spark schema of a pandas DataFrame with no rows, from its dtypes (as Arrow reads
+    them); a column of no known type (object) is STRING, a naive datetime a TIMESTAMP."""
+    fields = []
+    for field in pa.Schema.from_pandas(table, preserve_index=False):
+        if pa.types.is_null(field.type):
+            dtype = T.StringType()
+        elif pa.types.is_timestamp(field.type):
+            dtype = T.TimestampType()
+        else:
+            dtype = from_arrow_type(field.type)
+        fields.append(T.StructField(field.name, dtype, True))
+    return T.StructType(fields)
 
 
 def _verbatim(query, name, start) -> Rewritten:
