@@ -157,10 +157,11 @@ def _scenarios():
     """The plans the dynamic-table goldens recorded (``explain_changelog_mode``: the bare
     SELECT; ``..._print_sink``: into a print sink) for plain SELECTs over CSV tables."""
     out = []
-    for group in ("cascade", "filters", "group_agg", "topn", "over"):
+    for group in ("cascade", "filters", "group_agg", "topn", "over", "minibatch"):
         doc = json.loads((Path(__file__).parent / "golden" / "flink-2.3" / f"{group}.json").read_text())
         for sc in doc["scenarios"]:
-            if not sc.get("config") and "*" not in sc["query"] and sc["query"].upper().startswith("SELECT"):
+            planned = not sc.get("config") or group == "minibatch"   # mini-batch, local-global, split distinct
+            if planned and "SELECT *" not in sc["query"].upper() and sc["query"].upper().startswith("SELECT"):
                 out += [(sc, key) for key in ("explain_changelog_mode", "explain_changelog_mode_print_sink")]
     return out
 
@@ -187,14 +188,17 @@ SCENARIOS = _scenarios()
 
 @pytest.mark.parametrize("scenario, key", SCENARIOS, ids=[f"{s['name']}-{k[-10:]}" for s, k in SCENARIOS])
 def test_the_dynamic_goldens_plans_have_the_same_modes(spark, scenario, key):
-    """A second corpus: the plans recorded beside the changelogs. Their tables have no
-    watermark, the kit's streams do: WatermarkAssigner is left out of this comparison too."""
+    """A second corpus: the plans recorded beside the changelogs, mini-batch, local-global and
+    split distinct included. Their tables have no watermark, the kit's streams do:
+    WatermarkAssigner is left out of this comparison too."""
     streams = dict(_ddl_stream(ddl) for ddl in scenario["ddl"])
     flink, sink = scenario[key], "retract" if key.endswith("print_sink") else None
     query = scenario["query"].replace("`user`", "user")
+    config = scenario.get("config") or {}
     if flink.startswith("EXPLAIN failed"):
         with pytest.raises(KitError):
-            modes.physical_plan(query, sink, **streams)
+            modes.physical_plan(query, sink, config, **streams)
         return
     drop = ("Calc", "WatermarkAssigner")
-    assert modes.compared(modes.explain_changelog_mode(query, sink, **streams), drop) == modes.compared(flink, drop)
+    assert modes.compared(modes.explain_changelog_mode(query, sink, config, **streams), drop) == \
+        modes.compared(flink, drop)

@@ -1,8 +1,9 @@
 """The changelog mode of every node of a continuous query, decided as Flink's planner decides it.
 
-``physical_plan(query, sink, **streams)`` returns the physical plan Flink 2.3 makes for
+``physical_plan(query, sink, config, **streams)`` returns the physical plan Flink 2.3 makes for
 ``INSERT INTO <sink> <query>`` over ``kit.Stream``s, its nodes named as Flink names them
-(``TableSourceScan``, ``WatermarkAssigner``, ``Calc``, ``Exchange``, ``GroupAggregate``,
+(``TableSourceScan``, ``WatermarkAssigner``, ``MiniBatchAssigner``, ``Calc``, ``Exchange``,
+``GroupAggregate`` -- ``Local``/``Incremental``/``GlobalGroupAggregate`` with mini-batches --,
 ``Rank``, ``OverAggregate``, ``Join``, ``Union``, ``LocalWindowAggregate`` /
 ``GlobalWindowAggregate``, ``Match``, ``TemporalJoin``, ``IntervalJoin``, ``TemporalSort``,
 ``Sink``), each with its changelog mode; ``explain_changelog_mode`` prints it as
@@ -58,14 +59,15 @@ from sqlglot import exp
 
 from ..errors import KitError
 from . import plan as P
-from .changelog import DELETE, INSERT, KINDS, UPDATE_AFTER, UPDATE_BEFORE, mode_text
+from .changelog import DELETE, INSERT, KINDS, UPDATE_AFTER, UPDATE_BEFORE, Options, mode_text
+from .options import dynamic_options
 
 __all__ = ["PhysicalNode", "SINK_KINDS", "physical_plan", "explain_changelog_mode", "compared", "parse_explain",
            "table_plan", "messages"]
 
 SINK_KINDS = ("retract", "upsert", "append", None)
 _CONNECTORS = {"retract": "print", "upsert": "blackhole", "append": "filesystem"}
-_TIMELESS = ("Calc", "Exchange", "WatermarkAssigner", "Union")
+_TIMELESS = ("Calc", "Exchange", "WatermarkAssigner", "Union", "MiniBatchAssigner")
 _INSERT_ONLY_OPERATORS = {"Match": "Match Recognize", "TemporalJoin": "TemporalJoin",
                           "IntervalJoin": "IntervalJoin", "LocalWindowAggregate": "WindowAggregate",
                           "TemporalSort": "TemporalSort", "OverAggregate": "OverAggregate"}
@@ -128,6 +130,10 @@ def _kinds(n: PhysicalNode) -> frozenset:
         kinds = below
     elif name == "GroupAggregate":
         kinds = frozenset({"I", "U"} | ({"D"} if below != {"I"} else set()))
+    elif name in ("LocalGroupAggregate", "IncrementalGroupAggregate"):   # partial accumulators: appended
+        kinds = frozenset({"I"})
+    elif name == "GlobalGroupAggregate":    # deletes when the Local's input updates, or a split's FINAL
+        kinds = frozenset({"I", "U"} | ({"D"} if n.attrs.get("deletes") else set()))
     elif name == "Rank":
         kinds = frozenset({"I"}) if n.attrs.get("insert_only") and below == {"I"} else frozenset({"I", "U", "D"})
     elif name == "OverAggregate" and not n.attrs.get("time_ordered"):
@@ -181,7 +187,7 @@ def _changes(kinds) -> str:
 
 def _producer(n: PhysicalNode) -> PhysicalNode:
     """The node that makes the changes ``n`` carries (through Calcs and Exchanges)."""
-    while n.name in ("Calc", "Exchange", "WatermarkAssigner", "Union") and n.inputs:
+    while n.name in _TIMELESS and n.inputs:
         n = next((c for c in n.inputs if c.kinds != {"I"}), n.inputs[0])
     return n
 
@@ -832,19 +838,83 @@ def _time_over(text: str, special) -> PhysicalNode:
                         attrs={"fixed": True})
 
 
+# ---------------------------------------------------------------------------- section 3's rewrites
+
+
+def _optimized(n: PhysicalNode, options) -> PhysicalNode:
+    """The plan with the rewrites ``options`` (``kit.dynamic.changelog.Options``) ask for, as
+    Flink 2.3 applies them (``minibatch.json``'s plans): a ``MiniBatchAssigner`` above each
+    source (its scan, proctime and watermark assigner); each GroupAggregate split by
+    ``MOD(HASH_CODE(x), buckets)`` into a PARTIAL and a FINAL one (split distinct), and, with
+    mini-batches in two phases, into Local -> Exchange -> Global (split: Local -> Exchange ->
+    Incremental -> Exchange -> Global). Labels name the kit's columns, not Flink's ``$f``s."""
+    source = ("TableSourceScan", "WatermarkAssigner")
+    in_source = n.name in source or (n.name == "Calc" and "PROCTIME()" in n.detail)
+    inputs = [_optimized(c, options) for c in n.inputs]
+    if options.mini_batch and not in_source:
+        for i, c in enumerate(inputs):
+            if c.name in source or (c.name == "Calc" and "PROCTIME()" in c.detail):
+                time = "RowTime" if any(x.name == "WatermarkAssigner" for x in c.walk()) else "ProcTime"
+                inputs[i] = PhysicalNode("MiniBatchAssigner", f"interval=[{options.mini_batch[0]}ms], mode=[{time}]", [c],
+                                         attrs={"out": c.attrs.get("out")})
+    n.inputs = inputs
+    if n.name != "GroupAggregate" or "kit" not in n.attrs:
+        return n
+    agg, below = n.attrs["kit"], inputs[0].inputs[0]          # below the aggregate's Exchange
+    two_phase = options.mini_batch is not None and options.agg_phase != "ONE_PHASE"
+    distinct = [c.arg for c in agg.calls if c.distinct]
+    keys = n.detail.split("], ", 1)[0] + "]" if n.detail.startswith("groupBy=") else "groupBy=[]"
+    key_names = keys[len("groupBy=["):-1]
+    updates = _kinds(below) != {"I"}
+    if options.distinct_split and distinct:
+        arg = _shown_name(n, agg, distinct[0])
+        bucket = PhysicalNode("Calc", f"select=[..., MOD(HASH_CODE({arg}), {options.distinct_split}) AS $bucket]",
+                              [below], attrs={"out": below.attrs.get("out")})
+        split_keys = f"{key_names}, $bucket" if key_names else "$bucket"
+        if two_phase:
+            local = PhysicalNode("LocalGroupAggregate", f"groupBy=[{split_keys}], partialFinalType=[PARTIAL]", [bucket])
+            incremental = PhysicalNode("IncrementalGroupAggregate", f"partialAggGrouping=[{split_keys}], "
+                                       f"finalAggGrouping=[{key_names}]", [_hash_exchange(split_keys, local)])
+            return PhysicalNode("GlobalGroupAggregate", f"{keys}, partialFinalType=[FINAL]",
+                                [_hash_exchange(key_names, incremental)], attrs={"deletes": True})
+        partial = PhysicalNode("GroupAggregate", f"groupBy=[{split_keys}], partialFinalType=[PARTIAL], select="
+                               + n.detail.split("select=", 1)[1], [_hash_exchange(split_keys, bucket)])
+        return PhysicalNode("GroupAggregate", f"{keys}, partialFinalType=[FINAL], select=[{key_names}, "
+                            f"$SUM0_RETRACT(...)]", [_hash_exchange(key_names, partial)])
+    if two_phase:
+        local = PhysicalNode("LocalGroupAggregate", n.detail, [below])
+        return PhysicalNode("GlobalGroupAggregate", n.detail, [_hash_exchange(key_names, local)],
+                            attrs={"deletes": updates})
+    return n
+
+
+def _hash_exchange(keys: str, child: PhysicalNode) -> PhysicalNode:
+    return PhysicalNode("Exchange", f"distribution=[{'hash[' + keys + ']' if keys else 'single'}]", [child])
+
+
+def _shown_name(n: PhysicalNode, agg, column: str) -> str:
+    """The SQL name of an aggregate's argument column, as its label shows it."""
+    shown = dict(zip((c.arg for c in agg.calls), agg.shown_calls))
+    text = shown.get(column, column)
+    inner = re.search(r"\((?:DISTINCT )?([^)]*)\)", text)
+    return inner.group(1) if inner else column
+
+
 # ---------------------------------------------------------------------------- the public functions
 
 
-def physical_plan(query: str, sink: str | None = "retract", **streams) -> PhysicalNode:
+def physical_plan(query: str, sink: str | None = "retract", config=None, **streams) -> PhysicalNode:
     """The physical plan of ``INSERT INTO <sink> query`` (``sink`` None: the bare query) over
     ``streams`` (``kit.Stream``s by the names the query uses), each node with the changelog
-    mode Flink 2.3 gives it (module doc). Raises ``KitError`` with Flink's message where
-    Flink's planner refuses the query."""
+    mode Flink 2.3 gives it (module doc); ``config``: Flink's options by name, as ``kit.sql``
+    takes them (mini-batch, agg-phase strategy, split distinct: ``_optimized``). Raises
+    ``KitError`` with Flink's message where Flink's planner refuses the query."""
     if sink not in SINK_KINDS:
         raise KitError(f"sink={sink!r} is not one of {list(SINK_KINDS)}")
+    options = config if isinstance(config, Options) else dynamic_options(config or {})[0]
     try:
         planned = Planned(query, streams)
-        node, fields = planned.node, ", ".join(planned.names)
+        node, fields = _optimized(planned.node, options), ", ".join(planned.names)
     except _TimeOver as route:
         node = _time_over(route.text, route.special)
         fields = _fields(query)
@@ -875,9 +945,9 @@ def _fields(query: str) -> str:
         return ""
 
 
-def explain_changelog_mode(query: str, sink: str | None = "retract", **streams) -> str:
+def explain_changelog_mode(query: str, sink: str | None = "retract", config=None, **streams) -> str:
     """``physical_plan(...)`` drawn as Flink's ``EXPLAIN CHANGELOG_MODE`` draws it."""
-    return physical_plan(query, sink, **streams).tree()
+    return physical_plan(query, sink, config, **streams).tree()
 
 
 def parse_explain(text: str) -> list:
@@ -930,7 +1000,7 @@ def table_plan(table) -> PhysicalNode:
         for child in n.inputs:
             walk(child)
     walk(table.root)
-    return physical_plan(table.query, table.sink, **streams)
+    return physical_plan(table.query, table.sink, table.options, **streams)
 
 
 def messages(table) -> list:
