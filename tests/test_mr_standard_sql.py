@@ -227,6 +227,11 @@ def test_uncorrelated_subqueries_in_define_and_measures(spark):
     assert rows(result) == [("p", 85, 2, 4, False), ("p", 85, 8, 8, False)]
     with pytest.raises(SqlError, match="gives 2 rows; it must give at most one"):
         run(query.replace("WHERE k = 'low'", ""), Limits=limits)
+    # a correlated one (it reads A.tax) runs once too, before matching: Spark cannot resolve
+    # A.tax, and the error points at the subquery in the user's text
+    with pytest.raises(SqlError, match=r"the subquery .* cannot be resolved") as info:
+        run(query.replace("WHERE k = 'low'", "WHERE v > A.value"), Limits=limits)
+    assert (info.value.line, info.value.column) == (5, 30)   # the SELECT in DEFINE
     with pytest.raises(KitError, match="subquery in DEFINE or MEASURES is not supported by Flink"):
         kit.sql(query, T=T, Limits=limits)
 

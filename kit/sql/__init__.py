@@ -68,7 +68,7 @@ from pyspark.sql.pandas.types import from_arrow_type
 
 from ..errors import KitError
 from .. import match_recognize as matching  # looked up per call, so tests can stand in
-from ..match_recognize.errors import NotSupportedByFlink
+from ..match_recognize.errors import MatchRecognizeError, NotSupportedByFlink
 from ..match_recognize.matcher import SEMANTICS
 from ..spark import spark as session
 from ..stream import Stream, check_column_names
@@ -289,7 +289,11 @@ class _Run(Resolver):
             raise NotSupportedByFlink("MATCH_RECOGNIZE", "a subquery in DEFINE or MEASURES", found[0].pos)
 
         def answer(node):
-            frame = self.sql(rewrite(node.text, self, self.aggregates))
+            try:
+                frame = self.sql(rewrite(node.text, self, self.aggregates))
+            except SqlError as error:   # placed on the subquery in the user's text
+                raise MatchRecognizeError("MATCH_RECOGNIZE", f"the subquery ({node.text}): {error.message}",
+                                          node.pos) from None
             return [tuple(r) for r in frame.collect()], frame.schema
         return resolve_subqueries(spec, answer)
 
