@@ -847,16 +847,17 @@ def _optimized(n: PhysicalNode, options) -> PhysicalNode:
     source (its scan, proctime and watermark assigner); each GroupAggregate split by
     ``MOD(HASH_CODE(x), buckets)`` into a PARTIAL and a FINAL one (split distinct), and, with
     mini-batches in two phases, into Local -> Exchange -> Global (split: Local -> Exchange ->
-    Incremental -> Exchange -> Global). Labels name the kit's columns, not Flink's ``$f``s."""
+    Incremental -> Exchange -> Global). Labels name the kit's columns, not Flink's ``$f``s. A
+    non-windowed aggregate's bundles end on processing time (``mode=[ProcTime]``), event time
+    or not."""
     source = ("TableSourceScan", "WatermarkAssigner")
     in_source = n.name in source or (n.name == "Calc" and "PROCTIME()" in n.detail)
     inputs = [_optimized(c, options) for c in n.inputs]
     if options.mini_batch and not in_source:
         for i, c in enumerate(inputs):
             if c.name in source or (c.name == "Calc" and "PROCTIME()" in c.detail):
-                time = "RowTime" if any(x.name == "WatermarkAssigner" for x in c.walk()) else "ProcTime"
-                inputs[i] = PhysicalNode("MiniBatchAssigner", f"interval=[{options.mini_batch[0]}ms], mode=[{time}]", [c],
-                                         attrs={"out": c.attrs.get("out")})
+                inputs[i] = PhysicalNode("MiniBatchAssigner", f"interval=[{options.mini_batch[0]}ms], mode=[ProcTime]",
+                                         [c], attrs={"out": c.attrs.get("out")})
     n.inputs = inputs
     if n.name != "GroupAggregate" or "kit" not in n.attrs:
         return n
@@ -868,7 +869,7 @@ def _optimized(n: PhysicalNode, options) -> PhysicalNode:
     updates = _kinds(below) != {"I"}
     if options.distinct_split and distinct:
         arg = _shown_name(n, agg, distinct[0])
-        bucket = PhysicalNode("Calc", f"select=[..., MOD(HASH_CODE({arg}), {options.distinct_split}) AS $bucket]",
+        bucket = PhysicalNode("Calc", f"select=[*, MOD(HASH_CODE({arg}), {options.distinct_split}) AS $bucket]",
                               [below], attrs={"out": below.attrs.get("out")})
         split_keys = f"{key_names}, $bucket" if key_names else "$bucket"
         if two_phase:
