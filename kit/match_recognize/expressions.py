@@ -10,6 +10,14 @@ tuple of their labels (pattern variables), ``m`` the match number and ``F`` the 
     LAST(A.price, n)   n-th last row labelled A (logical offset); NULL out of range
     PREV(A.price, n)   n rows physically before the last A row (any row of the partition)
     SUM(A.price)       over the rows labelled A so far (running in DEFINE)
+    CLASSIFIER(U)      the variable of the last row labelled A or C so far (SUBSET U = (A, C))
+    PREV(CLASSIFIER()) the variable of the row before; NULL outside the match (``F``; in
+                       DEFINE the match so far), as any navigation over CLASSIFIER()
+    COUNT(A.*)         the rows labelled A so far; also COUNT(), ARRAY_AGG, MAX_BY/MIN_BY,
+                       ARBITRARY/ANY_VALUE (the standard's and Trino's, semantics="standard")
+
+Inside a navigation or an aggregate an expression is evaluated at one row: ``g((row,),
+(its variable,), m, F)`` -- the variable so that CLASSIFIER() there is that row's.
 
 >>> from kit.match_recognize.spec import Binary, Column
 >>> env = Env({"price": [10, 15, 20]}, variables={"A", "B"})

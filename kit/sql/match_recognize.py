@@ -20,6 +20,11 @@ Grammar (one method per rule, in clause order)::
     primary     := variable | '(' [pattern] ')' | PERMUTE '(' pattern, ... ')'
                  | '{-' pattern '-}' | '^' | '$'
 
+Under semantics="standard" (``clause(fold=True)``) an unquoted pattern variable or subset
+name is its upper-case form, as standard SQL folds names; a delimited one (``"x"``, which
+``kit.sql`` back-quotes first) keeps its case. An uncorrelated subquery in DEFINE or
+MEASURES is read as a ``Subquery`` node; ``resolve_subqueries`` puts its answer in its place.
+
 The clause is checked as it is read: DEFINE, SUBSET and SKIP TO name pattern variables,
 measure aliases are unique (ignoring case, as Spark columns are), qualifiers ``v.col``
 name a pattern variable or a subset.
