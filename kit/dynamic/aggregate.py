@@ -366,8 +366,8 @@ def _compiled(log: Changelog, keys, calls, options, types) -> DataFrame:
     each task's messages sorted by ``(seq, _n)`` and folded with a map of key states."""
     ks = [sparksql.name(k) for k in keys]
     args = sorted({c.arg for c in calls if c.arg is not None})
-    df = log.df.selectExpr(*ks, *(sparksql.name(a) for a in args), f"IF(_op IN {_kinds(ADDS)}, 1, -1) AS _w",
-                           "seq", "_n", "_pt")
+    df = log.df.selectExpr(*ks, *(f"{sparksql.name(a)} AS _a{i}" for i, a in enumerate(args)),
+                           f"IF(_op IN {_kinds(ADDS)}, 1, -1) AS _w", "seq", "_n", "_pt")
     column = {a: len(keys) + i for i, a in enumerate(args)}
     functions = ",".join(f"{c.function.lower()}:{column.get(c.arg, -1)}:{int(c.distinct)}" for c in calls)
     settings = f"keys={len(keys)};calls={functions};ub={int(options.update_before)}"

@@ -647,18 +647,22 @@ class _Planner:
                                    f"not {agg.key.upper()}")
                 calls.setdefault(_sql(agg), agg)
         pre_columns, pre_select, pre_shown, replace = [], [], [], {}
+        made = {}      # an expression the Calc computes already (a key read by an aggregate): its column
         for k in keys:
             replace[_sql(k)] = self.fresh()
             pre_columns.append(replace[_sql(k)])
             pre_select.append(f"{self._render(k, scope)} AS {pre_columns[-1]}")
             pre_shown.append(_sql(k))
+            made.setdefault(_sql(k), pre_columns[-1])
         key_columns = list(pre_columns)
         agg_calls = []
         for text, agg in calls.items():
             function, arg, distinct = _call(agg)
             column = None
-            if arg is not None:
-                column = self.fresh()
+            if arg is not None and _sql(arg) in made:
+                column = made[_sql(arg)]
+            elif arg is not None:
+                column = made[_sql(arg)] = self.fresh()
                 pre_columns.append(column)
                 pre_select.append(f"{self._render(arg, scope)} AS {column}")
                 pre_shown.append(_sql(arg))
