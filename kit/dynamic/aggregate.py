@@ -344,10 +344,10 @@ def _not_compiled(log, keys, calls, options, types) -> str | None:
         return "the kit's Java classes are not in this Spark session (Spark Connect, or a session started elsewhere)"
     if options.mini_batch is not None:
         phase, arg = _bundles(calls, options)
-        hashed = [*keys, *([arg] if arg else [])]
-        if any(type(types[c]) not in _HASHED or (c == arg and c not in keys and _HASHED[type(types[c])] in "Dt")
-               for c in hashed):
-            return "a mini-batch key or split-distinct column of a type without a modelled Flink hash here"
+        if any(type(types[k]) not in _HASHED for k in keys):
+            return "a mini-batch key of a type without a modelled BinaryRowData hash"
+        if arg and _HASHED.get(type(types[arg]), "D") in "Dt":   # HASH_CODE: Java's hashCode() of these only
+            return f"split distinct over {arg!r}, a {types[arg].simpleString()}: no modelled HASH_CODE"
     for name in [*keys, *(c.arg for c in calls if c.arg is not None)]:
         if not isinstance(types[name], _SIMPLE):
             return f"column {name!r} is a {types[name].simpleString()}, not an integer, string, boolean, date or time"

@@ -864,11 +864,11 @@ def _optimized(n: PhysicalNode, options) -> PhysicalNode:
     agg, below = n.attrs["kit"], inputs[0].inputs[0]          # below the aggregate's Exchange
     two_phase = options.mini_batch is not None and options.agg_phase != "ONE_PHASE"
     distinct = [c.arg for c in agg.calls if c.distinct]
-    keys = n.detail.split("], ", 1)[0] + "]" if n.detail.startswith("groupBy=") else "groupBy=[]"
-    key_names = keys[len("groupBy=["):-1]
+    key_names = ", ".join(agg.names[:len(agg.keys)])
+    keys = f"groupBy=[{key_names}]"
     updates = _kinds(below) != {"I"}
     if options.distinct_split and distinct:
-        arg = _shown_name(n, agg, distinct[0])
+        arg = _shown_name(agg, distinct[0])
         bucket = PhysicalNode("Calc", f"select=[*, MOD(HASH_CODE({arg}), {options.distinct_split}) AS $bucket]",
                               [below], attrs={"out": below.attrs.get("out")})
         split_keys = f"{key_names}, $bucket" if key_names else "$bucket"
@@ -893,7 +893,7 @@ def _hash_exchange(keys: str, child: PhysicalNode) -> PhysicalNode:
     return PhysicalNode("Exchange", f"distribution=[{'hash[' + keys + ']' if keys else 'single'}]", [child])
 
 
-def _shown_name(n: PhysicalNode, agg, column: str) -> str:
+def _shown_name(agg, column: str) -> str:
     """The SQL name of an aggregate's argument column, as its label shows it."""
     shown = dict(zip((c.arg for c in agg.calls), agg.shown_calls))
     text = shown.get(column, column)
