@@ -1,6 +1,8 @@
-"""The shared SparkSession: local by default, remote with ``SPARK_REMOTE``.
+"""The shared SparkSession: local by default, a cluster or Spark Connect when asked.
 
-``spark()`` returns the active session when there is one. Otherwise it starts a local
+``spark()`` returns the active session when there is one (adopted, below). Otherwise it
+starts one: on Spark Connect with ``master="sc://..."`` or ``SPARK_REMOTE``; on a cluster
+with ``master="spark://..."`` (or ``yarn``, ``k8s://...``) or ``SPARK_MASTER``; else a local
 one tuned for small, interactive jobs (the kit's typical input is a few thousand rows;
 large inputs scale the same plans out):
 
@@ -19,8 +21,21 @@ the class archive, when built (``kit.archive``)    ~2 s off a session's start an
 =================================================  ==========================
 
 Environment: ``SPARK_REMOTE`` (e.g. ``sc://host:15002``) connects to a Spark Connect
-server instead; ``KIT_SPARK_MASTER`` (default ``local[*]``) and ``KIT_DRIVER_MEMORY``
-(default ``4g``) tune the local session.
+server instead; ``SPARK_MASTER`` (or ``KIT_SPARK_MASTER``; default ``local[*]``) is the
+master of a session the kit starts, ``KIT_DRIVER_MEMORY`` (default ``4g``) its driver's memory.
+A cluster session gets the same settings but the shuffle partitions (set on adoption, from
+the executors' cores) and the local-only ones (the Python daemon, the executors' log4j file).
+
+A session the kit did not start locally is *adopted* once (``adopt``), as a cluster user needs:
+
+- its SQL settings: UTC and Arrow as above; ``spark.sql.shuffle.partitions`` to the executors'
+  cores (at least 2) when it is still Spark's default of 200 -- a value the user chose is kept;
+- its executors' Python is checked by a small job: without pandas, numpy, pyarrow or sqlglot
+  it raises ``KitError`` saying to set ``PYSPARK_PYTHON``; without the kit (or another version
+  of it) the kit ships itself, a zip of its modules (``addPyFile``; on Connect ``addArtifacts``);
+- the kit's Java helpers reach the executors (``kit.jvm.attach``); where they cannot -- Spark
+  Connect, whose client has no JVM to call -- one ``ClusterWarning`` says which fast paths
+  run their Python twins instead (the same rows, slower).
 
 ``LOG_FILE`` is the local session's log (the JVM's output, and why the Java helpers did not
 build): a new file per session, ``spark-<date>-<time>-<random>.log``, in a directory only
@@ -33,20 +48,24 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import json
 import logging
 import os
 import re
 import stat
 import sys
 import tempfile
+import threading
 import time
+import warnings
+import zipfile
 from pathlib import Path
 
 from . import jvm
 from .errors import KitError
-from .java import ensure_java
+from .java import _cache_dir, ensure_java
 
-__all__ = ["spark", "LOG_FILE", "log_file", "replay_tasks", "known_rows"]
+__all__ = ["spark", "adopt", "ClusterWarning", "LOG_FILE", "log_file", "replay_tasks", "known_rows"]
 
 LOG_FILE: Path | None = None   # the session's log, made by log_file()
 _LOG4J = Path(__file__).with_name("log4j2.properties")
@@ -102,10 +121,10 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _conf() -> dict[str, str]:
+def _conf(master: str = "local[*]") -> dict[str, str]:
     cores = os.cpu_count() or 2
     java_opts = f"-Dlog4j2.configurationFile=file:{_LOG4J}"
-    return {
+    conf = {
         "spark.app.name": "flink-kit",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
@@ -118,6 +137,10 @@ def _conf() -> dict[str, str]:
         "spark.driver.extraJavaOptions": java_opts,
         "spark.executor.extraJavaOptions": java_opts,
     }
+    if not master.startswith("local"):   # the executors' cores, known once they run (adopt); their own logs
+        for key in ("spark.sql.shuffle.partitions", "spark.default.parallelism", "spark.executor.extraJavaOptions"):
+            del conf[key]
+    return conf
 
 
 @contextlib.contextmanager
@@ -155,30 +178,26 @@ def _remote(url: str):
     from pyspark.sql import SparkSession
 
     try:
-        session = SparkSession.builder.remote(url).getOrCreate()
+        return SparkSession.builder.remote(url).getOrCreate()
     except ImportError as e:
         raise KitError(
             f"SPARK_REMOTE={url!r} needs the Spark Connect client: "
             f"pip install 'flink-kit[connect]' ({e})"
         ) from None
-    session.conf.set("spark.sql.session.timeZone", "UTC")
-    session.conf.set("spark.sql.execution.arrow.pyspark.enabled", "true")
-    return session
 
 
-def _local():
+def _local(master: str):
     from pyspark.sql import SparkSession
 
     from . import archive   # not imported with the kit: python -m kit.archive runs it
 
     ensure_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    master = os.environ.get("KIT_SPARK_MASTER", "local[*]")
     global LOG_FILE
     LOG_FILE = None   # a new session, a new log
     log = log_file()
     helpers = jvm.jar()   # why it did not build goes to the log
-    conf = _conf()
+    conf = _conf(master)
     conf["spark.driver.extraJavaOptions"] += " " + archive.options(helpers)
     if helpers is not None:
         conf["spark.jars"] = str(helpers)
@@ -197,13 +216,15 @@ def _local():
             f"{_tail(log)}"
         ) from None
     session.sparkContext.setLogLevel("ERROR")
+    if master.startswith("local"):   # executors in this JVM, workers on this interpreter: nothing to check
+        _MADE_LOCALLY.add(_key(session))
+        jvm.attached(session, None if helpers is not None else f"the Java helpers did not compile (why: {log})")
     return session
 
 
 def _preload_charts() -> None:
     """Import the chart libraries (altair, vl-convert: seconds) in a thread while the JVM
     starts, so that the first chart does not wait for them."""
-    import threading
 
     def load():
         try:
@@ -213,16 +234,216 @@ def _preload_charts() -> None:
     threading.Thread(target=load, name="kit-preload-charts", daemon=True).start()
 
 
-def spark():
-    """The kit's SparkSession: the active one, a Spark Connect one, or a new local one."""
+def spark(master: str | None = None):
+    """The kit's SparkSession: the active one (adopted), or a new one on ``master``
+    (``sc://...``: Spark Connect; default ``SPARK_REMOTE``, ``SPARK_MASTER``, ``local[*]``)."""
     from pyspark.sql import SparkSession
 
     _quiet_query_errors()
     active = SparkSession.getActiveSession()
     if active is not None:
-        return active
-    url = os.environ.get("SPARK_REMOTE")
-    return _remote(url) if url else _local()
+        if master is not None and not _on(active, master):
+            raise KitError(f"a Spark session on {_master(active)} is active; stop it (spark.stop()) "
+                           f"before asking for one on {master}")
+        return adopt(active)
+    if master is None:
+        master = (os.environ.get("SPARK_REMOTE") or os.environ.get("SPARK_MASTER")
+                  or os.environ.get("KIT_SPARK_MASTER") or "local[*]")
+    if master.startswith("sc://"):
+        return adopt(_remote(master))
+    return adopt(_local(master))
+
+
+def _master(session) -> str:
+    """``local[*]``, ``spark://host:7077``, or ``Spark Connect``."""
+    return "Spark Connect" if _connect(session) else session.sparkContext.master
+
+
+def _on(session, master: str) -> bool:
+    """Whether ``session`` runs on ``master`` (any ``sc://`` URL for a Connect session)."""
+    return master.startswith("sc://") if _connect(session) else session.sparkContext.master == master
+
+
+class ClusterWarning(UserWarning):
+    """A fast path that cannot run on this session: its Python twin runs instead."""
+
+
+ADOPT_TIMEOUT = 180   # seconds for the executors to run adopt()'s check: a cluster's first executors start
+_DEPENDENCIES = ("numpy", "pandas", "pyarrow", "sqlglot")   # what `import kit` needs on an executor
+_ADOPTED: set[str] = set()   # sessions adopted, by _key
+_MADE_LOCALLY: set[str] = set()   # local sessions _local started: the jar on their class path, workers on this Python
+_ADOPTING = threading.RLock()
+
+# Run on the executors (pickled by value: it is not a module the executors can import) and,
+# for its fingerprint, on the driver too.
+_PROBE = '''
+def fingerprint(folder):
+    """The kit's Python modules under ``folder``: a hash of their names and bytes."""
+    import hashlib, os
+    digest = hashlib.sha256()
+    for root, dirs, files in sorted(os.walk(folder)):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(f for f in files if f.endswith(".py")):
+            path = os.path.join(root, name)
+            digest.update(os.path.relpath(path, folder).encode())
+            with open(path, "rb") as f:
+                digest.update(f.read())
+    return digest.hexdigest()[:16]
+
+
+def probe(_):
+    """This executor's Python: its path, version, which of DEPENDENCIES it lacks, its kit."""
+    import importlib, importlib.util, json, sys
+    missing = []
+    for name in DEPENDENCIES:
+        try:
+            importlib.import_module(name)
+        except Exception:
+            missing.append(name)
+    try:
+        spec = importlib.util.find_spec("kit")
+        kit = fingerprint(spec.submodule_search_locations[0]) if spec and spec.submodule_search_locations else None
+    except Exception:
+        kit = None
+    return json.dumps({"python": sys.executable, "version": "%d.%d" % sys.version_info[:2],
+                       "missing": missing, "kit": kit})
+'''
+_probe_namespace = {"__name__": "__kit_probe__", "DEPENDENCIES": _DEPENDENCIES}
+exec(compile(_PROBE, "<kit adopt probe>", "exec"), _probe_namespace)
+
+
+def _connect(session) -> bool:
+    return type(session).__module__.startswith("pyspark.sql.connect")
+
+
+def _key(session) -> str:
+    """One key per Spark application (classic) or Connect session."""
+    return f"connect:{session.session_id}" if _connect(session) else session.sparkContext.applicationId
+
+
+def adopt(session):
+    """``session`` with the kit's settings, its executors checked and given the kit and its
+    Java helpers (module doc); once per application or Connect session. Returns ``session``."""
+    key = _key(session)
+    if key in _ADOPTED:
+        return session
+    with _ADOPTING:
+        if key in _ADOPTED:
+            return session
+        session.conf.set("spark.sql.session.timeZone", "UTC")
+        session.conf.set("spark.sql.execution.arrow.pyspark.enabled", "true")
+        connect = _connect(session)
+        if key not in _MADE_LOCALLY:
+            _check_executors(session, _cores(session))
+            if session.conf.get("spark.sql.shuffle.partitions") == "200" and (
+                    connect or not session.sparkContext.getConf().contains("spark.sql.shuffle.partitions")):
+                session.conf.set("spark.sql.shuffle.partitions", str(max(2, _cores(session))))   # registered by now
+        if connect:
+            jvm.attached(session, "Spark Connect's client has no JVM to call them in")
+            # The server's warning for a window over one partition (the kit numbers a stream's
+            # arrivals so, on purpose), which Connect turns into a Python warning per query.
+            warnings.filterwarnings("ignore", "WARN WindowExpression: No Partition Defined", UserWarning)
+        elif key not in _MADE_LOCALLY:   # whose jar _local recorded
+            jvm.attach(session)
+        why = jvm.unavailable(session)
+        if why is not None:
+            warnings.warn(ClusterWarning(
+                f"the kit's Java fast paths ({', '.join(jvm.FAST_PATHS)}) cannot run on this session: {why}. "
+                "Their Python twins run instead: the same rows, slower."), stacklevel=3)
+        _ADOPTED.add(key)
+    return session
+
+
+def _cores(session) -> int:
+    """The executors' cores: what ``spark.range`` splits into (Spark's default parallelism)."""
+    if not _connect(session):
+        return session.sparkContext.defaultParallelism
+    from pyspark.sql import functions as F
+
+    return session.range(1 << 16).select(F.spark_partition_id().alias("p")).agg(F.max("p")).first()[0] + 1
+
+
+def _check_executors(session, tasks: int) -> None:
+    """Run ``probe`` in ``tasks`` tasks (one per executor core, as far as Spark spreads them):
+    a ``KitError`` saying what to set when the executors' Python cannot run the kit; the kit
+    shipped to executors without it."""
+    from pyspark.sql import functions as F
+
+    probe = F.udf(_probe_namespace["probe"], "string", useArrow=False)
+    df = session.range(0, max(2, tasks), 1, max(2, tasks)).select(probe("id").alias("found"))
+    tag = f"flink-kit-adopt-{os.getpid()}-{time.monotonic_ns()}"
+    timer = threading.Timer(ADOPT_TIMEOUT, session.interruptTag, [tag])
+    session.addTag(tag)
+    timer.start()
+    try:
+        found = [json.loads(row.found) for row in df.collect()]
+    except Exception as e:
+        if not timer.is_alive():
+            raise KitError(
+                f"the Spark executors ran none of the kit's first tasks within {ADOPT_TIMEOUT} s: does "
+                f"the cluster ({_master(session)}) have a worker with free cores and the memory "
+                "spark.executor.memory asks (default 1g)?") from None
+        raise KitError(
+            f"the Spark executors cannot run Python for the kit: {_reason(e)}. Set PYSPARK_PYTHON (or "
+            f"spark.pyspark.python) to a Python {sys.version_info[0]}.{sys.version_info[1]} with the kit's "
+            "dependencies on every executor before the session starts, e.g. "
+            f"PYSPARK_PYTHON={sys.executable}") from None
+    finally:
+        timer.cancel()
+        session.removeTag(tag)
+    for executor in found:
+        if executor["missing"]:
+            raise KitError(
+                f"the Spark executors' Python ({executor['python']}) lacks {', '.join(executor['missing'])}, "
+                "which the kit's operators run on. Set PYSPARK_PYTHON (or spark.pyspark.python) to an "
+                "interpreter that has them before the session starts, e.g. "
+                f"PYSPARK_PYTHON={sys.executable}, or install them there: "
+                f"pip install {' '.join(executor['missing'])}")
+    ours = _kit_fingerprint()
+    if any(executor["kit"] != ours for executor in found):
+        _ship_kit(session)
+
+
+def _reason(error: Exception) -> str:
+    """The line of a Spark error that says what went wrong: no Java stack trace."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip() and not line.startswith("\tat ")]
+    errors = [line for line in lines if re.match(r"\w+(Error|Exception)\b", line)]
+    return (errors[-1] if errors else lines[0] if lines else type(error).__name__)[:400]
+
+
+def _kit_fingerprint() -> str:
+    return _probe_namespace["fingerprint"](str(Path(__file__).parent))
+
+
+def kit_zip() -> Path:
+    """A zip of the kit's Python modules, each with its bytecode for this Python (which the
+    executors' must be, as Spark requires), cached by their fingerprint: what ``adopt`` ships
+    to executors that lack the kit. ``zipfile.PyZipFile`` writes the bytecode where zipimport
+    looks first, so a Python worker does not compile the kit each time it imports it."""
+    tag = f"py{sys.version_info[0]}{sys.version_info[1]}"
+    target = _cache_dir() / f"kit-{_kit_fingerprint()}-{tag}.zip"
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    package = Path(__file__).parent
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+    with zipfile.PyZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writepy(str(package), filterfunc=lambda path: "__pycache__" not in Path(path).parts)   # kit/**/*.pyc
+        for path in sorted(package.rglob("*.py")):   # the sources, for tracebacks
+            if "__pycache__" not in path.parts:
+                z.write(path, Path("kit") / path.relative_to(package))
+    tmp.replace(target)
+    return target
+
+
+def _ship_kit(session) -> None:
+    """The kit's modules to every executor, ahead of any other kit there (Spark puts a
+    session's Python files first on the workers' path)."""
+    path = str(kit_zip())
+    if _connect(session):
+        session.addArtifacts(path, pyfile=True)
+    else:
+        session.sparkContext.addPyFile(path)
 
 
 SMALL_TASK_ROWS = 10_000    # rows one Python task replays in well under a second

@@ -32,9 +32,13 @@ The sources (``kit/jvm/*.java``) are compiled on first use with Janino, the comp
 ships for its own generated code (in pyspark's jars), run by the Java that runs Spark, into
 a jar cached beside the kit's other files (``~/.cache/flink-kit/jvm-<sources>-<jar>.jar``:
 a hash of the sources and the Spark version, then one of the jar's own bytes, checked before
-each use -- a jar that no longer matches is built anew). The local session starts with it
-(``spark.jars``, so a cluster's executors get it too). A session without it -- Spark
-Connect, or one started elsewhere -- takes the Python twin, which gives the same rows.
+each use -- a jar that no longer matches is built anew). A session the kit starts has it
+(``spark.jars``: the driver's class path and every executor's). A session started elsewhere
+gets it when the kit adopts it (``attach``: added to the driver's class loader and, with
+``SparkContext.addJar``, fetched by every executor), and a one-task job checks that the
+executors load it. A session without it -- Spark Connect, whose client has no JVM to call a
+class in, or a cluster whose executors did not load it -- takes the Python twins, which give
+the same rows (``kit.spark.adopt`` says so once).
 """
 
 from __future__ import annotations
@@ -48,11 +52,16 @@ from pathlib import Path
 
 from ..java import _cache_dir
 
-__all__ = ["jar", "available", "late_scan", "order_scan", "arrival_scan", "window_operator", "window_scan",
+__all__ = ["jar", "available", "attach", "attached", "unavailable", "FAST_PATHS", "late_scan", "order_scan",
+           "arrival_scan", "window_operator", "window_scan",
            "group_aggregate", "mini_batch_group_aggregate"]
 
 _SOURCES = sorted(Path(__file__).parent.glob("*.java"))
 _PACKAGE = "flinkkit"
+# what runs a Python twin without the jar (the table above)
+FAST_PATHS = ("the stream's arrival scan", "the windows' fast path and compiled operator",
+              "the temporal join's late check", "the group aggregate")
+_UNAVAILABLE: dict[str, str | None] = {}   # by kit.spark._key: why a session cannot run the classes (None: it can)
 
 
 def _pyspark_jars() -> Path:
@@ -109,13 +118,61 @@ def _digest(path: Path) -> str:
 
 def available(spark, name: str) -> bool:
     """Whether ``spark`` runs in a JVM the kit reaches (not Spark Connect) that has the
-    class ``name`` (a session started with an older jar may lack it)."""
+    class ``name`` (a session started with an older jar may lack it), and its executors load
+    the jar (a session not adopted yet is adopted first)."""
     jvm = getattr(spark, "_jvm", None)
-    if jvm is None:
+    if jvm is None or unavailable(spark) is not None:
         return False
     from py4j.java_gateway import JavaClass
 
     return isinstance(getattr(getattr(jvm, _PACKAGE), name), JavaClass)
+
+
+def unavailable(spark) -> str | None:
+    """Why ``spark``'s executors cannot run the kit's classes, or None when they can."""
+    from ..spark import _key, adopt
+
+    key = _key(spark)
+    if key not in _UNAVAILABLE:
+        adopt(spark)   # which calls attach() or attached()
+    return _UNAVAILABLE.get(key)
+
+
+def attached(spark, why: str | None) -> None:
+    """Record that ``spark`` can run the kit's classes (``why`` None) or why not."""
+    from ..spark import _key
+
+    _UNAVAILABLE[_key(spark)] = why
+
+
+def attach(spark) -> None:
+    """Give a classic session the jar: on the driver's class loader (the one PySpark's calls
+    resolve classes with) and, with ``SparkContext.addJar``, to every executor, unless it has
+    it (``spark.jars``); then check, with a two-task job, that the executors load it."""
+    from py4j.protocol import Py4JError
+
+    helpers = jar()
+    if helpers is None:
+        from ..spark import log_file
+
+        return attached(spark, f"the Java helpers did not compile (why: {log_file()})")
+    context = spark._jsc.sc()
+    added = str(context.listJars().mkString("\n")).splitlines()   # spark://host:port/jars/<name>.jar
+    if not any(url.endswith(f"/{helpers.name}") for url in added):
+        loader = spark._jvm.Thread.currentThread().getContextClassLoader()
+        try:
+            loader.addURL(spark._jvm.java.io.File(str(helpers)).toURI().toURL())
+        except Py4JError:
+            return attached(spark, f"the driver's class loader ({loader.getClass().getName()}) takes no jar: "
+                                   f"start the session with spark.jars={helpers}")
+        context.addJar(str(helpers))
+    try:
+        late_scan(spark.range(0, 2, 1, 2), 0).collect()
+    except Exception as e:
+        from ..spark import _reason
+
+        return attached(spark, f"the executors did not load {helpers.name} ({_reason(e)})")
+    attached(spark, None)
 
 
 def late_scan(df, shift: int):

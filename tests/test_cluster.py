@@ -1,0 +1,200 @@
+"""The kit beyond one machine: one pipeline of each kind on a standalone cluster (a master
+and two workers, executors in their own JVMs) and on Spark Connect gives local mode's rows.
+
+The cluster's executors and the Connect server run a Python that has the kit's dependencies
+but not the kit, as a cluster's would: the kit ships itself (kit.spark.adopt). The standalone
+leg starts its session the way a cluster user does (``SparkSession.builder.master(...)``), so
+the kit's jar reaches the executors by adoption; the Connect leg gets ``kit.spark("sc://...")``.
+Both drivers run in child processes, next to the local reference in this one.
+"""
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import kit
+from kit.cluster import Cluster
+from kit.errors import KitError
+
+DRIVER_TIMEOUT = 240   # seconds for a child driver to run every pipeline
+
+
+def pipelines() -> dict:
+    """One pipeline of each kind, by name: its rows, each as JSON, sorted."""
+    from kit import Duration, WatermarkStrategy
+    from kit.windows import Count, CountEvictor, CountTrigger, GlobalWindows, TumblingEventTimeWindows
+    from kit.windows.state import ValueStateDescriptor
+    from kit.windows.triggers import Trigger, TriggerResult
+
+    class EveryOtherOrEnd(Trigger):   # a user's trigger: the general (Python) path
+        """FIRE on every second element, and FIRE_AND_PURGE at the window's end."""
+        seen = ValueStateDescriptor("seen")
+
+        def on_element(self, element, timestamp, window, ctx):
+            state = ctx.get_partitioned_state(self.seen)
+            state.update((state.value() or 0) + 1)
+            ctx.register_event_time_timer(window.max_timestamp())
+            return TriggerResult.FIRE if state.value() % 2 == 0 else TriggerResult.CONTINUE
+
+        def on_event_time(self, time, window, ctx):
+            return TriggerResult.FIRE_AND_PURGE if time == window.max_timestamp() else TriggerResult.CONTINUE
+
+        def clear(self, window, ctx):
+            ctx.get_partitioned_state(self.seen).clear()
+
+    def rows(df):
+        return sorted(json.dumps(r.asDict(recursive=True), default=str, sort_keys=True) for r in df.collect())
+
+    clicks = kit.stream(kit.data.load("clicks"), time="cTime", watermark=Duration.of_minutes(5))
+    by_user = clicks.key_by("user")
+    orders = kit.stream(kit.data.load("orders"), time="order_time",
+                        watermark=WatermarkStrategy.for_sql_delay(Duration(0)))
+    rates = kit.stream(kit.data.load("currency_rates"), time="update_time",
+                       watermark=WatermarkStrategy.for_sql_delay(Duration.of_minutes(60)), primary_key="currency")
+    return {
+        "windows: CountTrigger + CountEvictor (compiled)": rows(
+            by_user.window(GlobalWindows.create()).trigger(CountTrigger.of(2)).evictor(CountEvictor.of(3))
+            .aggregate(Count()).df),
+        "windows: a user's trigger + CountEvictor (Python)": rows(
+            by_user.window(TumblingEventTimeWindows.of(kit.Time.hours(1))).trigger(EveryOtherOrEnd())
+            .evictor(CountEvictor.of(2)).aggregate(Count()).df),
+        "MATCH_RECOGNIZE": rows(kit.sql("""
+            SELECT * FROM Ticker MATCH_RECOGNIZE (
+                PARTITION BY symbol ORDER BY rowtime
+                MEASURES START_ROW.rowtime AS start_tstamp, LAST(PRICE_UP.rowtime) AS end_tstamp
+                AFTER MATCH SKIP TO LAST PRICE_UP
+                PATTERN (START_ROW PRICE_DOWN+ PRICE_UP)
+                DEFINE PRICE_DOWN AS (LAST(PRICE_DOWN.price, 1) IS NULL AND PRICE_DOWN.price < START_ROW.price)
+                                     OR PRICE_DOWN.price < LAST(PRICE_DOWN.price, 1),
+                       PRICE_UP AS PRICE_UP.price > LAST(PRICE_DOWN.price, 1)
+            ) MR""", Ticker=kit.data.load("ticker"))),
+        "temporal join": rows(kit.sql("""
+            SELECT o.order_id, o.order_time, r.rate FROM orders o
+            LEFT JOIN rates FOR SYSTEM_TIME AS OF o.order_time AS r ON o.currency = r.currency""",
+                                      orders=orders, rates=rates)),
+        "dynamic table: GROUP BY changelog": rows(kit.sql(
+            "SELECT `user`, COUNT(url) AS cnt FROM clicks GROUP BY `user`", clicks=clicks).changelog()),
+    }
+
+
+def _drive(where: str) -> None:
+    """A child driver: a session on ``where``, every pipeline, a JSON report on stdout."""
+    import warnings
+
+    from pyspark.sql import SparkSession
+
+    from kit import jvm
+    from kit.spark import ClusterWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ClusterWarning)
+        if where.startswith("spark://"):   # the user's session, then the kit
+            SparkSession.builder.master(where).config("spark.executor.memory", "512m") \
+                .config("spark.ui.enabled", "false").getOrCreate()
+        session = kit.spark(master=where)
+        found = pipelines()
+    report = {"rows": found, "warnings": [str(w.message) for w in caught if w.category is ClusterWarning],
+              "jvm": jvm.unavailable(session), "partitions": session.conf.get("spark.sql.shuffle.partitions")}
+    if where.startswith("spark://"):
+        report["shipped"] = [Path(p).name for p in session.sparkContext._python_includes]
+    print(json.dumps(report))
+
+
+def _python_without_the_kit(folder: Path) -> str:
+    """A virtual environment that sees this one's packages (a ``.pth`` line: its own ``.pth``
+    files, the kit's editable install among them, are not read) but not the kit."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True, timeout=120)
+    python = folder / "bin" / "python"
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    Path(site, "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    check = subprocess.run([str(python), "-c", "import pandas, pyarrow, sqlglot\ntry:\n import kit\nexcept "
+                            "ImportError:\n print('no kit')"], capture_output=True, text=True, cwd=folder, timeout=120)
+    assert check.stdout.strip() == "no kit", check.stderr
+    return str(python)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("cluster")
+    python = _python_without_the_kit(folder / "venv")
+    with Cluster(folder / "spark", workers=2, cores=1, memory="1g", connect_master="local[2]", python=python) as c:
+        yield c
+
+
+def test_pipelines_give_local_rows_on_a_standalone_cluster_and_on_connect(spark, cluster, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "SPARK_MASTER", "KIT_SPARK_MASTER")}
+    env["PYSPARK_PYTHON"] = cluster.python
+    drivers = {where: subprocess.Popen([sys.executable, __file__, where], env=env, cwd=tmp_path, text=True,
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+               for where in (cluster.master_url, cluster.connect_url)}
+    try:
+        local = pipelines()   # meanwhile, in this process's local session
+        reports = {}
+        deadline = time.monotonic() + DRIVER_TIMEOUT
+        for where, driver in drivers.items():
+            out, err = driver.communicate(timeout=max(1, deadline - time.monotonic()))
+            assert driver.returncode == 0, f"driver on {where} failed:\n{err[-4000:]}"
+            reports[where] = json.loads(out.strip().splitlines()[-1])
+    finally:
+        for driver in drivers.values():
+            driver.kill()
+            driver.wait()
+    standalone, connect = reports[cluster.master_url], reports[cluster.connect_url]
+    for name, expected in local.items():
+        assert expected, name
+        assert standalone["rows"][name] == expected, f"standalone: {name}"
+        assert connect["rows"][name] == expected, f"Spark Connect: {name}"
+    # the jar reached the executors; the kit went to Python workers that lacked it; 2 cores, 2 partitions
+    assert standalone["jvm"] is None and standalone["warnings"] == []
+    assert [p for p in standalone["shipped"] if p.startswith("kit-")] and standalone["partitions"] == "2"
+    # Connect: no JVM to call, said once; the Python twins gave the same rows
+    assert len(connect["warnings"]) == 1 and "Spark Connect" in connect["warnings"][0]
+    assert connect["jvm"] is not None and connect["partitions"] == "2"
+
+
+# ------------------------------------------------------------------ adoption, on this process's local session
+
+
+def test_executors_without_the_kits_dependencies_say_what_to_set(spark, monkeypatch):
+    module = importlib.import_module("kit.spark")
+    monkeypatch.setitem(module._probe_namespace, "DEPENDENCIES", ("pandas", "no_such_module_here"))
+    with pytest.raises(KitError, match=r"the Spark executors' Python \(.+\) lacks no_such_module_here, .*"
+                                       r"Set PYSPARK_PYTHON .* pip install no_such_module_here"):
+        module._check_executors(spark, 2)
+
+
+def test_executors_with_another_kit_get_this_one(spark, monkeypatch):
+    module = importlib.import_module("kit.spark")
+    shipped = []
+    monkeypatch.setattr(module, "_ship_kit", shipped.append)
+    module._check_executors(spark, 2)   # the same kit: nothing to ship
+    assert shipped == []
+    monkeypatch.setattr(module, "_kit_fingerprint", lambda: "another kit")
+    module._check_executors(spark, 2)
+    assert shipped == [spark]
+
+
+def test_the_shipped_kit_is_its_modules_with_their_bytecode():
+    names = set(zipfile.ZipFile(importlib.import_module("kit.spark").kit_zip()).namelist())
+    assert {"kit/__init__.py", "kit/__init__.pyc", "kit/windows/operator.py", "kit/windows/operator.pyc"} <= names
+    assert not [n for n in names if "__pycache__" in n or not n.endswith((".py", ".pyc"))]
+
+
+def test_a_session_on_another_master_is_not_taken_for_the_one_asked(spark):
+    with pytest.raises(KitError, match=r"a Spark session on local\[.*\] is active; stop it \(spark.stop\(\)\) "
+                                       r"before asking for one on spark://nowhere:7077"):
+        kit.spark(master="spark://nowhere:7077")
+    assert kit.spark(master=spark.sparkContext.master) is spark
+
+
+if __name__ == "__main__":
+    _drive(sys.argv[1])
