@@ -8,13 +8,22 @@ LAB    := $(VENV)/.installed-lab-$(PYPROJECT)
 # installed: the kit with its test extra (the notebook extra, pytest, nbval, playwright...)
 TEST   := $(VENV)/.installed-test-$(PYPROJECT)
 
-.PHONY: lab demo notebooks classes test bench browser-deps clean
+.PHONY: lab demo notebooks classes test bench browser-deps clean cluster cluster-stop
 
 lab: $(LAB) classes     ## open JupyterLab on notebooks/
 	$(BIN)/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root)
 
 demo: $(LAB) classes    ## run every notebook headless; HTML copies with charts in build/
 	$(BIN)/python -m kit.demo notebooks build
+ifeq ($(CLUSTER),1)     # again on a standalone cluster and on Spark Connect: build/standalone, build/connect
+	$(BIN)/python -m kit.demo --cluster notebooks build
+endif
+
+cluster: $(LAB)         ## a local standalone master, 2 workers and a Spark Connect server (build/cluster)
+	$(BIN)/python -m kit.cluster start build/cluster
+
+cluster-stop:           ## stop what `make cluster` started
+	$(BIN)/python -m kit.cluster stop build/cluster
 
 notebooks: $(LAB) classes   ## run every notebook and store its outputs, for reading before running
 	$(BIN)/python -m kit.demo --store notebooks

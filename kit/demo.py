@@ -2,6 +2,7 @@
 
     python -m kit.demo notebooks build      # make demo: HTML copies in build/
     python -m kit.demo --store notebooks    # make notebooks: outputs stored in place
+    python -m kit.demo --cluster notebooks build   # make demo CLUSTER=1: on a cluster and on Connect
 
 Each ``notebooks/*.ipynb`` runs top to bottom in a fresh kernel on this interpreter
 (nbclient), from the notebooks directory, and becomes ``build/<name>.html``:
@@ -37,6 +38,13 @@ shows what it teaches and stays unmodified:
 
 nbval compares every output mimetype except images and widget views with a fresh run:
 nothing is added that a fresh run does not give, but PNGs.
+
+``--cluster`` runs every notebook twice more: on a standalone cluster (``SPARK_MASTER``) and on
+Spark Connect (``SPARK_REMOTE``), those ``make cluster`` started (``build/cluster``) or else a
+local one (``kit.cluster``) started for the run and stopped after it. The HTML copies go to
+``build/standalone/`` and ``build/connect/``; a cell whose outputs differ from the ones stored
+in the notebook (local mode's, which nbval checks) is named, as nbval compares them (stderr
+aside), and the command exits 1.
 """
 
 from __future__ import annotations
@@ -386,6 +394,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", action="store_true",
                         help="run the notebooks (directories or .ipynb files) and store their "
                              "outputs in place, for reading before running")
+    parser.add_argument("--cluster", action="store_true",
+                        help="run the notebooks on a local standalone cluster and on Spark Connect, "
+                             "comparing their outputs with the stored (local) ones")
     parser.add_argument("paths", type=Path, nargs="*",
                         help="NOTEBOOKS [BUILD] (default: notebooks build); with --store, "
                              "notebook directories or files (default: notebooks)")
@@ -399,6 +410,14 @@ def main(argv: list[str] | None = None) -> int:
     if not paths:
         print(f"kit.demo: no notebooks in {notebooks}/", file=sys.stderr)
         return 1
+    if args.cluster:
+        return _on_cluster(paths, build)
+    return _demo(paths, build)
+
+
+def _demo(paths: list[Path], build: Path, compare: bool = False) -> int:
+    """Run each notebook into ``build/<name>.html``; with ``compare``, name the cells whose
+    outputs differ from the stored ones. 1 if any failed or differed."""
     build.mkdir(parents=True, exist_ok=True)
     failed = []
     for path in paths:
@@ -407,12 +426,71 @@ def main(argv: list[str] | None = None) -> int:
         except NotebookFailed as exc:
             failed.append(str(exc))
             nb = exc.notebook
+        else:
+            differ = differences(nbformat.read(path, as_version=4), nb) if compare else []
+            if differ:
+                failed.append(f"{path}: outputs differ from the stored ones in code cell(s) {differ}")
         target = build / f"{path.stem}.html"
         target.write_text(to_html(nb, title=path.stem), encoding="utf-8")
         print(f"{path} -> {target}")
     for message in failed:
         print(f"kit.demo: {message}", file=sys.stderr)
     return 1 if failed else 0
+
+
+_UNCOMPARED = (_PNG, _WIDGET_VIEW, _WIDGET_STATE)   # what nbval does not compare either
+
+
+def _comparable(cell) -> list:
+    """A code cell's outputs as nbval compares them: no images, widget views nor counts,
+    text without trailing blanks; and no stderr (where a ``ClusterWarning`` goes)."""
+    def text(value):
+        value = "".join(value) if isinstance(value, list) else value
+        return "\n".join(line.rstrip() for line in value.rstrip().splitlines()) if isinstance(value, str) else value
+
+    found = []
+    for out in cell.get("outputs", []):
+        if out.output_type == "stream" and out.name != "stderr":
+            found.append(("stream", out.name, text(out.text)))
+        elif out.output_type == "stream":
+            continue
+        elif out.output_type == "error":
+            found.append(("error", out.ename, out.evalue))
+        else:
+            data = out.get("data", {})
+            found.append((out.output_type, {k: text(v) for k, v in data.items() if k not in _UNCOMPARED}))
+    return found
+
+
+def differences(stored: nbformat.NotebookNode, ran: nbformat.NotebookNode) -> list[int]:
+    """The indices (among all cells) of the code cells whose outputs differ between two runs."""
+    return [i for i, (a, b) in enumerate(zip(stored.cells, ran.cells))
+            if a.cell_type == "code" and _comparable(a) != _comparable(b)]
+
+
+def _on_cluster(paths: list[Path], build: Path) -> int:
+    """Every notebook on a standalone cluster and on Spark Connect (module doc)."""
+    from kit.cluster import Cluster
+
+    made = None
+    if (Path("build/cluster") / "cluster.json").exists():   # make cluster's
+        cluster = Cluster.load("build/cluster")
+    else:
+        made = cluster = Cluster(build / "demo-cluster", workers=2, cores=2, memory="2g", connect_cores=2).start()
+    saved = {k: os.environ.pop(k, None) for k in ("SPARK_MASTER", "SPARK_REMOTE", "KIT_SPARK_MASTER")}
+    failed = 0
+    try:
+        for name, variable, url in (("standalone", "SPARK_MASTER", cluster.master_url),
+                                    ("connect", "SPARK_REMOTE", cluster.connect_url)):
+            os.environ[variable] = url   # what each notebook's kernel starts with
+            print(f"kit.demo: on {name} ({variable}={url})")
+            failed |= _demo(paths, build / name, compare=True)
+            del os.environ[variable]
+    finally:
+        os.environ.update({k: v for k, v in saved.items() if v is not None})
+        if made is not None:
+            made.stop()
+    return failed
 
 
 def _store_all(targets: list[Path]) -> int:
