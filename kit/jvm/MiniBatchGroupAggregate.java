@@ -89,17 +89,17 @@ public class MiniBatchGroupAggregate extends GroupAggregate {
             return ++count >= size;
         }
 
-        /** The bundle's entries in the map's order; the bundle is emptied. */
+        /** The bundle's entries in the map's order, as {@code {key, messages}} pairs; the bundle is emptied. */
         ArrayList take() {
-            ArrayList out = new ArrayList(map.entrySet());
-            ArrayList copy = new ArrayList(out.size());
-            for (int i = 0; i < out.size(); i++) {
-                Map.Entry e = (Map.Entry) out.get(i);
-                copy.add(new Object[] {e.getKey(), e.getValue()});
+            ArrayList taken = new ArrayList(map.size());
+            Iterator e = map.entrySet().iterator();
+            while (e.hasNext()) {
+                Map.Entry entry = (Map.Entry) e.next();
+                taken.add(new Object[] {entry.getKey(), entry.getValue()});
             }
             map.clear();
             count = 0;
-            return copy;
+            return taken;
         }
     }
 
@@ -200,32 +200,53 @@ public class MiniBatchGroupAggregate extends GroupAggregate {
         }
     }
 
+    /** The task's changes as the bundles flush them: the input is read only as far as the
+     *  next flush, so a task holds one bundle's changes at a time, not its whole output. */
     public Iterator call(final Iterator input) {
-        Run run = new Run();
-        boolean any = false;
-        long lastSeq = 0, lastInterval = 0;
-        Long lastPt = null;
-        while (input.hasNext()) {
-            InternalRow r = (InternalRow) input.next();
-            long s = r.getLong(seq);
-            Long p = r.isNullAt(pt) ? null : Long.valueOf(r.getLong(pt));
-            long interval = p == null ? 0 : p.longValue() - Math.floorMod(p.longValue(), latency);
-            if (any && interval != lastInterval) run.flushAll(lastSeq, Long.valueOf(lastInterval + latency));
-            Object[] values = new Object[r.numFields()];
-            for (int a = 0; a < args.length; a++) if (args[a] >= 0) values[args[a]] = kept(reader.get(r, args[a]));
-            Object[] key = new Object[buckets > 0 ? keys + 1 : keys];
-            for (int k = 0; k < keys; k++) key[k] = kept(reader.get(r, k));
-            if (buckets > 0) key[keys] = bucket(reader.get(r, splitColumn));
-            ArrayList message = new ArrayList(1);
-            message.add(new Object[] {Integer.valueOf(r.getInt(w)), values});
-            run.push(0, new Key(key, run.levelTypes), message, s, p);
-            any = true;
-            lastSeq = s;
-            lastInterval = interval;
-            lastPt = p;
-        }
-        if (any) run.flushAll(lastSeq, lastPt);
-        return run.out.iterator();
+        final Run run = new Run();
+        return new Iterator() {
+            boolean any, done;
+            long lastSeq, lastInterval;
+            Long lastPt;
+            int next;   // the next change of run.out to return
+
+            public boolean hasNext() {
+                while (next == run.out.size() && !done) {
+                    run.out.clear();
+                    next = 0;
+                    if (input.hasNext()) read((InternalRow) input.next());
+                    else {
+                        done = true;
+                        if (any) run.flushAll(lastSeq, lastPt);
+                    }
+                }
+                return next < run.out.size();
+            }
+
+            public Object next() {
+                if (!hasNext()) throw new java.util.NoSuchElementException();
+                return run.out.get(next++);
+            }
+
+            private void read(InternalRow r) {
+                long s = r.getLong(seq);
+                Long p = r.isNullAt(pt) ? null : Long.valueOf(r.getLong(pt));
+                long interval = p == null ? 0 : p.longValue() - Math.floorMod(p.longValue(), latency);
+                if (any && interval != lastInterval) run.flushAll(lastSeq, Long.valueOf(lastInterval + latency));
+                Object[] values = new Object[r.numFields()];
+                for (int a = 0; a < args.length; a++) if (args[a] >= 0) values[args[a]] = kept(reader.get(r, args[a]));
+                Object[] key = new Object[buckets > 0 ? keys + 1 : keys];
+                for (int k = 0; k < keys; k++) key[k] = kept(reader.get(r, k));
+                if (buckets > 0) key[keys] = bucket(reader.get(r, splitColumn));
+                ArrayList message = new ArrayList(1);
+                message.add(new Object[] {Integer.valueOf(r.getInt(w)), values});
+                run.push(0, new Key(key, run.levelTypes), message, s, p);
+                any = true;
+                lastSeq = s;
+                lastInterval = interval;
+                lastPt = p;
+            }
+        };
     }
 
     /** {@code MOD(HASH_CODE(v), buckets)} as Flink 2.3 computes it: Java's {@code hashCode()}, Java's {@code %}. */
