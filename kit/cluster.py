@@ -90,9 +90,11 @@ class Cluster:
 
     # ------------------------------------------------------------------ start
 
-    def start(self) -> Cluster:
-        """Start every process, then wait until the workers registered and Connect listens;
-        on any failure (or ``START_TIMEOUT``), stop what started and raise ``KitError``."""
+    def start(self, wait: bool = True) -> Cluster:
+        """Start every process, then wait until the master listens and, with ``wait``, until
+        the workers registered and Connect listens (else ``ready()`` does, later: a driver may
+        start meanwhile); on any failure (or ``START_TIMEOUT``), stop what started and raise
+        ``KitError``."""
         if (self.folder / "cluster.json").exists():
             raise KitError(f"a cluster was started in {self.folder} already: stop it first "
                            f"(python -m kit.cluster stop {self.folder})")
@@ -113,13 +115,25 @@ class Cluster:
                             self.master_url)
             if self.connect:   # it starts while the workers do: it waits for none of them
                 self._start_connect()
-            self._wait(lambda: self._registered() >= self.workers, f"{self.workers} workers to register")
-            if self.connect:
-                self._wait(lambda: _listening(self._connect_port), "the Spark Connect server to listen")
+            self._save()
+            self._wait(lambda: _listening(port), "the master to listen")
+            if wait:
+                self.ready()
         except BaseException:
             self.stop()
             raise
-        self._save()
+        return self
+
+    def ready(self) -> Cluster:
+        """Wait until every worker registered with the master and the Connect server listens."""
+        try:
+            self._wait(lambda: self._registered() >= self.workers, f"{self.workers} workers to register")
+            if self.connect:
+                port = int(self.connect_url.rsplit(":", 1)[1])
+                self._wait(lambda: _listening(port), "the Spark Connect server to listen")
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def _env(self, daemon: bool = True) -> dict:
@@ -149,7 +163,6 @@ class Cluster:
             args += ["--conf", f"{key}={value}"]
         self._spawn("connect", "", *args, "spark-internal", submit=True)
         self.connect_url = f"sc://127.0.0.1:{port}"
-        self._connect_port = port
 
     def _registered(self) -> int:
         log = (self.folder / "master.log").read_text(errors="replace")

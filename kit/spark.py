@@ -29,7 +29,8 @@ the executors' cores) and the local-only ones (the Python daemon, the executors'
 A session the kit did not start locally is *adopted* once (``adopt``), as a cluster user needs:
 
 - its SQL settings: UTC and Arrow as above; ``spark.sql.shuffle.partitions`` to the executors'
-  cores (at least 2) when it is still Spark's default of 200 -- a value the user chose is kept;
+  cores (at least 2; those registered once the check below ran) when it is still Spark's
+  default of 200 -- a value the user chose is kept;
 - its executors' Python is checked by a small job: without pandas, numpy, pyarrow or sqlglot
   it raises ``KitError`` saying to set ``PYSPARK_PYTHON``; without the kit (or another version
   of it) the kit ships itself, a zip of its modules (``addPyFile``; on Connect ``addArtifacts``);

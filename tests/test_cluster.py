@@ -122,21 +122,30 @@ def _python_without_the_kit(folder: Path) -> str:
     return str(python)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def cluster(tmp_path_factory):
+    """Its master listening; its workers and Connect server starting (``ready()``)."""
     folder = tmp_path_factory.mktemp("cluster")
     python = _python_without_the_kit(folder / "venv")
-    with Cluster(folder / "spark", workers=2, cores=1, memory="1g", connect_master="local[2]", python=python) as c:
-        yield c
+    cluster = Cluster(folder / "spark", workers=2, cores=1, memory="1g", connect_master="local[2]", python=python)
+    try:
+        yield cluster.start(wait=False)
+    finally:
+        cluster.stop()
 
 
 def test_pipelines_give_local_rows_on_a_standalone_cluster_and_on_connect(spark, cluster, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "SPARK_MASTER", "KIT_SPARK_MASTER")}
     env["PYSPARK_PYTHON"] = cluster.python
-    drivers = {where: subprocess.Popen([sys.executable, __file__, where], env=env, cwd=tmp_path, text=True,
-                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-               for where in (cluster.master_url, cluster.connect_url)}
+    drivers = {}
+
+    def drive(where):   # its session starts while the workers (and the Connect server) do
+        drivers[where] = subprocess.Popen([sys.executable, __file__, where], env=env, cwd=tmp_path, text=True,
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
+        drive(cluster.master_url)
+        cluster.ready()
+        drive(cluster.connect_url)
         local = pipelines()   # meanwhile, in this process's local session
         reports = {}
         deadline = time.monotonic() + DRIVER_TIMEOUT
