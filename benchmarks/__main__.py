@@ -10,11 +10,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from . import dynamic, joins, match_recognize, redraw, windows
+from . import deployments, dynamic, joins, match_recognize, redraw, windows
 
 WORKLOADS = {"mr_vshape": match_recognize.vshape, "windows": windows.windows, "temporal_join": joins.temporal_join,
              "dynamic": dynamic.dynamic}
-SECTIONS = {"redraw": redraw.redraw}  # benchmarks with a table of their own: a markdown section
+# benchmarks with a table of their own: a markdown section
+SECTIONS = {"redraw": redraw.redraw, "deployments": deployments.deployments}
 
 
 def main() -> None:
