@@ -138,6 +138,24 @@ def test_the_spark_execution_fires_as_flink(spark, case):
         assert ends == [("b", None, 2**63 - 1, None)]
 
 
+@pytest.mark.parametrize("case", PROCESS, ids=[c["name"] for c in PROCESS])
+def test_keys_replayed_apart_fire_in_flinks_order(spark, case):
+    """Each key replayed alone, in Python and in the JVM twin (as a large stream gets it),
+    with its own heap: Flink's firings in Flink's order per key, though other keys' timers
+    moved the ties (kit/windows/timer_order.py puts them in one heap's order)."""
+    result = _windowed(case, spark).process(collect, output_type=OUTPUT)
+    result.__dict__["_one_operator"] = False
+    rows = result.df.collect()
+    assert _per_key([[r.k, r.s, r.e, list(r.vs), r.wm] for r in rows]) == _expected(case)
+    assert [r.k for r in rows] == sorted(r.k for r in rows)   # the result: by key, each in Flink's order
+    summed = _windowed(case, spark).aggregate(Sum("v"))
+    with mock.patch("kit.windows.fast.eligible", return_value=False):
+        rows = summed.df.collect()
+    assert compiled.applies(summed) and not summed._one_operator
+    assert _per_key([(r.key, r.window_start, r.window_end, r[3]) for r in rows]) == _per_key(
+        [(k, s, e, sum(vs)) for k, (s, e), vs, _ in case["firings"]])
+
+
 def test_the_jvm_operator_fires_timers_at_one_time_in_the_heaps_order(spark):
     """The JVM twin keeps its timers in the same heap: a built-in aggregate on the golden's
     sliding windows fires in Flink's order."""

@@ -63,12 +63,17 @@ are ``seq`` and ``fate`` of ``late`` / ``elements()`` against the input's column
 (``kit.stream`` itself still refuses input columns named ``seq``, ``watermark``, ``late`` or
 ``proctime``, which it adds.)
 
+Rows are in key order, each key's in the order Flink emits them (``_order``); Flink
+interleaves the keys, which ``fired_after`` and ``cause`` place on the stream.
+
 Timers. Each clock's timers sit in one heap per operator, ordered by time alone, as in
 Flink's ``HeapPriorityQueueSet`` (``operator._TimerHeap``): timers at the same time fire in the
 order the heap leaves them, and every key of the operator moves them. A stream replayed as
 one operator (``window_all``, timers of two clocks, a small stream in Python) fires them in
 Flink's order at parallelism 1; keys replayed apart (in parallel, or by the JVM twin) each
-keep a heap of their own: Flink's order for a key alone. Inside a function or trigger run by
+keep a heap of their own, and where one key fires two windows at one time in one batch
+(continuous and user triggers), ``timer_order`` puts them in the one heap's order
+afterwards. Inside a function or trigger run by
 an event-time timer, ``context.current_watermark()`` is the watermark that crossed the timer,
 as in Flink: a key replayed alone learns it from a first replay that finds the timers (a
 process function or a user trigger only: they are the ones that can read it).
@@ -100,6 +105,7 @@ from . import compiled, fast
 from .functions import Contents, SqlAggregate
 from .operator import Element, WindowSpec, replay, run_key, timer_clocks
 from .placement import first_at_least, fires_on_timers, place_timers
+from .timer_order import in_flink_order
 from .triggers import CountTrigger, PurgingTrigger, Trigger
 
 __all__ = ["OutputTag", "KeyedStream", "WindowedStream", "WindowResult", "WindowWarning"]
@@ -593,7 +599,7 @@ class WindowResult:
         df = fast.firings(self) if fast_path else None   # None: a time beyond the fast path's range
         fast_path = df is not None
         if not fast_path and fires_on_timers(self.spec.trigger) and not self._one_operator:   # else: placed
-            df = place_timers(self._replayed("firing"), self.stream, self._arrivals)
+            df = in_flink_order(self, place_timers(self._replayed("firing"), self.stream, self._arrivals))
         elif not fast_path:
             df = self._replayed("firing", keep=False)
         # per key, in the order the operator emitted, in one partition: a fast path's small last

@@ -192,8 +192,11 @@ class _TimerHeap:
     heap (the whole stream in one operator, as Flink at parallelism 1); ``run_key``, a key
     alone, a heap of its own."""
 
-    def __init__(self):
+    def __init__(self, log: list | None = None):
         self.queue, self.live = [None], {}
+        # what changed the heap, for kit/windows/timer_order.py: ("add" | "delete" | "poll",
+        # time, window, floor) of each timer that entered, left or fired
+        self.log = log
 
     def add(self, owner, time: int, window, floor):
         ident = (time, owner, window)
@@ -202,11 +205,15 @@ class _TimerHeap:
             self.queue.append(timer)
             timer.index = len(self.queue) - 1
             self._sift_up(timer.index)
+            if self.log is not None:
+                self.log.append(("add", time, window, floor))
 
     def delete(self, owner, time: int, window):
         timer = self.live.pop((time, owner, window), None)
         if timer is not None:
             self._remove_at(timer.index)
+            if self.log is not None:
+                self.log.append(("delete", time, window, timer.floor))
 
     def poll_until(self, limit: int):
         """The head timer if its time is at or before ``limit`` (removed), else None."""
@@ -215,6 +222,8 @@ class _TimerHeap:
         timer = self.queue[1]
         self._remove_at(1)
         del self.live[(timer.time, timer.owner, timer.window)]
+        if self.log is not None:
+            self.log.append(("poll", timer.time, timer.window, timer.floor))
         return timer
 
     def _move(self, timer, i):
@@ -598,18 +607,27 @@ def _not_again(fired: tuple, last: tuple | None, clock: str) -> tuple:
 
 
 def run_key(key, elements, spec: WindowSpec, end_of_input: bool = True, final_proctime=None,
-            crossing=None) -> KeyResult:
+            crossing=None, log: list | None = None) -> KeyResult:
     """Replay one key's ``elements`` (in arrival order) through the window operator; at the
     end of input the clock runs to ``final_proctime`` (ms, the stream's last). ``crossing(t)``:
     the first watermark of the whole stream at or above ``t`` (or ``MAX_TIME``), what
     ``context.current_watermark()`` gives inside an event-time timer's firing; without it,
-    the watermark this key's next arrival met (the key alone knows no other)."""
-    op = _Operator(key, spec, crossing=crossing)
+    the watermark this key's next arrival met (the key alone knows no other). ``log``: a list
+    that gets what changed the heap of the clock ``timer_clocks(spec)`` names (one, or none),
+    ``("element", seq)`` before each element's changes (``_TimerHeap.log``), for
+    ``kit.windows.timer_order``."""
+    clocks = timer_clocks(spec)
+    if log is not None and len(clocks) > 1:
+        raise KitError("a heap log is for windows with timers of one clock; these have both")
+    timers = (_TimerHeap(log if "event" in clocks else None), _TimerHeap(log if "processing" in clocks else None))
+    op = _Operator(key, spec, timers=timers, crossing=crossing)
     op.seen = []
     for e in elements:
         op.advance_watermark(e.watermark)
         op.advance_processing_time(e.proctime)
         op.seen.append(e.seq)
+        if log is not None:
+            log.append(("element", e.seq))
         op.process(e)
     if end_of_input:
         return op.finish(final_proctime)
