@@ -8,7 +8,7 @@ and literal (thousands per widget redraw, ~0.1–0.8 ms each).
 
 import numbers
 
-__all__ = ["name", "string", "local_rows"]
+__all__ = ["name", "string", "local_rows", "small_pandas"]
 
 INLINE_ROWS = 1_000   # rows written into the query text as VALUES, beyond: a scan of sent rows
 
@@ -50,3 +50,18 @@ def _value(v) -> str:
     if isinstance(v, numbers.Integral):
         return f"{int(v)}L" if abs(v) >= 2**31 else str(int(v))
     return repr(float(v))
+
+
+def small_pandas(df):
+    """``df.toPandas()`` in one Spark job, for a small result read once (a chart's rows).
+    With adaptive execution on, a plan that needs one partition (a window function with no
+    PARTITION BY) over a cached relation runs each scan of the cache as a job of its own
+    first (~0.05-0.1 s each); planned without it, the cache is built and read inside the one
+    job. The setting is the session's, restored after."""
+    conf, key = df.sparkSession.conf, "spark.sql.adaptive.enabled"
+    before = conf.get(key, "true")
+    conf.set(key, "false")
+    try:
+        return df.toPandas()
+    finally:
+        conf.set(key, before)

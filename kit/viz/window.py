@@ -208,7 +208,7 @@ def _collect(result, keys, max_keys, max_rows, proc):
              .unionByName(part(elements, "e", "seq", [sparksql.name(k) for k in keys]), allowMissingColumns=True)
              .unionByName(part(firings, "f", "monotonically_increasing_id()", firing_keys if keys else []),
                           allowMissingColumns=True))
-    pdf = union.toPandas()
+    pdf = sparksql.small_pandas(union)
 
     e = _part_frame(pdf, "e", elements.schema, key_cols + ["_rank", "_keys"])
     f = _part_frame(pdf, "f", firings.schema, key_cols)
