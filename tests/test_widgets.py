@@ -155,6 +155,27 @@ def test_the_chart_title_names_the_values_it_shows():
     assert _title(untitled)["text"] == "n = 0"
 
 
+@pytest.mark.parametrize("title, text, subtitle", [
+    (alt.Undefined, "n = {}", None),
+    ("counts", "counts", ["n = {}"]),
+    (["two", "lines"], ["two", "lines"], ["n = {}"]),
+    (alt.TitleParams("counts", subtitle="per user", color="red"), "counts", ["n = {}", "per user"]),
+])
+def test_every_kind_of_title_gets_the_line_on_the_first_draw_and_on_redraws(title, text, subtitle):
+    """The first draw titles the chart (altair checks it); a redraw titles its spec: the same title."""
+    def layered(n):
+        base = alt.Chart(pd.DataFrame({"x": [n]})).encode(x="x")
+        return alt.vconcat(alt.layer(base.mark_point(), base.mark_tick()), title=title)
+
+    view = bind(layered, n=w.IntSlider(value=1))
+    for n in (1, 2):
+        view.set(n=n)
+        shown = _title(view)
+        assert shown["text"] == (text.format(n) if isinstance(text, str) else text)
+        assert shown.get("subtitle") == (None if subtitle is None else [subtitle[0].format(n)] + subtitle[1:])
+        assert shown.get("color") == ("red" if isinstance(title, alt.TitleParams) else None)
+
+
 def test_hidden_controls_are_not_named_and_follow_the_values():
     shape = w.Dropdown(options=["tumbling", "sliding"])
     slide = w.IntSlider(value=5, description="slide")

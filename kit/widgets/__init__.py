@@ -279,15 +279,18 @@ def _format(result: Any, shown: str = "", checked: bool = True) -> tuple[dict, d
         return {}, {}
     if _is_spark_dataframe(result):
         result = result.limit(MAX_ROWS).toPandas()
-    if shown and _is_altair_chart(result):
-        result = _titled(result, shown)
     if not checked and _is_altair_chart(result) and hasattr(result, "to_dict"):
         import altair as alt
 
         renderer = alt.renderers.get()
         if renderer is not None:
-            bundle = renderer(result.to_dict(validate=False, context={"pre_transform": False}))
+            spec = result.to_dict(validate=False, context={"pre_transform": False})
+            if shown:   # on the spec: a titled copy of a compound chart would copy all its parts
+                spec["title"] = _title_with(spec.get("title"), shown)
+            bundle = renderer(spec)
             return bundle if isinstance(bundle, tuple) else (bundle, {})
+    if shown and _is_altair_chart(result):
+        result = _titled(result, shown)
     try:
         from IPython import get_ipython
 
@@ -305,14 +308,22 @@ def _titled(chart, line: str):
     import altair as alt
 
     title = chart.title
-    if title is alt.Undefined or title is None or title == "":
-        return chart.properties(title=alt.TitleParams(line, anchor="start"))
-    if isinstance(title, str):
-        return chart.properties(title=alt.TitleParams(title, subtitle=[line], anchor="start"))
-    params = title.to_dict() if hasattr(title, "to_dict") else dict(title)
-    subtitle = params.get("subtitle", [])
-    params["subtitle"] = [line] + ([subtitle] if isinstance(subtitle, str) else list(subtitle))
-    return chart.properties(title=alt.TitleParams(**params))
+    if title is alt.Undefined:
+        title = None
+    elif not isinstance(title, (str, list)):
+        title = title.to_dict() if hasattr(title, "to_dict") else dict(title)
+    return chart.properties(title=alt.TitleParams(**_title_with(title, line)))
+
+
+def _title_with(title, line: str) -> dict:
+    """A title's parameters (a Vega-Lite title: none, its text -- a string or lines -- or a
+    dict) with ``line`` first under its text."""
+    if title is None or title == "" or title == []:
+        return {"text": line, "anchor": "start"}
+    if isinstance(title, (str, list)):
+        return {"text": title, "subtitle": [line], "anchor": "start"}
+    subtitle = title.get("subtitle", [])
+    return {**title, "subtitle": [line] + ([subtitle] if isinstance(subtitle, str) else list(subtitle))}
 
 
 def _is_altair_chart(obj: Any) -> bool:
