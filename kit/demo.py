@@ -427,9 +427,9 @@ def _demo(paths: list[Path], build: Path, compare: bool = False) -> int:
             failed.append(str(exc))
             nb = exc.notebook
         else:
-            differ = differences(nbformat.read(path, as_version=4), nb) if compare else []
-            if differ:
-                failed.append(f"{path}: outputs differ from the stored ones in code cell(s) {differ}")
+            differ = differences(nbformat.read(path, as_version=4), nb) if compare else {}
+            for i, what in differ.items():
+                failed.append(f"{path}: code cell {i}'s outputs differ from the stored ones: {what}")
         target = build / f"{path.stem}.html"
         target.write_text(to_html(nb, title=path.stem), encoding="utf-8")
         print(f"{path} -> {target}")
@@ -451,7 +451,10 @@ def _comparable(cell) -> list:
     found = []
     for out in cell.get("outputs", []):
         if out.output_type == "stream" and out.name != "stderr":
-            found.append(("stream", out.name, text(out.text)))
+            if found and found[-1][:2] == ("stream", out.name):   # one text, however the kernel split it
+                found[-1] = ("stream", out.name, found[-1][2] + "".join(out.text))
+            else:
+                found.append(("stream", out.name, "".join(out.text)))
         elif out.output_type == "stream":
             continue
         elif out.output_type == "error":
@@ -459,13 +462,37 @@ def _comparable(cell) -> list:
         else:
             data = out.get("data", {})
             found.append((out.output_type, {k: text(v) for k, v in data.items() if k not in _UNCOMPARED}))
+    return [("stream", item[1], text(item[2])) if item[0] == "stream" else item for item in found]
+
+
+_NBVAL_UNCHECKED = ("NBVAL_IGNORE_OUTPUT", "NBVAL_SKIP", "NBVAL_RAISES_EXCEPTION")   # nbval's cell markers
+
+
+def _checked(cell) -> bool:
+    """Whether nbval compares the cell's outputs (no marker or tag says otherwise)."""
+    tags = {t.replace("-", "_").upper() for t in cell.get("metadata", {}).get("tags", [])}
+    return cell.cell_type == "code" and not any(
+        mark in cell.source or mark in tags for mark in _NBVAL_UNCHECKED)
+
+
+def differences(stored: nbformat.NotebookNode, ran: nbformat.NotebookNode) -> dict[int, str]:
+    """The code cells (by index among all cells) whose outputs differ between two runs, as
+    nbval compares them, each with the first output that differs (stored, then ran)."""
+    found = {}
+    for i, (a, b) in enumerate(zip(stored.cells, ran.cells)):
+        if _checked(a) and _comparable(a) != _comparable(b):
+            found[i] = _first_line_apart(_comparable(a), _comparable(b))
     return found
 
 
-def differences(stored: nbformat.NotebookNode, ran: nbformat.NotebookNode) -> list[int]:
-    """The indices (among all cells) of the code cells whose outputs differ between two runs."""
-    return [i for i, (a, b) in enumerate(zip(stored.cells, ran.cells))
-            if a.cell_type == "code" and _comparable(a) != _comparable(b)]
+def _first_line_apart(a: list, b: list) -> str:
+    """The first line that differs between two cells' outputs: ``'stored' != 'ran'``."""
+    lines = [json.dumps(x, indent=1, sort_keys=True).replace("\\n", "\n").splitlines() for x in (a, b)]
+    for x, y in zip(lines[0] + ["(no more output)"], lines[1] + ["(no more output)"]):
+        if x != y:
+            x, y = (line.strip().rstrip(",").strip('"')[:150] for line in (x, y))
+            return f"{x!r} != {y!r}"
+    return "the same lines"
 
 
 def _on_cluster(paths: list[Path], build: Path) -> int:

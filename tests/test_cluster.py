@@ -205,5 +205,27 @@ def test_a_session_on_another_master_is_not_taken_for_the_one_asked(spark):
     assert kit.spark(master=spark.sparkContext.master) is spark
 
 
+def test_demo_compares_a_run_with_the_stored_outputs_as_nbval_does():
+    """``make demo CLUSTER=1``'s check: split streams are one text, stderr (a ClusterWarning)
+    and NBVAL_IGNORE_OUTPUT cells are not compared, the first line apart is named."""
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook, new_output
+
+    from kit.demo import differences
+
+    def notebook(*outputs):
+        return new_notebook(cells=[new_code_cell("print(rows)", outputs=list(outputs[0])),
+                                   new_code_cell("# NBVAL_IGNORE_OUTPUT\nseconds", outputs=list(outputs[1]))])
+
+    stored = notebook([new_output("stream", name="stdout", text="a\nb\n")],
+                      [new_output("execute_result", data={"text/plain": "0.25"}, execution_count=1)])
+    ran = notebook([new_output("stream", name="stdout", text="a\n"), new_output("stream", name="stderr", text="w"),
+                    new_output("stream", name="stdout", text="b\n")],
+                   [new_output("execute_result", data={"text/plain": "0.41"}, execution_count=2)])
+    assert differences(stored, ran) == {}
+    ran.cells[0].outputs[2].text = "c\n"
+    assert differences(stored, nbformat.from_dict(ran)) == {0: "'b' != 'c'"}
+
+
 if __name__ == "__main__":
     _drive(sys.argv[1])
