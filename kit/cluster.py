@@ -200,8 +200,8 @@ class Cluster:
         order = ["connect"] + sorted(n for n in self.pids if n.startswith("worker")) + ["master"]
         for name in order:
             pid = self.pids.get(name)
-            if pid is None:
-                continue
+            if pid is None or (name not in self._processes and not _spark_process(pid)):
+                continue   # gone; or, after a reboot, the id of another program
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGTERM)
             deadline = time.monotonic() + timeout
@@ -217,6 +217,14 @@ class Cluster:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def _spark_process(pid: int) -> bool:
+    """Whether process ``pid`` runs Spark (its command line names ``org.apache.spark``)."""
+    try:
+        return b"org.apache.spark" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
 
 
 def _running(pid: int, process: subprocess.Popen | None) -> bool:
