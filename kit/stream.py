@@ -17,6 +17,12 @@ column          type                        meaning
                                             (only with ``proctime=``)
 ==============  ==========================  ===============================================
 
+An input column with one of these names keeps it; the stream's own is then renamed
+``kit_<name>`` (``kit_kit_<name>`` if that is taken too), as Flink reserves no names:
+``s.kit_columns`` maps each own name to the one in ``df``. The windows take such streams;
+the other operators read the stream's columns by name and say which input column to
+rename (``Stream.require_own_names``).
+
 Clicks, monotonous watermark (``max(ts) - 1 ms``)::
 
     user  cTime     seq  watermark      late
@@ -70,8 +76,43 @@ class Stream:
     @cached_property
     def df(self) -> DataFrame:
         """The annotated rows, built when first read (operators that need no watermark
-        per row never read it)."""
-        return _annotate(self)
+        per row never read it); the stream's own columns named as ``kit_columns`` says."""
+        out = _annotate(self)
+        renamed = {**{self.inner(c): c for c in self.shown_columns()},
+                   **{c: name for c, name in self.kit_columns.items()}}
+        if all(old == new for old, new in renamed.items()):
+            return out
+        return out.select(*[F.col(sparksql.name(c)).alias(renamed.get(c, c)) for c in out.columns])
+
+    @cached_property
+    def kit_columns(self) -> dict:
+        """Each column the stream adds (``seq``, ``watermark``, ``late``, ``proctime`` with a
+        clock) and its name in ``df``: its own, or ``kit_<name>`` where the input has one."""
+        shown = set(self.shown_columns())
+        own = _ADDED if self.proctime is not None else _ADDED[:3]
+        return {c: _free(c, shown) for c in own}
+
+    def shown_columns(self) -> list:
+        """The input's columns as ``df`` shows them (a proctime column named ``proctime`` is
+        the stream's own, made non-decreasing)."""
+        return [c for c in self.source.columns if not (c == "proctime" and self.proctime == "proctime")]
+
+    def inner(self, column: str) -> str:
+        """An input column's name in the stream's frames for operators (``unordered()``, the
+        JVM scan's rows), where the stream's own columns keep their names: its own, or
+        ``__in_<name>`` for one named like them."""
+        return f"__in_{column}" if column in _ADDED and column in self.shown_columns() else column
+
+    def require_own_names(self, reader: str) -> None:
+        """Raise a KitError when an input column has the name of one the stream adds:
+        ``reader`` (an operator that reads them by name) would mistake one for the other."""
+        taken = [c for c, name in self.kit_columns.items() if name != c]
+        if taken:
+            raise KitError(
+                f"{reader} reads the stream's own column(s) {taken} by name, and the input has column(s) of "
+                f"the same name (the stream calls its own {[self.kit_columns[c] for c in taken]}): rename the "
+                f"input's first, e.g. df.withColumnRenamed({taken[0]!r}, '{taken[0]}_in'); windows "
+                "(key_by(...).window(...)) take them as they are")
 
     @cached_property
     def arrivals(self) -> "Arrivals | None":
@@ -88,7 +129,8 @@ class Stream:
 
     def unordered(self) -> DataFrame:
         """``df`` without its final sort by ``seq``: the same rows, for operators that group
-        them anyway (it saves a sort of the whole stream)."""
+        them anyway (it saves a sort of the whole stream); the stream's own columns by their
+        own names, the input's named like them as ``inner`` says."""
         return _annotate(self, ordered=False)
 
     def own_watermark(self) -> Column:
@@ -354,10 +396,20 @@ def _check_columns(df: DataFrame, time, watermark, order, proctime) -> None:
                            f"it is {schema[proctime].simpleString()}")
     elif proctime is not None and not isinstance(proctime, Clock):
         raise KitError(f"proctime must be a column name or a Clock; got {proctime!r}")
-    clash = [c for c in _ADDED if c in schema and c not in (order + ((proctime,) if isinstance(proctime, str) else ()))]
-    if clash:
-        raise KitError(f"column(s) {clash} would be replaced by the stream's own; rename them "
-                       f"first (e.g. df.withColumnRenamed({clash[0]!r}, '{clash[0]}_in'))")
+    times = {"time column": time, "watermark column": watermark.column if watermark.kind == "column" else None,
+             "proctime column": proctime if isinstance(proctime, str) and proctime != "proctime" else None}
+    for what, col in times.items():
+        if col in _ADDED:
+            raise KitError(f"the {what} {col!r} has the name of a column the stream adds, and operators read "
+                           f"both: rename it first, e.g. df.withColumnRenamed({col!r}, '{col}_in') (other input "
+                           "columns may have these names)")
+
+
+def _free(name: str, taken: set) -> str:
+    """``name``, or ``kit_`` before it (again while taken) when an input column has it."""
+    while name in taken:
+        name = "kit_" + name
+    return name
 
 
 def _candidate(s: Stream, ts_ms: Column) -> Column:
@@ -390,6 +442,8 @@ def prepared(s: Stream) -> DataFrame:
     """The source (in arrival order: ``in_arrival_order``), not yet numbered, with ``_ts`` (event time, ms), ``_g``
     (the watermark the row emits, ms) and, for a proctime column, ``_p`` (ms)."""
     df = s.source
+    if any(s.inner(c) != c for c in df.columns):   # input columns named like the stream's own
+        df = df.select(*[F.col(sparksql.name(c)).alias(s.inner(c)) for c in df.columns])
     ts_ms = F.unix_millis(F.col(s.time).cast("timestamp")) if s.time_is_timestamp else F.col(s.time).cast("long")
     df = df.withColumn("_ts", ts_ms).withColumn("_g", _candidate(s, F.col("_ts")))
     if isinstance(s.proctime, str):
@@ -401,7 +455,7 @@ def _annotate(s: Stream, ordered: bool = True) -> DataFrame:
     scan = s.arrivals
     if scan is not None:   # the JVM's scan: its output partitions are the input's, in arrival order
         ordered = False
-        out = scan.rows([c for c in s.source.columns if c not in _ADDED]).withColumnRenamed("_pt", "_proc")
+        out = scan.rows([s.inner(c) for c in s.shown_columns()]).withColumnRenamed("_pt", "_proc")
     else:
         df = prepared(s)
         running = {"_wm": ("_g", False)}
@@ -417,7 +471,7 @@ def _annotate(s: Stream, ordered: bool = True) -> DataFrame:
         out = out.withColumn("proctime", F.timestamp_millis(F.lit(start) + F.col("seq") * F.lit(s.proctime.step.millis)))
     elif isinstance(s.proctime, str):
         out = out.withColumn("proctime", F.timestamp_millis("_proc"))
-    columns = [c for c in s.source.columns if c not in _ADDED] + ["seq", "watermark", "late"]
+    columns = [s.inner(c) for c in s.shown_columns()] + ["seq", "watermark", "late"]
     if s.proctime is not None:
         columns.append("proctime")
     out = out.select(*columns)

@@ -35,8 +35,8 @@ def _bad_stream(spark, rnd):
         (lambda: kit.stream(df, time="t", proctime=42), "proctime must be"),
         (lambda: kit.stream(df, time="t", primary_key="id"), "primary key column 'id'"),
         (lambda: kit.stream(rnd.choice([None, [1, 2], {"t": 1}]), time="t"), "takes a Spark or pandas DataFrame"),
-        (lambda: kit.stream(df.withColumnRenamed("v", rnd.choice(["seq", "late", "watermark"])), time="t"),
-         "would be replaced"),
+        (lambda name=rnd.choice(["seq", "late", "watermark", "proctime"]):
+         kit.stream(df.withColumnRenamed("t", name), time=name), "has the name of a column the stream adds"),
         (lambda: kit.stream(df.toDF("name", "t", "ts", "v", "NAME"), time="t"), "'NAME'"),
         (lambda: kit.stream(df.withColumnRenamed("v", "a.b"), time="t"), "'a.b'"),
         (lambda: kit.stream(df, time="t", watermark=WatermarkStrategy.from_column("zz")), "watermark column 'zz'"),

@@ -138,10 +138,65 @@ def test_bad_arguments_say_what_to_fix(spark, kwargs, message):
         kit.stream(df, **kwargs)
 
 
-def test_added_columns_must_not_clash(spark):
-    df = spark.createDataFrame([(1, True)], "ts long, late boolean")
-    with pytest.raises(KitError, match=r"\['late'\] would be replaced"):
-        kit.stream(df, time="ts")
+RESERVED = ("seq", "watermark", "late", "proctime")
+
+
+@pytest.mark.parametrize("name", RESERVED)
+@pytest.mark.parametrize("jvm", [True, False], ids=["jvm-scan", "sql-scan"])
+def test_input_columns_named_like_the_streams_own_keep_their_names(spark, name, jvm):
+    """Flink reserves no names: the input's column stays, the stream's own is renamed
+    ``kit_<name>`` (``s.kit_columns``), in both scans; ``unordered()`` keeps the stream's
+    names for the operators, the input's under ``s.inner(name)``."""
+    df = spark.createDataFrame([("x", 10), ("y", 9), ("z", 11)], f"{name} string, ts long").coalesce(1)
+    s = kit.stream(df, time="ts", proctime=Clock("2024-01-01", Duration.of_seconds(1)))
+    if not jvm:
+        s.__dict__["arrivals"] = None
+    own = {c: ("kit_" + c if c == name else c) for c in RESERVED}
+    assert s.kit_columns == own and s.inner(name) == "__in_" + name
+    assert s.df.columns == [name, "ts", *own.values()]
+    rows = s.df.select(name, own["seq"], own["watermark"], own["late"]).collect()
+    assert [tuple(r) for r in rows] == [("x", 0, MIN, False), ("y", 1, 9, True), ("z", 2, 9, False)]
+    assert {"seq", "watermark", "late", "proctime", "__in_" + name} <= set(s.unordered().columns)
+
+
+def test_a_proctime_column_named_proctime_is_the_streams_own(spark):
+    df = spark.createDataFrame([(1, datetime(2024, 1, 1, 0, 0, 5)), (2, datetime(2024, 1, 1))], "ts long, proctime timestamp")
+    s = kit.stream(df, time="ts", proctime="proctime")
+    assert s.kit_columns["proctime"] == "proctime" and s.df.columns == ["ts", "seq", "watermark", "late", "proctime"]
+    assert [r.proctime for r in s.df.collect()] == [datetime(2024, 1, 1, 0, 0, 5)] * 2   # never goes back
+
+
+@pytest.mark.parametrize("name", RESERVED)
+def test_time_columns_named_like_the_streams_own_say_what_to_rename(spark, name):
+    df = spark.createDataFrame([(1, 2)], f"{name} long, w long")
+    with pytest.raises(KitError, match=f"the time column '{name}' has the name of a column the stream adds"):
+        kit.stream(df, time=name)
+    if name != "proctime":
+        with pytest.raises(KitError, match=f"the watermark column '{name}'"):
+            kit.stream(df.withColumnRenamed("w", "ts").withColumnRenamed(name, name), time="ts",
+                       watermark=WatermarkStrategy.from_column(name))
+
+
+@pytest.mark.parametrize("name", RESERVED)
+def test_operators_that_read_the_streams_own_columns_name_the_one_to_rename(spark, name):
+    """SQL (and MATCH_RECOGNIZE, dynamic tables and temporal joins through it), joins and the
+    stream's charts read ``seq``, ``watermark``, ... by name: they refuse such a stream,
+    saying which input column to rename; windows take it (tests/test_window_flink_goldens.py)."""
+    from kit.joins import interval_join
+    from kit.joins.interval import IntervalBounds
+    from kit.time import Time
+    from kit.viz import stream_timeline
+
+    df = spark.createDataFrame([("a", 1, 5)], f"{name} string, ts long, v long")
+    s = kit.stream(df, time="ts", proctime=Clock("2024-01-01", Duration.of_seconds(1)))
+    fix = rf"rename the input's first, e.g. df.withColumnRenamed\('{name}', '{name}_in'\)"
+    for run in (lambda: kit.sql("SELECT * FROM t", t=s),
+                lambda: kit.sql("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.v AS v PATTERN (A) "
+                                "DEFINE A AS v > 0)", t=s),
+                lambda: interval_join(s, s, on=[("v", "v")], bounds=IntervalBounds(Time.milliseconds(-1), Time.milliseconds(1))),
+                lambda: stream_timeline(s)):
+        with pytest.raises(KitError, match=rf"\[{name!r}\] by name.*kit_{name}.*" + fix):
+            run()
 
 
 @pytest.mark.parametrize("make, message", [
@@ -238,3 +293,21 @@ def test_a_source_that_changes_between_the_jvm_scans_passes_is_an_error(spark, t
     log.write_text("".join(f"{i}\n" for i in range(150)))   # the file changes under the stream
     with pytest.raises(Exception, match="input partition 0 changed between the stream's passes"):
         scan.rows([]).collect()
+
+
+@pytest.mark.parametrize("name", RESERVED)
+def test_windows_read_the_streams_own_columns_beside_the_inputs(spark, name):
+    """A processing-time window keyed by an input column named like one the stream adds:
+    the window's clock is the stream's own ``proctime`` (``kit_proctime`` in ``df``), its
+    key the input's column."""
+    from kit.time import Time
+    from kit.windows.assigners import TumblingProcessingTimeWindows
+    from kit.windows.functions import Count
+
+    df = spark.createDataFrame([("a", 1), ("b", 2), ("a", 3), ("a", 4)], f"{name} string, ts long").coalesce(1)
+    s = kit.stream(df, time="ts", proctime=Clock("2024-01-01", Duration.of_seconds(1)))
+    result = s.key_by(name).window(TumblingProcessingTimeWindows.of(Time.seconds(2))).aggregate(Count())
+    start = 1_704_067_200_000   # the clock's 2024-01-01, epoch ms (the stream's time is BIGINT ms)
+    rows = [(r.key, (r.window_start - start) // 1000, r["count"]) for r in result.df.collect()]
+    assert rows == [("a", 0, 1), ("b", 0, 1)]   # [2 s, 4 s) is pending: the clock stops at the end
+    assert [r[name] for r in result.elements().collect()] == ["a", "b", "a", "a"]

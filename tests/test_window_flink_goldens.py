@@ -174,18 +174,23 @@ STREAM_OWN = ("seq", "watermark", "late", "proctime")
 
 @pytest.mark.parametrize("case", COLUMN_CASES, ids=[c["fields"][0] for c in COLUMN_CASES])
 def test_input_columns_named_like_the_results_own(spark, case):
-    """A reduce over rows whose key column has one of the result's own names: Flink's rows
-    (it reserves no names); the kit's clashing column is renamed ``kit_<name>``."""
+    """A reduce over rows whose key column has one of the result's (or the stream's) own
+    names: Flink's rows (it reserves no names); the kit's clashing column is renamed
+    ``kit_<name>``, in the stream too, by the Python and the JVM replay alike."""
     name = case["fields"][0]
-    if name in STREAM_OWN:   # the stream's own columns: kit.stream refuses them, naming a fix
-        with pytest.raises(kit.KitError, match="would be replaced by the stream's own"):
-            _stream(case, spark, case["fields"])
-        return
     result = _windowed(case, spark, case["fields"]).reduce(lambda a, b: Row(a[0], max(a[1], b[1]), a[2] + b[2]))
     df = result.df
     rows = df.collect()
     expected = _per_key(case["rows"])
     assert _per_key([[r[name], r.ts, r.v] for r in rows]) == expected
+    if name in STREAM_OWN:   # the stream's own columns: its own renamed, the operators read each right
+        assert result.stream.kit_columns.get(name, "kit_proctime") == "kit_" + name   # no clock: no proctime
+        assert [r[name] for r in result.stream.df.collect()] == [k for k, _, _ in case["input"]]
+        counted = _windowed(case, spark, case["fields"]).aggregate(Sum("v"))   # the JVM's replay
+        with mock.patch("kit.windows.fast.eligible", return_value=False):
+            sums = counted.df.collect()
+        assert compiled.applies(counted)
+        assert _per_key([(r.key, r[3]) for r in sums]) == _per_key([(k, v) for k, _, v in case["rows"]])
     own = {"key", "window_start", "window_end", "firing", "pane", "cause", "timer", "watermark", "watermark_ms",
            "proctime", "fired_after", "contents"}
     if name in own:

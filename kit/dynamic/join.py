@@ -111,6 +111,7 @@ def merge(streams: list, interleave: str = "event_time", clock: Clock | None = N
     for i, s in enumerate(streams):
         if not isinstance(s, Stream):
             raise KitError(f"stream {i} of merge must be a kit.stream(...); got {type(s).__name__}")
+        s.require_own_names(f"merge (stream {i})")
     if interleave not in INTERLEAVINGS:
         raise KitError(f"interleave={interleave!r} is not one of " + ", ".join(map(repr, INTERLEAVINGS)))
     if interleave == "proctime" and any(s.proctime is None for s in streams):

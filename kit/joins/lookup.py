@@ -298,6 +298,7 @@ def lookups(left: Stream, table: LookupTable, left_keys, table_keys, misses: boo
     carry = list(carry)
     if not isinstance(left, Stream):
         raise KitError(f"the left input must be a kit.stream(...); got {type(left).__name__}")
+    left.require_own_names("a lookup join (its left input)")
     if left.proctime is None:
         raise KitError("a lookup join runs on processing time: give the stream proctime=Clock(...) or a column")
     if not left_keys or len(left_keys) != len(table_keys):

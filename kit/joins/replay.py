@@ -148,6 +148,7 @@ def check_inputs(left, right, keys) -> None:
     for what, s in (("left", left), ("right", right)):
         if not isinstance(s, Stream):
             raise KitError(f"the {what} input must be a kit.stream(...); got {type(s).__name__}")
+        s.require_own_names(f"a join (its {what} input)")
     for l, r in keys:
         if l not in left.source.columns:
             raise KitError(f"key {l!r} is not a column of the left input; columns are {left.source.columns}")
@@ -224,6 +225,8 @@ _ROWS: "weakref.WeakKeyDictionary[DataFrame, int | None]" = weakref.WeakKeyDicti
 
 def _interleaved(left: Stream, right: Stream, interleave: str, clock: Clock | None, keys) -> DataFrame:
     """``interleaved(...)``, computed."""
+    for what, s in (("left", left), ("right", right)):
+        s.require_own_names(f"a join (its {what} input)")
     if interleave not in INTERLEAVINGS:
         raise KitError(f"interleave={interleave!r} is not one of " + ", ".join(map(repr, INTERLEAVINGS)))
     if interleave == "proctime" and (left.proctime is None or right.proctime is None):

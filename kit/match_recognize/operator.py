@@ -86,6 +86,8 @@ def _check(table, spec: MatchRecognize, semantics: str) -> tuple[DataFrame, Opti
     if semantics not in SEMANTICS:
         raise KitError(f"semantics must be one of {', '.join(map(repr, SEMANTICS))}; got {semantics!r}")
     stream = table if isinstance(table, Stream) else None
+    if stream:
+        stream.require_own_names("MATCH_RECOGNIZE")
     df = table.df if stream else table
     if not isinstance(df, DataFrame):
         raise KitError(f"MATCH_RECOGNIZE input must be a Spark DataFrame or a kit.Stream; got {type(table).__name__}")

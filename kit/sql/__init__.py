@@ -238,6 +238,7 @@ class _Run(Resolver):
                            f"got {type(table).__name__}")
         check_column_names(f"table {name}", table.source.columns if isinstance(table, Stream) else table.columns)
         if isinstance(table, Stream):
+            table.require_own_names(f"kit.sql (table {name})")
             self.streams[name.lower()] = table
 
     def _temp_view(self, frame, stem, label):

@@ -95,6 +95,7 @@ def arrival_frame(stream: Stream, max_rows: int | None, columns=None):
     ``proctime`` always) up to arrival ``max_rows`` (None: all), not collected, and the
     number of arrivals if known. A filter on ``seq``, not a ``limit``: a limit over several
     partitions collects in several jobs."""
+    stream.require_own_names("the stream's charts")
     df = stream.df
     if columns is not None:
         df = df.select(*[c for c in df.columns

@@ -59,9 +59,9 @@ and the ``watermark`` that made them late; ``result.elements()`` every element w
 Flink reserves no column names: where an output column has the name of one of the columns
 above, the kit's is renamed ``kit_<name>`` (``kit_kit_<name>`` if that is taken too), and so
 are ``seq`` and ``fate`` of ``late`` / ``elements()`` against the input's columns;
-``result.kit_columns`` maps each of the kit's names to the one in this result.
-(``kit.stream`` itself still refuses input columns named ``seq``, ``watermark``, ``late`` or
-``proctime``, which it adds.)
+``result.kit_columns`` maps each of the kit's names to the one in this result. Input
+columns named like the stream's own (``seq``, ``watermark``, ``late``, ``proctime``) are
+read as the input's; the stream's own are its ``kit_columns`` (``kit.stream``).
 
 Rows are in key order, each key's in the order Flink emits them (``_order``); Flink
 interleaves the keys, which ``fired_after`` and ``cause`` place on the stream.
@@ -329,6 +329,7 @@ class WindowResult:
         stream = windowed.stream
         self.stream, self.keys = stream, windowed.keys
         self.values = [c for c in stream.source.columns]
+        self.inner = {c: stream.inner(c) for c in self.values}   # each's name in the stream's frames
         self.time_type = stream.source.schema[stream.time].dataType
         self._whole_stream = len(timer_clocks(spec)) > 1 and bool(self.keys)
         if not self.keys:
@@ -351,8 +352,10 @@ class WindowResult:
         # elements()) has their name: kit_<name> (kit_kit_<name> ...), as Flink reserves none
         self.kit_columns = {c: _free(c, set(output.fieldNames())) for c in _FIRING_COLUMNS}
         self.kit_columns.update({c: _free(c, set(self.values)) for c in ("seq", "fate")})
-        # the fast path names its working columns after the keys and outputs: not on a clash
-        self._clashes = bool(set(_FIRING_COLUMNS) & (set(output.fieldNames()) | set(self.keys)))
+        # the fast path names its working columns after the keys and outputs, and reads the
+        # stream's own columns by name: not on a clash with either
+        self._clashes = bool(set(_FIRING_COLUMNS) & (set(output.fieldNames()) | set(self.keys))) or any(
+            stream.inner(c) != c for c in self.values)
         self._df, self._tagged = None, {}
 
     # ------------------------------------------------------------ public
@@ -369,7 +372,7 @@ class WindowResult:
         late = self._in_arrival_order("late")
         if not isinstance(self.time_type, T.IntegralType):   # the last column: the watermark
             late = late.selectExpr(*map(sparksql.name, late.columns[:-1]),
-                                   _timestamp("watermark", "concat('the late element seq=', seq)"))
+                                   _timestamp("_watermark", "concat('the late element seq=', _seq)"))
         return late.toDF(*self.values, self.kit_columns["seq"], _free("watermark", set(self.values)))
 
     def get_side_output(self, output_tag: OutputTag) -> DataFrame:
@@ -385,7 +388,7 @@ class WindowResult:
                                                       self.kit_columns["fate"])
 
     def _in_arrival_order(self, kind: str) -> DataFrame:
-        return self._one(self._replayed(kind)).sortWithinPartitions("seq")
+        return self._one(self._replayed(kind)).sortWithinPartitions("_seq")
 
     def _one(self, replayed: DataFrame) -> DataFrame:
         """``replayed`` (rows of the replay) in one partition: as it is when the replay ran as
@@ -408,8 +411,9 @@ class WindowResult:
         return [s.millis(s.time).alias("_ts"), s.millis("watermark").alias("_wm"),
                 (F.unix_millis("proctime") if s.proctime is not None else F.lit(None).cast("long")).alias("_pt")]
 
-    def _prepared(self) -> DataFrame:
-        return self.stream.df.select("*", *self._time_columns())
+    def _inner(self, columns) -> list:
+        """Input columns by their names in the stream's frames (``Stream.inner``)."""
+        return [self.inner[c] for c in columns]
 
     def _key_type(self):
         fields = [self.stream.source.schema[k] for k in self.keys]
@@ -423,9 +427,9 @@ class WindowResult:
         firing += [T.StructField(_out(i), f.dataType, f.nullable) for i, f in enumerate(self.output.fields)]
         firing += [T.StructField(c, T.StringType() if c in ("firing", "cause") else long)
                                         for c in _METADATA + ("_order", "_floor")]
-        element = [src[c] for c in self.values] + [T.StructField("seq", long)]
-        return {"firing": firing, "late": element + [T.StructField("watermark", long)],
-                "element": element + [T.StructField("fate", T.StringType())]}
+        element = [src[c] for c in self.values] + [T.StructField("_seq", long)]   # the input's may be "seq"
+        return {"firing": firing, "late": element + [T.StructField("_watermark", long)],
+                "element": element + [T.StructField("_fate", T.StringType())]}
 
     def _replayed(self, kind: str, keep: bool = True) -> DataFrame:
         """The rows of one ``kind`` with its own columns. In Python every key is replayed
@@ -452,6 +456,7 @@ class WindowResult:
         of built-in parts (``engine="auto"``), the JVM operator does (``compiled.py``), giving
         only the rows of ``kind`` when one is named. Returns the rows and the kinds they hold."""
         spec, keys, values, output = self.spec, list(self.keys), self.values, self.output
+        inner = self.inner.__getitem__
         fields = [T.StructField("_kind", T.StringType())] + [
             T.StructField(_column(kind, i), f.dataType) for kind, kind_fields in columns.items()
             for i, f in enumerate(kind_fields)]
@@ -465,11 +470,11 @@ class WindowResult:
         def replayed(table):
             """``(key, elements, KeyResult)`` of each key: alone, or all in one operator."""
             if not whole_stream:
-                for key, elements in _keyed_elements(table, keys, values):
+                for key, elements in _keyed_elements(table, keys, values, inner):
                     final = None if end is None or elements[-1].seq >= end[0] else end[1]
                     yield key, elements, run_key(key, elements, spec, final_proctime=final, crossing=crossing)
                 return
-            runs = list(_keyed_elements(table, keys, values))   # the table is in arrival order
+            runs = list(_keyed_elements(table, keys, values, inner))   # in arrival order
             own = dict(zip(python_values(table.column("seq")), python_values(table.column("_own"))))
             results = replay([(key, e) for key, run in runs for e in run], spec, lambda e: own[e.seq])
             by_key = {}
@@ -507,8 +512,9 @@ class WindowResult:
         kinds = list(columns) if kind is None else [kind]
         if whole_stream:   # in arrival order, with the watermark each arrival emits
             s, scan = self.stream, self._arrivals
-            rows = (scan.rows(values, own=True) if scan is not None else
-                    s.unordered().select(*values, "seq", *self._time_columns(), s.own_watermark().alias("_own")))
+            rows = (scan.rows(self._inner(values), own=True) if scan is not None else
+                    s.unordered().select(*self._inner(values), "seq", *self._time_columns(),
+                                         s.own_watermark().alias("_own")))
             return (self._one(rows).sortWithinPartitions("seq").mapInArrow(per_task, T.StructType(fields)),
                     list(columns))
         compiled_run = compiled.run(self, self._spread, fields, kinds) if engine == "auto" else None
@@ -569,7 +575,7 @@ class WindowResult:
         """``values``, ``seq``, ``_ts``, ``_wm``, ``_pt`` of every arrival, spread over tasks by
         key (``kit.spark.replay_tasks``: one task for a small stream), each task's held in
         memory by the replay (``sort``: sorted by key and arrival)."""
-        scan, keys = self._arrivals, list(self.keys)
+        scan, keys, values = self._arrivals, self._inner(self.keys), self._inner(values)
         df = (scan.rows(values) if scan is not None
               else self.stream.unordered().select(*values, "seq", *self._time_columns()))
         df = df.repartition(self._tasks, *keys) if self._tasks > 1 else df.coalesce(1)   # small: no shuffle
@@ -627,8 +633,9 @@ class WindowResult:
 
     def _infer_output(self) -> T.StructType:
         """Run the operator on the driver over the first rows to see what the function returns."""
-        sample = self._prepared().limit(1000).orderBy(*self.keys, "seq").toArrow()
-        for key, elements in _keyed_elements(sample, list(self.keys), self.values):
+        sample = (self.stream.unordered().select("*", *self._time_columns()).orderBy("seq").limit(1000)
+                  .orderBy(*self._inner(self.keys), "seq").toArrow())
+        for key, elements in _keyed_elements(sample, list(self.keys), self.values, self.inner.__getitem__):
             for f in run_key(key, elements, self.spec).firings:
                 if f.outputs:
                     return _infer(f.outputs[0])
@@ -673,15 +680,17 @@ def _batch(kind: str, rows: list, arrow: pa.Schema, fields: list) -> pa.RecordBa
          else pa.nulls(n, arrow.field(f.name).type) for f in fields], schema=arrow)
 
 
-def _keyed_elements(table: pa.Table, keys: list, values: list):
+def _keyed_elements(table: pa.Table, keys: list, values: list, inner=lambda c: c):
     """``(key, elements)`` for each key of ``table`` (sorted by key, then arrival ``seq``;
-    columns ``values`` and ``_ts``, ``_wm``, ``_pt``): a key is a value, a tuple for
-    several columns, None without keys; each element's value a ``Row`` of ``values``."""
-    cols = {c: python_values(table.column(c)) for c in dict.fromkeys([*values, "seq", "_ts", "_wm", "_pt"])}
+    columns ``values`` -- named ``inner(c)`` in ``table`` -- and ``seq``, ``_ts``, ``_wm``,
+    ``_pt``): a key is a value, a tuple for several columns, None without keys; each
+    element's value a ``Row`` of ``values``."""
+    cols = {c: python_values(table.column(inner(c))) for c in dict.fromkeys([*values, *keys])}
+    own = {c: python_values(table.column(c)) for c in ("seq", "_ts", "_wm", "_pt")}
     element_row = Row(*values)
-    for start, length in groups(table, keys):
+    for start, length in groups(table, [inner(k) for k in keys]):
         key = (None if not keys else cols[keys[0]][start] if len(keys) == 1
                else tuple(cols[k][start] for k in keys))
-        yield key, [Element(cols["seq"][i], cols["_ts"][i], MIN_TIME if cols["_wm"][i] is None else cols["_wm"][i],
-                            cols["_pt"][i], element_row(*[cols[c][i] for c in values]))
+        yield key, [Element(own["seq"][i], own["_ts"][i], MIN_TIME if own["_wm"][i] is None else own["_wm"][i],
+                            own["_pt"][i], element_row(*[cols[c][i] for c in values]))
                     for i in range(start, start + length)]
