@@ -73,6 +73,22 @@ def test_the_cascade_without_retraction_counts_hello_twice(spark):
     assert sorted(map(tuple, outer.final().collect())) == [(1, 1), (2, 1)]
 
 
+@pytest.mark.parametrize("partitions", ["1", "3", "7"])
+def test_final_and_snapshot_are_sorted_whatever_the_partitioning(spark, partitions):
+    """A cluster or Connect session shuffles into other partitions than local mode: the
+    table's rows come back in the same order all the same (by its columns)."""
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", partitions)
+    try:
+        words = words_stream(["Hello", "World", "Hello", "Flink", "Spark", "Spark", "Spark"])
+        outer = kit.sql("SELECT cnt, COUNT(cnt) AS freq FROM (SELECT word, COUNT(*) AS cnt FROM words "
+                        "GROUP BY word) GROUP BY cnt", words=words)
+        assert list(map(tuple, outer.final().collect())) == [(1, 2), (2, 1), (3, 1)]
+        assert list(map(tuple, outer.snapshot(at=2).collect())) == [(1, 1), (2, 1)]
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", before)
+
+
 def _shop(rows):
     df = pd.DataFrame(rows, columns=["product_id", "category", "sales"])
     df["t"] = [T0 + pd.Timedelta(seconds=i) for i in range(len(df))]

@@ -117,11 +117,13 @@ def ordered(df: DataFrame) -> DataFrame:
 
 def snapshot(log: Changelog, at: int | None = None) -> DataFrame:
     """The table after arrival ``at`` (None: after the last): each distinct row as many
-    times as it was added and not taken away; columns ``log.columns``, in no order."""
+    times as it was added and not taken away; columns ``log.columns``, sorted by them (so
+    every deployment and partitioning gives the same rows in the same order)."""
     df = log.df if at is None else log.df.where(F.col("seq") <= at)
     cols = [sparksql.name(c) for c in log.columns]
     counted = df.groupBy(*[F.col(c) for c in cols]).agg(F.sum(weight()).alias("_count")).where("_count > 0")
-    return counted.selectExpr(*cols, "explode(array_repeat(true, CAST(_count AS INT))) AS _one").drop("_one")
+    rows = counted.selectExpr(*cols, "explode(array_repeat(true, CAST(_count AS INT))) AS _one").drop("_one")
+    return rows.orderBy(*[F.col(c).asc_nulls_first() for c in cols])
 
 
 def mode_text(mode: frozenset) -> str:

@@ -112,7 +112,7 @@ class DynamicTable:
         return _union(self._late)
 
     def snapshot(self, at: int | None = None) -> DataFrame:
-        """The table after arrival ``at`` (None: after the last), in no particular order."""
+        """The table after arrival ``at`` (None: after the last), sorted by its columns."""
         if at is not None and not isinstance(at, int):
             raise KitError(f"snapshot(at=...) takes an arrival number (seq); got {at!r}")
         from .changelog import snapshot
