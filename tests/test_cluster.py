@@ -105,6 +105,9 @@ def _drive(where: str) -> None:
               "jvm": jvm.unavailable(session), "partitions": session.conf.get("spark.sql.shuffle.partitions")}
     if where.startswith("spark://"):
         report["shipped"] = [Path(p).name for p in session.sparkContext._python_includes]
+        from kit.engine import eg1   # the executors read the files: their tasks' metrics count the bytes
+        tables = eg1.tables(session, 2000, path=str(Path("eg1").resolve()))
+        report["eg1_bytes_read"] = eg1.measure(eg1.QUERY, tables).bytes_read
     print(json.dumps(report))
 
 
@@ -165,6 +168,7 @@ def test_pipelines_give_local_rows_on_a_standalone_cluster_and_on_connect(spark,
     # the jar reached the executors; the kit went to Python workers that lacked it; 2 cores, 2 partitions
     assert standalone["jvm"] is None and standalone["warnings"] == []
     assert [p for p in standalone["shipped"] if p.startswith("kit-")] and standalone["partitions"] == "2"
+    assert standalone["eg1_bytes_read"] > 0
     # Connect: no JVM to call, said once; the Python twins gave the same rows
     assert len(connect["warnings"]) == 1 and "Spark Connect" in connect["warnings"][0]
     assert connect["jvm"] is not None and connect["partitions"] == "2"

@@ -31,9 +31,10 @@ Turning one rewrite off does not always undo it: Spark keeps near-twins of some 
 rewrite's rules are all excluded together; and some rules cannot be excluded at all
 (``Optimizer.nonExcludableRules``, e.g. ``FinishAnalysis``, ``RewriteDistinctAggregates``:
 Spark ignores them in the option; ``Measurement.not_excludable`` lists those asked for).
-E.g.1's own rules are all excludable. Bytes are Hadoop's filesystem read counters in this JVM -- the figure Spark's UI
-shows as a stage's Input -- so they are measured on a local session (on a cluster the
-executors read). Read them as Spark's figure, not as the size of the column chunks: on
+E.g.1's own rules are all excludable. Bytes are the run's stages' input bytes as the driver
+aggregates them from its tasks' metrics (Hadoop's filesystem read counters in each task) --
+the figure Spark's UI shows as a stage's Input -- so they count on a cluster too, where the
+executors read. Read them as Spark's figure, not as the size of the column chunks: on
 local Parquet files (the kit's Spark and Hadoop, measured) they counted fewer bytes with the scan's filter
 pushdown off than on.
 
@@ -248,11 +249,11 @@ def measure(query: str, tables: dict, exclude=(), conf: dict | None = None, repe
     with _session_conf(spark, settings):
         for _ in range(max(1, repeat)):
             jdf = fresh(spark, analyzed)
-            before = _bytes_read(spark)
+            before = _stage_input_bytes(spark)
             start = time.perf_counter()
             count = jdf.queryExecution().toRdd().count()      # runs this plan, so its metrics count
             took = time.perf_counter() - start
-            read = _bytes_read(spark) - before
+            read = sum(b for stage, b in _stage_input_bytes(spark).items() if stage not in before)
             if best is None or took < best:
                 best, result = took, (jdf.queryExecution().executedPlan(), read, count)
     plan, read, count = result
@@ -275,10 +276,14 @@ def effects(tables: dict, repeat: int = 1) -> pandas.DataFrame:
     return pandas.DataFrame(rows)
 
 
-def _bytes_read(spark) -> int:
-    """Bytes this JVM has read through Hadoop's local filesystem (all threads, so all local tasks)."""
-    stats = spark._jvm.org.apache.hadoop.fs.FileSystem.getAllStatistics()
-    return sum(int(s.getBytesRead()) for s in stats if s.getScheme() == "file")
+def _stage_input_bytes(spark) -> dict:
+    """Each stage attempt the driver knows, ``(stage, attempt)``: its input bytes, the sum of
+    its tasks' metrics (executors send them to the driver; its listener bus drained first)."""
+    sc = spark.sparkContext._jsc.sc()
+    sc.listenerBus().waitUntilEmpty()
+    stages = sc.statusStore().stageList(None, False, False, spark._jvm.java.lang.reflect.Array.newInstance(
+        spark._jvm.java.lang.Double.TYPE, 0), spark._jvm.java.util.ArrayList())
+    return {(int(s.stageId()), int(s.attemptId())): int(s.inputBytes()) for s in seq(stages)}
 
 
 def _final(jplan):
