@@ -198,6 +198,26 @@ def test_spark_connect_degrades_to_explain_text(spark, tables):
     assert from_text(text["extended"]).texts["physical"] == e.texts["physical"]
 
 
+def test_on_spark_connect_a_notebook_skips_the_cells_that_need_the_jvm(spark):
+    """Notebook 05 on Connect: a cell marked ``JVM_CELL`` prints why it is skipped instead of
+    failing on plan nodes the client cannot reach; other cells run; classic Spark skips none."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from kit.engine import JVM_CELL, skip_jvm_cells
+    from kit.engine.batch import _skip_jvm_cell
+
+    connect = type("SparkSession", (), {"__module__": "pyspark.sql.connect.session"})()
+    shell = InteractiveShell.instance()
+    try:
+        assert skip_jvm_cells(spark) is False and _skip_jvm_cell not in shell.input_transformers_cleanup
+        assert skip_jvm_cells(connect) is True and skip_jvm_cells(connect) is True
+        assert shell.input_transformers_cleanup.count(_skip_jvm_cell) == 1
+        assert shell.run_cell(f"{JVM_CELL} (Spark Connect skips this cell)\n{{}}['analyzed']").success
+        assert not shell.run_cell("{}['analyzed']").success
+    finally:
+        InteractiveShell.clear_instance()
+
+
 def test_codegen_of_the_filter_stage(e):
     stage = codegen.stage_of(e.dataframe, "FilterExec", "< 1000)")
     assert stage.operators[0] == "FilterExec" and isinstance(stage.id, int)

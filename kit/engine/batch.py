@@ -48,7 +48,7 @@ from ..errors import KitError
 from .plan import read_plan, seq, user_names
 from .rules import RuleLog, replay
 
-__all__ = ["Explanation", "JoinChoice", "explain", "from_text", "STAGES"]
+__all__ = ["Explanation", "JoinChoice", "explain", "from_text", "STAGES", "JVM_CELL", "skip_jvm_cells"]
 
 STAGES = ("parsed", "analyzed", "optimized", "physical")
 _HEADERS = {"Parsed Logical Plan": "parsed", "Analyzed Logical Plan": "analyzed",
@@ -321,3 +321,41 @@ def _sections(text: str) -> dict:
         elif current is not None:
             found[current].append(line)
     return {k: user_names("\n".join(v).strip("\n")) for k, v in found.items()}
+
+
+# ---------------------------------------------------------------------------- notebooks on Connect
+
+JVM_CELL = "# needs the JVM"   # a notebook cell's first line: Spark Connect skips the cell (skip_jvm_cells)
+_SKIPPED = ("Skipped on Spark Connect: this cell reads JVM objects (plan nodes, optimizer rules, metrics, "
+            "generated code or row bytes) that a Connect client cannot reach; kit.explain gives Spark's "
+            "plan text there (Explanation.texts). Run the notebook on a local or standalone-cluster "
+            "session (unset SPARK_REMOTE) to see this cell.")
+
+
+def skip_jvm_cells(spark) -> bool:
+    """On Spark Connect, have IPython skip every later cell whose first line starts with
+    ``JVM_CELL``, printing why instead, so a notebook runs top to bottom; on classic Spark
+    (or outside IPython) do nothing. True on Connect."""
+    if not type(spark).__module__.startswith("pyspark.sql.connect"):
+        return False
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return True
+    shell = get_ipython()
+    if shell is not None and _skip_jvm_cell not in shell.input_transformers_cleanup:
+        shell.input_transformers_cleanup.append(_skip_jvm_cell)
+    return True
+
+
+def _skip_jvm_cell(lines: list) -> list:
+    """An IPython input transformer: a cell marked ``JVM_CELL`` becomes a print of why it is skipped.
+
+    >>> _skip_jvm_cell(["# needs the JVM: plan nodes\\n", "e.stages\\n"])[0][:30]
+    'print("Skipped on Spark Connec'
+    >>> _skip_jvm_cell(["x = 1\\n"])
+    ['x = 1\\n']
+    """
+    if lines and lines[0].startswith(JVM_CELL):
+        return [f"print({_SKIPPED!r})\n"]
+    return lines
