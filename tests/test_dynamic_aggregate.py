@@ -360,3 +360,14 @@ def test_task_load_on_skewed_keys(spark):
                                              distinct_split=split)).collect()))
               for phase, split in (("ONE_PHASE", None), ("TWO_PHASE", None), ("TWO_PHASE", 4))]
     assert finals[0] == finals[1] == finals[2]
+
+
+def test_task_load_is_the_same_whatever_the_inputs_partitions(spark):
+    """Connect or a cluster hands the stream over in other partitions than local mode: each
+    task's load is the same (the input's tasks deal rows round robin by arrival)."""
+    rows = [["hot", f"u{i % 7}"] for i in range(60)] + [[f"k{i}", "u0"] for i in range(6)]
+    log = changelog(spark, ["user", "url"], rows)
+    options = Options(mini_batch=(3_600_000, 10), tasks=4, distinct_split=4)
+    loads = [task_load(log.with_df(log.df.repartition(n)), ["user"], options) for n in (1, 3, 5)]
+    assert loads[0].equals(loads[1]) and loads[0].equals(loads[2])
+    assert set(loads[0].query("stage == 'Local'")["rows"]) == {17, 16}   # 66 rows dealt over 4 tasks

@@ -274,7 +274,7 @@ def task_load(log, keys: list, options):
     plan        stage: what a task receives      partitioned by
     ==========  ===============================  ====================================
     ONE_PHASE   GroupAggregate: every row        hash of the keys
-    TWO_PHASE   Local: every row                 the input's tasks (round robin)
+    TWO_PHASE   Local: every row                 round robin by arrival (``seq``)
                 Global: one per (task, bundle,   hash of the keys
                 key)
     SPLIT       Partial: every row               hash of (keys, bucket)
@@ -298,19 +298,20 @@ def task_load(log, keys: list, options):
     hashed = F.udf(lambda v: bucket(v, dtype, buckets), T.IntegerType())
     df = log.df.select(*ks, "seq", "_n", hashed(F.col(sparksql.name(arg))).alias("_kit_bucket"))
 
-    def load(frame, plan, stage):
-        return (frame.groupBy(F.spark_partition_id().alias("task")).count()
+    def load(frame, plan, stage, task=None):
+        return (frame.groupBy((F.spark_partition_id() if task is None else F.col(task)).alias("task")).count()
                 .select(F.lit(plan).alias("plan"), F.lit(stage).alias("stage"), "task", F.col("count").alias("rows")))
 
     def bundled(frame, by):
         order = "PARTITION BY _task ORDER BY seq, _n"
-        frame = frame.withColumn("_task", F.spark_partition_id())
         frame = frame.selectExpr("*", f"(row_number() OVER ({order}) - 1) DIV {size} AS _b")
         return frame.select("_task", "_b", *by).distinct()
 
-    local = df.repartition(tasks)
+    # the input's tasks: round robin in arrival order (Spark's repartition(n) would deal rows by
+    # the input's partitions, which differ between local mode, a cluster and Connect)
+    local = df.withColumn("_task", (F.col("seq") % tasks).cast("int"))
     parts = [load(df.repartition(tasks, *ks), "ONE_PHASE", "GroupAggregate"),
-             load(local, "TWO_PHASE", "Local"),
+             load(local, "TWO_PHASE", "Local", "_task"),
              load(bundled(local, ks).repartition(tasks, *ks), "TWO_PHASE", "Global"),
              load(df.repartition(tasks, *ks, "_kit_bucket"), "SPLIT", "Partial"),
              load(bundled(local, [*ks, "_kit_bucket"]).repartition(tasks, *ks), "SPLIT", "Final")]
