@@ -30,7 +30,8 @@ def jobs(spark):
 
         def counting(name):
             def call(self, *args, **kwargs):
-                if sys._getframe(1).f_globals.get("__name__", "").startswith("kit.viz"):
+                caller = sys._getframe(1).f_globals.get("__name__", "")
+                if caller.startswith("kit.viz") or caller == "kit.sparksql":   # small_pandas: a chart's collect
                     collects.append(name)
                 return originals[name](self, *args, **kwargs)
             return call
@@ -67,9 +68,9 @@ def test_stream_timeline(jobs):
 
 
 @pytest.mark.parametrize("assigner, trigger, most", [
-    (TumblingEventTimeWindows.of(Time.hours(1)), None, 10),
-    (SlidingEventTimeWindows.of(Time.hours(1), Time.minutes(30)), None, 10),
-    (TumblingEventTimeWindows.of(Time.hours(1)), CountTrigger.of(2), 7),
+    (TumblingEventTimeWindows.of(Time.hours(1)), None, 2),
+    (SlidingEventTimeWindows.of(Time.hours(1), Time.minutes(30)), None, 2),
+    (TumblingEventTimeWindows.of(Time.hours(1)), CountTrigger.of(2), 2),
 ])
 def test_window_timeline(jobs, assigner, trigger, most):
     stream = kit.stream(clicks(), time="cTime", watermark=Duration.of_millis(300_000 + next(FRESH)))
@@ -78,8 +79,9 @@ def test_window_timeline(jobs, assigner, trigger, most):
         windowed = windowed.trigger(trigger)
     result = windowed.process(lambda user, ctx, xs: [(len(list(xs)),)], output_type="clicks bigint")
     n, collects, _ = jobs(lambda: kit.viz.window_timeline(result))
-    # the elements, the firings and the watermark panel's arrivals: one collect
-    assert collects == ["toPandas"] and n <= most
+    # a new stream's arrival scan, then the elements, the firings and the watermark panel's
+    # arrivals in one collect, in one job (sparksql.small_pandas)
+    assert collects == ["toPandas"] and n <= most, n
 
 
 def test_match_timeline(jobs):
