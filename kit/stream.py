@@ -90,7 +90,7 @@ class Stream:
         clock) and its name in ``df``: its own, or ``kit_<name>`` where the input has one."""
         shown = set(self.shown_columns())
         own = _ADDED if self.proctime is not None else _ADDED[:3]
-        return {c: _free(c, shown) for c in own}
+        return {c: kit_name(c, shown) for c in own}
 
     def shown_columns(self) -> list:
         """The input's columns as ``df`` shows them (a proctime column named ``proctime`` is
@@ -405,8 +405,9 @@ def _check_columns(df: DataFrame, time, watermark, order, proctime) -> None:
                            "columns may have these names)")
 
 
-def _free(name: str, taken: set) -> str:
-    """``name``, or ``kit_`` before it (again while taken) when an input column has it."""
+def kit_name(name: str, taken: set) -> str:
+    """``name``, or ``kit_`` before it (again while taken) when a user column has it: a column
+    the kit adds (to a stream, a window result) beside the user's."""
     while name in taken:
         name = "kit_" + name
     return name

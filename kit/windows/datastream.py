@@ -97,7 +97,7 @@ from .. import sparksql
 from ..arrow import column, groups, python_values
 from ..errors import KitError, fail_sql
 from ..spark import replay_tasks
-from ..stream import Arrivals
+from ..stream import Arrivals, kit_name
 from ..time import millis
 from .assigners import MAX_TIME, MIN_TIME, GlobalWindows, WindowAssigner
 from .evictors import CountEvictor, Evictor
@@ -113,13 +113,6 @@ __all__ = ["OutputTag", "KeyedStream", "WindowedStream", "WindowResult", "Window
 _METADATA = ("firing", "pane", "cause", "timer", "watermark", "proctime", "fired_after", "contents")
 # result.df's own columns (``watermark_ms`` is made from ``watermark`` and ``fired_after``)
 _FIRING_COLUMNS = ("key", "window_start", "window_end", *_METADATA, "watermark_ms")
-
-
-def _free(name: str, taken: set) -> str:
-    """``name``, or ``kit_`` before it (again while taken) when a user column has it."""
-    while name in taken:
-        name = "kit_" + name
-    return name
 
 
 class WindowWarning(UserWarning):
@@ -350,8 +343,8 @@ class WindowResult:
         self.output = output
         # the kit's own columns, renamed where an output column (df) or an input column (late,
         # elements()) has their name: kit_<name> (kit_kit_<name> ...), as Flink reserves none
-        self.kit_columns = {c: _free(c, set(output.fieldNames())) for c in _FIRING_COLUMNS}
-        self.kit_columns.update({c: _free(c, set(self.values)) for c in ("seq", "fate")})
+        self.kit_columns = {c: kit_name(c, set(output.fieldNames())) for c in _FIRING_COLUMNS}
+        self.kit_columns.update({c: kit_name(c, set(self.values)) for c in ("seq", "fate")})
         # the fast path names its working columns after the keys and outputs, and reads the
         # stream's own columns by name: not on a clash with either
         self._clashes = bool(set(_FIRING_COLUMNS) & (set(output.fieldNames()) | set(self.keys))) or any(
@@ -373,7 +366,7 @@ class WindowResult:
         if not isinstance(self.time_type, T.IntegralType):   # the last column: the watermark
             late = late.selectExpr(*map(sparksql.name, late.columns[:-1]),
                                    _timestamp("_watermark", "concat('the late element seq=', _seq)"))
-        return late.toDF(*self.values, self.kit_columns["seq"], _free("watermark", set(self.values)))
+        return late.toDF(*self.values, self.kit_columns["seq"], kit_name("watermark", set(self.values)))
 
     def get_side_output(self, output_tag: OutputTag) -> DataFrame:
         if output_tag != self.windowed._late_tag:
