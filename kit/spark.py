@@ -53,6 +53,7 @@ import json
 import logging
 import os
 import re
+import socket
 import stat
 import sys
 import tempfile
@@ -204,6 +205,10 @@ def _local(master: str):
         conf["spark.jars"] = str(helpers)
     if master.startswith("local"):   # workers run this interpreter: forked with the kit loaded
         conf["spark.python.daemon.module"] = "kit.daemon"
+        # Python workers talk to the JVM over Unix sockets, not TCP on localhost: there a
+        # task's few small Arrow batches waited 20-40 ms for TCP's delayed acknowledgements
+        if hasattr(socket, "AF_UNIX"):
+            conf["spark.python.unix.domain.socket.enabled"] = "true"
     builder = SparkSession.builder.master(master)
     for key, value in conf.items():
         builder = builder.config(key, value)
