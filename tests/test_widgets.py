@@ -244,5 +244,26 @@ def test_a_superseded_redraw_cancels_its_spark_jobs(spark):
     __import__("time").sleep(1)
     slider.value = 0         # ...superseded: its job is cancelled, the new value drawn at once
     view.wait(30)
-    assert view._worker is None, "the superseded job was not cancelled"
+    assert view._idle.is_set(), "the superseded job was not cancelled"
     assert "<td>2</td>" in view.data["text/html"] and view.error is None
+
+
+def test_redraws_run_in_one_long_lived_thread():
+    import threading
+
+    threads = []
+
+    def draw(n):
+        threads.append(threading.current_thread())
+        return points(n)
+
+    first, second = w.IntSlider(value=0, max=10), w.IntSlider(value=0, max=10)
+    views = [bind(draw, n=first), bind(draw, n=second)]
+    for n in (1, 2):
+        first.value = n
+        views[0].wait(10)
+        second.value = n
+        views[1].wait(10)
+    moved = threads[2:]     # the first two drew in this thread, when bound
+    assert len(moved) == 4 and len(set(moved)) == 1 and moved[0] is not threading.main_thread()
+    assert views[0].data["text/plain"] == views[1].data["text/plain"] == "<kit chart '2 points'>"

@@ -28,12 +28,16 @@ traceback included).
 Moving a control while a redraw runs does not queue another: the redraw runs in a
 thread, a status line above the output says what is being computed, and when it ends
 only the controls' latest values are drawn; the superseded redraw's Spark jobs are
-cancelled. ``view.wait()`` returns once the output shows the latest values.
+cancelled. ``view.wait()`` returns once the output shows the latest values. All views'
+redraws run one after another in one long-lived thread: with PySpark's pinned threads, a
+new Python thread is a new JVM thread and connection, and a redraw's Spark jobs from a
+fresh one took up to twice as long.
 """
 
 from __future__ import annotations
 
 import inspect
+import queue
 import threading
 import time
 from typing import Any, Callable
@@ -83,7 +87,9 @@ class Bound(widgets.VBox):
         self._holding = False
         self._lock = threading.Lock()
         self._wanted = 0            # the number of the latest request; a redraw draws only if it is still it
-        self._worker: threading.Thread | None = None
+        self._busy = False          # a redraw is queued or running in the redraw thread
+        self._idle = threading.Event()
+        self._idle.set()
         self.elapsed = 0.0
         self.error: Exception | None = None
         self._result: Any = None
@@ -142,20 +148,19 @@ class Bound(widgets.VBox):
 
     def wait(self, timeout: float | None = None) -> None:
         """Return once no redraw is running (the output shows the latest values)."""
-        worker = self._worker
-        if worker is not None:
-            worker.join(timeout)
+        self._idle.wait(timeout)
 
     def _changed(self, change: dict) -> None:
         if self._holding:
             return
         with self._lock:
             self._wanted += 1
-            if self._worker is not None:   # running: it picks the latest values up when done
+            if self._busy:   # queued or running: it picks the latest values up when done
                 _cancel(self._running_group)
                 return
-            self._worker = threading.Thread(target=self._work, name="kit-widgets-redraw", daemon=True)
-        self._worker.start()
+            self._busy = True
+            self._idle.clear()
+        _redraws().put(self)
 
     def _work(self) -> None:
         while True:
@@ -164,7 +169,8 @@ class Bound(widgets.VBox):
             self._draw(self.values, wanted)
             with self._lock:
                 if self._wanted == wanted:
-                    self._worker = None
+                    self._busy = False
+                    self._idle.set()
                     return
 
     _running_group: str | None = None
@@ -209,6 +215,31 @@ class Bound(widgets.VBox):
     def __repr__(self) -> str:
         args = ", ".join(f"{name}={value!r}" for name, value in self.values.items())
         return f"bind({getattr(self.fn, '__name__', 'fn')}, {args})"
+
+
+_queue: queue.Queue | None = None
+_queue_lock = threading.Lock()
+
+
+def _redraws() -> queue.Queue:
+    """The queue of views to redraw, served by the one redraw thread (started on first use)."""
+    global _queue
+    with _queue_lock:
+        if _queue is None:
+            _queue = queue.Queue()
+            threading.Thread(target=_serve, args=(_queue,), name="kit-widgets-redraw", daemon=True).start()
+    return _queue
+
+
+def _serve(views: queue.Queue) -> None:
+    while True:
+        view = views.get()
+        try:
+            view._work()
+        except Exception as exc:   # _draw shows fn's errors; one of its own must not stop the thread
+            with view._lock:
+                view.error, view._busy = exc, False
+                view._idle.set()
 
 
 def _label(name: str, control: widgets.Widget) -> str:
