@@ -3,6 +3,8 @@ the top, Catalyst's estimates); the optimizer rule by rule behind a slider (a st
 application, named, the changed nodes marked); a continuous query's physical plan with each
 node's changelog mode and the messages each edge carries, retract beside upsert; errors."""
 
+import re
+
 import altair as alt
 import pandas as pd
 import pytest
@@ -49,6 +51,12 @@ def layers(chart):
     return found
 
 
+def renumbered(text):
+    """``text`` with Spark's expression ids numbered 1, 2, ... in order, as a chart of it shows them."""
+    ids = {}
+    return re.sub(r"(?<=\w)#(\d+)", lambda m: "#" + str(ids.setdefault(m[1], len(ids) + 1)), text)
+
+
 def parents(tree):
     """[(pre-order index of a node, of its parent)] of a PlanNode or PhysicalNode tree."""
     out, order = [], []
@@ -83,8 +91,8 @@ def test_each_stage_is_its_tree(e):
     assert optimized["kind"].tolist() == ["filter / project", "join", "scan / relation", "scan / relation"]
     # long arguments cut in the box, whole in the tooltip
     project = e.stages["optimized"]
-    assert optimized["detail"][0].endswith("…") and optimized["tip_node"][0] == project.text
-    assert optimized["detail"][0][:-1] in project.args
+    assert optimized["detail"][0].endswith("…") and optimized["tip_node"][0] == renumbered(project.text)
+    assert optimized["detail"][0][:-1] in renumbered(project.args)
     # a chart composes with others (no top-level config), e.g. two stages side by side
     alt.hconcat(kit.viz.plan(e, "analyzed"), kit.viz.plan(e, "optimized")).to_dict()
 
@@ -116,6 +124,18 @@ def test_a_slider_steps_through_the_rule_applications(e, jobs):  # noqa: F811
     assert any(s["name"] == "step" and s["bind"]["input"] == "range" for s in vega["signals"])
     # the rule log alone draws the same steps
     assert layers(kit.viz.plan(e.rules))["captions"]["rule"].tolist() == captions["rule"].tolist()
+
+
+def test_expression_ids_are_numbered_by_the_chart_not_by_the_session(e, spark):
+    drawn = layers(kit.viz.plan(e, "rules"))["nodes"]
+    texts = " ".join(drawn["tip_node"]) + " ".join(drawn["detail"])
+    assert "id#1L" in texts and "value#2L" in texts and "id#3" not in texts.replace("id#3L", "")
+    for _ in range(3):     # more plans analysed in the session: Spark's ids grow, the chart's do not
+        spark.range(3).selectExpr("id + 1 AS x").where("x > 1").collect()
+    again = kit.explain(EG1, t1=pd.DataFrame({"id": [1, 2, 3], "value": [10, 20, 30]}),
+                        t2=pd.DataFrame({"id": [1, 2]}))
+    assert str(again.stages["analyzed"]) != str(e.stages["analyzed"])
+    assert kit.viz.plan(again, "rules").to_dict() == kit.viz.plan(e, "rules").to_dict()
 
 
 def test_explain_text_alone_is_drawn_as_spark_connect_gives_it(e):

@@ -199,6 +199,7 @@ def _batch_box(node) -> _Box:
 
 def _batch_tree(tree, column_width, title, default, facts=None):
     box = _batch_box(tree)
+    _renumber([box])
     nodes, edges = _layout(box, column_width, PAD)
     facts = facts or f"{len(nodes)} nodes; rows and size: Catalyst's estimates where it has them"
     chart = _draw(nodes, edges, NODE_KINDS, set(nodes["kind"]), "node kind", column_width)
@@ -215,6 +216,7 @@ def _steps(log, column_width, title):
     all_nodes, all_edges, captions = [], [], []
     top = PAD + 44      # room for the rule's name and batch
     boxes = [_batch_box(tree) for tree in trees]
+    _renumber(boxes)
     for step, box in enumerate(boxes):
         if step:     # a node is changed when its text or its inputs' names are not as in any node before
             before = Counter(_signature(b) for b in _walk(boxes[step - 1]))
@@ -251,6 +253,24 @@ def _steps(log, column_width, title):
     return alt.layer(*chart.layer, rule, batch, width=width, height=chart.height,
                      view=alt.ViewBackground(stroke=None)).add_params(step).properties(
         title=title_params("The optimizer, rule by rule", facts, title))
+
+
+_EXPR_ID = re.compile(r"(?<=\w)#(\d+)")
+
+
+def _renumber(roots: list) -> None:
+    """Spark's expression ids (``id#2671L``) in ``roots``' texts renumbered 1, 2, ... in order
+    of appearance, one numbering for all: the same attribute keeps one number, and a chart
+    does not change with how many plans the session analysed before."""
+    ids: dict = {}
+
+    def stable(text: str) -> str:
+        return _EXPR_ID.sub(lambda m: "#" + str(ids.setdefault(m.group(1), len(ids) + 1)), text)
+
+    for root in roots:
+        for box in _walk(root):
+            box.detail, box.line = stable(box.detail), stable(box.line)
+            box.tips = {k: stable(v) if isinstance(v, str) else v for k, v in box.tips.items()}
 
 
 def _signature(box: _Box) -> tuple:
