@@ -5,18 +5,12 @@ The cluster's executors and the Connect server run a Python that has the kit's d
 but not the kit, as a cluster's would: the kit ships itself (kit.spark.adopt). The standalone
 leg starts its session the way a cluster user does (``SparkSession.builder.master(...)``), so
 the kit's jar reaches the executors by adoption; the Connect leg gets ``kit.spark("sc://...")``.
-One driver JVM serves both legs: the standalone leg's, with Spark Connect's server as its
-plugin (``spark.plugins``), so the Connect leg's queries run on the same cluster's executors
-(a Connect server of its own would be one more JVM starting on the same cores). The standalone
-driver and the Connect client run in child processes, next to the local reference in this one.
+Both drivers run in child processes, next to the local reference in this one.
 """
 
-import concurrent.futures
-import contextlib
 import importlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import sysconfig
@@ -27,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import kit
-from kit.cluster import Cluster, free_port
+from kit.cluster import Cluster
 from kit.errors import KitError
 
 DRIVER_TIMEOUT = 240   # seconds for a child driver to run every pipeline
@@ -91,10 +85,8 @@ def pipelines() -> dict:
     }
 
 
-def _drive(where: str, connect_port: str | None = None) -> None:
-    """A child driver: a session on ``where``, every pipeline, a JSON report on stdout. With
-    ``connect_port``, the standalone driver also serves Spark Connect there, until its stdin
-    closes."""
+def _drive(where: str) -> None:
+    """A child driver: a session on ``where``, every pipeline, a JSON report on stdout."""
     import warnings
 
     from pyspark.sql import SparkSession
@@ -105,13 +97,8 @@ def _drive(where: str, connect_port: str | None = None) -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ClusterWarning)
         if where.startswith("spark://"):   # the user's session, then the kit
-            builder = SparkSession.builder.master(where).config("spark.executor.memory", "512m") \
-                .config("spark.ui.enabled", "false")
-            if connect_port is not None:   # the Connect leg's server, in this driver's JVM
-                builder = builder.config("spark.plugins", "org.apache.spark.sql.connect.SparkConnectPlugin") \
-                    .config("spark.connect.grpc.binding.address", "127.0.0.1") \
-                    .config("spark.connect.grpc.binding.port", connect_port)
-            builder.getOrCreate()
+            SparkSession.builder.master(where).config("spark.executor.memory", "512m") \
+                .config("spark.ui.enabled", "false").getOrCreate()
         session = kit.spark(master=where)
         found = pipelines()
     report = {"rows": found, "warnings": [str(w.message) for w in caught if w.category is ClusterWarning],
@@ -121,9 +108,7 @@ def _drive(where: str, connect_port: str | None = None) -> None:
         from kit.engine import eg1   # the executors read the files: their tasks' metrics count the bytes
         tables = eg1.tables(session, 2000, path=str(Path("eg1").resolve()))
         report["eg1_bytes_read"] = eg1.measure(eg1.QUERY, tables).bytes_read
-    print(json.dumps(report), flush=True)
-    if connect_port is not None:
-        sys.stdin.read()   # serve the Connect leg until the test is done with it
+    print(json.dumps(report))
 
 
 def _python_without_the_kit(folder: Path) -> str:
@@ -142,70 +127,40 @@ def _python_without_the_kit(folder: Path) -> str:
 
 @pytest.fixture
 def cluster(tmp_path_factory):
-    """Its master listening; its workers starting (``ready()``). No Connect server of its own:
-    the standalone leg's driver serves Connect."""
+    """Its master listening; its workers and Connect server starting (``ready()``)."""
     folder = tmp_path_factory.mktemp("cluster")
     python = _python_without_the_kit(folder / "venv")
-    cluster = Cluster(folder / "spark", workers=2, cores=1, memory="1g", connect=False, python=python)
+    cluster = Cluster(folder / "spark", workers=2, cores=1, memory="1g", connect_master="local[2]", python=python)
     try:
         yield cluster.start(wait=False)
     finally:
         cluster.stop()
 
 
-def _wait_listening(port: int, driver: subprocess.Popen, log: Path) -> None:
-    """Until the standalone driver's Connect server listens on ``port`` (its JVM started)."""
-    def listening():
-        with socket.socket() as s:
-            return s.connect_ex(("127.0.0.1", port)) == 0
-
-    deadline = time.monotonic() + DRIVER_TIMEOUT
-    while not listening():
-        assert driver.poll() is None, f"the standalone driver stopped before serving Connect:\n" \
-                                      f"{log.read_text(errors='replace')[-4000:]}"
-        assert time.monotonic() < deadline, f"no Connect server on port {port} within {DRIVER_TIMEOUT} s"
-        time.sleep(0.25)
-
-
 def test_pipelines_give_local_rows_on_a_standalone_cluster_and_on_connect(spark, cluster, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "SPARK_MASTER", "KIT_SPARK_MASTER")}
     env["PYSPARK_PYTHON"] = cluster.python
-    port = free_port()
-    connect_url = f"sc://127.0.0.1:{port}"
-    drivers, logs, connect_started = {}, {}, None
+    drivers = {}
 
-    def drive(where, *args):   # its session starts while the workers do
-        logs[where] = tmp_path / f"driver-{len(logs)}.log"
-        with open(logs[where], "w") as log:
-            drivers[where] = subprocess.Popen([sys.executable, __file__, where, *args], env=env, cwd=tmp_path,
-                                              text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log)
+    def drive(where):   # its session starts while the workers (and the Connect server) do
+        drivers[where] = subprocess.Popen([sys.executable, __file__, where], env=env, cwd=tmp_path, text=True,
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        drive(cluster.master_url, str(port))
+        drive(cluster.master_url)
         cluster.ready()
-        waiting = concurrent.futures.ThreadPoolExecutor(1)   # the Connect client starts once its server listens
-        connect_started = waiting.submit(lambda: (_wait_listening(port, drivers[cluster.master_url],
-                                                                  logs[cluster.master_url]), drive(connect_url)))
-        waiting.shutdown(wait=False)
+        drive(cluster.connect_url)
         local = pipelines()   # meanwhile, in this process's local session
-        connect_started.result(timeout=DRIVER_TIMEOUT)
         reports = {}
         deadline = time.monotonic() + DRIVER_TIMEOUT
-        for where in (connect_url, cluster.master_url):   # the standalone driver serves Connect until then
-            driver = drivers[where]
-            out, _ = driver.communicate("", timeout=max(1, deadline - time.monotonic()))
-            assert driver.returncode == 0, \
-                f"driver on {where} failed:\n{logs[where].read_text(errors='replace')[-4000:]}"
+        for where, driver in drivers.items():
+            out, err = driver.communicate(timeout=max(1, deadline - time.monotonic()))
+            assert driver.returncode == 0, f"driver on {where} failed:\n{err[-4000:]}"
             reports[where] = json.loads(out.strip().splitlines()[-1])
     finally:
-        if cluster.master_url in drivers:   # its Connect server gone, the client is not started (or fails)
-            drivers[cluster.master_url].kill()
-        if connect_started is not None:
-            with contextlib.suppress(Exception):
-                connect_started.result(timeout=DRIVER_TIMEOUT)
         for driver in drivers.values():
             driver.kill()
             driver.wait()
-    standalone, connect = reports[cluster.master_url], reports[connect_url]
+    standalone, connect = reports[cluster.master_url], reports[cluster.connect_url]
     for name, expected in local.items():
         assert expected, name
         assert standalone["rows"][name] == expected, f"standalone: {name}"
@@ -277,4 +232,4 @@ def test_demo_compares_a_run_with_the_stored_outputs_as_nbval_does():
 
 
 if __name__ == "__main__":
-    _drive(*sys.argv[1:])
+    _drive(sys.argv[1])
