@@ -87,8 +87,7 @@ class Bound(widgets.VBox):
         self._holding = False
         self._lock = threading.Lock()
         self._wanted = 0            # the number of the latest request; a redraw draws only if it is still it
-        self._busy = False          # a redraw is queued or running in the redraw thread
-        self._idle = threading.Event()
+        self._idle = threading.Event()   # cleared while a redraw is queued or running in the redraw thread
         self._idle.set()
         self.elapsed = 0.0
         self.error: Exception | None = None
@@ -155,10 +154,9 @@ class Bound(widgets.VBox):
             return
         with self._lock:
             self._wanted += 1
-            if self._busy:   # queued or running: it picks the latest values up when done
+            if not self._idle.is_set():   # queued or running: it picks the latest values up when done
                 _cancel(self._running_group)
                 return
-            self._busy = True
             self._idle.clear()
         _redraws().put(self)
 
@@ -169,7 +167,6 @@ class Bound(widgets.VBox):
             self._draw(self.values, wanted)
             with self._lock:
                 if self._wanted == wanted:
-                    self._busy = False
                     self._idle.set()
                     return
 
@@ -238,7 +235,7 @@ def _serve(views: queue.Queue) -> None:
             view._work()
         except Exception as exc:   # _draw shows fn's errors; one of its own must not stop the thread
             with view._lock:
-                view.error, view._busy = exc, False
+                view.error = exc
                 view._idle.set()
 
 
