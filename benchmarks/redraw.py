@@ -531,9 +531,10 @@ DONE_JS = """(root) => {
 IDLE_JS = """(root) => !root.querySelector('.kit-computing') &&
   !!root.lastElementChild.querySelector('.jp-OutputArea-output')"""
 PROMPTS = "() => [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')].map(p => p.textContent.trim())"
-ERRORS = """() => [...document.querySelectorAll(
-    '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.error"]')]
-  .map(o => o.textContent.trim().slice(0, 300))"""
+# from the notebook's model, not its DOM: a collapsed check cell's error is not drawn
+ERRORS = """() => window.jupyterapp.shell.currentWidget.content.widgets
+  .flatMap(c => c.model.type === 'code' ? c.model.outputs.toJSON() : [])
+  .filter(o => o.output_type === 'error').map(o => `${o.ename}: ${o.evalue}`.slice(0, 300))"""
 
 
 def _browser(notebooks: list[Path], plans: dict, folder: Path) -> dict:
@@ -554,7 +555,12 @@ def _browser(notebooks: list[Path], plans: dict, folder: Path) -> dict:
     results = {}
     with tempfile.TemporaryDirectory(prefix="kit-redraw-") as tmp:
         tmp = Path(tmp)
+        # the checkout's layout, for the notebooks' relative paths: ../tests/golden (the kit's
+        # goldens) and ../../shared/golden (real Flink's, beside the checkout)
+        (tmp / "shared").symlink_to(ROOT.parent / "shared")
+        tmp = tmp / "checkout"
         shutil.copytree(NOTEBOOKS, tmp / "notebooks", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+        (tmp / "tests").symlink_to(ROOT / "tests")
         for nb in notebooks:  # no stored outputs: every chart seen is drawn now
             path = tmp / "notebooks" / nb.name
             book = nbformat.read(path, as_version=4)
@@ -655,11 +661,11 @@ RUN_STATE = f"""(n) => {{
 
 
 CONTINUE_JS = """() => {  // select the cell after the last failed one, run it and all below
-  const cells = [...document.querySelectorAll('.jp-Notebook .jp-Cell')];
-  const failed = cells.map((c, i) => c.querySelector('[data-mime-type="application/vnd.jupyter.error"]') ? i : -1)
-    .filter(i => i >= 0).pop();
-  if (failed === undefined || failed + 1 >= cells.length) return false;
   const app = window.jupyterapp;
+  const cells = app.shell.currentWidget.content.widgets;
+  const failed = cells.map((c, i) => c.model.type === 'code' && c.model.outputs.toJSON()
+    .some(o => o.output_type === 'error') ? i : -1).filter(i => i >= 0).pop();
+  if (failed === undefined || failed + 1 >= cells.length) return false;
   app.shell.currentWidget.content.activeCellIndex = failed + 1;
   app.commands.execute('notebook:run-all-below');
   return true;
