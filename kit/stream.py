@@ -123,6 +123,15 @@ class Stream:
         return Arrivals(self) if jvm.available(self.source.sparkSession, "ArrivalScan") else None
 
     @property
+    def known_rows(self) -> int | None:
+        """The input's rows when known without a job of their own: Spark's count of local
+        data, or the arrival scan's once it ran (``df`` runs it); else None."""
+        from .spark import known_rows
+
+        scan = self.__dict__.get("arrivals")
+        return scan.count if scan is not None else known_rows(self.source)
+
+    @property
     def time_is_timestamp(self) -> bool:
         """True for TIMESTAMP time columns, False for BIGINT epoch milliseconds."""
         return not isinstance(self.source.schema[self.time].dataType, T.IntegralType)

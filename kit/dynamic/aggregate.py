@@ -362,8 +362,9 @@ def _not_compiled(log, keys, calls, options, types) -> str | None:
 
 
 def _compiled(log: Changelog, keys, calls, options, types) -> DataFrame:
-    """The reference's fold in Java (``kit/jvm/GroupAggregate.java``): one shuffle by key,
-    each task's messages sorted by ``(seq, _n)`` and folded with a map of key states."""
+    """The reference's fold in Java (``kit/jvm/GroupAggregate.java``): the keys spread over
+    ``options.tasks`` tasks (one: no shuffle), each task's messages sorted by ``(seq, _n)``
+    and folded with a map of key states."""
     ks = [sparksql.name(k) for k in keys]
     args = sorted({c.arg for c in calls if c.arg is not None})
     df = log.df.selectExpr(*ks, *(f"{sparksql.name(a)} AS _a{i}" for i, a in enumerate(args)),
@@ -377,7 +378,8 @@ def _compiled(log: Changelog, keys, calls, options, types) -> DataFrame:
          *(T.StructField(c.name, T._parse_datatype_string(c.type)) for c in calls),
          T.StructField("seq", long), T.StructField("_n", T.ArrayType(T.IntegerType())), T.StructField("_pt", long)])
     if options.mini_batch is None:
-        df = (df.repartition(*ks) if ks else df.repartition(1)).sortWithinPartitions("seq", "_n")
+        df = (df.repartition(options.tasks, *ks) if ks and options.tasks > 1 else df.coalesce(1)) \
+            .sortWithinPartitions("seq", "_n")
         return jvm.group_aggregate(df, settings, schema)
     (latency, size), (phase, arg) = options.mini_batch, _bundles(calls, options)
     split = f"{options.distinct_split}:{column[arg]}:{_HASHED[type(types[arg])]}" if arg else ""

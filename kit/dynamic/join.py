@@ -76,7 +76,7 @@ from pyspark.sql import types as T
 from .. import sparksql
 from ..errors import KitError
 from ..joins.replay import INTERLEAVINGS, LEFT, RIGHT, _running, _side
-from ..spark import known_rows, replay_tasks
+from ..spark import replay_tasks
 from ..stream import Stream, _scan, epoch_ms
 from ..time import Clock
 from .changelog import (ADDS, ALL, DELETE, INSERT, INSERT_ONLY, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options)
@@ -116,7 +116,7 @@ def merge(streams: list, interleave: str = "event_time", clock: Clock | None = N
         raise KitError(f"interleave={interleave!r} is not one of " + ", ".join(map(repr, INTERLEAVINGS)))
     if interleave == "proctime" and any(s.proctime is None for s in streams):
         raise KitError('interleave="proctime" needs every stream with proctime= (a Clock or a column)')
-    counts = [known_rows(s.source) for s in streams]
+    counts = [s.known_rows for s in streams]
     one = replay_tasks(streams[0].source.sparkSession, None if None in counts else sum(counts)) == 1
     parts = []
     for i, s in enumerate(streams):     # replay's own sides: seq, running max of event time, proctime

@@ -33,10 +33,11 @@ from dataclasses import replace
 from functools import cached_property
 
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from .. import sparksql
 from ..errors import KitError
-from ..spark import known_rows, replay_tasks
+from ..spark import replay_tasks
 from . import plan as P
 from .changelog import (ALL, DELETE, INSERT, INSERT_ONLY, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options,
                         from_stream, mode_text)
@@ -86,8 +87,11 @@ class DynamicTable:
         some aggregate (``expired_state()``), so what it changed started afresh."""
         df = self.log.df
         marks = self._arrival_marks()
+        one = _tasks(self.streams) == 1      # seed-sized: in one partition, sorted with no shuffle
+        if one:
+            df = df.coalesce(1)
         if marks is not None:
-            df = df.join(marks, "seq", "left")
+            df = df.join(F.broadcast(marks) if one else marks, "seq", "left")
         cols = ["seq", "_op AS op", *map(sparksql.name, self.columns)]
         cols += ["watermark"] if marks is not None else []
         cols += ["proctime"] if marks is not None and "proctime" in marks.columns else []
@@ -211,6 +215,12 @@ def _union(frames: list) -> DataFrame | None:
     return functools.reduce(DataFrame.unionByName, frames) if frames else None
 
 
+def _tasks(streams: list) -> int:
+    """``kit.spark.replay_tasks`` of the streams' rows (their arrival scans count them)."""
+    counts = [s.known_rows for s in streams]
+    return replay_tasks(streams[0].source.sparkSession, None if None in counts else sum(counts))
+
+
 def _streams(root: P.Node) -> list:
     """The distinct streams the plan reads, in the order FROM names them."""
     out = []
@@ -247,7 +257,6 @@ class _Run:
 
     def node(self, n: P.Node, update_before: bool) -> Changelog:
         """The changelog of ``n``; ``update_before``: whether its consumer needs ``-U`` rows."""
-        options = self.table.options
         if isinstance(n, P.Source):
             log = self.sources[id(n.stream)]
             df = log.df.selectExpr("_op", *[f"{sparksql.name(c)} AS {i}" for c, i in zip(log.columns, n.columns)],
@@ -264,7 +273,7 @@ class _Run:
             from .aggregate import group_aggregate
             log = self.node(n.input, True)
             calls = _typed(log, n.calls)
-            out, expired = group_aggregate(log, list(n.keys), calls, _with(options, update_before, log))
+            out, expired = group_aggregate(log, list(n.keys), calls, self._with(update_before))
             if expired is not None:
                 names = dict(zip(n.keys, n.names))
                 self.expired.append(expired.selectExpr(
@@ -277,12 +286,12 @@ class _Run:
             log = self.node(n.input, True)
             strategy = rank_strategy(log, list(n.partition), self._monotonic(n))
             return top_n(log, list(n.partition), list(n.order), n.end, n.row_number,
-                         _with(options, update_before, log), offset=n.start, strategy=strategy)
+                         self._with(update_before), offset=n.start, strategy=strategy)
         if isinstance(n, P.Deduplicate):
             from .rank import deduplicate
             log = self.node(n.input, True)
             marks = self.table._arrival_marks() if n.time and n.keep == "first" else None
-            out = deduplicate(log, list(n.keys), n.keep, _with(options, update_before, log), time=n.time,
+            out = deduplicate(log, list(n.keys), n.keep, self._with(update_before), time=n.time,
                               marks=marks)
             if marks is not None:
                 from .rank import late_rows
@@ -300,12 +309,12 @@ class _Run:
             from .over import over_aggregate
             log = self.node(n.input, True)
             return over_aggregate(log, list(n.partition), list(n.order), list(n.calls), n.frame,
-                                  _with(options, update_before, log))
+                                  self._with(update_before))
         if isinstance(n, P.Join):
             from .join import join
             left, right = self.node(n.left, True), self.node(n.right, True)
             return join(left, right, n.how, list(n.left_keys), list(n.right_keys), n.condition,
-                        _with(options, update_before, left))
+                        self._with(update_before))
         if isinstance(n, P.Union):
             logs = [self.node(p, update_before) for p in n.parts]
             df = logs[0].df
@@ -313,6 +322,12 @@ class _Run:
                 df = df.unionByName(log.df)
             return Changelog(df, tuple(n.columns), frozenset().union(*(log.mode for log in logs)), None)
         raise KitError(f"internal: no operator for {type(n).__name__}")
+
+    def _with(self, update_before: bool) -> Options:
+        """The query's options for one operator: ``update_before`` and ``tasks``, the tasks a
+        replay of the query's input rows is spread over (``kit.spark.replay_tasks``: one for
+        seed-sized inputs; the arrival scans have counted them)."""
+        return replace(self.table.options, update_before=update_before, tasks=_tasks(self.table.streams))
 
     def _monotonic(self, rank: P.Rank) -> bool:
         """Whether each of a Top-N's sort columns only moves in its sort direction (Flink's
@@ -364,11 +379,6 @@ class _Run:
             return mode
         walk(n, update_before)
         return out
-
-
-def _with(options: Options, update_before: bool, log: Changelog) -> Options:
-    tasks = replay_tasks(log.df.sparkSession, known_rows(log.df))
-    return replace(options, update_before=update_before, tasks=tasks)
 
 
 def _typed(log: Changelog, calls: list) -> list:

@@ -55,7 +55,7 @@ from pyspark.sql import functions as F
 
 from .. import sparksql
 from ..errors import KitError
-from ..spark import known_rows, replay_tasks
+from ..spark import replay_tasks
 from ..stream import Stream, _scan, epoch_ms, null_time_error, prepared
 from ..time import Clock, Duration, WatermarkStrategy
 
@@ -174,7 +174,16 @@ def _running(df: DataFrame, running: dict[str, tuple[str, bool]], order: str) ->
 def _side(s: Stream, side: int, one: bool) -> DataFrame:
     """One input's rows with its arrival ``_seq``, event time, lateness, watermark after it
     (``_lw`` on the left, ``_rw`` on the right), running maximum of event time and values as
-    struct (``_vl``, ``_vr``); ``one``: in one partition."""
+    struct (``_vl``, ``_vr``); ``one``: in one partition. Built once per stream (a widget
+    that changes only the other input reuses it)."""
+    made = _SIDES.setdefault(s, {})
+    if (side, one) not in made:
+        made[side, one] = _side_of(s, side, one)
+    return made[side, one]
+
+
+def _side_of(s: Stream, side: int, one: bool) -> DataFrame:
+    """``_side(...)``, computed."""
     df = prepared(s)
     running = {"_wmb": ("_g", False), "_wmi": ("_g", True), "_mx": ("_ts", True)}
     if "_p" in df.columns:
@@ -219,6 +228,7 @@ def interleaved(left: Stream, right: Stream, interleave: str = "event_time",
 
 
 _INTERLEAVED: "weakref.WeakKeyDictionary[Stream, dict]" = weakref.WeakKeyDictionary()
+_SIDES: "weakref.WeakKeyDictionary[Stream, dict]" = weakref.WeakKeyDictionary()
 _WATERMARKS: "weakref.WeakKeyDictionary[DataFrame, Watermarks]" = weakref.WeakKeyDictionary()
 _ROWS: "weakref.WeakKeyDictionary[DataFrame, int | None]" = weakref.WeakKeyDictionary()
 
@@ -231,7 +241,7 @@ def _interleaved(left: Stream, right: Stream, interleave: str, clock: Clock | No
         raise KitError(f"interleave={interleave!r} is not one of " + ", ".join(map(repr, INTERLEAVINGS)))
     if interleave == "proctime" and (left.proctime is None or right.proctime is None):
         raise KitError('interleave="proctime" needs both inputs with proctime= (a Clock or a column)')
-    counts = [known_rows(left.source), known_rows(right.source)]
+    counts = [left.known_rows, right.known_rows]
     rows = None if None in counts else sum(counts)
     one = replay_tasks(left.source.sparkSession, rows) == 1
     # each row carries both struct columns (the other side's NULL) and both watermarks
