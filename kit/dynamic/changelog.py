@@ -115,11 +115,13 @@ def ordered(df: DataFrame) -> DataFrame:
     return df.orderBy("seq", "_n")
 
 
-def snapshot(log: Changelog, at: int | None = None) -> DataFrame:
+def snapshot(log: Changelog, at: int | None = None, one: bool = False) -> DataFrame:
     """The table after arrival ``at`` (None: after the last): each distinct row as many
     times as it was added and not taken away; columns ``log.columns``, sorted by them (so
-    every deployment and partitioning gives the same rows in the same order)."""
+    every deployment and partitioning gives the same rows in the same order); ``one``:
+    counted and sorted in one partition (no shuffle: a seed-sized changelog)."""
     df = log.df if at is None else log.df.where(F.col("seq") <= at)
+    df = df.coalesce(1) if one else df
     cols = [sparksql.name(c) for c in log.columns]
     counted = df.groupBy(*[F.col(c) for c in cols]).agg(F.sum(weight()).alias("_count")).where("_count > 0")
     rows = counted.selectExpr(*cols, "explode(array_repeat(true, CAST(_count AS INT))) AS _one").drop("_one")

@@ -120,7 +120,7 @@ class DynamicTable:
         if at is not None and not isinstance(at, int):
             raise KitError(f"snapshot(at=...) takes an arrival number (seq); got {at!r}")
         from .changelog import snapshot
-        return snapshot(self.log, at)
+        return snapshot(self.log, at, one=_tasks(self.streams) == 1)
 
     def final(self) -> DataFrame:
         """The table once every row has arrived: the batch query's rows."""
