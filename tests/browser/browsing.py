@@ -40,7 +40,7 @@ def chromium_path() -> str | None:
     return None
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def chromium() -> str:
     path = chromium_path()
     if path is None:

@@ -73,14 +73,25 @@ def _stored(name: str):
     return [(i, c.outputs) for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.outputs]
 
 
-@pytest.fixture
-def browser(chromium, tmp_path):
-    with local_page(chromium, tmp_path / "chromium-profile") as page:
+@pytest.fixture(scope="module")
+def page(chromium, tmp_path_factory):
+    """One page for the module's tests: JupyterLab loads once per lab, each test opens its
+    notebook there and closes it after."""
+    with local_page(chromium, tmp_path_factory.mktemp("chromium-profile")) as page:
         yield page
 
 
+@pytest.fixture
+def browser(page):
+    yield page
+    page.evaluate("() => window.jupyterapp?.shell.currentWidget?.dispose()")   # closed unsaved, unasked
+
+
 def _open(page, base: str, token: str, name: str) -> None:
-    page.goto(f"{base}/lab/tree/{name}?token={token}")
+    if page.url.startswith(f"{base}/lab") and page.evaluate("() => !!window.jupyterapp"):
+        page.evaluate("async (path) => { await window.jupyterapp.commands.execute('docmanager:open', {path}); }", name)
+    else:
+        page.goto(f"{base}/lab/tree/{name}?token={token}")
     page.wait_for_function(f"() => window.jupyterapp && ({NOTEBOOK})()?.context?.path === {name!r}"
                            f" && ({NOTEBOOK})().content.widgets.length > 0")
     page.wait_for_function(f"() => ({NOTEBOOK})().context.isReady")
@@ -122,7 +133,7 @@ def test_an_unrun_notebook_shows_its_charts_and_widgets_and_stays_unmodified(unt
                 _show(page, index, "outputs.some(o => o.svg > 0)", "chart drawn")
     assert charts + widgets > 0
     assert page.evaluate(ERRORS) == []
-    page.wait_for_timeout(2000)   # a renderer that changes the model does so once drawn
+    page.wait_for_timeout(1000)   # a renderer that changes the model does so once drawn
     assert page.evaluate(DIRTY) is False, f"{name} is marked modified by opening it"
 
 
@@ -143,5 +154,5 @@ def test_a_trusted_notebook_draws_its_widgets_from_their_saved_state(trusted_lab
             assert "slide (min)" not in widget["labels"] and "gap (min)" not in widget["labels"]
             assert "size (min)" in widget["labels"]
     assert page.evaluate(ERRORS) == []
-    page.wait_for_timeout(2000)
+    page.wait_for_timeout(1000)
     assert page.evaluate(DIRTY) is False, f"{name} is marked modified by opening it"
