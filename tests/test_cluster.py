@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import sysconfig
+import textwrap
 import time
 import zipfile
 from pathlib import Path
@@ -125,9 +126,10 @@ def _python_without_the_kit(folder: Path) -> str:
     return str(python)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    """Its master listening; its workers and Connect server starting (``ready()``)."""
+    """Its master listening; its workers and Connect server starting (``ready()``); one for
+    the module."""
     folder = tmp_path_factory.mktemp("cluster")
     python = _python_without_the_kit(folder / "venv")
     cluster = Cluster(folder / "spark", workers=2, cores=1, memory="1g", connect_master="local[2]", python=python)
@@ -172,6 +174,39 @@ def test_pipelines_give_local_rows_on_a_standalone_cluster_and_on_connect(spark,
     # Connect: no JVM to call, said once; the Python twins gave the same rows
     assert len(connect["warnings"]) == 1 and "Spark Connect" in connect["warnings"][0]
     assert connect["jvm"] is not None and connect["partitions"] == "2"
+
+
+def test_spark_remote_connects_and_streams_run_there(cluster):
+    """SPARK_REMOTE: kit.spark() is a Connect session; streams run there (the Python twins of
+    the JVM scans), and their errors are the kit's."""
+    cluster.ready()
+    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}
+    env["SPARK_REMOTE"] = cluster.connect_url
+    code = textwrap.dedent("""\
+        import kit
+        s = kit.spark()
+        assert type(s).__module__.startswith("pyspark.sql.connect"), type(s)
+        df = s.createDataFrame([(10,), (9,), (10,)], "ts long")
+        rows = kit.stream(df, time="ts").df.collect()
+        print([(r.seq, r.watermark, r.late) for r in rows])
+        from kit import jvm
+        from kit.joins.asof import has_late
+        assert not jvm.available(s, "LateScan") and has_late(kit.stream(df, time="ts"))   # the Python twin
+        shuffled = s.range(300).selectExpr("id AS arr", "id * 10 AS t").repartition(3)
+        rows = kit.stream(shuffled, time="t", order="arr").df.collect()   # sorted and kept once
+        assert [(r.seq, r.arr) for r in rows] == [(i, i) for i in range(300)]
+        in_order = s.range(300).selectExpr("id AS arr", "id AS t")
+        assert kit.stream(in_order, time="t", order="arr").source is in_order   # checked through Arrow
+        from kit.errors import KitRuntimeError
+        try:
+            kit.stream(s.createDataFrame([(1,), (None,)], "ts long"), time="ts").df.collect()
+            raise AssertionError("a NULL time went through")
+        except KitRuntimeError as e:
+            assert str(e).startswith("row seq=1 has NULL event time"), str(e)
+        """)
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.strip() == "[(0, None, False), (1, 9, True), (2, 9, False)]"
 
 
 # ------------------------------------------------------------------ adoption, on this process's local session

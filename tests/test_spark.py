@@ -1,21 +1,17 @@
-"""kit.spark(): one quiet local session with the kit's settings; Spark Connect with SPARK_REMOTE."""
+"""kit.spark(): one quiet local session with the kit's settings (Spark Connect with SPARK_REMOTE: test_cluster.py)."""
 
 import importlib
 import os
-import socket
 import stat
 import subprocess
 import sys
 import tempfile
-import textwrap
-import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 import kit
-from kit.java import java_home
 
 
 def test_spark_reuses_the_active_session(spark):
@@ -54,72 +50,6 @@ def test_python_workers_start_with_the_kit_loaded(spark):
 
     from kit.daemon import _PRELOADED as PRELOADED
     assert spark.range(2, numPartitions=2).mapInArrow(loaded, "ok boolean").collect() == [(True,), (True,)]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
-def connect_server(tmp_path):
-    import pyspark
-
-    port = free_port()
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
-    if java_home():
-        env["JAVA_HOME"] = java_home()
-    submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
-    log = open(tmp_path / "connect.log", "w")
-    server = subprocess.Popen(
-        [str(submit), "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
-         "--master", "local[1]", "--conf", f"spark.connect.grpc.binding.port={port}",
-         "--conf", "spark.connect.grpc.binding.address=127.0.0.1", "--conf", "spark.ui.enabled=false",
-         "spark-internal"], env=env, stdout=log, stderr=log, start_new_session=True)
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        assert server.poll() is None, (tmp_path / "connect.log").read_text()[-2000:]
-        time.sleep(0.5)
-    else:
-        pytest.fail("Spark Connect server did not listen within 120 s")
-    yield f"sc://127.0.0.1:{port}"
-    os.killpg(server.pid, 15)
-    server.wait(30)
-    log.close()
-
-
-def test_spark_remote_connects_and_streams_run_there(connect_server):
-    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}
-    env["SPARK_REMOTE"] = connect_server
-    code = textwrap.dedent("""\
-        import kit
-        s = kit.spark()
-        assert type(s).__module__.startswith("pyspark.sql.connect"), type(s)
-        df = s.createDataFrame([(10,), (9,), (10,)], "ts long")
-        rows = kit.stream(df, time="ts").df.collect()
-        print([(r.seq, r.watermark, r.late) for r in rows])
-        from kit import jvm
-        from kit.joins.asof import has_late
-        assert not jvm.available(s, "LateScan") and has_late(kit.stream(df, time="ts"))   # the Python twin
-        shuffled = s.range(300).selectExpr("id AS arr", "id * 10 AS t").repartition(3)
-        rows = kit.stream(shuffled, time="t", order="arr").df.collect()   # sorted and kept once
-        assert [(r.seq, r.arr) for r in rows] == [(i, i) for i in range(300)]
-        in_order = s.range(300).selectExpr("id AS arr", "id AS t")
-        assert kit.stream(in_order, time="t", order="arr").source is in_order   # checked through Arrow
-        from kit.errors import KitRuntimeError
-        try:
-            kit.stream(s.createDataFrame([(1,), (None,)], "ts long"), time="ts").df.collect()
-            raise AssertionError("a NULL time went through")
-        except KitRuntimeError as e:
-            assert str(e).startswith("row seq=1 has NULL event time"), str(e)
-        """)
-    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert run.stdout.strip() == "[(0, None, False), (1, 9, True), (2, 9, False)]"
 
 
 def test_failed_queries_print_no_java_stack_trace(spark, capfd):
