@@ -1,5 +1,5 @@
-"""Spark SQL text the kit writes: a projection written as text costs one py4j call
-(``selectExpr``), where one built from ``Column`` objects costs one per function, column
+"""Spark SQL text the kit writes: a projection written as text costs a few py4j calls
+(``select``), where one built from ``Column`` objects costs one per function, column
 and literal (thousands per widget redraw, ~0.1–0.8 ms each).
 
     name("a`b")        -> `a``b`
@@ -7,8 +7,9 @@ and literal (thousands per widget redraw, ~0.1–0.8 ms each).
 """
 
 import numbers
+import weakref
 
-__all__ = ["name", "string", "local_rows", "small_pandas"]
+__all__ = ["name", "string", "local_rows", "small_pandas", "select"]
 
 INLINE_ROWS = 1_000   # rows written into the query text as VALUES, beyond: a scan of sent rows
 
@@ -65,3 +66,22 @@ def small_pandas(df):
         return df.toPandas()
     finally:
         conf.set(key, before)
+
+
+def select(df, *exprs: str):
+    """``df.selectExpr(*exprs)`` in three py4j calls however many expressions there are:
+    PySpark hands a list to the JVM an element a call (~0.3 ms each), so the expressions go
+    as one string, split in the JVM. On Spark Connect (no py4j) it is ``selectExpr``."""
+    jdf = getattr(df, "_jdf", None)
+    if jdf is None or not exprs or any("\0" in e for e in exprs):
+        return df.selectExpr(*exprs)
+    gateway = df.sparkSession.sparkContext._gateway
+    if gateway not in _SPLIT:
+        jvm = gateway.jvm
+        _SPLIT[gateway] = (jvm.java.util.regex.Pattern.compile("\0", 16),    # 16: LITERAL
+                           jvm.scala.collection.immutable.ArraySeq)
+    nul, array_seq = _SPLIT[gateway]
+    return type(df)(jdf.selectExpr(array_seq.unsafeWrapArray(nul.split("\0".join(exprs), -1))), df.sparkSession)
+
+
+_SPLIT: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # per py4j gateway: (pattern, ArraySeq)

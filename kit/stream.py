@@ -559,12 +559,12 @@ class Arrivals:
         """The source's ``columns`` and ``seq``, ``_ts`` (event time), ``_wm`` (the watermark
         the row met) and ``_pt`` (processing time), and with ``own`` ``_own`` (the watermark
         the row emits), in ms; rows in no particular order."""
-        df = self._prepared.select(*dict.fromkeys([*columns, "_ts"]), *self._times)
+        df = sparksql.select(self._prepared, *map(sparksql.name, dict.fromkeys([*columns, "_ts", *self._times])))
         long = T.LongType()
         out = self._scan("annotate", df, T.StructType(df.schema.fields + [
             T.StructField("seq", long, False), T.StructField("_wm", long), T.StructField("_pt", long)]))
-        return out.selectExpr(*map(sparksql.name, columns), "seq", "_ts", "_wm", "_pt",
-                              *(["_g AS _own"] if own else []))
+        return sparksql.select(out, *map(sparksql.name, columns), "seq", "_ts", "_wm", "_pt",
+                               *(["_g AS _own"] if own else []))
 
     def first(self, grids: dict) -> DataFrame:
         """For ``grids`` of sorted thresholds, ``{"own" | "pt" | "seq": [t, ...]}`` (of the

@@ -260,9 +260,9 @@ def _interleaved(left: Stream, right: Stream, interleave: str, clock: Clock | No
     key = [f"coalesce(_vl.{q(l)}, " + (f"_vr.{q(r)}" if types[0][l] == types[1][r] else
                                        f"CAST(_vr.{q(r)} AS {types[0][l].simpleString()})")
            + f") AS _k{i}" for i, (l, r) in enumerate(keys)]
-    out = out.selectExpr("seq AS _pos", "_side", "_seq", "_ts", "_late",
-                         "CAST(IF(_L IS NULL OR _R IS NULL, NULL, least(_L, _R)) AS BIGINT) AS _W",
-                         f"CAST({pt} AS BIGINT) AS _pt", "_vl", "_vr", *key).localCheckpoint(eager=not one)
+    out = sparksql.select(out, "seq AS _pos", "_side", "_seq", "_ts", "_late",
+                          "CAST(IF(_L IS NULL OR _R IS NULL, NULL, least(_L, _R)) AS BIGINT) AS _W",
+                          f"CAST({pt} AS BIGINT) AS _pt", "_vl", "_vr", *key).localCheckpoint(eager=not one)
     _ROWS[out] = rows
     return out
 

@@ -49,6 +49,7 @@ import altair as alt
 import pandas as pd
 from pyspark.sql import functions as F
 
+from .. import sparksql
 from ..errors import KitError
 from .marks import (DASHED, DIAMOND_RING, DOTTED, HOURGLASS, LATE_COLOR, LINE, RING, RING_X, X, Kind,
                     check_title, legend, literal, title_params)
@@ -269,8 +270,8 @@ def _collect(join, lanes, max_rows):
     if lanes is not None:
         fates = fates.where(F.col("lane").isin(lanes))
         merged = merged.where(F.expr(_lane([f"CAST(_k{i} AS STRING)" for i in range(len(join.keys))])).isin(lanes))
-    arrivals = merged.selectExpr("'a' AS _part", "_pos AS pos", f"IF(_side = {LEFT}, 'left', 'right') AS side",
-                                 "_seq AS seq", "_ts AS ts", "_late AS late", "_W AS W", "_pt AS pt")
+    arrivals = sparksql.select(merged, "'a' AS _part", "_pos AS pos", f"IF(_side = {LEFT}, 'left', 'right') AS side",
+                               "_seq AS seq", "_ts AS ts", "_late AS late", "_W AS W", "_pt AS pt")
     both = fates.unionByName(arrivals, allowMissingColumns=True).coalesce(1)
     rows = both.selectExpr("*", "row_number() OVER (PARTITION BY _part ORDER BY pos, side, seq) AS _n").where(
         f"_n <= {max_rows + 1}").collect()

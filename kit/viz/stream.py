@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import altair as alt
 import pandas as pd
-from pyspark.sql import functions as F
 
+from .. import sparksql
 from ..errors import KitError
 from ..stream import Stream
 from .marks import DASHED, LATE_COLOR, RING_X, Kind, check_column, check_title, legend, literal, title_params
@@ -98,10 +98,10 @@ def arrival_frame(stream: Stream, max_rows: int | None, columns=None):
     stream.require_own_names("the stream's charts")
     df = stream.df
     if columns is not None:
-        df = df.select(*[c for c in df.columns
-                         if c in columns or c in (stream.time, "seq", "watermark", "late", "proctime")])
+        df = sparksql.select(df, *[sparksql.name(c) for c in df.columns
+                                   if c in columns or c in (stream.time, "seq", "watermark", "late", "proctime")])
     scan = stream.arrivals     # its first pass has run once stream.df is read
-    return (df if max_rows is None else df.where(F.col("seq") <= max_rows)), getattr(scan, "count", None)
+    return (df if max_rows is None else df.where(f"seq <= {int(max_rows)}")), getattr(scan, "count", None)
 
 
 def _plain(df: pd.DataFrame) -> pd.DataFrame:

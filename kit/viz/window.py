@@ -194,8 +194,8 @@ def _collect(result, keys, max_keys, max_rows, proc):
     def part(df, name, order, key_exprs=()):
         """``df`` as the union's part ``name``: its columns prefixed, ``_o`` its order, the key
         as ``_k0..``, the first ``max_keys`` keys and ``max_rows + 1`` rows (Spark SQL text:
-        one py4j call per step)."""
-        df = df.selectExpr(f"'{name}' AS _part", f"CAST({order} AS BIGINT) AS _o",
+        a few py4j calls per step)."""
+        df = sparksql.select(df, f"'{name}' AS _part", f"CAST({order} AS BIGINT) AS _o",
                            *[f"{e} AS {k}" for e, k in zip(key_exprs, key_cols)],
                            *[f"{sparksql.name(c)} AS {sparksql.name(f'{name}_{c}')}" for c in df.columns])
         if key_exprs:
@@ -205,8 +205,8 @@ def _collect(result, keys, max_keys, max_rows, proc):
         return df.selectExpr("*", "row_number() OVER (ORDER BY _o) AS _n").where(f"_n <= {max_rows + 1}")
 
     firing_keys = ["key"] if len(keys) == 1 else [f"key.{sparksql.name(k)}" for k in keys]
-    union = (arrivals.selectExpr("'a' AS _part", "seq AS _o",
-                                 *[f"{sparksql.name(c)} AS {sparksql.name('a_' + c)}" for c in arrivals.columns])
+    union = (sparksql.select(arrivals, "'a' AS _part", "seq AS _o",
+                             *[f"{sparksql.name(c)} AS {sparksql.name('a_' + c)}" for c in arrivals.columns])
              .unionByName(part(elements, "e", "seq", [sparksql.name(k) for k in keys]), allowMissingColumns=True)
              .unionByName(part(firings, "f", "monotonically_increasing_id()", firing_keys if keys else []),
                           allowMissingColumns=True))

@@ -365,7 +365,7 @@ class WindowResult:
         late = self._in_arrival_order("late")
         if not isinstance(self.time_type, T.IntegralType):   # the last column: the watermark
             late = late.selectExpr(*map(sparksql.name, late.columns[:-1]),
-                                   _timestamp("_watermark", "concat('the late element seq=', _seq)"))
+                                   _timestamp("_watermark", "concat('the late element seq=', _seq)") + " AS _watermark")
         return late.toDF(*self.values, self.kit_columns["seq"], kit_name("watermark", set(self.values)))
 
     def get_side_output(self, output_tag: OutputTag) -> DataFrame:
@@ -438,7 +438,7 @@ class WindowResult:
             if kind == "firing" and keep or len(covered) > 1:
                 df = fast.kept_for(self, df)
             self._tagged.update(dict.fromkeys(covered, df))
-        return self._tagged[kind].where(f"_kind = '{kind}'").selectExpr(
+        return sparksql.select(self._tagged[kind].where(f"_kind = '{kind}'"),
             *[f"{_column(kind, i)} AS {sparksql.name(f.name)}" for i, f in enumerate(columns[kind])])
 
     def _run(self, columns: dict, engine: str = "auto", kind: str | None = None) -> tuple:
@@ -620,9 +620,9 @@ class WindowResult:
             names.append(outputs[c] if c in outputs else self.kit_columns[c])
             if c == "watermark":   # Flink's value: Long.MIN_VALUE before any, Long.MAX_VALUE at the end
                 exprs.append(f"CASE WHEN watermark IS NOT NULL THEN watermark WHEN fired_after IS NULL "
-                             f"THEN {MAX_TIME} ELSE {MIN_TIME} END AS watermark_ms")
+                             f"THEN {MAX_TIME} ELSE {MIN_TIME} END")
                 names.append(self.kit_columns["watermark_ms"])
-        return df.selectExpr(*exprs).toDF(*names)
+        return sparksql.select(df, *[f"{e} AS {sparksql.name(n)}" for e, n in zip(exprs, names)])
 
     def _infer_output(self) -> T.StructType:
         """Run the operator on the driver over the first rows to see what the function returns."""
@@ -640,8 +640,8 @@ TIMESTAMPS = (-62_135_596_800_000, 253_402_300_799_999)   # ms: 0001-01-01 00:00
 
 
 def _timestamp(column: str, row: str) -> str:
-    """``column`` (epoch ms) as a TIMESTAMP (Spark SQL text); a time beyond ``TIMESTAMPS``
-    fails the query, naming the time and ``row`` (a string expression's text)."""
+    """``column`` (epoch ms) as a TIMESTAMP (Spark SQL text, not named); a time beyond
+    ``TIMESTAMPS`` fails the query, naming the time and ``row`` (a string expression's text)."""
     ms = sparksql.name(column)
     beyond = fail_sql(f"{sparksql.string(column + ' ')}, CAST({ms} AS STRING), ' ms of ', {row}, "
                       + sparksql.string(" is beyond the TIMESTAMP range 0001-01-01 00:00:00 .. 9999-12-31 "
@@ -650,7 +650,7 @@ def _timestamp(column: str, row: str) -> str:
                                         "whole BIGINT range"))
     low, high = TIMESTAMPS
     return (f"CASE WHEN {ms} IS NULL OR {ms} BETWEEN {low} AND {high} THEN timestamp_millis({ms}) "
-            f"ELSE CAST({beyond} AS TIMESTAMP) END AS {ms}")
+            f"ELSE CAST({beyond} AS TIMESTAMP) END")
 
 
 def _out(i: int) -> str:
