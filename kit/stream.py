@@ -53,7 +53,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from . import sparksql
-from .errors import KitError, fail
+from .errors import KitError, fail, fail_sql
 from .time import Clock, Duration, WatermarkStrategy, to_duration
 
 __all__ = ["stream", "Stream", "StreamWarning", "Arrivals"]
@@ -443,9 +443,16 @@ def epoch_ms(dt) -> int:
 
 def null_time_error(column: str, where: Column) -> Column:
     """Fails the query: Flink rejects rows without an event time. ``where``: the row."""
-    return fail(F.concat(
-        F.lit("row "), where, F.lit(f" has NULL event time in column {column!r}; Flink rejects such rows: "
-                                    "filter or fill them first")))
+    return fail(F.concat(F.lit("row "), where, F.lit(_null_time(column))))
+
+
+def null_time_sql(column: str, where: str) -> str:
+    """``null_time_error`` as Spark SQL text; ``where`` is a string expression's text."""
+    return fail_sql(f"'row ', {where}, {sparksql.string(_null_time(column))}")
+
+
+def _null_time(column: str) -> str:
+    return f" has NULL event time in column {column!r}; Flink rejects such rows: filter or fill them first"
 
 
 def prepared(s: Stream) -> DataFrame:
@@ -472,19 +479,15 @@ def _annotate(s: Stream, ordered: bool = True) -> DataFrame:
         if isinstance(s.proctime, str):
             running["_proc"] = ("_p", True)  # a clock never goes back
         out = _scan(df, running)
-    out = out.withColumn("watermark", F.timestamp_millis("_wm") if s.time_is_timestamp else F.col("_wm"))
-    null_time = null_time_error(s.time, F.concat(F.lit("seq="), F.col("seq").cast("string")))
-    out = out.withColumn("late", F.when(F.col("_ts").isNull(), null_time.cast("boolean"))
-                                   .otherwise(F.coalesce(F.col("_ts") <= F.col("_wm"), F.lit(False))))
+    late = null_time_sql(s.time, "concat('seq=', CAST(seq AS STRING))")
+    exprs = [*(sparksql.name(s.inner(c)) for c in s.shown_columns()), "seq",
+             ("timestamp_millis(_wm)" if s.time_is_timestamp else "_wm") + " AS watermark",
+             f"CASE WHEN _ts IS NULL THEN CAST({late} AS BOOLEAN) ELSE coalesce(_ts <= _wm, false) END AS late"]
     if isinstance(s.proctime, Clock):
-        start = epoch_ms(s.proctime.start)
-        out = out.withColumn("proctime", F.timestamp_millis(F.lit(start) + F.col("seq") * F.lit(s.proctime.step.millis)))
+        exprs.append(f"timestamp_millis({epoch_ms(s.proctime.start)} + seq * {s.proctime.step.millis}) AS proctime")
     elif isinstance(s.proctime, str):
-        out = out.withColumn("proctime", F.timestamp_millis("_proc"))
-    columns = [s.inner(c) for c in s.shown_columns()] + ["seq", "watermark", "late"]
-    if s.proctime is not None:
-        columns.append("proctime")
-    out = out.select(*columns)
+        exprs.append("timestamp_millis(_proc) AS proctime")
+    out = sparksql.select(out, *exprs)   # text: a few py4j calls, where Column objects cost ~170
     return out.orderBy("seq") if ordered else out
 
 
