@@ -144,7 +144,7 @@ class Stream:
 
     def own_watermark(self) -> Column:
         """The watermark each row emits (before the running maximum), in ms; NULL for none."""
-        return _candidate(self, self.millis(self.time))
+        return F.expr(_candidate(self, self.millis_sql(self.time)))
 
     def key_by(self, *columns: str):
         """``KeyedStream``: windows per value of ``columns`` (``.window(...)``, ``.count_window(n)``)."""
@@ -163,8 +163,12 @@ class Stream:
 
     def millis(self, column: str) -> Column:
         """A time column of ``df`` (``time``, ``watermark``) as epoch milliseconds."""
-        col = F.col(column)
-        return F.unix_millis(col.cast("timestamp")) if self.time_is_timestamp else col.cast("long")
+        return F.expr(self.millis_sql(column))
+
+    def millis_sql(self, column: str) -> str:
+        """``millis`` as Spark SQL text."""
+        q = sparksql.name(column)
+        return f"unix_millis(CAST({q} AS TIMESTAMP))" if self.time_is_timestamp else f"CAST({q} AS BIGINT)"
 
 
 def stream(df, time: str, watermark: WatermarkStrategy | Duration | None = None,
@@ -422,18 +426,18 @@ def kit_name(name: str, taken: set) -> str:
     return name
 
 
-def _candidate(s: Stream, ts_ms: Column) -> Column:
-    """The watermark each row leaves behind (before the running maximum), in ms. Like
-    Flink's ``BoundedOutOfOrdernessWatermarks`` (whose running maximum starts at
-    ``Long.MIN_VALUE + delay + 1``), it never goes below ``Long.MIN_VALUE``: NULL there."""
+def _candidate(s: Stream, ts_ms: str) -> str:
+    """The watermark each row leaves behind (before the running maximum), in ms, from the
+    row's event time ``ts_ms`` (Spark SQL text). Like Flink's ``BoundedOutOfOrdernessWatermarks``
+    (whose running maximum starts at ``Long.MIN_VALUE + delay + 1``), it never goes below
+    ``Long.MIN_VALUE``: NULL there."""
     wm = s.watermark
     if wm.kind in ("bounded", "sql"):
         shift = wm.delay.millis + (wm.kind == "bounded")
-        return F.when(ts_ms >= F.lit(-2 ** 63 + shift), ts_ms - F.lit(shift))
+        return f"IF({ts_ms} >= {-2 ** 63 + shift}, {ts_ms} - {shift}, NULL)" if shift else ts_ms
     if wm.kind == "column":
-        col = F.col(wm.column)
-        return F.unix_millis(col.cast("timestamp")) if s.time_is_timestamp else col.cast("long")
-    return F.lit(None).cast("long")
+        return s.millis_sql(wm.column)
+    return "CAST(NULL AS BIGINT)"
 
 
 def epoch_ms(dt) -> int:
@@ -459,13 +463,12 @@ def prepared(s: Stream) -> DataFrame:
     """The source (in arrival order: ``in_arrival_order``), not yet numbered, with ``_ts`` (event time, ms), ``_g``
     (the watermark the row emits, ms) and, for a proctime column, ``_p`` (ms)."""
     df = s.source
-    if any(s.inner(c) != c for c in df.columns):   # input columns named like the stream's own
-        df = df.select(*[F.col(sparksql.name(c)).alias(s.inner(c)) for c in df.columns])
-    ts_ms = F.unix_millis(F.col(s.time).cast("timestamp")) if s.time_is_timestamp else F.col(s.time).cast("long")
-    df = df.withColumn("_ts", ts_ms).withColumn("_g", _candidate(s, F.col("_ts")))
+    ts = s.millis_sql(s.time)
+    exprs = [f"{sparksql.name(c)} AS {sparksql.name(s.inner(c))}" for c in df.columns]   # the input's, as ``inner``
+    exprs += [f"{ts} AS _ts", f"{_candidate(s, ts)} AS _g"]
     if isinstance(s.proctime, str):
-        df = df.withColumn("_p", F.unix_millis(F.col(s.proctime).cast("timestamp")))
-    return df
+        exprs.append(f"unix_millis(CAST({sparksql.name(s.proctime)} AS TIMESTAMP)) AS _p")
+    return sparksql.select(df, *exprs)
 
 
 def _annotate(s: Stream, ordered: bool = True) -> DataFrame:
