@@ -440,6 +440,12 @@ def _candidate(s: Stream, ts_ms: str) -> str:
     return "CAST(NULL AS BIGINT)"
 
 
+def rows_of(streams) -> int | None:
+    """The rows of ``streams`` together (``Stream.known_rows``), None unless each is known."""
+    counts = [s.known_rows for s in streams]
+    return None if None in counts else sum(counts)
+
+
 def epoch_ms(dt) -> int:
     """A naive datetime (UTC) as epoch milliseconds."""
     return calendar.timegm(dt.timetuple()) * 1000 + dt.microsecond // 1000

@@ -77,7 +77,7 @@ from .. import sparksql
 from ..errors import KitError
 from ..joins.replay import INTERLEAVINGS, LEFT, RIGHT, _running, _side
 from ..spark import replay_tasks
-from ..stream import Stream, _scan, epoch_ms
+from ..stream import Stream, _scan, epoch_ms, rows_of
 from ..time import Clock
 from .changelog import (ADDS, ALL, DELETE, INSERT, INSERT_ONLY, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options)
 
@@ -116,8 +116,7 @@ def merge(streams: list, interleave: str = "event_time", clock: Clock | None = N
         raise KitError(f"interleave={interleave!r} is not one of " + ", ".join(map(repr, INTERLEAVINGS)))
     if interleave == "proctime" and any(s.proctime is None for s in streams):
         raise KitError('interleave="proctime" needs every stream with proctime= (a Clock or a column)')
-    counts = [s.known_rows for s in streams]
-    one = replay_tasks(streams[0].source.sparkSession, None if None in counts else sum(counts)) == 1
+    one = replay_tasks(streams[0].source.sparkSession, rows_of(streams)) == 1
     parts = []
     for i, s in enumerate(streams):     # replay's own sides: seq, running max of event time, proctime
         part = _side(s, i, one)

@@ -38,6 +38,7 @@ from pyspark.sql import functions as F
 from .. import sparksql
 from ..errors import KitError
 from ..spark import replay_tasks
+from ..stream import rows_of
 from . import plan as P
 from .changelog import (ALL, DELETE, INSERT, INSERT_ONLY, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options,
                         from_stream, mode_text)
@@ -217,8 +218,7 @@ def _union(frames: list) -> DataFrame | None:
 
 def _tasks(streams: list) -> int:
     """``kit.spark.replay_tasks`` of the streams' rows (their arrival scans count them)."""
-    counts = [s.known_rows for s in streams]
-    return replay_tasks(streams[0].source.sparkSession, None if None in counts else sum(counts))
+    return replay_tasks(streams[0].source.sparkSession, rows_of(streams))
 
 
 def _streams(root: P.Node) -> list:
@@ -240,6 +240,7 @@ class _Run:
     def __init__(self, table: DynamicTable, plan_only: bool = False):
         self.table = table
         self.sources = {} if plan_only else self._sources()
+        self.tasks = None if plan_only else _tasks(table.streams)   # the sources' scans have counted the rows
         self.expired = []          # per aggregate with a state TTL: the keys whose state expired
         self.late = []             # per keep-first deduplicate on event time: the rows it dropped as late
 
@@ -327,7 +328,7 @@ class _Run:
         """The query's options for one operator: ``update_before`` and ``tasks``, the tasks a
         replay of the query's input rows is spread over (``kit.spark.replay_tasks``: one for
         seed-sized inputs; the arrival scans have counted them)."""
-        return replace(self.table.options, update_before=update_before, tasks=_tasks(self.table.streams))
+        return replace(self.table.options, update_before=update_before, tasks=self.tasks)
 
     def _monotonic(self, rank: P.Rank) -> bool:
         """Whether each of a Top-N's sort columns only moves in its sort direction (Flink's

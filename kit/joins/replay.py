@@ -56,7 +56,7 @@ from pyspark.sql import functions as F
 from .. import sparksql
 from ..errors import KitError
 from ..spark import replay_tasks
-from ..stream import Stream, _scan, epoch_ms, null_time_error, prepared
+from ..stream import Stream, _scan, epoch_ms, null_time_error, prepared, rows_of
 from ..time import Clock, Duration, WatermarkStrategy
 
 __all__ = ["LEFT", "RIGHT", "MIN_TIME", "MAX_TIME", "INTERLEAVINGS", "Arrival", "Watermarks",
@@ -241,8 +241,7 @@ def _interleaved(left: Stream, right: Stream, interleave: str, clock: Clock | No
         raise KitError(f"interleave={interleave!r} is not one of " + ", ".join(map(repr, INTERLEAVINGS)))
     if interleave == "proctime" and (left.proctime is None or right.proctime is None):
         raise KitError('interleave="proctime" needs both inputs with proctime= (a Clock or a column)')
-    counts = [left.known_rows, right.known_rows]
-    rows = None if None in counts else sum(counts)
+    rows = rows_of([left, right])
     one = replay_tasks(left.source.sparkSession, rows) == 1
     # each row carries both struct columns (the other side's NULL) and both watermarks
     merged = _side(left, LEFT, one).unionByName(_side(right, RIGHT, one), allowMissingColumns=True)
