@@ -146,6 +146,43 @@ def test_deduplicate_keep_first_on_rowtime_fires_on_watermark_rises(spark):
         deduplicate(log, ["k"], "first", Options(), time="ts")
 
 
+
+def keep_first_timers(rows: list, delay: int) -> list:
+    """Keep first on event time as Flink's timers run it, arrival by arrival: ``rows`` of
+    ``(key, time)`` arriving in order under the watermark ``max(time) - delay`` of the rows
+    before; ``(seq, place, key, time)`` of each emission."""
+    met, top = [], None
+    for _, t in rows:
+        met.append(None if top is None else top - delay)
+        top = t if top is None else max(top, t)
+    pending, done, out = {}, set(), []
+    for j, (key, t) in enumerate(rows):
+        if (met[j] is None or t >= met[j]) and key not in done and (key not in pending or t < pending[key][0]):
+            pending[key] = (t, j)
+        left = met[j + 1] if j + 1 < len(rows) else None   # the watermark this arrival leaves (last: the end)
+        if j + 1 == len(rows) or (left is not None and (met[j] is None or left > met[j])):
+            due = sorted((v, k) for k, v in pending.items() if j + 1 == len(rows) or v[0] <= left)
+            for place, ((time, _), key) in enumerate(due):
+                out.append((j, place, key, time))
+                done.add(key)
+                del pending[key]
+    return out
+
+
+@settings(SETTINGS, max_examples=6)
+@given(st.lists(st.tuples(st.sampled_from("abcd"), st.integers(0, 12)), min_size=1, max_size=25),
+       st.integers(0, 4), st.integers(2, 5))
+def test_keep_first_on_event_time_equals_flink_timers(spark, rows, delay, tasks):
+    """The window-per-bucket search gives the emissions of Flink's timers, in one bucket or several."""
+    pdf = pd.DataFrame(rows, columns=["k", "ts"])
+    s = kit.stream(pdf, time="ts", watermark=kit.WatermarkStrategy.for_sql_delay(kit.Duration.of_millis(delay)))
+    log, marks = from_stream(s, ["k", "ts"]), s.df.select("seq", "watermark")
+    expected = keep_first_timers(rows, delay)
+    for n in (1, tasks):
+        got = deduplicate(log, ["k"], "first", Options(tasks=n), time="ts", marks=marks)
+        assert sorted((r["seq"], r["_n"][0], r["k"], r["ts"]) for r in got.df.collect()) == expected
+
+
 # ------------------------------------------------------------------ Flink's rules, by hand
 
 def run(function, messages: list) -> list:

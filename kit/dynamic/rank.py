@@ -67,6 +67,7 @@ from pyspark.sql.pandas.types import to_arrow_type
 from .. import sparksql
 from ..arrow import groups, python_values
 from ..errors import KitError, fail
+from ..spark import known_rows
 from .changelog import (ADDS, ALL, DELETE, INSERT, INSERT_ONLY, UPDATE_AFTER, UPDATE_BEFORE,
                         Changelog, Options)
 
@@ -718,7 +719,8 @@ def deduplicate(log: Changelog, keys: list[str], keep: str, options: Options,
         if options.ttl_ms:
             raise KitError("keeping the first row on event time with a state TTL is not modelled; "
                            "turn table.exec.state.ttl off")
-        return Changelog(_first_on_event_time(log, list(keys), time, marks), log.columns, INSERT_ONLY, tuple(keys))
+        return Changelog(_first_on_event_time(log, list(keys), time, marks, options.tasks), log.columns,
+                         INSERT_ONLY, tuple(keys))
     mode = INSERT_ONLY if not last else frozenset(
         {INSERT, UPDATE_AFTER} | ({UPDATE_BEFORE} if options.update_before else set()))
     if engine == "auto" and not options.ttl_ms:
@@ -750,7 +752,7 @@ def late_rows(log: Changelog, time: str, marks: DataFrame) -> DataFrame:
                                                                  "_wm AS watermark")
 
 
-def _first_on_event_time(log: Changelog, keys, time, marks: DataFrame) -> DataFrame:
+def _first_on_event_time(log: Changelog, keys, time, marks: DataFrame, tasks: int = 1) -> DataFrame:
     """Keep first on event time (Flink 2.3's ``RowTimeDeduplicateKeepFirstRowFunction``,
     insert-only), as real Flink 2.3 runs it (``topn.json``): a row below the watermark it
     arrives at is dropped (one *at* it is kept); of the others, each key's row of the
@@ -764,26 +766,44 @@ def _first_on_event_time(log: Changelog, keys, time, marks: DataFrame) -> DataFr
         a  2   0    NULL                     1    +I   a  2    (the watermark rises to 25 after seq 1)
         b  30  1    -3                       2    +I   b  30   (end of input)
         a  1   2    25 (late: dropped)
+
+    A row fires at ``max(_at, _next)``: ``_at`` the first rise to its time or past it,
+    ``_next`` the first rise at or after its arrival. Both are searches over the rises,
+    whose watermarks grow with their arrival: the arrivals are cut into ``tasks`` ranges of
+    ``seq`` (buckets), each searched by a window of its own, and a bucket with no answer
+    takes the first rise of the buckets after it (a small summary); a kept row is searched
+    for in the one bucket whose range of rise watermarks holds its time. No window spans
+    all rows, and each search is a running minimum in reverse order (Spark recomputes a
+    frame that ends at UNBOUNDED FOLLOWING for every row: quadratic).
     """
     ks, t = [sparksql.name(k) for k in keys], sparksql.name(time)
     cols = [sparksql.name(c) for c in log.columns]
     rows = _lateness(log, time, marks).where("NOT _late")
     kept = rows.withColumn("_r", F.row_number().over(Window.partitionBy(*ks).orderBy(t, "seq", "_n"))).where("_r = 1")
+    size = max(1, -(-(known_rows(marks) or marks.count()) // max(1, tasks)))   # arrivals per bucket
     # the watermark each arrival leaves (the one the next arrives at; the last's: the end of
-    # input, NULL sorted last); a rise is a step a timer can fire at; _next: the first step from each arrival on
-    by_seq = "OVER (ORDER BY seq)"
-    after = marks.selectExpr("seq", f"lead(watermark) {by_seq} AS _w", f"lead(seq) {by_seq} IS NULL AS _end")
-    after = after.selectExpr("seq", "IF(_end, NULL, _w) AS _v", f"_end OR (_w IS NOT NULL AND "
-                             f"(lag(_w) {by_seq} IS NULL OR _w > lag(_w) {by_seq})) AS _step")
-    after = after.selectExpr("*", "min(IF(_step, seq, NULL)) OVER (ORDER BY seq ROWS BETWEEN CURRENT ROW AND "
-                                  "UNBOUNDED FOLLOWING) AS _next")
-    both = kept.selectExpr(f"{t} AS _v", "0 AS _kind", "seq AS _j", f"struct({', '.join(cols)}) AS _row").unionByName(
-        after.where("_step").selectExpr("_v", "1 AS _kind", "seq AS _j"), allowMissingColumns=True)
-    ahead = Window.orderBy(F.col("_v").asc_nulls_last(), "_kind", "_j").rowsBetween(Window.currentRow,
-                                                                                 Window.unboundedFollowing)
-    fired = both.withColumn("_at", F.min(F.when(F.col("_kind") == 1, F.col("_j"))).over(ahead)).where("_kind = 0")
-    fired = fired.join(after.selectExpr("seq AS _j", "_next"), "_j")   # _at < _j: the row came at the watermark
-    fired = fired.selectExpr("_row", "_v", "_j", "IF(_at >= _j, _at, _next) AS seq")
+    # input, NULL sorted last); a rise is a step a timer can fire at
+    left = marks.selectExpr("seq - 1 AS seq", "watermark AS _w", "false AS _end")
+    after = marks.selectExpr("seq", "watermark AS _met").join(left, "seq", "left").selectExpr(
+        "seq", f"seq div {size} AS _b", "IF(_end IS NULL, NULL, _w) AS _v",
+        "_end IS NULL OR (_w IS NOT NULL AND (_met IS NULL OR _w > _met)) AS _step")
+    # _next: the first rise from each arrival on, inside its bucket or carried in from the buckets after
+    firsts = after.groupBy("_b").agg(F.min(F.when(F.col("_step"), F.col("seq"))).alias("_first"))
+    carry = firsts.selectExpr("_b", "min(_first) OVER (ORDER BY _b DESC ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
+                                    " AS _carry")
+    nexts = after.join(F.broadcast(carry), "_b").selectExpr(
+        "seq AS _j", "coalesce(min(IF(_step, seq, NULL)) OVER (PARTITION BY _b ORDER BY seq DESC ROWS BETWEEN UNBOUNDED "
+        "PRECEDING AND CURRENT ROW), _carry) AS _next")
+    # _at: each bucket's rises cover the watermarks (its predecessor's highest, its own highest]
+    steps = after.where("_step")
+    bounds = steps.groupBy("_b").agg(F.max("_v").alias("_hi"), F.max(F.col("_v").isNull()).alias("_inf"))
+    bounds = bounds.selectExpr("_b", "IF(_inf, NULL, _hi) AS _hi", "lag(_hi) OVER (ORDER BY _b) AS _lo")
+    placed = kept.join(F.broadcast(bounds), F.expr(f"(_lo IS NULL OR {t} > _lo) AND (_hi IS NULL OR {t} <= _hi)"))
+    both = placed.selectExpr("_b", f"{t} AS _v", "0 AS _kind", "seq AS _j", f"struct({', '.join(cols)}) AS _row") \
+        .unionByName(steps.selectExpr("_b", "_v", "1 AS _kind", "seq AS _j"), allowMissingColumns=True)
+    ahead = "(PARTITION BY _b ORDER BY _v DESC NULLS FIRST, _kind DESC, _j DESC ROWS UNBOUNDED PRECEDING)"
+    fired = both.selectExpr("*", f"min(IF(_kind = 1, _j, NULL)) OVER {ahead} AS _at").where("_kind = 0")
+    fired = fired.join(nexts, "_j").selectExpr("_row", "_v", "_j", "greatest(_at, _next) AS seq")
     fired = fired.withColumn("_k", F.row_number().over(Window.partitionBy("seq").orderBy("_v", "_j")) - 1)
     pt = "unix_millis(proctime)" if "proctime" in marks.columns else "CAST(NULL AS BIGINT)"
     fired = fired.join(marks.selectExpr("seq", f"{pt} AS _pt"), "seq")
