@@ -13,7 +13,7 @@ from pyspark.sql import types as T
 
 import kit
 from goldens import load
-from kit.dynamic.aggregate import group_aggregate
+from kit.dynamic.aggregate import chain, group_aggregate
 from kit.dynamic.changelog import ALL, AggCall, Changelog, Options, from_stream, ordered, snapshot
 from kit.dynamic.minibatch import bucket, hash_code, map_order, row_hash, task_load
 from kit.dynamic.options import dynamic_options
@@ -327,6 +327,36 @@ def test_fast_equals_reference(spark, rows, update_before, global_):
     assert compiled == reference
     fast, reference = engines_rows(updating, [] if global_ else ["c"], OUTER_CALLS, meta=True, update_before=update_before)
     assert fast == reference
+
+
+@settings(max_examples=6, deadline=None)
+@given(rows=st.lists(st.tuples(st.sampled_from(["a", "b", "c", None]), st.one_of(st.none(), st.integers(-3, 3))),
+                     min_size=1, max_size=12),
+       chunks=st.integers(1, 4), depth=st.integers(1, 3), update_before=st.booleans())
+def test_chain_equals_level_by_level(spark, rows, chunks, depth, update_before):
+    """The fused chain (kit/jvm/Chain.java) over a stream of ``chunks`` input partitions,
+    each task seeded with the chunks before it, against the replay of one aggregate after
+    the other: the same changes, ``seq`` and ``_n``."""
+    df = spark.sparkContext.parallelize([(u, v, i) for i, (u, v) in enumerate(rows)], chunks) \
+        .toDF("user string, v int, t bigint")
+    log = from_stream(kit.stream(df, time="t"), ["user", "v"])
+    levels = [(["user"], INSERT_CALLS, None),
+              (["k"], [count("f"), C("SUM", "s", "ss", "bigint"), C("MIN", "s", "lo", "bigint"),
+                       C("COUNT", "s", "ds", "bigint", True), C("AVG", "nv", "a", "double")],
+               {"k": "n", "s": "s", "nv": "nv"}),
+              ([], [count("g"), C("MAX", "f", "mf", "bigint")], {"f": "f"})][:depth]
+    expected = log
+    for i, (keys, calls, inputs) in enumerate(levels):
+        if inputs:
+            expected = Changelog(expected.df.selectExpr("_op", *(f"{c} AS {name}" for name, c in inputs.items()),
+                                                        "seq", "_n", "_pt"), tuple(inputs), expected.mode)
+        expected, _ = group_aggregate(expected, keys, calls, Options(update_before=update_before or i < depth - 1),
+                                      engine="reference")
+    fused = chain(log, levels, Options(update_before=update_before, tasks=chunks))
+    assert fused.columns == expected.columns and fused.mode == expected.mode
+    meta = [[(r["_op"], [r[c] for c in out.columns], r["seq"], list(r["_n"])) for r in ordered(out.df).collect()]
+            for out in (fused, expected)]
+    assert meta[0] == meta[1]
 
 
 @settings(max_examples=4, deadline=None)

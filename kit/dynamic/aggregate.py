@@ -67,7 +67,10 @@ the definition. ``compiled``: the same fold in Java (``kit/jvm/GroupAggregate.ja
 shuffle by key and each task's messages sorted by ``(seq, _n)``, keys of simple types, the
 aggregates of Spark's own result types (COUNT and SUM of integers BIGINT, AVG DOUBLE, MIN/MAX
 the column's), no TTL (with mini-batch: the whole input in one task, as above); ``auto``
-takes it when the session has the kit's Java classes. ``fast``: Spark SQL window functions over one shuffle by key, each input
+takes it when the session has the kit's Java classes. ``chain`` (what a continuous query
+over one stream takes first): the group aggregates stacked over that stream -- one, or a
+cascade -- fused into one Java pass per chunk of arrivals, each chunk seeded with the
+states the chunks before it leave: no shuffle and no sort at all. ``fast``: Spark SQL window functions over one shuffle by key, each input
 message exploded into its 0-2 changes. Per key, in ``(seq, _n)`` order, with weight
 ``w = ±1``:
 
@@ -91,6 +94,7 @@ from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
 import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -365,27 +369,126 @@ def _compiled(log: Changelog, keys, calls, options, types) -> DataFrame:
     """The reference's fold in Java (``kit/jvm/GroupAggregate.java``): the keys spread over
     ``options.tasks`` tasks (one: no shuffle), each task's messages sorted by ``(seq, _n)``
     and folded with a map of key states."""
+    df, settings = _compiled_input(log, keys, calls), _settings(keys, calls, options.update_before)
+    schema = _compiled_schema(keys, calls, types)
     ks = [sparksql.name(k) for k in keys]
-    args = sorted({c.arg for c in calls if c.arg is not None})
-    df = log.df.selectExpr(*ks, *(f"{sparksql.name(a)} AS _a{i}" for i, a in enumerate(args)),
-                           f"IF(_op IN {_kinds(ADDS)}, 1, -1) AS _w", "seq", "_n", "_pt")
-    column = {a: len(keys) + i for i, a in enumerate(args)}
-    functions = ",".join(f"{c.function.lower()}:{column.get(c.arg, -1)}:{int(c.distinct)}" for c in calls)
-    settings = f"keys={len(keys)};calls={functions};ub={int(options.update_before)}"
-    long = T.LongType()
-    schema = T.StructType(
-        [T.StructField("_op", T.StringType()), *(T.StructField(k, types[k]) for k in keys),
-         *(T.StructField(c.name, T._parse_datatype_string(c.type)) for c in calls),
-         T.StructField("seq", long), T.StructField("_n", T.ArrayType(T.IntegerType())), T.StructField("_pt", long)])
     if options.mini_batch is None:
         df = (df.repartition(options.tasks, *ks) if ks and options.tasks > 1 else df.coalesce(1)) \
             .sortWithinPartitions("seq", "_n")
         return jvm.group_aggregate(df, settings, schema)
+    args = sorted({c.arg for c in calls if c.arg is not None})
     (latency, size), (phase, arg) = options.mini_batch, _bundles(calls, options)
-    split = f"{options.distinct_split}:{column[arg]}:{_HASHED[type(types[arg])]}" if arg else ""
+    split = f"{options.distinct_split}:{len(keys) + args.index(arg)}:{_HASHED[type(types[arg])]}" if arg else ""
     settings += (f";size={size};latency={latency};phase={phase};split={split}"
                  f";hash={''.join(_HASHED[type(types[k])] for k in keys)}")
     return jvm.mini_batch_group_aggregate(df.coalesce(1).sortWithinPartitions("seq", "_n"), settings, schema)
+
+
+def _compiled_input(log: Changelog, keys, calls) -> DataFrame:
+    """The Java folds' input: the keys, the arguments (``_a0``, ... in name order), ``_w``
+    (1 accumulate, -1 retract), ``seq``, ``_n``, ``_pt``."""
+    args = sorted({c.arg for c in calls if c.arg is not None})
+    return log.df.selectExpr(*map(sparksql.name, keys), *(f"{sparksql.name(a)} AS _a{i}" for i, a in enumerate(args)),
+                             f"IF(_op IN {_kinds(ADDS)}, 1, -1) AS _w", "seq", "_n", "_pt")
+
+
+def _settings(keys, calls, update_before: bool) -> str:
+    """``GroupAggregate``'s settings: each call's function, its argument's place in
+    ``_compiled_input`` (-1 for ``*``) and whether it is DISTINCT."""
+    args = sorted({c.arg for c in calls if c.arg is not None})
+    functions = ",".join(f"{c.function.lower()}:{-1 if c.arg is None else len(keys) + args.index(c.arg)}:"
+                         f"{int(c.distinct)}" for c in calls)
+    return f"keys={len(keys)};calls={functions};ub={int(update_before)}"
+
+
+def _compiled_schema(keys, calls, types) -> T.StructType:
+    """The Java folds' output: ``_op``, the keys, the calls, ``seq``, ``_n``, ``_pt``."""
+    long = T.LongType()
+    return T.StructType(
+        [T.StructField("_op", T.StringType()), *(T.StructField(k, types[k]) for k in keys),
+         *(T.StructField(c.name, T._parse_datatype_string(c.type)) for c in calls),
+         T.StructField("seq", long), T.StructField("_n", T.ArrayType(T.IntegerType())), T.StructField("_pt", long)])
+
+
+# --------------------------------------------------------------------- chained, arrival-parallel
+
+SUMMARY_LIMIT = 1_000_000   # distinct first-level inputs per chunk, summed, that a chain sends every task
+
+
+def natural_type(call: AggCall, types: dict) -> str:
+    """The type Spark's batch aggregate gives ``call`` where the Java folds apply (COUNT and
+    SUM of integers BIGINT, AVG DOUBLE, MIN/MAX the column's)."""
+    function = call.function.upper()
+    return "bigint" if function in ("COUNT", "SUM") else "double" if function == "AVG" \
+        else types[call.arg].simpleString()
+
+
+def chain(log: Changelog, levels: list, options: Options, source: tuple | None = None) -> Changelog | None:
+    """Group aggregates each over the changelog of the one before, fused into one pass per
+    chunk of arrivals (``kit/jvm/Chain.java``): ``levels`` bottom-up, ``(keys, calls,
+    inputs)``, the first over ``log`` (insert-only, straight from one stream: its partitions
+    the stream's chunks, in arrival order), each next one reading ``inputs`` (``{its
+    column: a column of the level below}``); ``source``: where the first level reads
+    columns of the stream's source straight (``(source, {its column: the source's})``), the
+    source, whose partitions are the chunks too, so that counting them needs no arrival scan.
+    The changelog of the last level, equal to
+    ``group_aggregate`` applied level by level -- or None where that must run instead:
+
+    - a state TTL, mini-batch or split distinct; the Java classes are not in the session;
+      a level the compiled path does not take (``_not_compiled``);
+    - one chunk that should be spread over ``options.tasks`` tasks by key;
+    - chunks whose distinct first-level inputs sum to more than ``SUMMARY_LIMIT``.
+
+    With several chunks, a first job counts each chunk's distinct first-level inputs; every
+    task starts from those of the chunks before its own (an aggregate's state is a function
+    of its input table). No shuffle by key, so a hot key costs no more than a cold one.
+
+        chunk 0: a b | chunk 1: a      -> chunk 1 starts at {a: 1, b: 1} and {1: 2}
+    """
+    if not log.insert_only or options.ttl_ms > 0 or options.mini_batch is not None or not levels \
+            or (options.distinct_split and any(c.distinct for _, calls, _ in levels for c in calls)) \
+            or not jvm.available(log.df.sparkSession, "Chain"):
+        return None
+    types, mode, parts, schema = {f.name: f.dataType for f in log.df.schema.fields}, log.mode, [], None
+    for i, (keys, calls, inputs) in enumerate(levels):
+        if i:
+            types = {name: types[column] for name, column in inputs.items()}
+        calls = [replace(c, type=natural_type(c, types)) for c in calls]
+        if _not_compiled(log, keys, calls, options, types):
+            return None
+        top = i == len(levels) - 1
+        settings = _settings(keys, calls, options.update_before if top else True)
+        if i:
+            below = [*levels[i - 1][0], *(c.name for c in levels[i - 1][1])]
+            args = sorted({c.arg for c in calls if c.arg is not None})
+            settings += ";in=" + ",".join(str(below.index(inputs[c])) for c in [*keys, *args])
+        parts.append(settings)
+        schema = _compiled_schema(keys, calls, types)
+        types = {f.name: f.dataType for f in schema.fields}
+        mode = changelog_mode(mode, replace(options, update_before=options.update_before if top else True))
+    keys, calls, _ = levels[0]
+    df = _compiled_input(log, keys, calls)
+    chunks, summary = df._jdf.rdd().getNumPartitions(), None
+    if options.tasks == 1 or chunks == 1:
+        if options.tasks > 1:
+            return None
+        df = df.coalesce(1)
+    else:
+        inputs = df.columns[:df.columns.index("_w")]
+        if source is not None:
+            args = sorted({c.arg for c in calls if c.arg is not None})
+            frame, columns = source
+            df_in = sparksql.select(frame, *(f"{sparksql.name(columns[c])} AS {sparksql.name(i)}"
+                                             for c, i in zip([*keys, *args], inputs)))
+        else:
+            df_in = df
+        summary = df_in.selectExpr("spark_partition_id() AS _chunk", *inputs).groupBy("_chunk", *inputs) \
+            .agg(F.count(F.lit(1)).alias("_m"))
+    out = jvm.chain(df, summary, "|".join(parts), schema, SUMMARY_LIMIT)
+    if out is None:
+        return None
+    last_keys, last_calls, _ = levels[-1]
+    return Changelog(out, (*last_keys, *(c.name for c in last_calls)), mode, tuple(last_keys))
 
 
 def _bundles(calls, options) -> tuple:

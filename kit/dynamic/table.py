@@ -272,6 +272,9 @@ class _Run:
             return Changelog(df, tuple(n.columns), log.mode, _through(n, log.upsert_key))
         if isinstance(n, P.GroupAggregate):
             from .aggregate import group_aggregate
+            chained = self._chained(n, update_before)
+            if chained is not None:
+                return chained
             log = self.node(n.input, True)
             calls = _typed(log, n.calls)
             out, expired = group_aggregate(log, list(n.keys), calls, self._with(update_before))
@@ -323,6 +326,40 @@ class _Run:
                 df = df.unionByName(log.df)
             return Changelog(df, tuple(n.columns), frozenset().union(*(log.mode for log in logs)), None)
         raise KitError(f"internal: no operator for {type(n).__name__}")
+
+    def _chained(self, n: P.GroupAggregate, update_before: bool) -> Changelog | None:
+        """``n`` and the group aggregates below it, fused (``aggregate.chain``), when each
+        reads the one below through Calcs that only copy columns and the lowest reads Calcs
+        of one stream; None otherwise, or where the fused pass does not apply."""
+        from .aggregate import chain
+        levels, node = [], n
+        while True:
+            below, inputs = node.input, {c: c for c in node.input.columns}
+            while isinstance(below, P.Calc) and not below.where and set(_copies(below)) == set(below.columns):
+                copies = _copies(below)
+                inputs = {c: copies[source] for c, source in inputs.items()}
+                below = below.input
+            levels.append((node, inputs))
+            if not isinstance(below, P.GroupAggregate):
+                break
+            node = below
+        bottom, copies = levels[-1][0].input, {c: c for c in levels[-1][0].input.columns}
+        while isinstance(bottom, P.Calc):
+            own = _copies(bottom) if not bottom.where else {}
+            copies = {c: own.get(source) for c, source in copies.items()}
+            bottom = bottom.input
+        if not isinstance(bottom, P.Source):
+            return None
+        # the columns the lowest level reads, when it copies them from the stream's source
+        stream, named = bottom.stream, dict(zip(bottom.columns, bottom.source_columns))
+        reads = {c: named.get(source) for c, source in copies.items()}
+        direct = stream.arrivals is not None and all(
+            reads.get(c) in stream.source.columns for c in [*levels[-1][0].keys, *(a.arg for a in levels[-1][0].calls
+                                                                                 if a.arg is not None)])
+        levels.reverse()
+        log = self.node(levels[0][0].input, True)
+        return chain(log, [(list(a.keys), list(a.calls), inputs if i else None) for i, (a, inputs) in enumerate(levels)],
+                     self._with(update_before), (stream.source, reads) if direct else None)
 
     def _with(self, update_before: bool) -> Options:
         """The query's options for one operator: ``update_before`` and ``tasks``, the tasks a

@@ -1,12 +1,10 @@
 package flinkkit;
 
-import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.Iterator;
 import java.util.Map;
-import java.util.NoSuchElementException;
 import java.util.TreeMap;
 import org.apache.spark.api.java.function.MapPartitionsFunction;
 import org.apache.spark.sql.catalyst.InternalRow;
@@ -33,7 +31,9 @@ import org.apache.spark.unsafe.types.UTF8String;
  */
 public class GroupAggregate implements MapPartitionsFunction {
     final int keys;
-    final String[] functions;
+    final int[] kinds;   // each function's place in FUNCTIONS
+    static final String[] FUNCTIONS = {"count", "sum", "avg", "min", "max"};
+    static final int COUNT = 0, SUM = 1, AVG = 2, MAX = 4;
     final int[] args;
     final boolean[] distinct;
     final boolean updateBefore;
@@ -44,29 +44,34 @@ public class GroupAggregate implements MapPartitionsFunction {
         UPDATE_AFTER = UTF8String.fromString("+U"), DELETE = UTF8String.fromString("-D");
 
     public GroupAggregate(String settings, StructType schema) {
-        Map s = Internal.settings(settings);
+        this(Internal.settings(settings), schema);
+    }
+
+    /** Over {@code schema}'s rows (the layout above), or, with none, over values a {@link Chain} feeds. */
+    GroupAggregate(Map s, StructType schema) {
         keys = Integer.parseInt((String) s.get("keys"));
         String calls = (String) s.get("calls");
         String[] parts = calls.length() == 0 ? new String[0] : calls.split(",");
-        functions = new String[parts.length];
+        kinds = new int[parts.length];
         args = new int[parts.length];
         distinct = new boolean[parts.length];
         for (int i = 0; i < parts.length; i++) {
             String[] f = parts[i].split(":");
-            functions[i] = f[0];
+            kinds[i] = java.util.Arrays.asList(FUNCTIONS).indexOf(f[0]);
             args[i] = Integer.parseInt(f[1]);
             distinct[i] = "1".equals(f[2]);
         }
         updateBefore = "1".equals(s.get("ub"));
-        reader = new Internal.Reader(schema);
-        int last = schema.fields().length - 1;
+        reader = schema == null ? null : new Internal.Reader(schema);
+        int last = schema == null ? 3 : schema.fields().length - 1;
         pt = last;
         n = last - 1;
         seq = last - 2;
         w = last - 3;
     }
 
-    /** One aggregate's accumulator: {@code add(v, w)} accumulates ({@code w = 1}) or retracts. */
+    /** One aggregate's accumulator: {@code add(v, w)} accumulates ({@code w > 0}) or retracts
+     *  ({@code w < 0}) {@code |w|} copies of {@code v}. */
     abstract static class Acc {
         abstract void add(Object v, int w);
 
@@ -103,8 +108,8 @@ public class GroupAggregate implements MapPartitionsFunction {
         void add(Object v, int w) {
             if (v == null) return;
             long x = ((Number) v).longValue();
-            if (avg) real = w > 0 ? real + (double) x : real - (double) x;
-            else total += w > 0 ? x : -x;
+            if (avg) real += (double) x * w;   // for w = -1 the same double as real - x
+            else total += x * w;
             count += w;
         }
 
@@ -149,7 +154,8 @@ public class GroupAggregate implements MapPartitionsFunction {
             Integer b = (Integer) counts.get(v);
             int before = b == null ? 0 : b.intValue(), after = before + w;
             if (after == 0) counts.remove(v); else counts.put(b == null ? kept(v) : v, Integer.valueOf(after));
-            if ((before == 0 && after == 1) || (before == 1 && after == 0)) inner.add(v, w);
+            if (before == 0 && after > 0) inner.add(v, 1);
+            else if (before > 0 && after == 0) inner.add(v, -1);
         }
 
         Object value() {
@@ -159,15 +165,15 @@ public class GroupAggregate implements MapPartitionsFunction {
 
     /** A key's state: its accumulators, its record count and the values it emitted last. */
     final class State {
-        final Acc[] accs = new Acc[functions.length];
+        final Acc[] accs = new Acc[kinds.length];
         long count;
         Object[] key, last;   // its key (copies), the values it emitted last
 
         State() {
             for (int i = 0; i < accs.length; i++) {
-                String f = functions[i];
-                Acc a = "count".equals(f) ? (Acc) new Count(args[i] < 0)
-                    : "sum".equals(f) || "avg".equals(f) ? (Acc) new Sum("avg".equals(f)) : (Acc) new MinMax("max".equals(f));
+                int k = kinds[i];
+                Acc a = k == COUNT ? (Acc) new Count(args[i] < 0) : k == SUM || k == AVG ? (Acc) new Sum(k == AVG)
+                    : (Acc) new MinMax(k == MAX);
                 accs[i] = distinct[i] ? new Distinct(a) : a;
             }
             last = values();
@@ -198,12 +204,18 @@ public class GroupAggregate implements MapPartitionsFunction {
      */
     ArrayList decide(State state, boolean first, Object[] prev) {
         ArrayList out = new ArrayList(4);
+        decide(state, first, prev, out);
+        return out;
+    }
+
+    /** The same, added to {@code out}. */
+    void decide(State state, boolean first, Object[] prev, ArrayList out) {
         if (state.count == 0) {
             if (!first) {
                 out.add(DELETE);
                 out.add(prev);
             }
-            return out;
+            return;
         }
         Object[] now = state.values();
         state.last = now;
@@ -218,7 +230,32 @@ public class GroupAggregate implements MapPartitionsFunction {
             out.add(UPDATE_AFTER);
             out.add(now);
         }
-        return out;
+    }
+
+    /**
+     * Folds a message of {@code key} (views of the input: copied when a state is made) with
+     * {@code weight} into {@code states}: its arguments read from row {@code r}, or, with no
+     * row, from {@code values} (one per input column). Adds the changes it causes to
+     * {@code changes} (kinds and values in turn); the key's state, or null when the message
+     * retracted a key without state (ignored).
+     */
+    State fold(HashMap states, Object[] key, int weight, InternalRow r, Object[] values, ArrayList changes) {
+        Object id = keys == 1 ? key[0] : Arrays.asList(key);
+        State state = (State) states.get(id);
+        if (state == null && weight < 0) return null;
+        boolean first = state == null;
+        if (first) {
+            state = new State();
+            for (int k = 0; k < keys; k++) key[k] = kept(key[k]);
+            id = keys == 1 ? key[0] : Arrays.asList(key);
+            state.key = key;
+        }
+        Object[] prev = state.last;
+        if (r != null) state.add(weight, r); else state.add(weight, values);
+        decide(state, first, prev, changes);
+        if (state.count == 0) states.remove(id);
+        else if (first) states.put(id, state);
+        return state;
     }
 
     /** {@code v}, a string copied: a value read from a row is a view of it, and Spark reuses its rows. */
@@ -228,7 +265,7 @@ public class GroupAggregate implements MapPartitionsFunction {
 
     // the places most changes have (an input's _n of at most one index, then j < SMALL), made once
     private static final int SMALL = 4;
-    private static final int[][] ONE = new int[SMALL][];
+    static final int[][] ONE = new int[SMALL][];
     private static final UnsafeArrayData[] AFTER_EMPTY = new UnsafeArrayData[SMALL];
     private static final UnsafeArrayData[][] AFTER_ONE = new UnsafeArrayData[SMALL][SMALL];
     static final int[] EMPTY = new int[0];
@@ -242,7 +279,7 @@ public class GroupAggregate implements MapPartitionsFunction {
     }
 
     /** An input row's {@code _n}. */
-    private static int[] place(org.apache.spark.sql.catalyst.util.ArrayData a) {
+    static int[] place(org.apache.spark.sql.catalyst.util.ArrayData a) {
         int size = a.numElements();
         if (size == 0) return EMPTY;
         if (size == 1 && a.getInt(0) >= 0 && a.getInt(0) < SMALL) return ONE[a.getInt(0)];
@@ -258,57 +295,34 @@ public class GroupAggregate implements MapPartitionsFunction {
         return UnsafeArrayData.fromPrimitiveArray(place);
     }
 
+    /** The output row of a change: {@code _op}, the key, the values, {@code seq}, {@code n0 + [j]}, {@code _pt}. */
+    static GenericInternalRow row(UTF8String op, Object[] key, Object[] values, long seq, int[] n0, int j, Long pt) {
+        Object[] row = new Object[key.length + values.length + 4];
+        row[0] = op;
+        System.arraycopy(key, 0, row, 1, key.length);
+        System.arraycopy(values, 0, row, 1 + key.length, values.length);
+        row[row.length - 3] = Long.valueOf(seq);
+        row[row.length - 2] = after(n0, j);
+        row[row.length - 1] = pt;
+        return new GenericInternalRow(row);
+    }
+
     public Iterator call(final Iterator input) {
         final HashMap states = new HashMap();
-        final ArrayDeque out = new ArrayDeque();
-        return new Iterator() {
-            public boolean hasNext() {
-                while (out.isEmpty() && input.hasNext()) process((InternalRow) input.next());
-                return !out.isEmpty();
-            }
+        return new Internal.Folding(input) {
+            private final ArrayList changes = new ArrayList(4);
 
-            public Object next() {
-                if (!hasNext()) throw new NoSuchElementException();
-                return out.poll();
-            }
-
-            public void remove() {
-                throw new UnsupportedOperationException();
-            }
-
-            private void process(InternalRow r) {
+            void process(InternalRow r) {
                 Object[] key = new Object[keys];   // views of the row: copied when a state is made
                 for (int k = 0; k < keys; k++) key[k] = reader.get(r, k);
-                Object id = keys == 1 ? key[0] : Arrays.asList(key);
-                State state = (State) states.get(id);
-                int weight = r.getInt(w);
-                if (state == null && weight < 0) return;   // a retraction of nothing: ignored
-                boolean first = state == null;
-                if (first) {
-                    state = new State();
-                    for (int k = 0; k < keys; k++) key[k] = kept(key[k]);
-                    id = keys == 1 ? key[0] : Arrays.asList(key);
-                    state.key = key;
-                }
-                Object[] prev = state.last;
-                state.add(weight, r);
+                changes.clear();
+                State state = fold(states, key, r.getInt(w), r, null, changes);
+                if (state == null) return;   // a retraction of nothing: ignored
                 int[] n0 = place(r.getArray(n));
-                ArrayList changes = decide(state, first, prev);
-                if (state.count == 0) states.remove(id);
-                else if (first) states.put(id, state);
+                Long p = r.isNullAt(pt) ? null : Long.valueOf(r.getLong(pt));
                 for (int c = 0; c < changes.size(); c += 2)
-                    emit((UTF8String) changes.get(c), state.key, (Object[]) changes.get(c + 1), r, n0, c / 2);
-            }
-
-            private void emit(UTF8String op, Object[] key, Object[] values, InternalRow r, int[] n0, int j) {
-                Object[] row = new Object[keys + values.length + 4];
-                row[0] = op;
-                System.arraycopy(key, 0, row, 1, keys);
-                System.arraycopy(values, 0, row, 1 + keys, values.length);
-                row[row.length - 3] = Long.valueOf(r.getLong(seq));
-                row[row.length - 2] = after(n0, j);
-                row[row.length - 1] = r.isNullAt(pt) ? null : Long.valueOf(r.getLong(pt));
-                out.add(new GenericInternalRow(row));
+                    out.add(row((UTF8String) changes.get(c), state.key, (Object[]) changes.get(c + 1), r.getLong(seq),
+                                n0, c / 2, p));
             }
         };
     }

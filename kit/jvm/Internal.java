@@ -150,6 +150,35 @@ public final class Internal {
         }
     }
 
+    /**
+     * The rows a fold of a partition emits, in turn: {@code process} reads one input row and
+     * adds what it emits to {@code out}; input is read only when {@code out} is empty.
+     */
+    abstract static class Folding implements java.util.Iterator {
+        final java.util.Iterator input;
+        final java.util.ArrayDeque out = new java.util.ArrayDeque();
+
+        Folding(java.util.Iterator input) {
+            this.input = input;
+        }
+
+        abstract void process(InternalRow r);
+
+        public boolean hasNext() {
+            while (out.isEmpty() && input.hasNext()) process((InternalRow) input.next());
+            return !out.isEmpty();
+        }
+
+        public Object next() {
+            if (!hasNext()) throw new java.util.NoSuchElementException();
+            return out.poll();
+        }
+
+        public void remove() {
+            throw new UnsupportedOperationException();
+        }
+    }
+
     /** A class's settings, {@code "name=value;..."} (the Python side writes them), as a map. */
     public static java.util.Map settings(String text) {
         java.util.Map out = new java.util.HashMap();

@@ -23,6 +23,9 @@ class                          what it computes                              Pyt
 ``flinkkit.MiniBatch``         in one task: Flink's mini-batch bundles       ``aggregate._minibatch``
 ``GroupAggregate``             (one phase, local-global, split distinct),
                                keys in its bundle map's order
+``flinkkit.Chain``             per chunk of arrivals: group aggregates       ``aggregate.group_aggregate``,
+                               chained, each over the one before, fused;     level by level
+                               seeded with the earlier chunks' states
 =============================  ============================================  ========================
 
 ``ArrivalScan``, ``WindowOperator``, ``WindowScan`` and ``GroupAggregate`` read and write Spark's internal rows
@@ -54,7 +57,7 @@ from ..java import _cache_dir
 
 __all__ = ["jar", "available", "attach", "attached", "unavailable", "FAST_PATHS", "late_scan", "order_scan",
            "arrival_scan", "window_operator", "window_scan",
-           "group_aggregate", "mini_batch_group_aggregate"]
+           "group_aggregate", "mini_batch_group_aggregate", "chain"]
 
 _SOURCES = sorted(Path(__file__).parent.glob("*.java"))
 _PACKAGE = "flinkkit"
@@ -224,6 +227,18 @@ def mini_batch_group_aggregate(df, settings: str, schema):
     """``MiniBatchGroupAggregate(settings)`` over ``df`` (the whole changelog in one partition
     in ``(seq, _n)`` order): rows of ``schema``, as ``kit.dynamic.aggregate`` lays them out."""
     return _map_partitions(df, df.sparkSession._jvm.flinkkit.MiniBatchGroupAggregate(settings, df._jdf.schema()), schema)
+
+
+def chain(df, summary, settings: str, schema, limit: int):
+    """``Chain.run``: the chained group aggregates of ``settings`` over ``df`` (its partitions
+    a stream's chunks, in arrival order), each task seeded from ``summary`` (None: one chunk);
+    rows of ``schema``, or None when the summary has more than ``limit`` rows."""
+    from pyspark.sql import DataFrame
+
+    spark = df.sparkSession
+    out = spark._jvm.flinkkit.Chain.run(df._jdf, None if summary is None else summary._jdf, settings,
+                                        spark._jsparkSession.parseDataType(schema.json()), limit)
+    return None if out is None else DataFrame(out, spark)
 
 
 def _map_partitions(df, function, schema):

@@ -1,0 +1,176 @@
+package flinkkit;
+
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.Iterator;
+import org.apache.spark.api.java.JavaSparkContext;
+import org.apache.spark.broadcast.Broadcast;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.unsafe.types.UTF8String;
+
+/**
+ * Flink's group aggregates chained over one stream, each over the changelog of the one
+ * before (kit/dynamic/aggregate.py's {@code chain}; the word-frequency cascade), fused into
+ * one pass per chunk of arrivals: no shuffle, no sort. Each task reads one input partition
+ * (a chunk of the stream, its rows in arrival order) and starts from the states the chunks
+ * before it leave: an aggregate's state is a function of its input table (no TTL, no
+ * mini-batch), so the first level is seeded with the earlier chunks' input rows, counted per
+ * distinct keys and arguments ({@code summary}, collected on the driver and broadcast), and
+ * each later level with the table the level below then holds, silently.
+ *
+ * <p>Input columns: the first level's keys and arguments, {@code _w}, {@code seq},
+ * {@code _n}, {@code _pt}; output as {@link GroupAggregate}'s, of the last level. Settings:
+ * each level's {@link GroupAggregate} settings, separated by {@code |}; a level after the
+ * first also has {@code in=<column>,...}: its keys and arguments, as places in the output of
+ * the level below (its keys, then its values).
+ *
+ * <pre>
+ *   chunk 0: Hello World | chunk 1: Hello        COUNT(*) GROUP BY word, then COUNT(cnt) GROUP BY cnt
+ *   chunk 1 starts at {Hello: 1, World: 1} and {1: 2}: -U 1 2, +U 1 1, +I 2 1 at Hello's arrival
+ * </pre>
+ */
+public class Chain implements org.apache.spark.api.java.function.MapPartitionsFunction {
+    final GroupAggregate[] levels;
+    final int[][] inputs;          // per level after the first: its input columns in the output below
+    final Broadcast before;        // Object[] per chunk: its distinct first-level inputs, weight last; or null
+    final int seq, n, pt;
+
+    Chain(String settings, StructType schema, Broadcast before) {
+        String[] parts = settings.split("\\|");
+        levels = new GroupAggregate[parts.length];
+        inputs = new int[parts.length][];
+        for (int l = 0; l < parts.length; l++) {
+            java.util.Map s = Internal.settings(parts[l]);
+            levels[l] = new GroupAggregate(s, l == 0 ? schema : null);
+            if (l > 0) {
+                String[] in = ((String) s.get("in")).split(",");
+                inputs[l] = new int[in.length];
+                for (int i = 0; i < in.length; i++) inputs[l][i] = Integer.parseInt(in[i]);
+            }
+        }
+        this.before = before;
+        int last = schema.fields().length - 1;
+        pt = last;
+        n = last - 1;
+        seq = last - 2;
+    }
+
+    /**
+     * The chain over {@code input} (its partitions the chunks), seeded from {@code summary}
+     * (rows {@code _chunk}, the first level's keys and arguments, {@code _m}: their count in
+     * the chunk; null for one chunk), as rows of {@code schema}; null when the summary has
+     * more than {@code limit} rows (too many states to send every task).
+     */
+    public static Dataset run(org.apache.spark.sql.classic.Dataset input, org.apache.spark.sql.classic.Dataset summary,
+                              String settings, StructType schema, int limit) {
+        Broadcast before = null;
+        if (summary != null) {
+            InternalRow[] rows = (InternalRow[]) summary.queryExecution().executedPlan().executeCollect();
+            if (rows.length > limit) return null;
+            int width = summary.schema().fields().length - 2;
+            Internal.Reader reader = new Internal.Reader(summary.schema());
+            int chunks = 0;
+            for (int i = 0; i < rows.length; i++) chunks = Math.max(chunks, rows[i].getInt(0) + 1);
+            ArrayList[] byChunk = new ArrayList[chunks];
+            for (int c = 0; c < chunks; c++) byChunk[c] = new ArrayList();
+            for (int i = 0; i < rows.length; i++) {
+                Object[] entry = new Object[width + 1];
+                for (int c = 0; c < width; c++) entry[c] = GroupAggregate.kept(reader.get(rows[i], c + 1));
+                entry[width] = Long.valueOf(rows[i].getLong(width + 1));
+                byChunk[rows[i].getInt(0)].add(entry);
+            }
+            Object[] value = new Object[chunks];
+            for (int c = 0; c < chunks; c++) value[c] = byChunk[c].toArray();
+            before = JavaSparkContext.fromSparkContext(input.sparkSession().sparkContext()).broadcast(value);
+        }
+        return Internal.mapPartitions(input, new Chain(settings, input.schema(), before), schema);
+    }
+
+    public Iterator call(final Iterator input) {
+        final int chunk = Internal.partition();
+        final HashMap[] states = new HashMap[levels.length];
+        for (int l = 0; l < levels.length; l++) states[l] = new HashMap();
+        seed(chunk, states);
+        final GroupAggregate first = levels[0];
+        return new Internal.Folding(input) {
+            private long last = Long.MIN_VALUE;
+            private final ArrayList changes = new ArrayList(4);
+
+            void process(InternalRow r) {
+                long s = r.getLong(seq);
+                if (s <= last) throw Internal.error("internal: a chunk of the stream is not in arrival order (seq "
+                                                    + s + " after " + last + ")");
+                last = s;
+                Object[] key = new Object[first.keys];
+                for (int k = 0; k < first.keys; k++) key[k] = first.reader.get(r, k);
+                changes.clear();
+                GroupAggregate.State state = first.fold(states[0], key, r.getInt(first.w), r, null, changes);
+                if (state != null)
+                    pass(0, state.key, changes, GroupAggregate.place(r.getArray(n)), s,
+                         r.isNullAt(pt) ? null : Long.valueOf(r.getLong(pt)));
+            }
+
+            /** Level {@code l}'s changes of {@code key}: out, from the last level; else folded into the next. */
+            private void pass(int l, Object[] key, ArrayList changes, int[] n0, long s, Long p) {
+                for (int c = 0; c < changes.size(); c += 2) {
+                    UTF8String op = (UTF8String) changes.get(c);
+                    Object[] values = (Object[]) changes.get(c + 1);
+                    if (l == levels.length - 1) {
+                        out.add(GroupAggregate.row(op, key, values, s, n0, c / 2, p));
+                        continue;
+                    }
+                    boolean adds = op == GroupAggregate.INSERT || op == GroupAggregate.UPDATE_AFTER;
+                    ArrayList next = new ArrayList(4);
+                    GroupAggregate.State state = feed(l + 1, states[l + 1], key, values, adds ? 1 : -1, next);
+                    if (state != null) pass(l + 1, state.key, next, plus(n0, c / 2), s, p);
+                }
+            }
+        };
+    }
+
+    /** Folds into level {@code l} the row {@code key ++ values} of the level below, with {@code weight}. */
+    GroupAggregate.State feed(int l, HashMap states, Object[] key, Object[] values, int weight, ArrayList changes) {
+        int[] in = inputs[l];
+        Object[] picked = new Object[in.length];
+        for (int i = 0; i < in.length; i++) picked[i] = in[i] < key.length ? key[in[i]] : values[in[i] - key.length];
+        Object[] k = new Object[levels[l].keys];
+        System.arraycopy(picked, 0, k, 0, k.length);
+        return levels[l].fold(states, k, weight, null, picked, changes);
+    }
+
+    /** The states the chunks before {@code chunk} leave, built without emitting anything. */
+    private void seed(int chunk, HashMap[] states) {
+        if (before == null) return;
+        Object[] byChunk = (Object[]) before.value();
+        GroupAggregate first = levels[0];
+        ArrayList ignored = new ArrayList();
+        for (int c = 0; c < chunk && c < byChunk.length; c++) {
+            Object[] entries = (Object[]) byChunk[c];
+            for (int i = 0; i < entries.length; i++) {
+                Object[] entry = (Object[]) entries[i];
+                Object[] key = new Object[first.keys];
+                System.arraycopy(entry, 0, key, 0, key.length);
+                first.fold(states[0], key, (int) ((Long) entry[entry.length - 1]).longValue(), null, entry, ignored);
+                ignored.clear();
+            }
+        }
+        for (int l = 1; l < levels.length; l++) {
+            Iterator below = states[l - 1].values().iterator();
+            while (below.hasNext()) {
+                GroupAggregate.State s = (GroupAggregate.State) below.next();
+                feed(l, states[l], s.key, s.last, 1, ignored);
+                ignored.clear();
+            }
+        }
+    }
+
+    /** {@code n0 + [j]}. */
+    static int[] plus(int[] n0, int j) {
+        if (n0.length == 0 && j < GroupAggregate.ONE.length) return GroupAggregate.ONE[j];
+        int[] place = java.util.Arrays.copyOf(n0, n0.length + 1);
+        place[n0.length] = j;
+        return place;
+    }
+}
