@@ -553,6 +553,7 @@ class Arrivals:
             wm = r._max if wm is None or (r._max is not None and r._max > wm) else wm
             pt = r._pmax if pt is None or (r._pmax is not None and r._pmax > pt) else pt
         self._chunks, self.count = ",".join(chunks), seq
+        self.offsets = [int(c.split(":")[0]) for c in chunks]   # each chunk's first seq
         clock = s.proctime
         # the last arrival's processing time, ms (a clock never goes back)
         self.last_proctime = (epoch_ms(clock.start) + (seq - 1) * clock.step.millis if isinstance(clock, Clock) and seq

@@ -332,14 +332,16 @@ def test_fast_equals_reference(spark, rows, update_before, global_):
 @settings(max_examples=6, deadline=None)
 @given(rows=st.lists(st.tuples(st.sampled_from(["a", "b", "c", None]), st.one_of(st.none(), st.integers(-3, 3))),
                      min_size=1, max_size=12),
-       chunks=st.integers(1, 4), depth=st.integers(1, 3), update_before=st.booleans())
-def test_chain_equals_level_by_level(spark, rows, chunks, depth, update_before):
+       chunks=st.integers(1, 4), depth=st.integers(1, 3), update_before=st.booleans(), clock=st.booleans())
+def test_chain_equals_level_by_level(spark, rows, chunks, depth, update_before, clock):
     """The fused chain (kit/jvm/Chain.java) over a stream of ``chunks`` input partitions,
-    each task seeded with the chunks before it, against the replay of one aggregate after
-    the other: the same changes, ``seq`` and ``_n``."""
+    each task seeded with the chunks before it, reading the stream's arrivals or its source
+    straight, against the replay of one aggregate after the other: the same changes,
+    ``seq``, ``_n`` and processing time."""
     df = spark.sparkContext.parallelize([(u, v, i) for i, (u, v) in enumerate(rows)], chunks) \
         .toDF("user string, v int, t bigint")
-    log = from_stream(kit.stream(df, time="t"), ["user", "v"])
+    s = kit.stream(df, time="t", proctime=Clock(datetime(2024, 1, 1), Duration.of_seconds(1)) if clock else None)
+    log = from_stream(s, ["user", "v"])
     levels = [(["user"], INSERT_CALLS, None),
               (["k"], [count("f"), C("SUM", "s", "ss", "bigint"), C("MIN", "s", "lo", "bigint"),
                        C("COUNT", "s", "ds", "bigint", True), C("AVG", "nv", "a", "double")],
@@ -352,11 +354,13 @@ def test_chain_equals_level_by_level(spark, rows, chunks, depth, update_before):
                                                         "seq", "_n", "_pt"), tuple(inputs), expected.mode)
         expected, _ = group_aggregate(expected, keys, calls, Options(update_before=update_before or i < depth - 1),
                                       engine="reference")
-    fused = chain(log, levels, Options(update_before=update_before, tasks=chunks))
-    assert fused.columns == expected.columns and fused.mode == expected.mode
-    meta = [[(r["_op"], [r[c] for c in out.columns], r["seq"], list(r["_n"])) for r in ordered(out.df).collect()]
-            for out in (fused, expected)]
-    assert meta[0] == meta[1]
+    want = [(r["_op"], [r[c] for c in expected.columns], r["seq"], list(r["_n"]), r["_pt"])
+            for r in ordered(expected.df).collect()]
+    for source in (None, (s, {"user": "user", "v": "v"})):
+        fused = chain(log, levels, Options(update_before=update_before, tasks=chunks), source)
+        assert fused.columns == expected.columns and fused.mode == expected.mode
+        assert [(r["_op"], [r[c] for c in fused.columns], r["seq"], list(r["_n"]), r["_pt"])
+                for r in ordered(fused.df).collect()] == want
 
 
 @settings(max_examples=4, deadline=None)

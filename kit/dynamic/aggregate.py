@@ -102,6 +102,7 @@ from .. import jvm, sparksql
 from ..arrow import column, groups, python_values
 from ..errors import KitError
 from ..spark import known_rows
+from ..stream import epoch_ms
 from .changelog import ADDS, DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE, AggCall, Changelog, Options
 
 __all__ = ["FUNCTIONS", "ENGINES", "group_aggregate", "changelog_mode"]
@@ -429,8 +430,10 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
     inputs)``, the first over ``log`` (insert-only, straight from one stream: its partitions
     the stream's chunks, in arrival order), each next one reading ``inputs`` (``{its
     column: a column of the level below}``); ``source``: where the first level reads
-    columns of the stream's source straight (``(source, {its column: the source's})``), the
-    source, whose partitions are the chunks too, so that counting them needs no arrival scan.
+    columns of the stream's source straight, ``(stream, {its column: the source's})``. The
+    source's partitions are the chunks too: the inputs are then counted there, with no arrival
+    scan, and, for a stream without a processing-time column, the pass reads them there
+    too, numbering the arrivals itself (each chunk's first ``seq`` from the stream's scan).
     The changelog of the last level, equal to
     ``group_aggregate`` applied level by level -- or None where that must run instead:
 
@@ -468,22 +471,25 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
         mode = changelog_mode(mode, replace(options, update_before=options.update_before if top else True))
     keys, calls, _ = levels[0]
     df = _compiled_input(log, keys, calls)
-    chunks, summary = df._jdf.rdd().getNumPartitions(), None
+    chunks, summary, raw = df._jdf.rdd().getNumPartitions(), None, None
+    if source is not None:   # the first level's inputs, straight from the stream's source
+        stream, columns = source
+        args = sorted({c.arg for c in calls if c.arg is not None})
+        raw = sparksql.select(stream.source, *(f"{sparksql.name(columns[c])} AS {sparksql.name(i)}"
+                                               for c, i in zip([*keys, *args], df.columns)))
     if options.tasks == 1 or chunks == 1:
         if options.tasks > 1:
             return None
         df = df.coalesce(1)
     else:
         inputs = df.columns[:df.columns.index("_w")]
-        if source is not None:
-            args = sorted({c.arg for c in calls if c.arg is not None})
-            frame, columns = source
-            df_in = sparksql.select(frame, *(f"{sparksql.name(columns[c])} AS {sparksql.name(i)}"
-                                             for c, i in zip([*keys, *args], inputs)))
-        else:
-            df_in = df
-        summary = df_in.selectExpr("spark_partition_id() AS _chunk", *inputs).groupBy("_chunk", *inputs) \
-            .agg(F.count(F.lit(1)).alias("_m"))
+        summary = (df if raw is None else raw).selectExpr("spark_partition_id() AS _chunk", *inputs) \
+            .groupBy("_chunk", *inputs).agg(F.count(F.lit(1)).alias("_m"))
+    if raw is not None and not isinstance(stream.proctime, str):   # the arrivals numbered in the pass
+        clock = stream.proctime
+        parts[0] += f";offsets={','.join(map(str, stream.arrivals.offsets))}" + (
+            f";clock={epoch_ms(clock.start)}:{clock.step.millis}" if clock is not None else "")
+        df = raw if summary is not None else raw.coalesce(1)
     out = jvm.chain(df, summary, "|".join(parts), schema, SUMMARY_LIMIT)
     if out is None:
         return None

@@ -359,7 +359,7 @@ class _Run:
         levels.reverse()
         log = self.node(levels[0][0].input, True)
         return chain(log, [(list(a.keys), list(a.calls), inputs if i else None) for i, (a, inputs) in enumerate(levels)],
-                     self._with(update_before), (stream.source, reads) if direct else None)
+                     self._with(update_before), (stream, reads) if direct else None)
 
     def _with(self, update_before: bool) -> Options:
         """The query's options for one operator: ``update_before`` and ``tasks``, the tasks a

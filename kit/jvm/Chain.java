@@ -21,7 +21,10 @@ import org.apache.spark.unsafe.types.UTF8String;
  * each later level with the table the level below then holds, silently.
  *
  * <p>Input columns: the first level's keys and arguments, {@code _w}, {@code seq},
- * {@code _n}, {@code _pt}; output as {@link GroupAggregate}'s, of the last level. Settings:
+ * {@code _n}, {@code _pt}; or, with {@code offsets=<each chunk's first seq>} (and
+ * {@code clock=<start ms>:<step ms>}) in the first level's settings, the keys and arguments
+ * alone, read from the stream's source: each a {@code +I} whose {@code seq} is its place.
+ * Output as {@link GroupAggregate}'s, of the last level. Settings:
  * each level's {@link GroupAggregate} settings, separated by {@code |}; a level after the
  * first also has {@code in=<column>,...}: its keys and arguments, as places in the output of
  * the level below (its keys, then its values).
@@ -36,6 +39,9 @@ public class Chain implements org.apache.spark.api.java.function.MapPartitionsFu
     final int[][] inputs;          // per level after the first: its input columns in the output below
     final Broadcast before;        // Object[] per chunk: its distinct first-level inputs, weight last; or null
     final int seq, n, pt;
+    final long[] offsets;          // read straight from the source: each chunk's first seq (else null)
+    final long clockStart, clockStep;   // and the processing time of arrival seq: start + seq * step
+    final boolean clocked;
 
     Chain(String settings, StructType schema, Broadcast before) {
         String[] parts = settings.split("\\|");
@@ -51,6 +57,14 @@ public class Chain implements org.apache.spark.api.java.function.MapPartitionsFu
             }
         }
         this.before = before;
+        java.util.Map first = Internal.settings(parts[0]);
+        String[] starts = first.containsKey("offsets") ? ((String) first.get("offsets")).split(",") : null;
+        offsets = starts == null ? null : new long[starts.length];
+        for (int c = 0; offsets != null && c < starts.length; c++) offsets[c] = Long.parseLong(starts[c]);
+        String[] clock = first.containsKey("clock") ? ((String) first.get("clock")).split(":") : null;
+        clocked = clock != null;
+        clockStart = clocked ? Long.parseLong(clock[0]) : 0;
+        clockStep = clocked ? Long.parseLong(clock[1]) : 0;
         int last = schema.fields().length - 1;
         pt = last;
         n = last - 1;
@@ -94,18 +108,24 @@ public class Chain implements org.apache.spark.api.java.function.MapPartitionsFu
         for (int l = 0; l < levels.length; l++) states[l] = new HashMap();
         seed(chunk, states);
         final GroupAggregate first = levels[0];
+        final long offset = offsets == null ? 0 : offsets[chunk];
         return new Internal.Folding(input) {
-            private long last = Long.MIN_VALUE;
+            private long last = Long.MIN_VALUE, read;
             private final ArrayList changes = new ArrayList(4);
 
             void process(InternalRow r) {
-                long s = r.getLong(seq);
+                long s = offsets != null ? offset + read++ : r.getLong(seq);
                 if (s <= last) throw Internal.error("internal: a chunk of the stream is not in arrival order (seq "
                                                     + s + " after " + last + ")");
                 last = s;
                 Object[] key = new Object[first.keys];
                 for (int k = 0; k < first.keys; k++) key[k] = first.reader.get(r, k);
                 changes.clear();
+                if (offsets != null) {   // an arrival of the stream: +I, _n = [], its clock's time
+                    GroupAggregate.State state = first.fold(states[0], key, 1, r, null, changes);
+                    pass(0, state.key, changes, GroupAggregate.EMPTY, s, clocked ? Long.valueOf(clockStart + s * clockStep) : null);
+                    return;
+                }
                 GroupAggregate.State state = first.fold(states[0], key, r.getInt(first.w), r, null, changes);
                 if (state != null)
                     pass(0, state.key, changes, GroupAggregate.place(r.getArray(n)), s,

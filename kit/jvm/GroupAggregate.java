@@ -32,6 +32,7 @@ import org.apache.spark.unsafe.types.UTF8String;
 public class GroupAggregate implements MapPartitionsFunction {
     final int keys;
     final int[] kinds;   // each function's place in FUNCTIONS
+    final boolean counting;   // every call a COUNT or a SUM (of integers), none DISTINCT: State keeps longs
     static final String[] FUNCTIONS = {"count", "sum", "avg", "min", "max"};
     static final int COUNT = 0, SUM = 1, AVG = 2, MAX = 4;
     final int[] args;
@@ -62,6 +63,9 @@ public class GroupAggregate implements MapPartitionsFunction {
             distinct[i] = "1".equals(f[2]);
         }
         updateBefore = "1".equals(s.get("ub"));
+        boolean tallied = true;
+        for (int i = 0; i < kinds.length; i++) tallied &= (kinds[i] == COUNT || kinds[i] == SUM) && !distinct[i];
+        counting = tallied;
         reader = schema == null ? null : new Internal.Reader(schema);
         int last = schema == null ? 3 : schema.fields().length - 1;
         pt = last;
@@ -165,12 +169,13 @@ public class GroupAggregate implements MapPartitionsFunction {
 
     /** A key's state: its accumulators, its record count and the values it emitted last. */
     final class State {
-        final Acc[] accs = new Acc[kinds.length];
+        final Acc[] accs = counting ? null : new Acc[kinds.length];
+        final long[] tallies = counting ? new long[2 * kinds.length] : null;   // per call: its values, their total
         long count;
         Object[] key, last;   // its key (copies), the values it emitted last
 
         State() {
-            for (int i = 0; i < accs.length; i++) {
+            for (int i = 0; !counting && i < accs.length; i++) {
                 int k = kinds[i];
                 Acc a = k == COUNT ? (Acc) new Count(args[i] < 0) : k == SUM || k == AVG ? (Acc) new Sum(k == AVG)
                     : (Acc) new MinMax(k == MAX);
@@ -180,21 +185,31 @@ public class GroupAggregate implements MapPartitionsFunction {
         }
 
         Object[] values() {
-            Object[] out = new Object[accs.length];
-            for (int i = 0; i < accs.length; i++) out[i] = accs[i].value();
+            Object[] out = new Object[kinds.length];
+            for (int i = 0; i < out.length; i++)
+                out[i] = !counting ? accs[i].value() : kinds[i] == COUNT ? (Object) Long.valueOf(tallies[2 * i])
+                    : tallies[2 * i] == 0 ? null : (Object) Long.valueOf(tallies[2 * i + 1]);
             return out;
         }
 
         /** Accumulates ({@code w = 1}) or retracts the arguments of row {@code r}. */
         void add(int w, InternalRow r) {
             count += w;
-            for (int i = 0; i < accs.length; i++) accs[i].add(args[i] < 0 ? null : reader.get(r, args[i]), w);
+            for (int i = 0; i < kinds.length; i++) add(i, args[i] < 0 ? null : reader.get(r, args[i]), w);
         }
 
         /** The same for arguments kept apart from their row ({@code values}: one per input column, or null). */
         void add(int w, Object[] values) {
             count += w;
-            for (int i = 0; i < accs.length; i++) accs[i].add(args[i] < 0 ? null : values[args[i]], w);
+            for (int i = 0; i < kinds.length; i++) add(i, args[i] < 0 ? null : values[args[i]], w);
+        }
+
+        private void add(int i, Object v, int w) {
+            if (!counting) accs[i].add(v, w);
+            else if (args[i] < 0 || v != null) {
+                tallies[2 * i] += w;
+                if (kinds[i] == SUM) tallies[2 * i + 1] += ((Number) v).longValue() * w;
+            }
         }
     }
 
