@@ -482,9 +482,10 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
             return None
         df = df.coalesce(1)
     else:
-        inputs = df.columns[:df.columns.index("_w")]
-        summary = (df if raw is None else raw).selectExpr("spark_partition_id() AS _chunk", *inputs) \
-            .groupBy("_chunk", *inputs).agg(F.count(F.lit(1)).alias("_m"))
+        firsts = df.columns[:df.columns.index("_w")]   # the first level's keys and arguments
+        summary = (df if raw is None else raw).selectExpr("spark_partition_id() AS _chunk",
+                                                          *map(sparksql.name, firsts))
+        summary = summary.groupBy("_chunk", *firsts).agg(F.count(F.lit(1)).alias("_m"))
     if raw is not None and not isinstance(stream.proctime, str):   # the arrivals numbered in the pass
         clock = stream.proctime
         parts[0] += f";offsets={','.join(map(str, stream.arrivals.offsets))}" + (
