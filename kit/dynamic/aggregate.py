@@ -416,7 +416,7 @@ def _compiled_schema(keys, calls, types) -> T.StructType:
 SUMMARY_LIMIT = 1_000_000   # distinct first-level inputs per chunk, summed, that a chain sends every task
 
 
-def natural_type(call: AggCall, types: dict) -> str:
+def _natural_type(call: AggCall, types: dict) -> str:
     """The type Spark's batch aggregate gives ``call`` where the Java folds apply (COUNT and
     SUM of integers BIGINT, AVG DOUBLE, MIN/MAX the column's)."""
     function = call.function.upper()
@@ -456,7 +456,7 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
     for i, (keys, calls, inputs) in enumerate(levels):
         if i:
             types = {name: types[column] for name, column in inputs.items()}
-        calls = [replace(c, type=natural_type(c, types)) for c in calls]
+        calls = [replace(c, type=_natural_type(c, types)) for c in calls]
         if _not_compiled(log, keys, calls, options, types):
             return None
         top = i == len(levels) - 1

@@ -329,37 +329,28 @@ class _Run:
 
     def _chained(self, n: P.GroupAggregate, update_before: bool) -> Changelog | None:
         """``n`` and the group aggregates below it, fused (``aggregate.chain``), when each
-        reads the one below through Calcs that only copy columns and the lowest reads Calcs
-        of one stream; None otherwise, or where the fused pass does not apply."""
+        reads the one below through Calcs that only copy what it reads and the lowest reads
+        Calcs of one stream; None otherwise, or where the fused pass does not apply."""
         from .aggregate import chain
         levels, node = [], n
         while True:
-            below, inputs = node.input, {c: c for c in node.input.columns}
-            while isinstance(below, P.Calc) and not below.where and set(_copies(below)) == set(below.columns):
-                copies = _copies(below)
-                inputs = {c: copies[source] for c, source in inputs.items()}
-                below = below.input
+            inputs, below, filtered = _copied(node.input)
             levels.append((node, inputs))
-            if not isinstance(below, P.GroupAggregate):
+            reads = [*node.keys, *(a.arg for a in node.calls if a.arg is not None)]
+            if not isinstance(below, P.GroupAggregate) or filtered or any(inputs[c] is None for c in reads):
                 break
             node = below
-        bottom, copies = levels[-1][0].input, {c: c for c in levels[-1][0].input.columns}
-        while isinstance(bottom, P.Calc):
-            own = _copies(bottom) if not bottom.where else {}
-            copies = {c: own.get(source) for c, source in copies.items()}
-            bottom = bottom.input
-        if not isinstance(bottom, P.Source):
+        if not isinstance(below, P.Source):
             return None
         # the columns the lowest level reads, when it copies them from the stream's source
-        stream, named = bottom.stream, dict(zip(bottom.columns, bottom.source_columns))
-        reads = {c: named.get(source) for c, source in copies.items()}
-        direct = stream.arrivals is not None and all(
-            reads.get(c) in stream.source.columns for c in [*levels[-1][0].keys, *(a.arg for a in levels[-1][0].calls
-                                                                                 if a.arg is not None)])
+        stream, named = below.stream, dict(zip(below.columns, below.source_columns))
+        source = {c: named.get(column) for c, column in inputs.items()}
+        direct = stream.arrivals is not None and not filtered and all(
+            source.get(c) in stream.source.columns for c in reads)
         levels.reverse()
         log = self.node(levels[0][0].input, True)
         return chain(log, [(list(a.keys), list(a.calls), inputs if i else None) for i, (a, inputs) in enumerate(levels)],
-                     self._with(update_before), (stream, reads) if direct else None)
+                     self._with(update_before), (stream, source) if direct else None)
 
     def _with(self, update_before: bool) -> Options:
         """The query's options for one operator: ``update_before`` and ``tasks``, the tasks a
@@ -437,6 +428,18 @@ def _copies(calc: P.Calc) -> dict:
         if m:
             copies[out] = m.group(1)
     return copies
+
+
+def _copied(node: P.Node) -> tuple[dict, P.Node, bool]:
+    """Below the Calcs that end at ``node``: ``{column of node: the column it copies there}``
+    (None: computed), the node there, and whether one of those Calcs filters rows."""
+    below, copies, filtered = node, {c: c for c in node.columns}, False
+    while isinstance(below, P.Calc):
+        own = _copies(below)
+        copies = {c: own.get(column) for c, column in copies.items()}
+        filtered = filtered or bool(below.where)
+        below = below.input
+    return copies, below, filtered
 
 
 def _through(calc: P.Calc, key: tuple | None) -> tuple | None:
