@@ -3,11 +3,12 @@ the fast path against the reference replay, and snapshots against batch Spark SQ
 
 import functools
 import json
+import tempfile
 from datetime import datetime
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import types as T
 
@@ -365,6 +366,54 @@ def test_chain_equals_level_by_level(spark, rows, chunks, depth, update_before, 
         assert fused.columns == expected.columns and fused.mode == expected.mode
         assert [(r["_op"], [r[c] for c in fused.columns], r["seq"], list(r["_n"]), r["_pt"])
                 for r in ordered(fused.df).collect()] == want
+
+
+@settings(max_examples=6, deadline=None)
+@given(rows=st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d", None]), st.one_of(st.none(), st.integers(-3, 3))),
+                     min_size=1, max_size=20),
+       split=st.booleans(), depth=st.integers(1, 2), star=st.booleans())
+@example(rows=[("a", 1), ("b", 1), ("a", 1), ("b", 1), ("c", 1), ("b", 1)], split=False, depth=1, star=False)
+@example(rows=[("a", 1), ("a", 2), ("b", 3)] * 4, split=True, depth=2, star=True)
+def test_chain_over_parquet_dictionaries(spark, rows, split, depth, star):
+    """The fused chain reading a Parquet source straight: the rows in a file whose keys are
+    in a dictionary per row group of 3 rows (the pass and the count of each chunk's inputs
+    look a key up once per dictionary id, ``Internal.Memo``), then again in a plain file; in
+    one chunk or split in several; the same changes as the replay of one aggregate after the
+    other. ``star``: the first level counts rows alone, so each chunk's inputs are its keys.
+    (The examples: ids a b, then b c; keys met again in a row group of each chunk.)"""
+    with tempfile.TemporaryDirectory() as folder:
+        paths = [f"{folder}/dictionary", f"{folder}/plain"]
+        for path, dictionary in zip(paths, ("true", "false")):
+            (spark.createDataFrame([(u, v, i) for i, (u, v) in enumerate(rows)], "user string, v int, t bigint")
+             .coalesce(1).write.option("parquet.block.row.count.limit", 3)
+             .option("parquet.enable.dictionary", dictionary).parquet(path))
+        files = {"spark.sql.files.maxPartitionBytes": "400" if split else "1g", "spark.sql.files.openCostInBytes": "0",
+                 "spark.sql.files.minPartitionNum": "1"}
+        before = {k: spark.conf.get(k, None) for k in files}
+        for k, v in files.items():
+            spark.conf.set(k, v)
+        try:
+            s = kit.stream(spark.read.parquet(*paths), time="t")
+            log = from_stream(s, ["user", "v"])
+            firsts = [count("n")] + ([] if star else [C("SUM", "v", "s", "bigint"), C("MAX", "v", "m", "bigint")])
+            levels = [(["user"], firsts, None),
+                      (["k"], [count("f"), C("SUM", "n2", "sn", "bigint")], {"k": "n", "n2": "n"})][:depth]
+            expected = log
+            for keys, calls, inputs in levels:
+                if inputs:
+                    expected = Changelog(expected.df.selectExpr("_op", *(f"{c} AS {n}" for n, c in inputs.items()),
+                                                                "seq", "_n", "_pt"), tuple(inputs), expected.mode)
+                expected, _ = group_aggregate(expected, keys, calls, Options(), engine="reference")
+            tasks = s.source.rdd.getNumPartitions()
+            assert tasks > 1 if split else tasks == 1
+            fused = chain(log, levels, Options(tasks=tasks), (s, {"user": "user", "v": "v"}))
+            assert [(r["_op"], [r[c] for c in fused.columns], r["seq"], list(r["_n"]))
+                    for r in ordered(fused.df).collect()] == \
+                [(r["_op"], [r[c] for c in expected.columns], r["seq"], list(r["_n"]))
+                 for r in ordered(expected.df).collect()]
+        finally:
+            for k, v in before.items():
+                spark.conf.unset(k) if v is None else spark.conf.set(k, v)
 
 
 @settings(max_examples=4, deadline=None)

@@ -442,9 +442,10 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
     - one chunk that should be spread over ``options.tasks`` tasks by key;
     - chunks whose distinct first-level inputs sum to more than ``SUMMARY_LIMIT``.
 
-    With several chunks, a first job counts each chunk's distinct first-level inputs; every
-    task starts from those of the chunks before its own (an aggregate's state is a function
-    of its input table). No shuffle by key, so a hot key costs no more than a cold one.
+    With several chunks, a first job counts each chunk's distinct first-level inputs (in
+    Java, looking a value that Parquet keeps in a dictionary up once per column chunk); every
+    task starts from those of the chunks before its own (an aggregate's state is a function of
+    its input table). No shuffle by key, so a hot key costs no more than a cold one.
 
         chunk 0: a b | chunk 1: a      -> chunk 1 starts at {a: 1, b: 1} and {1: 2}
     """
@@ -471,27 +472,22 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
         mode = changelog_mode(mode, replace(options, update_before=options.update_before if top else True))
     keys, calls, _ = levels[0]
     df = _compiled_input(log, keys, calls)
-    chunks, summary, raw = df._jdf.rdd().getNumPartitions(), None, None
+    chunks, raw = df._jdf.rdd().getNumPartitions(), None
     if source is not None:   # the first level's inputs, straight from the stream's source
         stream, columns = source
         args = sorted({c.arg for c in calls if c.arg is not None})
         raw = sparksql.select(stream.source, *(f"{sparksql.name(columns[c])} AS {sparksql.name(i)}"
                                                for c, i in zip([*keys, *args], df.columns)))
-    if options.tasks == 1 or chunks == 1:
-        if options.tasks > 1:
-            return None
-        df = df.coalesce(1)
-    else:
-        firsts = df.columns[:df.columns.index("_w")]   # the first level's keys and arguments
-        summary = (df if raw is None else raw).selectExpr("spark_partition_id() AS _chunk",
-                                                          *map(sparksql.name, firsts))
-        summary = summary.groupBy("_chunk", *firsts).agg(F.count(F.lit(1)).alias("_m"))
+    if options.tasks > 1 and chunks == 1:
+        return None
     if raw is not None and not isinstance(stream.proctime, str):   # the arrivals numbered in the pass
         clock = stream.proctime
         parts[0] += f";offsets={','.join(map(str, stream.arrivals.offsets))}" + (
             f";clock={epoch_ms(clock.start)}:{clock.step.millis}" if clock is not None else "")
-        df = raw if summary is not None else raw.coalesce(1)
-    out = jvm.chain(df, summary, "|".join(parts), schema, SUMMARY_LIMIT)
+        df = raw
+    if options.tasks == 1 and chunks > 1:   # one task reads the chunks in turn
+        df, chunks = df.coalesce(1), 1
+    out = jvm.chain(df, chunks, "|".join(parts), schema, SUMMARY_LIMIT)
     if out is None:
         return None
     last_keys, last_calls, _ = levels[-1]

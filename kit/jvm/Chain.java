@@ -1,12 +1,16 @@
 package flinkkit;
 
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.Iterator;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.broadcast.Broadcast;
 import org.apache.spark.sql.Dataset;
+import org.apache.spark.api.java.function.MapPartitionsFunction;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.types.UTF8String;
 
@@ -17,7 +21,7 @@ import org.apache.spark.unsafe.types.UTF8String;
  * (a chunk of the stream, its rows in arrival order) and starts from the states the chunks
  * before it leave: an aggregate's state is a function of its input table (no TTL, no
  * mini-batch), so the first level is seeded with the earlier chunks' input rows, counted per
- * distinct keys and arguments ({@code summary}, collected on the driver and broadcast), and
+ * distinct keys and arguments ({@link Inputs}, collected on the driver and broadcast), and
  * each later level with the table the level below then holds, silently.
  *
  * <p>Input columns: the first level's keys and arguments, {@code _w}, {@code seq},
@@ -34,7 +38,7 @@ import org.apache.spark.unsafe.types.UTF8String;
  *   chunk 1 starts at {Hello: 1, World: 1} and {1: 2}: -U 1 2, +U 1 1, +I 2 1 at Hello's arrival
  * </pre>
  */
-public class Chain implements org.apache.spark.api.java.function.MapPartitionsFunction {
+public class Chain implements MapPartitionsFunction {
     final GroupAggregate[] levels;
     final int[][] inputs;          // per level after the first: its input columns in the output below
     final Broadcast before;        // Object[] per chunk: its distinct first-level inputs, weight last; or null
@@ -72,21 +76,26 @@ public class Chain implements org.apache.spark.api.java.function.MapPartitionsFu
     }
 
     /**
-     * The chain over {@code input} (its partitions the chunks), seeded from {@code summary}
-     * (rows {@code _chunk}, the first level's keys and arguments, {@code _m}: their count in
-     * the chunk; null for one chunk), as rows of {@code schema}; null when the summary has
-     * more than {@code limit} rows (too many states to send every task).
+     * The chain over {@code input} (its {@code chunks} partitions the stream's chunks), each
+     * task after the first seeded from the inputs of the chunks before its own, counted by a
+     * first job ({@link Inputs}) and sent to every task; as rows of {@code schema}; null when
+     * those counts have more than {@code limit} rows (too many states to send every task).
      */
-    public static Dataset run(org.apache.spark.sql.classic.Dataset input, org.apache.spark.sql.classic.Dataset summary,
-                              String settings, StructType schema, int limit) {
+    public static Dataset run(org.apache.spark.sql.classic.Dataset input, int chunks, String settings,
+                              StructType schema, int limit) {
         Broadcast before = null;
-        if (summary != null) {
+        if (chunks > 1) {
+            StructType in = input.schema();
+            int width = java.util.Arrays.asList(in.fieldNames()).indexOf("_w");
+            if (width < 0) width = in.fields().length;   // read straight from the source: the inputs alone
+            StructType counted = new StructType().add("_chunk", DataTypes.IntegerType);
+            for (int c = 0; c < width; c++) counted = counted.add(in.fields()[c]);
+            counted = counted.add("_m", DataTypes.LongType);
+            org.apache.spark.sql.classic.Dataset summary = (org.apache.spark.sql.classic.Dataset)
+                Internal.mapPartitions(input, new Inputs(width, chunks - 1, new Internal.Reader(in)), counted);
             InternalRow[] rows = (InternalRow[]) summary.queryExecution().executedPlan().executeCollect();
             if (rows.length > limit) return null;
-            int width = summary.schema().fields().length - 2;
-            Internal.Reader reader = new Internal.Reader(summary.schema());
-            int chunks = 0;
-            for (int i = 0; i < rows.length; i++) chunks = Math.max(chunks, rows[i].getInt(0) + 1);
+            Internal.Reader reader = new Internal.Reader(counted);
             ArrayList[] byChunk = new ArrayList[chunks];
             for (int c = 0; c < chunks; c++) byChunk[c] = new ArrayList();
             for (int i = 0; i < rows.length; i++) {
@@ -102,6 +111,55 @@ public class Chain implements org.apache.spark.api.java.function.MapPartitionsFu
         return Internal.mapPartitions(input, new Chain(settings, input.schema(), before), schema);
     }
 
+    /**
+     * Each chunk's distinct first-level inputs (its rows' first {@code width} columns) and how
+     * many times each comes: rows {@code _chunk}, the columns, {@code _m}. The last chunk is
+     * not read: no task starts after it.
+     */
+    static final class Inputs implements MapPartitionsFunction {
+        private final int width, last;
+        private final Internal.Reader reader;
+
+        Inputs(int width, int last, Internal.Reader reader) {
+            this.width = width;
+            this.last = last;
+            this.reader = reader;
+        }
+
+        public Iterator call(Iterator input) {
+            int chunk = Internal.partition();
+            HashMap counts = new HashMap();   // the inputs (a value, or a list of them): {their count}
+            Internal.Memo memo = new Internal.Memo(width == 1 ? input : null, 0);
+            while (chunk != last && input.hasNext()) {
+                InternalRow r = (InternalRow) input.next();
+                long[] count = (long[]) memo.get();
+                if (count == null) {
+                    Object[] values = new Object[width];
+                    for (int c = 0; c < width; c++) values[c] = reader.get(r, c);
+                    count = (long[]) counts.get(width == 1 ? values[0] : Arrays.asList(values));
+                    if (count == null) {
+                        for (int c = 0; c < width; c++) values[c] = GroupAggregate.kept(values[c]);
+                        counts.put(width == 1 ? values[0] : Arrays.asList(values), count = new long[1]);
+                    }
+                    memo.put(count);
+                }
+                count[0]++;
+            }
+            ArrayList out = new ArrayList(counts.size());
+            Iterator entries = counts.entrySet().iterator();
+            while (entries.hasNext()) {
+                java.util.Map.Entry e = (java.util.Map.Entry) entries.next();
+                Object[] row = new Object[width + 2];
+                row[0] = Integer.valueOf(chunk);
+                if (width == 1) row[1] = e.getKey();
+                else System.arraycopy(((java.util.List) e.getKey()).toArray(), 0, row, 1, width);
+                row[width + 1] = Long.valueOf(((long[]) e.getValue())[0]);
+                out.add(new GenericInternalRow(row));
+            }
+            return out.iterator();
+        }
+    }
+
     public Iterator call(final Iterator input) {
         final int chunk = Internal.partition();
         final HashMap[] states = new HashMap[levels.length];
@@ -109,6 +167,8 @@ public class Chain implements org.apache.spark.api.java.function.MapPartitionsFu
         seed(chunk, states);
         final GroupAggregate first = levels[0];
         final long offset = offsets == null ? 0 : offsets[chunk];
+        // an insert-only stream read straight: a key's state, once made, stays in the map
+        final Internal.Memo memo = new Internal.Memo(offsets != null && first.keys == 1 ? input : null, 0);
         return new Internal.Folding(input) {
             private long last = Long.MIN_VALUE, read;
             private final ArrayList changes = new ArrayList(4);
@@ -118,18 +178,24 @@ public class Chain implements org.apache.spark.api.java.function.MapPartitionsFu
                 if (s <= last) throw Internal.error("internal: a chunk of the stream is not in arrival order (seq "
                                                     + s + " after " + last + ")");
                 last = s;
-                Object[] key = new Object[first.keys];
-                for (int k = 0; k < first.keys; k++) key[k] = first.reader.get(r, k);
                 changes.clear();
                 if (offsets != null) {   // an arrival of the stream: +I, _n = [], its clock's time
-                    GroupAggregate.State state = first.fold(states[0], key, 1, r, null, changes);
+                    GroupAggregate.State state = (GroupAggregate.State) memo.get();
+                    if (state != null) first.update(state, false, 1, r, null, changes);   // its key's, in the map
+                    else memo.put(state = first.fold(states[0], key(r), 1, r, null, changes));
                     pass(0, state.key, changes, GroupAggregate.EMPTY, s, clocked ? Long.valueOf(clockStart + s * clockStep) : null);
                     return;
                 }
-                GroupAggregate.State state = first.fold(states[0], key, r.getInt(first.w), r, null, changes);
+                GroupAggregate.State state = first.fold(states[0], key(r), r.getInt(first.w), r, null, changes);
                 if (state != null)
                     pass(0, state.key, changes, GroupAggregate.place(r.getArray(n)), s,
                          r.isNullAt(pt) ? null : Long.valueOf(r.getLong(pt)));
+            }
+
+            private Object[] key(InternalRow r) {   // views of the row: copied when a state is made
+                Object[] key = new Object[first.keys];
+                for (int k = 0; k < first.keys; k++) key[k] = first.reader.get(r, k);
+                return key;
             }
 
             /** Level {@code l}'s changes of {@code key}: out, from the last level; else folded into the next. */

@@ -265,12 +265,17 @@ public class GroupAggregate implements MapPartitionsFunction {
             id = keys == 1 ? key[0] : Arrays.asList(key);
             state.key = key;
         }
-        Object[] prev = state.last;
-        if (r != null) state.add(weight, r); else state.add(weight, values);
-        decide(state, first, prev, changes);
+        update(state, first, weight, r, values, changes);
         if (state.count == 0) states.remove(id);
         else if (first) states.put(id, state);
         return state;
+    }
+
+    /** {@link #fold}'s work on the key's state: a new one ({@code first}) or one in the map, that it keeps there. */
+    void update(State state, boolean first, int weight, InternalRow r, Object[] values, ArrayList changes) {
+        Object[] prev = state.last;
+        if (r != null) state.add(weight, r); else state.add(weight, values);
+        decide(state, first, prev, changes);
     }
 
     /** {@code v}, a string copied: a value read from a row is a view of it, and Spark reuses its rows. */

@@ -4,7 +4,12 @@ import org.apache.spark.api.java.function.MapPartitionsFunction;
 import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.Alias;
+import org.apache.spark.sql.catalyst.expressions.AttributeReference;
 import org.apache.spark.sql.execution.ColumnarToRowExec;
+import org.apache.spark.sql.execution.ProjectExec;
+import org.apache.spark.sql.execution.datasources.parquet.ParquetDictionary;
+import org.apache.spark.sql.execution.vectorized.WritableColumnVector;
 import org.apache.spark.sql.execution.QueryExecution;
 import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.execution.WholeStageCodegenExec;
@@ -19,6 +24,7 @@ import org.apache.spark.sql.types.StringType;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.types.TimestampNTZType;
 import org.apache.spark.sql.types.TimestampType;
+import org.apache.spark.sql.vectorized.ColumnVector;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 import scala.jdk.javaapi.CollectionConverters;
 
@@ -30,7 +36,8 @@ import scala.jdk.javaapi.CollectionConverters;
  * copying it (Spark reuses them); the rows it gives are read once, in turn.
  *
  * <p>A DataFrame that only reads columns of a file (a scan whose column batches Spark turns
- * into rows) is read from the batches in place, each row a view of its batch.
+ * into rows), perhaps renamed or reordered, is read from the batches in place, each row a
+ * view of its batch ({@link Memo}: work done once per value of a Parquet dictionary).
  *
  * <p>The input is planned without adaptive execution, so that a shuffle in it runs when
  * the result is read, not when it is built (adaptive plans run their shuffles to plan on).
@@ -50,10 +57,10 @@ public final class Internal {
         } finally {
             conf.setConfString(adaptive, before);
         }
-        SparkPlan columnar = columnarSource(plan.executedPlan(), df.schema());
+        SparkPlan columnar = columnarSource(plan.executedPlan());
         RDD out = columnar != null
-            ? columnar.executeColumnar().mapPartitionsWithIndex(new Partition(f, true), false, ROW)
-            : plan.toRdd().mapPartitionsWithIndex(new Partition(f, false), false, ROW);
+            ? columnar.executeColumnar().mapPartitionsWithIndex(new Partition(f, true, picks(plan.executedPlan())), false, ROW)
+            : plan.toRdd().mapPartitionsWithIndex(new Partition(f, false, null), false, ROW);
         return df.sparkSession().internalCreateDataFrame(out, schema, false);
     }
 
@@ -63,14 +70,38 @@ public final class Internal {
 
     /**
      * The columnar source of a plan that only turns it into rows (a file scan of the columns
-     * read, as {@code spark.read.parquet(...).select(...)} plans it), or null: its batches
-     * are then read row by row in place, without Spark writing each row out first.
+     * read, as {@code spark.read.parquet(...).select(...)} plans it), perhaps picking,
+     * renaming or reordering its columns, or null: its batches are then read row by row in
+     * place, without Spark writing each row out first.
      */
-    private static SparkPlan columnarSource(SparkPlan plan, StructType schema) {
+    private static SparkPlan columnarSource(SparkPlan plan) {
         if (plan instanceof WholeStageCodegenExec) plan = ((WholeStageCodegenExec) plan).child();
+        if (plan instanceof ProjectExec && picks(plan) != null) plan = ((ProjectExec) plan).child();
         if (!(plan instanceof ColumnarToRowExec)) return null;
         SparkPlan source = ((ColumnarToRowExec) plan).child();
-        return source.supportsColumnar() && source.schema().equals(schema) ? source : null;
+        return source.supportsColumnar() ? source : null;
+    }
+
+    /**
+     * For a plan that only picks columns of its child, perhaps renamed: the place of each in
+     * the child's output; null for another plan.
+     */
+    private static int[] picks(SparkPlan plan) {
+        if (plan instanceof WholeStageCodegenExec) plan = ((WholeStageCodegenExec) plan).child();
+        if (!(plan instanceof ProjectExec)) return null;
+        java.util.List list = CollectionConverters.asJava(((ProjectExec) plan).projectList());
+        java.util.List inputs = CollectionConverters.asJava(((ProjectExec) plan).child().output());
+        int[] out = new int[list.size()];
+        for (int i = 0; i < out.length; i++) {
+            Object e = list.get(i);
+            if (e instanceof Alias) e = ((Alias) e).child();
+            if (!(e instanceof AttributeReference)) return null;
+            out[i] = -1;
+            for (int j = 0; j < inputs.size(); j++)
+                if (((AttributeReference) inputs.get(j)).exprId().equals(((AttributeReference) e).exprId())) out[i] = j;
+            if (out[i] < 0) return null;
+        }
+        return out;
     }
 
     /**
@@ -124,22 +155,30 @@ public final class Internal {
         }
     }
 
-    /** The rows of column batches, in order. */
+    /** The rows of column batches, in order; with {@code picks}, of the batches' columns at those places. */
     static final class BatchRows implements java.util.Iterator {
         private final java.util.Iterator batches;
+        private final int[] picks;
         private ColumnarBatch batch;
-        private int next, size;
+        private int next, size, read;
 
-        BatchRows(java.util.Iterator batches) {
+        BatchRows(java.util.Iterator batches, int[] picks) {
             this.batches = batches;
+            this.picks = picks;
         }
 
         public boolean hasNext() {
             while (next == size) {
                 if (!batches.hasNext()) return false;
                 batch = (ColumnarBatch) batches.next();
+                if (picks != null) {
+                    ColumnVector[] columns = new ColumnVector[picks.length];
+                    for (int c = 0; c < picks.length; c++) columns[c] = batch.column(picks[c]);
+                    batch = new ColumnarBatch(columns, batch.numRows());
+                }
                 next = 0;
                 size = batch.numRows();
+                read++;
             }
             return true;
         }
@@ -147,6 +186,81 @@ public final class Internal {
         public Object next() {
             if (!hasNext()) throw new java.util.NoSuchElementException();
             return batch.getRow(next++);
+        }
+    }
+
+    /**
+     * A value computed once per distinct value of a column that Parquet stores in a
+     * dictionary, kept by dictionary id while the rows come from one column chunk (one
+     * dictionary): a frequent key is then looked up once per chunk, not once per row. Keeps
+     * nothing for rows not read from column batches, or of a column not in a dictionary.
+     *
+     * <pre>
+     *   Object v = memo.get();   // for the row just read
+     *   if (v == null) { v = ...; memo.put(v); }
+     * </pre>
+     */
+    static final class Memo {
+        private static final java.lang.reflect.Field VECTOR, FILE;   // each vector's dictionary, the file's in it
+        static {
+            java.lang.reflect.Field vector = null, file = null;
+            try {
+                vector = WritableColumnVector.class.getDeclaredField("dictionary");
+                file = ParquetDictionary.class.getDeclaredField("dictionary");
+                vector.setAccessible(true);
+                file.setAccessible(true);
+            } catch (Exception e) {   // another Spark: no memo
+                vector = file = null;
+            }
+            VECTOR = vector;
+            FILE = file;
+        }
+
+        private final BatchRows rows;
+        private final int column;
+        private int batch = -1, id;
+        private WritableColumnVector ids;   // of the current batch; null: not in a dictionary
+        private Object dictionary;
+        private Object[] values;
+
+        /** Of column {@code column} of {@code rows} (an input iterator: none kept unless of batches). */
+        Memo(java.util.Iterator rows, int column) {
+            this.rows = rows instanceof BatchRows && FILE != null ? (BatchRows) rows : null;
+            this.column = column;
+        }
+
+        /** The value kept for the value of the row just read, or null. */
+        Object get() {
+            id = -1;
+            if (rows == null) return null;
+            if (rows.read != batch) {
+                batch = rows.read;
+                ids = dictionaryIds(rows.batch.column(column));
+            }
+            if (ids == null || rows.batch.column(column).isNullAt(rows.next - 1)) return null;
+            id = ids.getDictId(rows.next - 1);
+            return values[id];
+        }
+
+        /** Keeps {@code v} for the value of the row just read. */
+        void put(Object v) {
+            if (id >= 0) values[id] = v;
+        }
+
+        private WritableColumnVector dictionaryIds(ColumnVector vector) {
+            if (!(vector instanceof WritableColumnVector) || !((WritableColumnVector) vector).hasDictionary()) return null;
+            try {
+                Object wrapper = VECTOR.get(vector);
+                if (!(wrapper instanceof ParquetDictionary)) return null;
+                Object file = FILE.get(wrapper);
+                if (file != dictionary) {
+                    dictionary = file;
+                    values = new Object[((org.apache.parquet.column.Dictionary) file).getMaxId() + 1];
+                }
+            } catch (IllegalAccessException e) {
+                return null;
+            }
+            return ((WritableColumnVector) vector).getDictionaryIds();
         }
     }
 
@@ -206,17 +320,19 @@ public final class Internal {
     static final class Partition extends scala.runtime.AbstractFunction2 implements java.io.Serializable {
         private final MapPartitionsFunction f;
         private final boolean batches;
+        private final int[] picks;
 
-        Partition(MapPartitionsFunction f, boolean batches) {
+        Partition(MapPartitionsFunction f, boolean batches, int[] picks) {
             this.f = f;
             this.batches = batches;
+            this.picks = picks;
         }
 
         public Object apply(Object index, Object input) {
             java.util.Iterator rows = CollectionConverters.asJava((scala.collection.Iterator) input);
             PARTITION.set((Integer) index);
             try {
-                return CollectionConverters.asScala(f.call(batches ? new BatchRows(rows) : rows));
+                return CollectionConverters.asScala(f.call(batches ? new BatchRows(rows, picks) : rows));
             } catch (RuntimeException e) {
                 throw e;
             } catch (Exception e) {

@@ -229,15 +229,16 @@ def mini_batch_group_aggregate(df, settings: str, schema):
     return _map_partitions(df, df.sparkSession._jvm.flinkkit.MiniBatchGroupAggregate(settings, df._jdf.schema()), schema)
 
 
-def chain(df, summary, settings: str, schema, limit: int):
-    """``Chain.run``: the chained group aggregates of ``settings`` over ``df`` (its partitions
-    a stream's chunks, in arrival order), each task seeded from ``summary`` (None: one chunk);
-    rows of ``schema``, or None when the summary has more than ``limit`` rows."""
+def chain(df, chunks: int, settings: str, schema, limit: int):
+    """``Chain.run``: the chained group aggregates of ``settings`` over ``df`` (its ``chunks``
+    partitions a stream's chunks, in arrival order), each task seeded from the inputs of the
+    chunks before its own; rows of ``schema``, or None when those inputs, counted per chunk,
+    have more than ``limit`` rows."""
     from pyspark.sql import DataFrame
 
     spark = df.sparkSession
-    out = spark._jvm.flinkkit.Chain.run(df._jdf, None if summary is None else summary._jdf, settings,
-                                        spark._jsparkSession.parseDataType(schema.json()), limit)
+    out = spark._jvm.flinkkit.Chain.run(df._jdf, chunks, settings, spark._jsparkSession.parseDataType(schema.json()),
+                                        limit)
     return None if out is None else DataFrame(out, spark)
 
 
