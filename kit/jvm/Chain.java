@@ -246,7 +246,7 @@ public class Chain implements MapPartitionsFunction {
             Iterator below = states[l - 1].values().iterator();
             while (below.hasNext()) {
                 GroupAggregate.State s = (GroupAggregate.State) below.next();
-                feed(l, states[l], s.key, s.last, 1, ignored);
+                feed(l, states[l], s.key, s.last(), 1, ignored);
                 ignored.clear();
             }
         }

@@ -167,12 +167,16 @@ public class GroupAggregate implements MapPartitionsFunction {
         }
     }
 
-    /** A key's state: its accumulators, its record count and the values it emitted last. */
+    /**
+     * A key's state: its accumulators, its record count and the values it emitted last (of
+     * tallies, their values: not kept, which spares reading them back from memory).
+     */
     final class State {
         final Acc[] accs = counting ? null : new Acc[kinds.length];
         final long[] tallies = counting ? new long[2 * kinds.length] : null;   // per call: its values, their total
         long count;
-        Object[] key, last;   // its key (copies), the values it emitted last
+        Object[] key;   // copies
+        private Object[] last;
 
         State() {
             for (int i = 0; !counting && i < accs.length; i++) {
@@ -181,7 +185,12 @@ public class GroupAggregate implements MapPartitionsFunction {
                     : (Acc) new MinMax(k == MAX);
                 accs[i] = distinct[i] ? new Distinct(a) : a;
             }
-            last = values();
+            if (!counting) last = values();
+        }
+
+        /** The values it emitted last. */
+        Object[] last() {
+            return counting ? values() : last;
         }
 
         Object[] values() {
@@ -233,7 +242,7 @@ public class GroupAggregate implements MapPartitionsFunction {
             return;
         }
         Object[] now = state.values();
-        state.last = now;
+        if (!counting) state.last = now;
         if (first) {
             out.add(INSERT);
             out.add(now);
@@ -273,7 +282,7 @@ public class GroupAggregate implements MapPartitionsFunction {
 
     /** {@link #fold}'s work on the key's state: a new one ({@code first}) or one in the map, that it keeps there. */
     void update(State state, boolean first, int weight, InternalRow r, Object[] values, ArrayList changes) {
-        Object[] prev = state.last;
+        Object[] prev = state.last();
         if (r != null) state.add(weight, r); else state.add(weight, values);
         decide(state, first, prev, changes);
     }

@@ -173,7 +173,7 @@ public class MiniBatchGroupAggregate extends GroupAggregate {
                 state = new State();
                 state.key = group;
             }
-            Object[] prev = state.last;
+            Object[] prev = state.last();
             for (int m = from; m < messages.size(); m++) {
                 Object[] message = (Object[]) messages.get(m);
                 state.add(((Integer) message[0]).intValue(), (Object[]) message[1]);
