@@ -18,6 +18,8 @@ PySpark's query-error loggers off                  no Java stack traces for a fa
 ``spark.jars = <the kit's Java helpers>``          per-partition folds without a sort (``kit.jvm``)
 the class archive, when built (``kit.archive``)    ~2 s off a session's start and first queries
 ``PYSPARK_PYTHON = sys.executable``                workers run on the same interpreter
+the driver's heap reserved at start (``-Xms``)     as Flink's TaskManagers: a full GC does not
+                                                   shrink it for the next big job to regrow
 =================================================  ==========================
 
 Environment: ``SPARK_REMOTE`` (e.g. ``sc://host:15002``) connects to a Spark Connect
@@ -125,7 +127,7 @@ def _alive(pid: int) -> bool:
 
 def _conf(master: str = "local[*]") -> dict[str, str]:
     cores = os.cpu_count() or 2
-    java_opts = f"-Dlog4j2.configurationFile=file:{_LOG4J}"
+    java_opts, memory = f"-Dlog4j2.configurationFile=file:{_LOG4J}", os.environ.get("KIT_DRIVER_MEMORY", "4g")
     conf = {
         "spark.app.name": "flink-kit",
         "spark.sql.session.timeZone": "UTC",
@@ -135,8 +137,8 @@ def _conf(master: str = "local[*]") -> dict[str, str]:
         "spark.default.parallelism": str(max(2, cores)),
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
-        "spark.driver.memory": os.environ.get("KIT_DRIVER_MEMORY", "4g"),
-        "spark.driver.extraJavaOptions": java_opts,
+        "spark.driver.memory": memory,
+        "spark.driver.extraJavaOptions": f"{java_opts} -Xms{memory}",
         "spark.executor.extraJavaOptions": java_opts,
     }
     if not master.startswith("local"):   # the executors' cores, known once they run (adopt); their own logs
