@@ -416,6 +416,20 @@ def test_chain_over_parquet_dictionaries(spark, rows, split, depth, star):
                 spark.conf.unset(k) if v is None else spark.conf.set(k, v)
 
 
+@pytest.mark.parametrize("mini_batch", [None, (1000, 10)])
+def test_a_compiled_fold_stops_on_messages_out_of_order(spark, mini_batch):
+    """A changelog said to be ``in_order`` (read without a sort) that is not: the Java fold
+    stops with an internal error rather than give a wrong changelog."""
+    log = changelog(spark, ["user", "v"], [["a", 1], ["b", 2], ["a", 3]])
+    backwards = log.with_df(log.df.orderBy(log.df.seq.desc()).coalesce(1), in_order=True)
+    out, _ = group_aggregate(backwards, ["user"], [count("n")], Options(mini_batch=mini_batch), engine="compiled")
+    with pytest.raises(Exception, match="not in arrival order"):
+        out.df.collect()
+    right, _ = group_aggregate(log.with_df(log.df.orderBy(log.df.seq.desc())), ["user"], [count("n")],
+                               Options(mini_batch=mini_batch), engine="compiled")
+    assert sorted(snapshot(right).collect()) == [("a", 2), ("b", 1)]   # not said in order: sorted first
+
+
 @settings(max_examples=4, deadline=None)
 @given(rows=inputs)
 def test_snapshot_equals_batch(spark, rows):

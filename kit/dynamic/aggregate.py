@@ -138,15 +138,16 @@ def group_aggregate(log: Changelog, keys: list[str], calls: list[AggCall], optio
     compiled = _not_compiled(log, keys, calls, options, types) if engine in ("auto", "compiled") else None
     if engine == "compiled" and compiled:
         raise KitError(f"the compiled group aggregate does not apply: {compiled}; use engine='auto'")
+    in_order = False
     if engine in ("auto", "compiled") and not compiled:
-        df, expired = _compiled(log, keys, calls, options, types), None
+        (df, in_order), expired = _compiled(log, keys, calls, options, types), None
     elif options.mini_batch:
         df, expired = _minibatch(log, keys, calls, options, types)
     elif engine != "reference" and not why:
         df, expired = _fast(log, keys, calls, options, types), None
     else:
         df, expired = _replay(log, keys, calls, options, types)
-    return Changelog(df, out, changelog_mode(log.mode, options), tuple(keys)), expired
+    return Changelog(df, out, changelog_mode(log.mode, options), tuple(keys), in_order), expired
 
 
 def _split_arg(calls) -> str:
@@ -366,23 +367,26 @@ def _not_compiled(log, keys, calls, options, types) -> str | None:
     return None
 
 
-def _compiled(log: Changelog, keys, calls, options, types) -> DataFrame:
+def _compiled(log: Changelog, keys, calls, options, types) -> tuple[DataFrame, bool]:
     """The reference's fold in Java (``kit/jvm/GroupAggregate.java``): the keys spread over
-    ``options.tasks`` tasks (one: no shuffle), each task's messages sorted by ``(seq, _n)``
-    and folded with a map of key states."""
+    ``options.tasks`` tasks (one: no shuffle), each task's messages in ``(seq, _n)`` order
+    (sorted, unless ``log`` is ``in_order`` and one task reads it) and folded with a map of
+    key states; and whether its output is ``in_order`` (one task)."""
     df, settings = _compiled_input(log, keys, calls), _settings(keys, calls, options.update_before)
     schema = _compiled_schema(keys, calls, types)
     ks = [sparksql.name(k) for k in keys]
+    spread = options.mini_batch is None and bool(ks) and options.tasks > 1
+    df = df.repartition(options.tasks, *ks) if spread else df.coalesce(1)
+    if spread or not log.in_order:
+        df = df.sortWithinPartitions("seq", "_n")
     if options.mini_batch is None:
-        df = (df.repartition(options.tasks, *ks) if ks and options.tasks > 1 else df.coalesce(1)) \
-            .sortWithinPartitions("seq", "_n")
-        return jvm.group_aggregate(df, settings, schema)
+        return jvm.group_aggregate(df, settings, schema), not spread
     args = sorted({c.arg for c in calls if c.arg is not None})
     (latency, size), (phase, arg) = options.mini_batch, _bundles(calls, options)
     split = f"{options.distinct_split}:{len(keys) + args.index(arg)}:{_HASHED[type(types[arg])]}" if arg else ""
     settings += (f";size={size};latency={latency};phase={phase};split={split}"
                  f";hash={''.join(_HASHED[type(types[k])] for k in keys)}")
-    return jvm.mini_batch_group_aggregate(df.coalesce(1).sortWithinPartitions("seq", "_n"), settings, schema)
+    return jvm.mini_batch_group_aggregate(df, settings, schema), True
 
 
 def _compiled_input(log: Changelog, keys, calls) -> DataFrame:
@@ -491,7 +495,7 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
     if out is None:
         return None
     last_keys, last_calls, _ = levels[-1]
-    return Changelog(out, (*last_keys, *(c.name for c in last_calls)), mode, tuple(last_keys))
+    return Changelog(out, (*last_keys, *(c.name for c in last_calls)), mode, tuple(last_keys), True)
 
 
 def _bundles(calls, options) -> tuple:

@@ -56,14 +56,19 @@ class Changelog:
     """An operator's output: ``df`` (see the module doc), its value ``columns``, the row
     kinds it may hold (``mode``: Flink's changelog mode, inferred by the planner from the
     operators, not from the rows) and the columns that identify a row of the table it
-    describes (``upsert_key``: a group aggregate's keys; None when there are none)."""
+    describes (``upsert_key``: a group aggregate's keys; None when there are none).
+    ``in_order``: its partitions, read one after the other, give its rows in ``(seq, _n)``
+    order (a stream's arrivals, a fold in one task): an operator that needs them so reads
+    them without a sort."""
     df: DataFrame
     columns: tuple
     mode: frozenset = INSERT_ONLY
     upsert_key: tuple | None = None
+    in_order: bool = False
 
     def with_df(self, df: DataFrame, **changes) -> "Changelog":
-        return replace(self, df=df, **changes)
+        """The same changelog over another ``df`` (not ``in_order`` unless said)."""
+        return replace(self, df=df, **{"in_order": False, **changes})
 
     @property
     def insert_only(self) -> bool:
@@ -142,4 +147,4 @@ def from_stream(s, columns: list | None = None, names: list | None = None) -> Ch
     pt = "unix_millis(proctime)" if s.proctime is not None else "CAST(NULL AS BIGINT)"
     df = s.df.selectExpr("'+I' AS _op", *[f"{sparksql.name(c)} AS {sparksql.name(n)}" for c, n in zip(columns, names)],
                          "seq", "CAST(array() AS ARRAY<INT>) AS _n", f"{pt} AS _pt")
-    return Changelog(df, tuple(names))
+    return Changelog(df, tuple(names), in_order=True)   # the stream's chunks in turn, each in arrival order

@@ -287,6 +287,12 @@ public class GroupAggregate implements MapPartitionsFunction {
         decide(state, first, prev, changes);
     }
 
+    /** The error for a task's messages out of arrival order: the kit planned it wrong. */
+    static RuntimeException outOfOrder(long seq, long before) {
+        return Internal.error("internal: a task's changelog messages are not in arrival order (seq " + seq + " after "
+                              + before + ")");
+    }
+
     /** {@code v}, a string copied: a value read from a row is a view of it, and Spark reuses its rows. */
     static Object kept(Object v) {
         return v instanceof UTF8String ? ((UTF8String) v).clone() : v;
@@ -340,8 +346,11 @@ public class GroupAggregate implements MapPartitionsFunction {
         final HashMap states = new HashMap();
         return new Internal.Folding(input) {
             private final ArrayList changes = new ArrayList(4);
+            private long last = Long.MIN_VALUE;
 
             void process(InternalRow r) {
+                if (r.getLong(seq) < last) throw outOfOrder(r.getLong(seq), last);
+                last = r.getLong(seq);
                 Object[] key = new Object[keys];   // views of the row: copied when a state is made
                 for (int k = 0; k < keys; k++) key[k] = reader.get(r, k);
                 changes.clear();

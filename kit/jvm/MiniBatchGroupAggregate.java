@@ -230,6 +230,7 @@ public class MiniBatchGroupAggregate extends GroupAggregate {
 
             private void read(InternalRow r) {
                 long s = r.getLong(seq);
+                if (any && s < lastSeq) throw outOfOrder(s, lastSeq);
                 Long p = r.isNullAt(pt) ? null : Long.valueOf(r.getLong(pt));
                 long interval = p == null ? 0 : p.longValue() - Math.floorMod(p.longValue(), latency);
                 if (any && interval != lastInterval) run.flushAll(lastSeq, Long.valueOf(lastInterval + latency));
