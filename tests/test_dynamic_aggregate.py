@@ -416,6 +416,18 @@ def test_chain_over_parquet_dictionaries(spark, rows, split, depth, star):
                 spark.conf.unset(k) if v is None else spark.conf.set(k, v)
 
 
+def test_chain_falls_back_past_the_summary_limit(spark, monkeypatch):
+    """More distinct first-level inputs before the last chunk than ``SUMMARY_LIMIT``: no fused
+    pass (the per-level one runs); the count of each chunk stops past the limit."""
+    from kit.dynamic import aggregate
+    df = spark.sparkContext.parallelize([(u, i) for i, u in enumerate("abcdab")], 2).toDF("user string, t bigint")
+    s = kit.stream(df, time="t")
+    log, levels = from_stream(s, ["user"]), [(["user"], [count("n")], None)]
+    for limit, fused in ((2, False), (3, True)):   # chunk 0 holds a, b, c
+        monkeypatch.setattr(aggregate, "SUMMARY_LIMIT", limit)
+        assert (chain(log, levels, Options(tasks=2), (s, {"user": "user"})) is not None) == fused
+
+
 @pytest.mark.parametrize("mini_batch", [None, (1000, 10)])
 def test_a_compiled_fold_stops_on_messages_out_of_order(spark, mini_batch):
     """A changelog said to be ``in_order`` (read without a sort) that is not: the Java fold

@@ -92,7 +92,7 @@ public class Chain implements MapPartitionsFunction {
             for (int c = 0; c < width; c++) counted = counted.add(in.fields()[c]);
             counted = counted.add("_m", DataTypes.LongType);
             org.apache.spark.sql.classic.Dataset summary = (org.apache.spark.sql.classic.Dataset)
-                Internal.mapPartitions(input, new Inputs(width, chunks - 1, new Internal.Reader(in)), counted);
+                Internal.mapPartitions(input, new Inputs(width, chunks - 1, limit, new Internal.Reader(in)), counted);
             InternalRow[] rows = (InternalRow[]) summary.queryExecution().executedPlan().executeCollect();
             if (rows.length > limit) return null;
             Internal.Reader reader = new Internal.Reader(counted);
@@ -114,15 +114,18 @@ public class Chain implements MapPartitionsFunction {
     /**
      * Each chunk's distinct first-level inputs (its rows' first {@code width} columns) and how
      * many times each comes: rows {@code _chunk}, the columns, {@code _m}. The last chunk is
-     * not read: no task starts after it.
+     * not read: no task starts after it. A chunk with more than {@code limit} stops there (its
+     * counts are not complete, and too many to use anyway), so the driver gets at most
+     * {@code limit + 1} rows of each.
      */
     static final class Inputs implements MapPartitionsFunction {
-        private final int width, last;
+        private final int width, last, limit;
         private final Internal.Reader reader;
 
-        Inputs(int width, int last, Internal.Reader reader) {
+        Inputs(int width, int last, int limit, Internal.Reader reader) {
             this.width = width;
             this.last = last;
+            this.limit = limit;
             this.reader = reader;
         }
 
@@ -130,7 +133,7 @@ public class Chain implements MapPartitionsFunction {
             int chunk = Internal.partition();
             HashMap counts = new HashMap();   // the inputs (a value, or a list of them): {their count}
             Internal.Memo memo = new Internal.Memo(width == 1 ? input : null, 0);
-            while (chunk != last && input.hasNext()) {
+            while (chunk != last && counts.size() <= limit && input.hasNext()) {
                 InternalRow r = (InternalRow) input.next();
                 long[] count = (long[]) memo.get();
                 if (count == null) {
