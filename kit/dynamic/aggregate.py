@@ -94,7 +94,6 @@ from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
 import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 

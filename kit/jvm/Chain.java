@@ -5,9 +5,9 @@ import java.util.Arrays;
 import java.util.HashMap;
 import java.util.Iterator;
 import org.apache.spark.api.java.JavaSparkContext;
+import org.apache.spark.api.java.function.MapPartitionsFunction;
 import org.apache.spark.broadcast.Broadcast;
 import org.apache.spark.sql.Dataset;
-import org.apache.spark.api.java.function.MapPartitionsFunction;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.types.DataTypes;
@@ -27,7 +27,9 @@ import org.apache.spark.unsafe.types.UTF8String;
  * <p>Input columns: the first level's keys and arguments, {@code _w}, {@code seq},
  * {@code _n}, {@code _pt}; or, with {@code offsets=<each chunk's first seq>} (and
  * {@code clock=<start ms>:<step ms>}) in the first level's settings, the keys and arguments
- * alone, read from the stream's source: each a {@code +I} whose {@code seq} is its place.
+ * alone, read from the stream's source: each a {@code +I} whose {@code seq} is its place
+ * (a one-column key that Parquet keeps in a dictionary finds its state once per column
+ * chunk, {@link Internal.Memo}: the state of an insert-only input's key stays in the map).
  * Output as {@link GroupAggregate}'s, of the last level. Settings:
  * each level's {@link GroupAggregate} settings, separated by {@code |}; a level after the
  * first also has {@code in=<column>,...}: its keys and arguments, as places in the output of
@@ -86,7 +88,7 @@ public class Chain implements MapPartitionsFunction {
         Broadcast before = null;
         if (chunks > 1) {
             StructType in = input.schema();
-            int width = java.util.Arrays.asList(in.fieldNames()).indexOf("_w");
+            int width = Arrays.asList(in.fieldNames()).indexOf("_w");
             if (width < 0) width = in.fields().length;   // read straight from the source: the inputs alone
             StructType counted = new StructType().add("_chunk", DataTypes.IntegerType);
             for (int c = 0; c < width; c++) counted = counted.add(in.fields()[c]);
