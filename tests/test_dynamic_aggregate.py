@@ -371,16 +371,20 @@ def test_chain_equals_level_by_level(spark, rows, chunks, depth, update_before, 
 @settings(max_examples=6, deadline=None)
 @given(rows=st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d", None]), st.one_of(st.none(), st.integers(-3, 3))),
                      min_size=1, max_size=20),
-       split=st.booleans(), depth=st.integers(1, 2), star=st.booleans())
-@example(rows=[("a", 1), ("b", 1), ("a", 1), ("b", 1), ("c", 1), ("b", 1)], split=False, depth=1, star=False)
-@example(rows=[("a", 1), ("a", 2), ("b", 3)] * 4, split=True, depth=2, star=True)
-def test_chain_over_parquet_dictionaries(spark, rows, split, depth, star):
+       split=st.booleans(), depth=st.integers(1, 2), star=st.booleans(), prefixes=st.booleans())
+@example(rows=[("a", 1), ("b", 1), ("a", 1), ("b", 1), ("c", 1), ("b", 1)], split=False, depth=1, star=False,
+         prefixes=False)
+@example(rows=[("a", 1), ("a", 2), ("b", 3)] * 4, split=True, depth=2, star=True, prefixes=False)
+@example(rows=[("a", 1), ("a", 2), ("b", 3)] * 4, split=True, depth=2, star=False, prefixes=True)
+def test_chain_over_parquet_dictionaries(spark, rows, split, depth, star, prefixes):
     """The fused chain reading a Parquet source straight: the rows in a file whose keys are
     in a dictionary per row group of 3 rows (the pass and the count of each chunk's inputs
     look a key up once per dictionary id, ``Internal.Memo``), then again in a plain file; in
     one chunk or split in several; the same changes as the replay of one aggregate after the
     other. ``star``: the first level counts rows alone, so each chunk's inputs are its keys.
-    (The examples: ids a b, then b c; keys met again in a row group of each chunk.)"""
+    ``prefixes``: each task reads the chunks before its own itself, else a first job counts
+    them. (The examples: ids a b, then b c; keys met again in a row group of each chunk.)"""
+    from kit.dynamic import aggregate
     with tempfile.TemporaryDirectory() as folder:
         paths = [f"{folder}/dictionary", f"{folder}/plain"]
         for path, dictionary in zip(paths, ("true", "false")):
@@ -392,6 +396,7 @@ def test_chain_over_parquet_dictionaries(spark, rows, split, depth, star):
         before = {k: spark.conf.get(k, None) for k in files}
         for k, v in files.items():
             spark.conf.set(k, v)
+        limit, aggregate.PREFIX_CHUNKS = aggregate.PREFIX_CHUNKS, 1000 if prefixes else 0
         try:
             s = kit.stream(spark.read.parquet(*paths), time="t")
             log = from_stream(s, ["user", "v"])
@@ -412,6 +417,7 @@ def test_chain_over_parquet_dictionaries(spark, rows, split, depth, star):
                 [(r["_op"], [r[c] for c in expected.columns], r["seq"], list(r["_n"]))
                  for r in ordered(expected.df).collect()]
         finally:
+            aggregate.PREFIX_CHUNKS = limit
             for k, v in before.items():
                 spark.conf.unset(k) if v is None else spark.conf.set(k, v)
 
@@ -423,6 +429,7 @@ def test_chain_falls_back_past_the_summary_limit(spark, monkeypatch):
     df = spark.sparkContext.parallelize([(u, i) for i, u in enumerate("abcdab")], 2).toDF("user string, t bigint")
     s = kit.stream(df, time="t")
     log, levels = from_stream(s, ["user"]), [(["user"], [count("n")], None)]
+    monkeypatch.setattr(aggregate, "PREFIX_CHUNKS", 0)   # no task reads the chunks before its own: counted first
     for limit, fused in ((2, False), (3, True)):   # chunk 0 holds a, b, c
         monkeypatch.setattr(aggregate, "SUMMARY_LIMIT", limit)
         assert (chain(log, levels, Options(tasks=2), (s, {"user": "user"})) is not None) == fused

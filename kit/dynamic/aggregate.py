@@ -417,6 +417,7 @@ def _compiled_schema(keys, calls, types) -> T.StructType:
 # --------------------------------------------------------------------- chained, arrival-parallel
 
 SUMMARY_LIMIT = 1_000_000   # distinct first-level inputs per chunk, summed, that a chain sends every task
+PREFIX_CHUNKS = 4   # up to this many chunks, each task reads those before its own itself (no first job)
 
 
 def _natural_type(call: AggCall, types: dict) -> str:
@@ -445,10 +446,13 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
     - one chunk that should be spread over ``options.tasks`` tasks by key;
     - chunks whose distinct first-level inputs sum to more than ``SUMMARY_LIMIT``.
 
-    With several chunks, a first job counts each chunk's distinct first-level inputs (in
-    Java, looking a value that Parquet keeps in a dictionary up once per column chunk); every
-    task starts from those of the chunks before its own (an aggregate's state is a function of
-    its input table). No shuffle by key, so a hot key costs no more than a cold one.
+    With several chunks, every task starts from the states the chunks before its own leave
+    (an aggregate's state is a function of its input table): read straight from the source
+    in up to ``PREFIX_CHUNKS`` chunks, each task first reads those chunks itself, folding
+    them into the first level without emitting; otherwise a first job counts each chunk's
+    distinct first-level inputs (in Java, looking a value that Parquet keeps in a dictionary
+    up once per column chunk) for every task. No shuffle by key, so a hot key costs no more
+    than a cold one.
 
         chunk 0: a b | chunk 1: a      -> chunk 1 starts at {a: 1, b: 1} and {1: 2}
     """
@@ -483,14 +487,15 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
                                                for c, i in zip([*keys, *args], df.columns)))
     if options.tasks > 1 and chunks == 1:
         return None
-    if raw is not None and not isinstance(stream.proctime, str):   # the arrivals numbered in the pass
+    numbered = raw is not None and not isinstance(stream.proctime, str)   # the arrivals numbered in the pass
+    if numbered:
         clock = stream.proctime
         parts[0] += f";offsets={','.join(map(str, stream.arrivals.offsets))}" + (
             f";clock={epoch_ms(clock.start)}:{clock.step.millis}" if clock is not None else "")
         df = raw
     if options.tasks == 1 and chunks > 1:   # one task reads the chunks in turn
         df, chunks = df.coalesce(1), 1
-    out = jvm.chain(df, chunks, "|".join(parts), schema, SUMMARY_LIMIT)
+    out = jvm.chain(df, chunks, "|".join(parts), schema, SUMMARY_LIMIT, numbered and chunks <= PREFIX_CHUNKS)
     if out is None:
         return None
     last_keys, last_calls, _ = levels[-1]

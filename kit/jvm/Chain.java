@@ -82,10 +82,16 @@ public class Chain implements MapPartitionsFunction {
      * task after the first seeded from the inputs of the chunks before its own, counted by a
      * first job ({@link Inputs}) and sent to every task; as rows of {@code schema}; null when
      * those counts have more than {@code limit} rows (too many states to send every task).
+     * With {@code prefixes} (the arrivals numbered in the pass, a few chunks), each task reads
+     * the chunks before its own first instead, folding them in without a word: no first job.
      */
     public static Dataset run(org.apache.spark.sql.classic.Dataset input, int chunks, String settings,
-                              StructType schema, int limit) {
+                              StructType schema, int limit, boolean prefixes) {
         Broadcast before = null;
+        if (chunks > 1 && prefixes) {
+            if (!settings.split("\\|")[0].contains("offsets=")) throw Internal.error("internal: prefixes need offsets");
+            return Internal.mapPartitions(input, new Chain(settings, input.schema(), null), schema, true);
+        }
         if (chunks > 1) {
             StructType in = input.schema();
             int width = Arrays.asList(in.fieldNames()).indexOf("_w");
@@ -174,6 +180,16 @@ public class Chain implements MapPartitionsFunction {
         final long offset = offsets == null ? 0 : offsets[chunk];
         // an insert-only stream read straight: a key's state, once made, stays in the map
         final Internal.Memo memo = new Internal.Memo(offsets != null && first.keys == 1 ? input : null, 0);
+        if (offsets != null && before == null && chunk > 0) {   // prefixes: the chunks before come first
+            for (long i = 0; i < offset; i++) {
+                InternalRow r = (InternalRow) input.next();
+                GroupAggregate.State state = (GroupAggregate.State) memo.get();
+                if (state != null) state.add(1, r); else memo.put(first.accumulate(states[0], key(r), r));
+            }
+            Iterator made = states[0].values().iterator();
+            while (made.hasNext()) ((GroupAggregate.State) made.next()).settle();
+            seedAbove(states);
+        }
         return new Internal.Folding(input) {
             private long last = Long.MIN_VALUE, read;
             private final ArrayList changes = new ArrayList(4);
@@ -197,12 +213,6 @@ public class Chain implements MapPartitionsFunction {
                          r.isNullAt(pt) ? null : Long.valueOf(r.getLong(pt)));
             }
 
-            private Object[] key(InternalRow r) {   // views of the row: copied when a state is made
-                Object[] key = new Object[first.keys];
-                for (int k = 0; k < first.keys; k++) key[k] = first.reader.get(r, k);
-                return key;
-            }
-
             /** Level {@code l}'s changes of {@code key}: out, from the last level; else folded into the next. */
             private void pass(int l, Object[] key, ArrayList changes, int[] n0, long s, Long p) {
                 for (int c = 0; c < changes.size(); c += 2) {
@@ -219,6 +229,13 @@ public class Chain implements MapPartitionsFunction {
                 }
             }
         };
+    }
+
+    /** The first level's key of row {@code r}: views of the row, copied when a state is made. */
+    private Object[] key(InternalRow r) {
+        Object[] key = new Object[levels[0].keys];
+        for (int k = 0; k < key.length; k++) key[k] = levels[0].reader.get(r, k);
+        return key;
     }
 
     /** Folds into level {@code l} the row {@code key ++ values} of the level below, with {@code weight}. */
@@ -247,6 +264,12 @@ public class Chain implements MapPartitionsFunction {
                 ignored.clear();
             }
         }
+        seedAbove(states);
+    }
+
+    /** Each level after the first seeded, silently, with the table the level below holds. */
+    private void seedAbove(HashMap[] states) {
+        ArrayList ignored = new ArrayList();
         for (int l = 1; l < levels.length; l++) {
             Iterator below = states[l - 1].values().iterator();
             while (below.hasNext()) {

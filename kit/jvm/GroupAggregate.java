@@ -193,6 +193,11 @@ public class GroupAggregate implements MapPartitionsFunction {
             return counting ? values() : last;
         }
 
+        /** Takes its values as the ones it emitted last, after {@link #accumulate} (emitting nothing). */
+        void settle() {
+            if (!counting) last = values();
+        }
+
         Object[] values() {
             Object[] out = new Object[kinds.length];
             for (int i = 0; i < out.length; i++)
@@ -269,14 +274,34 @@ public class GroupAggregate implements MapPartitionsFunction {
         if (state == null && weight < 0) return null;
         boolean first = state == null;
         if (first) {
-            state = new State();
-            for (int k = 0; k < keys; k++) key[k] = kept(key[k]);
+            state = made(key);
             id = keys == 1 ? key[0] : Arrays.asList(key);
-            state.key = key;
         }
         update(state, first, weight, r, values, changes);
         if (state.count == 0) states.remove(id);
         else if (first) states.put(id, state);
+        return state;
+    }
+
+    /** A new state of {@code key} (views of a row: copied). */
+    private State made(Object[] key) {
+        State state = new State();
+        for (int k = 0; k < keys; k++) key[k] = kept(key[k]);
+        state.key = key;
+        return state;
+    }
+
+    /**
+     * Accumulates row {@code r} into the state of {@code key}, made if new, and emits nothing:
+     * a task's start from the rows before its own ({@link State#settle} each state then).
+     */
+    State accumulate(HashMap states, Object[] key, InternalRow r) {
+        State state = (State) states.get(keys == 1 ? key[0] : Arrays.asList(key));
+        if (state == null) {
+            state = made(key);
+            states.put(keys == 1 ? key[0] : Arrays.asList(key), state);
+        }
+        state.add(1, r);
         return state;
     }
 

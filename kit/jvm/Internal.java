@@ -48,6 +48,15 @@ public final class Internal {
 
     public static Dataset mapPartitions(org.apache.spark.sql.classic.Dataset df, MapPartitionsFunction f,
                                         StructType schema) {
+        return mapPartitions(df, f, schema, false);
+    }
+
+    /**
+     * The same; with {@code prefixes}, the function's partition {@code k} holds the input's
+     * partitions {@code 0 .. k} in turn: a task that reads the ones before its own first.
+     */
+    static Dataset mapPartitions(org.apache.spark.sql.classic.Dataset df, MapPartitionsFunction f, StructType schema,
+                                 boolean prefixes) {
         QueryExecution plan = df.queryExecution();
         SQLConf conf = df.sparkSession().sessionState().conf();
         String adaptive = "spark.sql.adaptive.enabled", before = conf.getConfString(adaptive, "true");
@@ -58,10 +67,24 @@ public final class Internal {
             conf.setConfString(adaptive, before);
         }
         SparkPlan columnar = columnarSource(plan.executedPlan());
-        RDD out = columnar != null
-            ? columnar.executeColumnar().mapPartitionsWithIndex(new Partition(f, true, picks(plan.executedPlan())), false, ROW)
-            : plan.toRdd().mapPartitionsWithIndex(new Partition(f, false, null), false, ROW);
+        RDD in = columnar != null ? columnar.executeColumnar() : plan.toRdd();
+        if (prefixes) in = in.coalesce(in.getNumPartitions(), false, scala.Option.apply(new Prefixes()), null);
+        RDD out = in.mapPartitionsWithIndex(new Partition(f, columnar != null,
+                                                          columnar != null ? picks(plan.executedPlan()) : null), false, ROW);
         return df.sparkSession().internalCreateDataFrame(out, schema, false);
+    }
+
+    /** Groups of partitions: the {@code k}-th holds partitions {@code 0 .. k} of the input, in turn. */
+    static final class Prefixes implements org.apache.spark.rdd.PartitionCoalescer, java.io.Serializable {
+        public org.apache.spark.rdd.PartitionGroup[] coalesce(int count, RDD parent) {
+            org.apache.spark.Partition[] parts = parent.partitions();
+            org.apache.spark.rdd.PartitionGroup[] groups = new org.apache.spark.rdd.PartitionGroup[parts.length];
+            for (int k = 0; k < parts.length; k++) {
+                groups[k] = new org.apache.spark.rdd.PartitionGroup(scala.Option.apply(null));
+                for (int j = 0; j <= k; j++) groups[k].partitions().addOne(parts[j]);
+            }
+            return groups;
+        }
     }
 
     static final String MARK = "flink-kit: ";

@@ -229,16 +229,16 @@ def mini_batch_group_aggregate(df, settings: str, schema):
     return _map_partitions(df, df.sparkSession._jvm.flinkkit.MiniBatchGroupAggregate(settings, df._jdf.schema()), schema)
 
 
-def chain(df, chunks: int, settings: str, schema, limit: int):
+def chain(df, chunks: int, settings: str, schema, limit: int, prefixes: bool = False):
     """``Chain.run``: the chained group aggregates of ``settings`` over ``df`` (its ``chunks``
     partitions a stream's chunks, in arrival order), each task seeded from the inputs of the
-    chunks before its own; rows of ``schema``, or None when those inputs, counted per chunk,
-    have more than ``limit`` rows."""
+    chunks before its own (``prefixes``: read by the task itself); rows of ``schema``, or None
+    when those inputs, counted per chunk, have more than ``limit`` rows."""
     from pyspark.sql import DataFrame
 
     spark = df.sparkSession
     out = spark._jvm.flinkkit.Chain.run(df._jdf, chunks, settings, spark._jsparkSession.parseDataType(schema.json()),
-                                        limit)
+                                        limit, prefixes)
     return None if out is None else DataFrame(out, spark)
 
 
