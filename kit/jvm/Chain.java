@@ -83,7 +83,7 @@ public class Chain implements MapPartitionsFunction {
      * first job ({@link Inputs}) and sent to every task; as rows of {@code schema}; null when
      * those counts have more than {@code limit} rows (too many states to send every task).
      * With {@code prefixes} (the arrivals numbered in the pass, a few chunks), each task reads
-     * the chunks before its own first instead, folding them in without a word: no first job.
+     * the chunks before its own first instead, folding them in without emitting: no first job.
      */
     public static Dataset run(org.apache.spark.sql.classic.Dataset input, int chunks, String settings,
                               StructType schema, int limit, boolean prefixes) {
