@@ -125,6 +125,18 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _initial_heap(memory: str) -> str:
+    """The JVM option that reserves Spark's ``memory`` (``4g``, ``512m``, ``2gb``; a bare
+    number is MiB) at start; none for a size the JVM has no unit for (Spark then says what
+    is wrong with it).
+
+    >>> _initial_heap("4g"), _initial_heap("4096"), _initial_heap("2GB"), _initial_heap("1p"), _initial_heap("64b")
+    (' -Xms4g', ' -Xms4096m', ' -Xms2g', '', '')
+    """
+    size = re.fullmatch(r"\s*(\d+)\s*(?:([kmgt])b?)?\s*", memory.lower())
+    return f" -Xms{size[1]}{size[2] or 'm'}" if size else ""
+
+
 def _conf(master: str = "local[*]") -> dict[str, str]:
     cores = os.cpu_count() or 2
     java_opts, memory = f"-Dlog4j2.configurationFile=file:{_LOG4J}", os.environ.get("KIT_DRIVER_MEMORY", "4g")
@@ -138,7 +150,7 @@ def _conf(master: str = "local[*]") -> dict[str, str]:
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.driver.memory": memory,
-        "spark.driver.extraJavaOptions": f"{java_opts} -Xms{memory}",
+        "spark.driver.extraJavaOptions": java_opts + _initial_heap(memory),
         "spark.executor.extraJavaOptions": java_opts,
     }
     if not master.startswith("local"):   # the executors' cores, known once they run (adopt); their own logs

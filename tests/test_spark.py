@@ -25,6 +25,8 @@ def test_session_settings(spark):
     assert int(conf.get("spark.sql.shuffle.partitions")) == max(2, os.cpu_count() or 2)
     assert conf.get("spark.ui.showConsoleProgress") == "false"
     assert spark.sparkContext.uiWebUrl is None
+    heap = spark.sparkContext.getConf().get("spark.driver.memory")   # reserved at start
+    assert f"-Xms{heap}" in spark.sparkContext.getConf().get("spark.driver.extraJavaOptions")
 
 
 def test_python_workers_run_on_this_interpreter(spark):
