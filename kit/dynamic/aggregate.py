@@ -435,16 +435,17 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
     the stream's chunks, in arrival order), each next one reading ``inputs`` (``{its
     column: a column of the level below}``); ``source``: where the first level reads
     columns of the stream's source straight, ``(stream, {its column: the source's})``. The
-    source's partitions are the chunks too: the inputs are then counted there, with no arrival
-    scan, and, for a stream without a processing-time column, the pass reads them there
-    too, numbering the arrivals itself (each chunk's first ``seq`` from the stream's scan).
+    source's partitions are the chunks too: for a stream without a processing-time column,
+    the pass reads the first level's inputs there, with no arrival scan, numbering the
+    arrivals itself (each chunk's first ``seq`` from the stream's scan).
     The changelog of the last level, equal to
     ``group_aggregate`` applied level by level -- or None where that must run instead:
 
     - a state TTL, mini-batch or split distinct; the Java classes are not in the session;
       a level the compiled path does not take (``_not_compiled``);
     - one chunk that should be spread over ``options.tasks`` tasks by key;
-    - chunks whose distinct first-level inputs sum to more than ``SUMMARY_LIMIT``.
+    - counted by a first job (below), chunks whose distinct first-level inputs sum to more
+      than ``SUMMARY_LIMIT``.
 
     With several chunks, every task starts from the states the chunks before its own leave
     (an aggregate's state is a function of its input table): read straight from the source
