@@ -53,8 +53,10 @@ public class Chain implements MapPartitionsFunction {
         String[] parts = settings.split("\\|");
         levels = new GroupAggregate[parts.length];
         inputs = new int[parts.length][];
+        java.util.Map first = null;
         for (int l = 0; l < parts.length; l++) {
             java.util.Map s = Internal.settings(parts[l]);
+            if (l == 0) first = s;
             levels[l] = new GroupAggregate(s, l == 0 ? schema : null);
             if (l > 0) {
                 String[] in = ((String) s.get("in")).split(",");
@@ -63,7 +65,6 @@ public class Chain implements MapPartitionsFunction {
             }
         }
         this.before = before;
-        java.util.Map first = Internal.settings(parts[0]);
         String[] starts = first.containsKey("offsets") ? ((String) first.get("offsets")).split(",") : null;
         offsets = starts == null ? null : new long[starts.length];
         for (int c = 0; offsets != null && c < starts.length; c++) offsets[c] = Long.parseLong(starts[c]);
@@ -89,8 +90,9 @@ public class Chain implements MapPartitionsFunction {
                               StructType schema, int limit, boolean prefixes) {
         Broadcast before = null;
         if (chunks > 1 && prefixes) {
-            if (!settings.split("\\|")[0].contains("offsets=")) throw Internal.error("internal: prefixes need offsets");
-            return Internal.mapPartitions(input, new Chain(settings, input.schema(), null), schema, true);
+            Chain chain = new Chain(settings, input.schema(), null);
+            if (chain.offsets == null) throw Internal.error("internal: prefixes need offsets");
+            return Internal.mapPartitions(input, chain, schema, true);
         }
         if (chunks > 1) {
             StructType in = input.schema();
@@ -147,10 +149,10 @@ public class Chain implements MapPartitionsFunction {
                 if (count == null) {
                     Object[] values = new Object[width];
                     for (int c = 0; c < width; c++) values[c] = reader.get(r, c);
-                    count = (long[]) counts.get(width == 1 ? values[0] : Arrays.asList(values));
+                    count = (long[]) counts.get(GroupAggregate.id(values));
                     if (count == null) {
                         for (int c = 0; c < width; c++) values[c] = GroupAggregate.kept(values[c]);
-                        counts.put(width == 1 ? values[0] : Arrays.asList(values), count = new long[1]);
+                        counts.put(GroupAggregate.id(values), count = new long[1]);
                     }
                     memo.put(count);
                 }

@@ -269,18 +269,23 @@ public class GroupAggregate implements MapPartitionsFunction {
      * retracted a key without state (ignored).
      */
     State fold(HashMap states, Object[] key, int weight, InternalRow r, Object[] values, ArrayList changes) {
-        Object id = keys == 1 ? key[0] : Arrays.asList(key);
+        Object id = id(key);
         State state = (State) states.get(id);
         if (state == null && weight < 0) return null;
         boolean first = state == null;
         if (first) {
             state = made(key);
-            id = keys == 1 ? key[0] : Arrays.asList(key);
+            id = id(key);
         }
         update(state, first, weight, r, values, changes);
         if (state.count == 0) states.remove(id);
         else if (first) states.put(id, state);
         return state;
+    }
+
+    /** The hash map key of {@code values}: the value alone, else a list of them. */
+    static Object id(Object[] values) {
+        return values.length == 1 ? values[0] : Arrays.asList(values);
     }
 
     /** A new state of {@code key} (views of a row: copied). */
@@ -296,10 +301,10 @@ public class GroupAggregate implements MapPartitionsFunction {
      * a task's start from the rows before its own ({@link State#settle} each state then).
      */
     State accumulate(HashMap states, Object[] key, InternalRow r) {
-        State state = (State) states.get(keys == 1 ? key[0] : Arrays.asList(key));
+        State state = (State) states.get(id(key));
         if (state == null) {
             state = made(key);
-            states.put(keys == 1 ? key[0] : Arrays.asList(key), state);
+            states.put(id(key), state);
         }
         state.add(1, r);
         return state;
