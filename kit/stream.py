@@ -544,16 +544,16 @@ class Arrivals:
         summary = self._scan("summary", self._prepared.select(*self._times), T.StructType([
             T.StructField("_chunk", T.IntegerType()), T.StructField("_n", T.LongType()),
             T.StructField("_max", T.LongType()), T.StructField("_pmax", T.LongType())])).collect()
-        seq, wm, pt, chunks = 0, None, None, []
+        seq, wm, pt, chunks, self.offsets = 0, None, None, [], []   # offsets: each chunk's first seq
         for r in sorted(summary):
             if r._chunk != len(chunks):
                 raise KitError(f"the stream's input partition {len(chunks)} was not scanned")
             chunks.append(f"{seq}:{r._n}:{'' if wm is None else wm}:{'' if pt is None else pt}")
+            self.offsets.append(seq)
             seq += r._n
             wm = r._max if wm is None or (r._max is not None and r._max > wm) else wm
             pt = r._pmax if pt is None or (r._pmax is not None and r._pmax > pt) else pt
         self._chunks, self.count = ",".join(chunks), seq
-        self.offsets = [int(c.split(":")[0]) for c in chunks]   # each chunk's first seq
         clock = s.proctime
         # the last arrival's processing time, ms (a clock never goes back)
         self.last_proctime = (epoch_ms(clock.start) + (seq - 1) * clock.step.millis if isinstance(clock, Clock) and seq
