@@ -4,6 +4,7 @@ the fast path against the reference replay, and snapshots against batch Spark SQ
 import functools
 import json
 import tempfile
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -422,6 +423,65 @@ def test_chain_over_parquet_dictionaries(spark, rows, split, depth, star, prefix
                 spark.conf.unset(k) if v is None else spark.conf.set(k, v)
 
 
+@settings(max_examples=8, deadline=None)
+@given(rows=st.lists(st.tuples(st.sampled_from(["a", "b", "c", None]), st.one_of(st.none(), st.integers(-3, 3))),
+                     min_size=1, max_size=14),
+       chunks=st.integers(1, 3), depth=st.integers(1, 3), phase=st.sampled_from(["ONE_PHASE", "TWO_PHASE", "SPLIT"]),
+       size=st.integers(1, 4), clock=st.booleans(), star=st.booleans(), update_before=st.booleans())
+@example(rows=[("a", 1)] * 3 + [("b", 1), ("a", 2)], chunks=2, depth=2, phase="TWO_PHASE", size=3, clock=False,
+         star=True, update_before=True)
+def test_mini_batch_chain_equals_level_by_level(spark, rows, chunks, depth, phase, size, clock, star, update_before):
+    """With mini-batch, the fused chain (``Chain.MiniBatch``: one task, each level's changes
+    read by the next as its bundles flush, the first level on a thread of its own) reading
+    the stream's arrivals or its source straight, against the Python replay of one
+    mini-batch aggregate after the other: the same changes, ``seq``, ``_n`` and processing
+    time. ``star``: the first level counts rows alone (its bundle key made once per value,
+    and a key's repeated arrivals in a bundle held as one message; the example: a three
+    times). ``SPLIT``: local-global phases with split distinct."""
+    df = spark.sparkContext.parallelize([(u, v, i) for i, (u, v) in enumerate(rows)], chunks) \
+        .toDF("user string, v int, t bigint")
+    s = kit.stream(df, time="t", proctime=Clock(datetime(2024, 1, 1), Duration.of_seconds(1)) if clock else None)
+    log = from_stream(s, ["user", "v"])
+    firsts = [count("n")] if star else [count("n"), C("SUM", "v", "s", "bigint"), C("MAX", "v", "m", "int"),
+                                        C("COUNT", "v", "dv", "bigint", True)]
+    levels = [(["user"], firsts, None),
+              (["k"], [count("f"), C("SUM", "n2", "sn", "bigint"), C("COUNT", "n2", "dn", "bigint", True)],
+               {"k": "n", "n2": "n"}),
+              ([], [count("g"), C("MIN", "f", "lo", "bigint")], {"f": "f"})][:depth]
+    options = Options(update_before=update_before, tasks=chunks, mini_batch=(2_500, size),
+                      agg_phase="ONE_PHASE" if phase == "ONE_PHASE" else "TWO_PHASE",
+                      distinct_split=2 if phase == "SPLIT" else None)
+    expected = log
+    for i, (keys, calls, inputs) in enumerate(levels):
+        if inputs:
+            expected = Changelog(expected.df.selectExpr("_op", *(f"{c} AS {name}" for name, c in inputs.items()),
+                                                        "seq", "_n", "_pt"), tuple(inputs), expected.mode)
+        expected, _ = group_aggregate(expected, keys, calls, replace(options, update_before=update_before or i < depth - 1),
+                                      engine="reference")
+    want = [(r["_op"], [r[c] for c in expected.columns], r["seq"], list(r["_n"]), r["_pt"])
+            for r in ordered(expected.df).collect()]
+    for source in (None, (s, {"user": "user", "v": "v"})):
+        fused = chain(log, levels, options, source)
+        assert fused.columns == expected.columns and fused.mode == expected.mode and fused.in_order
+        assert [(r["_op"], [r[c] for c in fused.columns], r["seq"], list(r["_n"]), r["_pt"])
+                for r in ordered(fused.df).collect()] == want
+
+
+@pytest.mark.parametrize("mini_batch", [None, (1000, 2)])
+def test_chain_counts_the_rows_below(spark, mini_batch):
+    """A level that reads no column of the one below (``SELECT COUNT(*) FROM (... GROUP BY
+    word)``): fused, the same changes as one aggregate after the other."""
+    df = spark.sparkContext.parallelize([(w, i) for i, w in enumerate("abcab")], 2).toDF("word string, t bigint")
+    s = kit.stream(df, time="t")
+    log, options = from_stream(s, ["word"]), Options(mini_batch=mini_batch, tasks=2)
+    levels = [(["word"], [count("c")], None), ([], [count("n")], {})]
+    inner, _ = group_aggregate(log, ["word"], [count("c")], replace(options, update_before=True), engine="reference")
+    expected, _ = group_aggregate(inner, [], [count("n")], options, engine="reference")
+    for source in (None, (s, {"word": "word"})):
+        assert [tuple(r) for r in ordered(chain(log, levels, options, source).df).collect()] == \
+            [tuple(r) for r in ordered(expected.df).collect()]
+
+
 def test_chain_falls_back_past_the_summary_limit(spark, monkeypatch):
     """More distinct first-level inputs before the last chunk than ``SUMMARY_LIMIT``: no fused
     pass (the per-level one runs); the count of each chunk stops past the limit."""
@@ -447,6 +507,11 @@ def test_a_compiled_fold_stops_on_messages_out_of_order(spark, mini_batch):
     right, _ = group_aggregate(log.with_df(log.df.orderBy(log.df.seq.desc())), ["user"], [count("n")],
                                Options(mini_batch=mini_batch), engine="compiled")
     assert sorted(snapshot(right).collect()) == [("a", 2), ("b", 1)]   # not said in order: sorted first
+    if mini_batch:   # the fused levels: the first one's error, on its own thread, stops the task
+        fused = chain(backwards, [(["user"], [count("n")], None), ([], [count("m")], {"n": "n"})],
+                      Options(mini_batch=mini_batch))
+        with pytest.raises(Exception, match="not in arrival order"):
+            fused.df.collect()
 
 
 @settings(max_examples=4, deadline=None)

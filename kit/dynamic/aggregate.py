@@ -380,12 +380,17 @@ def _compiled(log: Changelog, keys, calls, options, types) -> tuple[DataFrame, b
         df = df.sortWithinPartitions("seq", "_n")
     if options.mini_batch is None:
         return jvm.group_aggregate(df, settings, schema), not spread
+    return jvm.mini_batch_group_aggregate(df, settings + _mini_batch_settings(keys, calls, options, types), schema), True
+
+
+def _mini_batch_settings(keys, calls, options, types) -> str:
+    """``MiniBatchGroupAggregate``'s settings beyond ``GroupAggregate``'s: the bundle size, the
+    latency, the phases, the split (buckets, argument column, its type code) and the keys' type codes."""
     args = sorted({c.arg for c in calls if c.arg is not None})
     (latency, size), (phase, arg) = options.mini_batch, _bundles(calls, options)
     split = f"{options.distinct_split}:{len(keys) + args.index(arg)}:{_HASHED[type(types[arg])]}" if arg else ""
-    settings += (f";size={size};latency={latency};phase={phase};split={split}"
-                 f";hash={''.join(_HASHED[type(types[k])] for k in keys)}")
-    return jvm.mini_batch_group_aggregate(df, settings, schema), True
+    return (f";size={size};latency={latency};phase={phase};split={split}"
+            f";hash={''.join(_HASHED[type(types[k])] for k in keys)}")
 
 
 def _compiled_input(log: Changelog, keys, calls) -> DataFrame:
@@ -441,13 +446,18 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
     The changelog of the last level, equal to
     ``group_aggregate`` applied level by level -- or None where that must run instead:
 
-    - a state TTL, mini-batch or split distinct; the Java classes are not in the session;
-      a level the compiled path does not take (``_not_compiled``);
-    - one chunk that should be spread over ``options.tasks`` tasks by key;
-    - counted by a first job (below), chunks whose distinct first-level inputs sum to more
-      than ``SUMMARY_LIMIT``.
+    - a state TTL; split distinct, unless in mini-batch's local-global phases; the Java
+      classes are not in the session; a level the compiled path does not take (``_not_compiled``);
+    - without mini-batch: one chunk that should be spread over ``options.tasks`` tasks by
+      key; counted by a first job (below), chunks whose distinct first-level inputs sum to
+      more than ``SUMMARY_LIMIT``.
 
-    With several chunks, every task starts from the states the chunks before its own leave
+    With mini-batch, the levels run in one task over the whole input, as they do one by one
+    (Flink's parallelism 1): each level's changes go to the next as its bundles flush, and
+    read straight from the source, a key Parquet keeps in a dictionary makes its bundle key
+    once per column chunk (``Chain.MiniBatch``).
+
+    Without mini-batch and with several chunks, every task starts from the states the chunks before its own leave
     (an aggregate's state is a function of its input table): read straight from the source
     in up to ``PREFIX_CHUNKS`` chunks, each task first reads those chunks itself, folding
     them into the first level without emitting; otherwise a first job counts each chunk's
@@ -457,8 +467,10 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
 
         chunk 0: a b | chunk 1: a      -> chunk 1 starts at {a: 1, b: 1} and {1: 2}
     """
-    if not log.insert_only or options.ttl_ms > 0 or options.mini_batch is not None or not levels \
-            or (options.distinct_split and any(c.distinct for _, calls, _ in levels for c in calls)) \
+    mini_batch = options.mini_batch is not None
+    if not log.insert_only or options.ttl_ms > 0 or not levels \
+            or (options.distinct_split and any(c.distinct for _, calls, _ in levels for c in calls)
+                and not (mini_batch and options.agg_phase != "ONE_PHASE")) \
             or not jvm.available(log.df.sparkSession, "Chain"):
         return None
     types, mode, parts, schema = {f.name: f.dataType for f in log.df.schema.fields}, log.mode, [], None
@@ -470,6 +482,8 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
             return None
         top = i == len(levels) - 1
         settings = _settings(keys, calls, options.update_before if top else True)
+        if mini_batch:
+            settings += _mini_batch_settings(keys, calls, options, types)
         if i:
             below = [*levels[i - 1][0], *(c.name for c in levels[i - 1][1])]
             args = sorted({c.arg for c in calls if c.arg is not None})
@@ -486,7 +500,7 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
         args = sorted({c.arg for c in calls if c.arg is not None})
         raw = sparksql.select(stream.source, *(f"{sparksql.name(columns[c])} AS {sparksql.name(i)}"
                                                for c, i in zip([*keys, *args], df.columns)))
-    if options.tasks > 1 and chunks == 1:
+    if options.tasks > 1 and chunks == 1 and not mini_batch:
         return None
     numbered = raw is not None and not isinstance(stream.proctime, str)   # the arrivals numbered in the pass
     if numbered:
@@ -494,9 +508,12 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
         parts[0] += f";offsets={','.join(map(str, stream.arrivals.offsets))}" + (
             f";clock={epoch_ms(clock.start)}:{clock.step.millis}" if clock is not None else "")
         df = raw
-    if options.tasks == 1 and chunks > 1:   # one task reads the chunks in turn
-        df, chunks = df.coalesce(1), 1
-    out = jvm.chain(df, chunks, "|".join(parts), schema, SUMMARY_LIMIT, numbered and chunks <= PREFIX_CHUNKS)
+    if mini_batch:   # one task reads the chunks in turn
+        out = jvm.mini_batch_chain(df, "|".join(parts), schema)
+    else:
+        if options.tasks == 1 and chunks > 1:   # one task reads the chunks in turn
+            df, chunks = df.coalesce(1), 1
+        out = jvm.chain(df, chunks, "|".join(parts), schema, SUMMARY_LIMIT, numbered and chunks <= PREFIX_CHUNKS)
     if out is None:
         return None
     last_keys, last_calls, _ = levels[-1]

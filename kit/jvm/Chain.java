@@ -58,11 +58,7 @@ public class Chain implements MapPartitionsFunction {
             java.util.Map s = Internal.settings(parts[l]);
             if (l == 0) first = s;
             levels[l] = new GroupAggregate(s, l == 0 ? schema : null);
-            if (l > 0) {
-                String[] in = ((String) s.get("in")).split(",");
-                inputs[l] = new int[in.length];
-                for (int i = 0; i < in.length; i++) inputs[l][i] = Integer.parseInt(in[i]);
-            }
+            if (l > 0) inputs[l] = columns((String) s.get("in"));
         }
         this.before = before;
         String[] starts = first.containsKey("offsets") ? ((String) first.get("offsets")).split(",") : null;
@@ -92,7 +88,7 @@ public class Chain implements MapPartitionsFunction {
         if (chunks > 1 && prefixes) {
             Chain chain = new Chain(settings, input.schema(), null);
             if (chain.offsets == null) throw Internal.error("internal: prefixes need offsets");
-            return Internal.mapPartitions(input, chain, schema, true);
+            return Internal.mapPartitions(input, chain, schema, new Internal.Turns(true));
         }
         if (chunks > 1) {
             StructType in = input.schema();
@@ -233,6 +229,15 @@ public class Chain implements MapPartitionsFunction {
         };
     }
 
+    /** A level's {@code in} setting: places in the output of the level below (none for a {@code COUNT(*)} of its rows). */
+    static int[] columns(String text) {
+        if (text.length() == 0) return new int[0];
+        String[] in = text.split(",");
+        int[] out = new int[in.length];
+        for (int i = 0; i < in.length; i++) out[i] = Integer.parseInt(in[i]);
+        return out;
+    }
+
     /** The first level's key of row {@code r}: views of the row, copied when a state is made. */
     private Object[] key(InternalRow r) {
         Object[] key = new Object[levels[0].keys];
@@ -280,6 +285,185 @@ public class Chain implements MapPartitionsFunction {
                 ignored.clear();
             }
         }
+    }
+
+    /**
+     * The chain with mini-batches (a {@link MiniBatchGroupAggregate} per level) over the whole
+     * of {@code input}, read in one task, its partitions in turn (Flink's parallelism 1, as the
+     * levels run one by one): each level's changes go to the next as its bundles flush, none
+     * written out in between. The same settings as {@link #run}, with each level's mini-batch
+     * ones; with {@code offsets}, the first level reads the stream's source straight.
+     */
+    public static Dataset miniBatch(org.apache.spark.sql.classic.Dataset input, String settings, StructType schema) {
+        return Internal.mapPartitions(input, new MiniBatch(settings, input.schema()), schema, new Internal.Turns(false));
+    }
+
+    /**
+     * {@link #miniBatch}'s task. Read straight from the source, a one-column key that Parquet
+     * keeps in a dictionary finds its bundle key once per column chunk, and that key is the
+     * one instance of its value (interned), so the bundles and the states compare keys by
+     * reference.
+     *
+     * <pre>
+     *   size 2, ONE_PHASE, COUNT(*) GROUP BY word then COUNT(cnt) GROUP BY cnt; a b a:
+     *   level 1 flushes +I a 1, +I b 1 after b; level 2 +I 1 1 on the first, then -U 1 1, +U 1 2
+     * </pre>
+     */
+    static final class MiniBatch implements MapPartitionsFunction {
+        final MiniBatchGroupAggregate[] levels;
+        final int[][] inputs;   // per level after the first: its input columns in the output below
+        final long first;       // read straight from the source: the first arrival's seq (else -1)
+        final long clockStart, clockStep;
+        final boolean clocked;
+        final int width;        // the first level's input values: its keys, then its arguments
+
+        MiniBatch(String settings, StructType schema) {
+            String[] parts = settings.split("\\|");
+            levels = new MiniBatchGroupAggregate[parts.length];
+            inputs = new int[parts.length][];
+            java.util.Map bottom = null;
+            for (int l = 0; l < parts.length; l++) {
+                java.util.Map s = Internal.settings(parts[l]);
+                if (l == 0) bottom = s;
+                levels[l] = new MiniBatchGroupAggregate(s, l == 0 ? schema : null);
+                if (l > 0) inputs[l] = columns((String) s.get("in"));
+            }
+            first = bottom.containsKey("offsets") ? Long.parseLong(((String) bottom.get("offsets")).split(",")[0]) : -1;
+            String[] clock = bottom.containsKey("clock") ? ((String) bottom.get("clock")).split(":") : null;
+            clocked = clock != null;
+            clockStart = clocked ? Long.parseLong(clock[0]) : 0;
+            clockStep = clocked ? Long.parseLong(clock[1]) : 0;
+            width = first < 0 ? levels[0].w : schema.fields().length;
+        }
+
+        public Iterator call(final Iterator input) {
+            final MiniBatchGroupAggregate.Level[] runs = new MiniBatchGroupAggregate.Level[levels.length];
+            for (int l = 0; l < levels.length; l++) runs[l] = levels[l].new Level();
+            final MiniBatchGroupAggregate bottom = levels[0];
+            final boolean memo = first >= 0 && bottom.keys == 1 && width == 1;   // its key alone: memo the bundle key
+            final Internal.Memo keys = new Internal.Memo(memo ? input : null, 0);
+            final HashMap[] interned = new HashMap[levels.length];   // per level: its keys, one instance of each
+            for (int l = 0; l < levels.length; l++) interned[l] = new HashMap();
+            final ArrayList out = runs[levels.length - 1].run.out;
+            // the first level on a thread of its own, the levels above on the task's
+            final Internal.Pipe pipe = levels.length == 1 ? null : new Internal.Pipe(new Internal.Pipe.Stage() {
+                long read;
+
+                public boolean fill(ArrayList batch) {
+                    ArrayList changes = runs[0].run.out;
+                    while (batch.size() < BATCH) {
+                        if (!input.hasNext()) {
+                            runs[0].end();
+                            batch.addAll(changes);
+                            return false;
+                        }
+                        read = read(runs[0], (InternalRow) input.next(), read, keys, interned[0]);
+                        batch.addAll(changes);
+                        changes.clear();
+                    }
+                    return true;
+                }
+            });
+            return new Iterator() {
+                boolean done;
+                int next;
+                long read;
+
+                public boolean hasNext() {
+                    while (next == out.size() && !done) {
+                        out.clear();
+                        next = 0;
+                        if (pipe != null) {
+                            ArrayList batch = pipe.take();
+                            if (batch != null) climb(1, batch);
+                            else end(1);
+                        } else if (input.hasNext()) {
+                            read = read(runs[0], (InternalRow) input.next(), read, keys, interned[0]);
+                        } else {
+                            end(0);
+                        }
+                    }
+                    return next < out.size();
+                }
+
+                public Object next() {
+                    if (!hasNext()) throw new java.util.NoSuchElementException();
+                    return new GenericInternalRow((Object[]) out.get(next++));
+                }
+
+                /** The end of input, from level {@code from} up: each flushes, and the levels above read what it flushed. */
+                private void end(int from) {
+                    done = true;
+                    for (int l = from; l < runs.length; l++) {
+                        runs[l].end();
+                        if (l + 1 < runs.length) climb(l + 1, runs[l].run.out);
+                    }
+                }
+
+                /** Level {@code l - 1}'s {@code changes}, read by level {@code l}; what that flushes by the level above, and so on. */
+                private void climb(int l, ArrayList changes) {
+                    for (; l < runs.length; l++) {
+                        MiniBatchGroupAggregate.Level above = runs[l];
+                        int[] in = inputs[l];
+                        for (int c = 0; c < changes.size(); c++) {
+                            Object[] row = (Object[]) changes.get(c);   // _op, keys, values, seq, _n, _pt
+                            Object[] picked = new Object[in.length];
+                            for (int i = 0; i < in.length; i++) picked[i] = row[1 + in[i]];
+                            boolean adds = row[0] == GroupAggregate.INSERT || row[0] == GroupAggregate.UPDATE_AFTER;
+                            above.read(intern(interned[l], above.key(picked)), new Object[] {adds ? ONE : MINUS_ONE, picked},
+                                       ((Long) row[row.length - 3]).longValue(), (Long) row[row.length - 1]);
+                        }
+                        changes.clear();
+                        changes = above.run.out;
+                        if (l == runs.length - 1) break;
+                    }
+                }
+            };
+        }
+
+        /**
+         * Reads input row {@code r} into the first level: a row of the stream's changelog, or an
+         * arrival of the stream (a {@code +I}, its clock's time), the {@code read}-th of the task,
+         * whose one-column key {@code keys} may memo; the number of arrivals read after it.
+         */
+        private long read(MiniBatchGroupAggregate.Level level, InternalRow r, long read, Internal.Memo keys,
+                          HashMap interned) {
+            MiniBatchGroupAggregate bottom = levels[0];
+            Object[] in = null;
+            if (first < 0) {
+                in = new Object[width];
+                for (int c = 0; c < width; c++) in[c] = GroupAggregate.kept(bottom.reader.get(r, c));
+                level.read(level.key(in), new Object[] {Integer.valueOf(r.getInt(bottom.w)), in},
+                           r.getLong(bottom.seq), r.isNullAt(bottom.pt) ? null : Long.valueOf(r.getLong(bottom.pt)));
+                return read;
+            }
+            long s = first + read;
+            Long p = clocked ? Long.valueOf(clockStart + s * clockStep) : null;
+            MiniBatchGroupAggregate.Key key = (MiniBatchGroupAggregate.Key) keys.get();
+            if (key == null) {
+                in = new Object[width];
+                for (int c = 0; c < width; c++) in[c] = GroupAggregate.kept(bottom.reader.get(r, c));
+                key = level.key(in);
+                if (width == bottom.keys) {   // the key alone: its one instance, with its message
+                    key = intern(interned, key);
+                    keys.put(key);
+                }
+            }
+            level.read(key, key.inserted != null ? key.inserted : new Object[] {ONE, in}, s, p);
+            return read + 1;
+        }
+    }
+
+    static final Integer ONE = Integer.valueOf(1), MINUS_ONE = Integer.valueOf(-1);
+    static final int BATCH = 4096;   // first-level changes handed to the levels above at a time
+
+    /** The one instance of {@code key}'s value in {@code interned}, with its insert message made. */
+    static MiniBatchGroupAggregate.Key intern(HashMap interned, MiniBatchGroupAggregate.Key key) {
+        MiniBatchGroupAggregate.Key known = (MiniBatchGroupAggregate.Key) interned.get(key);
+        if (known != null) return known;
+        key.inserted = new Object[] {ONE, key.values};
+        interned.put(key, key);
+        return key;
     }
 
     /** {@code n0 + [j]}. */

@@ -48,15 +48,15 @@ public final class Internal {
 
     public static Dataset mapPartitions(org.apache.spark.sql.classic.Dataset df, MapPartitionsFunction f,
                                         StructType schema) {
-        return mapPartitions(df, f, schema, false);
+        return mapPartitions(df, f, schema, null);
     }
 
     /**
-     * The same; with {@code prefixes}, the function's partition {@code k} holds the input's
-     * partitions {@code 0 .. k} in turn: a task that reads the ones before its own first.
+     * The same, the input's partitions grouped by {@code groups} (null: as they are), each group
+     * read in turn by one task ({@link Turns}).
      */
     static Dataset mapPartitions(org.apache.spark.sql.classic.Dataset df, MapPartitionsFunction f, StructType schema,
-                                 boolean prefixes) {
+                                 Turns groups) {
         QueryExecution plan = df.queryExecution();
         SQLConf conf = df.sparkSession().sessionState().conf();
         String adaptive = "spark.sql.adaptive.enabled", before = conf.getConfString(adaptive, "true");
@@ -68,20 +68,30 @@ public final class Internal {
         }
         SparkPlan columnar = columnarSource(plan.executedPlan());
         RDD in = columnar != null ? columnar.executeColumnar() : plan.toRdd();
-        if (prefixes) in = in.coalesce(in.getNumPartitions(), false, scala.Option.apply(new Prefixes()), null);
+        if (groups != null) in = in.coalesce(in.getNumPartitions(), false, scala.Option.apply(groups), null);
         RDD out = in.mapPartitionsWithIndex(new Partition(f, columnar != null,
                                                           columnar != null ? picks(plan.executedPlan()) : null), false, ROW);
         return df.sparkSession().internalCreateDataFrame(out, schema, false);
     }
 
-    /** Groups of partitions: the {@code k}-th holds partitions {@code 0 .. k} of the input, in turn. */
-    static final class Prefixes implements org.apache.spark.rdd.PartitionCoalescer, java.io.Serializable {
+    /**
+     * Groups of partitions read in turn: with {@code prefixes}, the {@code k}-th holds partitions
+     * {@code 0 .. k} (a task that reads the ones before its own first); else one group holds
+     * them all (one task reads the whole input, in order: {@code coalesce(1)} promises no order).
+     */
+    static final class Turns implements org.apache.spark.rdd.PartitionCoalescer, java.io.Serializable {
+        private final boolean prefixes;
+
+        Turns(boolean prefixes) {
+            this.prefixes = prefixes;
+        }
+
         public org.apache.spark.rdd.PartitionGroup[] coalesce(int count, RDD parent) {
             org.apache.spark.Partition[] parts = parent.partitions();
-            org.apache.spark.rdd.PartitionGroup[] groups = new org.apache.spark.rdd.PartitionGroup[parts.length];
-            for (int k = 0; k < parts.length; k++) {
+            org.apache.spark.rdd.PartitionGroup[] groups = new org.apache.spark.rdd.PartitionGroup[prefixes ? parts.length : 1];
+            for (int k = 0; k < groups.length; k++) {
                 groups[k] = new org.apache.spark.rdd.PartitionGroup(scala.Option.apply(null));
-                for (int j = 0; j <= k; j++) groups[k].partitions().addOne(parts[j]);
+                for (int j = 0; j <= (prefixes ? k : parts.length - 1); j++) groups[k].partitions().addOne(parts[j]);
             }
             return groups;
         }
@@ -313,6 +323,80 @@ public final class Internal {
 
         public void remove() {
             throw new UnsupportedOperationException();
+        }
+    }
+
+    /**
+     * Two stages of a task's work side by side: a {@link Stage} runs on a thread of its own,
+     * in the task's context, and hands what it makes in batches, in order, to the task's
+     * thread, which reads them with {@link #take}. Its failure is raised there; the task's end
+     * stops it.
+     */
+    static final class Pipe {
+        /** The first stage: adds what it makes to {@code batch} (a batch's worth at most); false at its end. */
+        interface Stage {
+            boolean fill(java.util.ArrayList batch) throws Exception;
+        }
+
+        private static final Object END = new Object();
+        private final java.util.concurrent.ArrayBlockingQueue queue = new java.util.concurrent.ArrayBlockingQueue(8);
+        private volatile boolean stopped;
+
+        Pipe(final Stage stage) {
+            final org.apache.spark.TaskContext context = org.apache.spark.TaskContext.get();
+            final Thread thread = new Thread("flink-kit pipe") {
+                public void run() {
+                    org.apache.spark.TaskContext$.MODULE$.setTaskContext(context);
+                    try {
+                        boolean more = true;
+                        while (more && !stopped) {
+                            java.util.ArrayList batch = new java.util.ArrayList();
+                            more = stage.fill(batch);
+                            if (!batch.isEmpty()) put(batch);
+                        }
+                        put(END);
+                    } catch (Throwable e) {
+                        put(e);
+                    } finally {
+                        org.apache.spark.TaskContext$.MODULE$.unset();
+                    }
+                }
+            };
+            thread.setDaemon(true);
+            if (context != null) {
+                context.addTaskCompletionListener(new org.apache.spark.util.TaskCompletionListener() {
+                    public void onTaskCompletion(org.apache.spark.TaskContext c) {
+                        stopped = true;
+                        thread.interrupt();
+                    }
+                });
+            }
+            thread.start();
+        }
+
+        private void put(Object o) {
+            try {
+                while (!stopped && !queue.offer(o, 100, java.util.concurrent.TimeUnit.MILLISECONDS)) {
+                    // the task's thread reads on, or the task ends
+                }
+            } catch (InterruptedException e) {
+                stopped = true;
+            }
+        }
+
+        /** The next batch, or null after the last. */
+        java.util.ArrayList take() {
+            Object o;
+            try {
+                o = queue.take();
+            } catch (InterruptedException e) {
+                throw new RuntimeException(e);
+            }
+            if (o == END) return null;
+            if (o instanceof RuntimeException) throw (RuntimeException) o;
+            if (o instanceof Error) throw (Error) o;
+            if (o instanceof Throwable) throw new RuntimeException((Throwable) o);
+            return (java.util.ArrayList) o;
         }
     }
 

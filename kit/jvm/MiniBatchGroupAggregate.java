@@ -40,8 +40,12 @@ public class MiniBatchGroupAggregate extends GroupAggregate {
     private final char splitType;
 
     public MiniBatchGroupAggregate(String settings, StructType schema) {
-        super(settings, schema);
-        Map s = Internal.settings(settings);
+        this(Internal.settings(settings), schema);
+    }
+
+    /** Over {@code schema}'s rows, or, with none, over values a {@link Chain.MiniBatch} feeds. */
+    MiniBatchGroupAggregate(Map s, StructType schema) {
+        super(s, schema);
         size = Integer.parseInt((String) s.get("size"));
         latency = Long.parseLong((String) s.get("latency"));
         phase = (String) s.get("phase");
@@ -56,6 +60,7 @@ public class MiniBatchGroupAggregate extends GroupAggregate {
     static final class Key {
         final Object[] values;
         private final int hash;
+        Object[] inserted;   // the message {1, values} of an input of its values alone, made once ({@link Chain.MiniBatch})
 
         Key(Object[] values, char[] types) {
             this.values = values;
@@ -81,12 +86,29 @@ public class MiniBatchGroupAggregate extends GroupAggregate {
             this.types = types;
         }
 
-        /** Adds {@code messages} of {@code key}; whether the bundle is full. */
-        boolean add(Key key, ArrayList messages) {
+        /** Adds {@code messages} of {@code key}, a list of them or one; whether the bundle is full. */
+        boolean add(Key key, Object messages) {
             ArrayList held = (ArrayList) map.get(key);
             if (held == null) map.put(key, held = new ArrayList());
-            held.addAll(messages);
+            if (messages instanceof ArrayList) held.addAll((ArrayList) messages);
+            else add(held, (Object[]) messages);
             return ++count >= size;
+        }
+
+        /** Adds one message: a repeat of the last one held (the same values, a weight of the same sign)
+         *  adds its weight to it instead, which folds the same (weights count copies). */
+        private void add(ArrayList held, Object[] message) {
+            int n = held.size();
+            if (n > 0) {
+                Object[] last = (Object[]) held.get(n - 1);
+                int a = ((Integer) last[0]).intValue(), b = ((Integer) message[0]).intValue();
+                if (last[1] == message[1] && (a > 0) == (b > 0)) {
+                    if (last.length == 3) last[0] = Integer.valueOf(a + b);   // one made here: ours to change
+                    else held.set(n - 1, new Object[] {Integer.valueOf(a + b), last[1], null});
+                    return;
+                }
+            }
+            held.add(message);
         }
 
         /** The bundle's entries in the map's order, as {@code {key, messages}} pairs; the bundle is emptied. */
@@ -103,7 +125,8 @@ public class MiniBatchGroupAggregate extends GroupAggregate {
         }
     }
 
-    /** One task's replay: the bundle levels, the last level's key states, the changes so far. */
+    /** One task's replay: the bundle levels, the last level's key states (by their {@link Key}),
+     *  the changes so far (rows of the output's values). */
     final class Run {
         final char[] levelTypes;
         final ArrayList levels = new ArrayList();
@@ -120,7 +143,7 @@ public class MiniBatchGroupAggregate extends GroupAggregate {
             if (!"ONE_PHASE".equals(phase)) levels.add(new Bundle(hash));
         }
 
-        void push(int i, Key key, ArrayList messages, long s, Long p) {
+        void push(int i, Key key, Object messages, long s, Long p) {
             if (((Bundle) levels.get(i)).add(key, messages)) flush(i, s, p);
         }
 
@@ -160,9 +183,8 @@ public class MiniBatchGroupAggregate extends GroupAggregate {
 
         /** {@code finishBundle} for one key of the last level. */
         void fold(Key key, ArrayList messages, long s, Long p) {
-            Object[] group = Arrays.copyOf(key.values, keys);
-            Object id = Arrays.asList(group);
-            State state = (State) states.get(id);
+            Object[] group = key.values;   // the last level's keys are the group's
+            State state = (State) states.get(key);
             int from = 0;
             if (state == null && "ONE_PHASE".equals(phase)) {   // a key without state drops leading retractions
                 while (from < messages.size() && ((Integer) ((Object[]) messages.get(from))[0]).intValue() < 0) from++;
@@ -179,8 +201,8 @@ public class MiniBatchGroupAggregate extends GroupAggregate {
                 state.add(((Integer) message[0]).intValue(), (Object[]) message[1]);
             }
             ArrayList changes = decide(state, first, prev);
-            if (state.count == 0) states.remove(id);
-            else if (first) states.put(id, state);
+            if (state.count == 0) states.remove(key);
+            else if (first) states.put(key, state);
             for (int c = 0; c < changes.size(); c += 2) {
                 if (placeSeq != s) {
                     placeSeq = s;
@@ -195,57 +217,76 @@ public class MiniBatchGroupAggregate extends GroupAggregate {
                 row[row.length - 3] = Long.valueOf(s);
                 row[row.length - 2] = after(EMPTY, place);
                 row[row.length - 1] = p;
-                out.add(new GenericInternalRow(row));
+                out.add(row);
             }
+        }
+    }
+
+    /** A task's input side: the run, and the last message read (its seq, interval, time). */
+    final class Level {
+        final Run run = new Run();
+        private boolean any;
+        private long lastSeq, lastInterval;
+        private Long lastPt;
+
+        /** The bundle key of input values {@code in} (the keys, then the arguments; kept). */
+        Key key(Object[] in) {
+            Object[] key = new Object[buckets > 0 ? keys + 1 : keys];
+            System.arraycopy(in, 0, key, 0, keys);
+            if (buckets > 0) key[keys] = bucket(in[splitColumn]);
+            return new Key(key, run.levelTypes);
+        }
+
+        /** Reads {@code message} ({@code {w, values}}: the keys, then the arguments, kept, with weight {@code w})
+         *  of {@code key}, of arrival {@code s} at {@code p}: the bundles flush first when {@code p} starts a
+         *  new interval, then as they fill. */
+        void read(Key key, Object[] message, long s, Long p) {
+            if (any && s < lastSeq) throw outOfOrder(s, lastSeq);
+            long interval = p == null ? 0 : p.longValue() - Math.floorMod(p.longValue(), latency);
+            if (any && interval != lastInterval) run.flushAll(lastSeq, Long.valueOf(lastInterval + latency));
+            run.push(0, key, message, s, p);
+            any = true;
+            lastSeq = s;
+            lastInterval = interval;
+            lastPt = p;
+        }
+
+        /** The end of input: every bundle flushes. */
+        void end() {
+            if (any) run.flushAll(lastSeq, lastPt);
         }
     }
 
     /** The task's changes as the bundles flush them: the input is read only as far as the
      *  next flush, so a task holds one bundle's changes at a time, not its whole output. */
     public Iterator call(final Iterator input) {
-        final Run run = new Run();
+        final Level level = new Level();
+        final ArrayList out = level.run.out;
         return new Iterator() {
-            boolean any, done;
-            long lastSeq, lastInterval;
-            Long lastPt;
-            int next;   // the next change of run.out to return
+            boolean done;
+            int next;   // the next change of out to return
 
             public boolean hasNext() {
-                while (next == run.out.size() && !done) {
-                    run.out.clear();
+                while (next == out.size() && !done) {
+                    out.clear();
                     next = 0;
-                    if (input.hasNext()) read((InternalRow) input.next());
-                    else {
+                    if (input.hasNext()) {
+                        InternalRow r = (InternalRow) input.next();
+                        Object[] in = new Object[w];   // the keys and the arguments
+                        for (int c = 0; c < w; c++) in[c] = kept(reader.get(r, c));
+                        level.read(level.key(in), new Object[] {Integer.valueOf(r.getInt(w)), in}, r.getLong(seq),
+                                   r.isNullAt(pt) ? null : Long.valueOf(r.getLong(pt)));
+                    } else {
                         done = true;
-                        if (any) run.flushAll(lastSeq, lastPt);
+                        level.end();
                     }
                 }
-                return next < run.out.size();
+                return next < out.size();
             }
 
             public Object next() {
                 if (!hasNext()) throw new java.util.NoSuchElementException();
-                return run.out.get(next++);
-            }
-
-            private void read(InternalRow r) {
-                long s = r.getLong(seq);
-                if (any && s < lastSeq) throw outOfOrder(s, lastSeq);
-                Long p = r.isNullAt(pt) ? null : Long.valueOf(r.getLong(pt));
-                long interval = p == null ? 0 : p.longValue() - Math.floorMod(p.longValue(), latency);
-                if (any && interval != lastInterval) run.flushAll(lastSeq, Long.valueOf(lastInterval + latency));
-                Object[] values = new Object[r.numFields()];
-                for (int a = 0; a < args.length; a++) if (args[a] >= 0) values[args[a]] = kept(reader.get(r, args[a]));
-                Object[] key = new Object[buckets > 0 ? keys + 1 : keys];
-                for (int k = 0; k < keys; k++) key[k] = kept(reader.get(r, k));
-                if (buckets > 0) key[keys] = bucket(reader.get(r, splitColumn));
-                ArrayList message = new ArrayList(1);
-                message.add(new Object[] {Integer.valueOf(r.getInt(w)), values});
-                run.push(0, new Key(key, run.levelTypes), message, s, p);
-                any = true;
-                lastSeq = s;
-                lastInterval = interval;
-                lastPt = p;
+                return new GenericInternalRow((Object[]) out.get(next++));
             }
         };
     }

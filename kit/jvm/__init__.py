@@ -25,7 +25,8 @@ class                          what it computes                              Pyt
                                keys in its bundle map's order
 ``flinkkit.Chain``             per chunk of arrivals: group aggregates       ``aggregate.group_aggregate``,
                                chained, each over the one before, fused;     level by level
-                               seeded with the earlier chunks' states
+                               seeded with the earlier chunks' states; with
+                               mini-batch (``Chain.MiniBatch``), in one task
 =============================  ============================================  ========================
 
 ``ArrivalScan``, ``WindowOperator``, ``WindowScan`` and ``GroupAggregate`` read and write Spark's internal rows
@@ -57,7 +58,7 @@ from ..java import _cache_dir
 
 __all__ = ["jar", "available", "attach", "attached", "unavailable", "FAST_PATHS", "late_scan", "order_scan",
            "arrival_scan", "window_operator", "window_scan",
-           "group_aggregate", "mini_batch_group_aggregate", "chain"]
+           "group_aggregate", "mini_batch_group_aggregate", "chain", "mini_batch_chain"]
 
 _SOURCES = sorted(Path(__file__).parent.glob("*.java"))
 _PACKAGE = "flinkkit"
@@ -240,6 +241,16 @@ def chain(df, chunks: int, settings: str, schema, limit: int, prefixes: bool = F
     out = spark._jvm.flinkkit.Chain.run(df._jdf, chunks, settings, spark._jsparkSession.parseDataType(schema.json()),
                                         limit, prefixes)
     return None if out is None else DataFrame(out, spark)
+
+
+def mini_batch_chain(df, settings: str, schema):
+    """``Chain.miniBatch``: the chained mini-batch group aggregates of ``settings`` over the
+    whole of ``df`` in one task (its partitions a stream's chunks, read in turn); rows of ``schema``."""
+    from pyspark.sql import DataFrame
+
+    spark = df.sparkSession
+    return DataFrame(spark._jvm.flinkkit.Chain.miniBatch(df._jdf, settings, spark._jsparkSession.parseDataType(schema.json())),
+                     spark)
 
 
 def _map_partitions(df, function, schema):
