@@ -70,7 +70,9 @@ the column's), no TTL (with mini-batch: the whole input in one task, as above); 
 takes it when the session has the kit's Java classes. ``chain`` (what a continuous query
 over one stream takes first): the group aggregates stacked over that stream -- one, or a
 cascade -- fused into one Java pass per chunk of arrivals, each chunk seeded with the
-states the chunks before it leave: no shuffle and no sort at all. ``fast``: Spark SQL window functions over one shuffle by key, each input
+states the chunks before it leave: no shuffle and no sort at all (with mini-batch: one pass
+over the whole input, each level's changes read by the next as they flush, the first level
+on a thread of its own). ``fast``: Spark SQL window functions over one shuffle by key, each input
 message exploded into its 0-2 changes. Per key, in ``(seq, _n)`` order, with weight
 ``w = ±1``:
 

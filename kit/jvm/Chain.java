@@ -299,14 +299,16 @@ public class Chain implements MapPartitionsFunction {
     }
 
     /**
-     * {@link #miniBatch}'s task. Read straight from the source, a one-column key that Parquet
-     * keeps in a dictionary finds its bundle key once per column chunk, and that key is the
-     * one instance of its value (interned), so the bundles and the states compare keys by
-     * reference.
+     * {@link #miniBatch}'s task. The first level runs on a thread of its own ({@link Internal.Pipe}),
+     * the levels above on the task's. A level's keys are interned ({@link MiniBatchGroupAggregate.Level#known}):
+     * one instance per value, which holds its state, so bundles and states compare keys by
+     * reference. Read straight from the source, a one-column key that Parquet keeps in a
+     * dictionary finds its key once per column chunk, and its arrivals share one message.
      *
      * <pre>
-     *   size 2, ONE_PHASE, COUNT(*) GROUP BY word then COUNT(cnt) GROUP BY cnt; a b a:
-     *   level 1 flushes +I a 1, +I b 1 after b; level 2 +I 1 1 on the first, then -U 1 1, +U 1 2
+     *   size 2, ONE_PHASE, COUNT(*) GROUP BY word, then COUNT(cnt) GROUP BY cnt; words a b a:
+     *   at b, level 1 flushes +I b 1, +I a 1 (its HashMap's order); level 2 holds two, flushes +I 1 2
+     *   at the end, level 1 flushes -U a 1, +U a 2; level 2 +I 2 1, -U 1 2, +U 1 1
      * </pre>
      */
     static final class MiniBatch implements MapPartitionsFunction {
@@ -342,7 +344,7 @@ public class Chain implements MapPartitionsFunction {
             final MiniBatchGroupAggregate bottom = levels[0];
             final boolean memo = first >= 0 && bottom.keys == 1 && width == 1;   // its key alone: memo the bundle key
             final Internal.Memo keys = new Internal.Memo(memo ? input : null, 0);
-            final HashMap[] interned = new HashMap[levels.length];   // per level: its keys, one instance of each
+            final HashMap[] interned = new HashMap[levels.length];   // per level: its keys by value, one instance of each
             for (int l = 0; l < levels.length; l++) interned[l] = new HashMap();
             final ArrayList out = runs[levels.length - 1].run.out;
             // the first level on a thread of its own, the levels above on the task's
@@ -410,7 +412,7 @@ public class Chain implements MapPartitionsFunction {
                             Object[] picked = new Object[in.length];
                             for (int i = 0; i < in.length; i++) picked[i] = row[1 + in[i]];
                             boolean adds = row[0] == GroupAggregate.INSERT || row[0] == GroupAggregate.UPDATE_AFTER;
-                            above.read(intern(interned[l], above.key(picked)), new Object[] {adds ? ONE : MINUS_ONE, picked},
+                            above.read(above.known(interned[l], picked), new Object[] {adds ? ONE : MINUS_ONE, picked},
                                        ((Long) row[row.length - 3]).longValue(), (Long) row[row.length - 1]);
                         }
                         changes.clear();
@@ -440,14 +442,16 @@ public class Chain implements MapPartitionsFunction {
             long s = first + read;
             Long p = clocked ? Long.valueOf(clockStart + s * clockStep) : null;
             MiniBatchGroupAggregate.Key key = (MiniBatchGroupAggregate.Key) keys.get();
-            if (key == null) {
+            if (key == null && width == bottom.keys) {   // the key alone: its one instance, with its message
+                in = new Object[width];
+                for (int c = 0; c < width; c++) in[c] = bottom.reader.get(r, c);
+                key = level.known(interned, in);
+                if (key.inserted == null) key.inserted = new Object[] {ONE, key.values};
+                keys.put(key);
+            } else if (key == null) {
                 in = new Object[width];
                 for (int c = 0; c < width; c++) in[c] = GroupAggregate.kept(bottom.reader.get(r, c));
                 key = level.key(in);
-                if (width == bottom.keys) {   // the key alone: its one instance, with its message
-                    key = intern(interned, key);
-                    keys.put(key);
-                }
             }
             level.read(key, key.inserted != null ? key.inserted : new Object[] {ONE, in}, s, p);
             return read + 1;
@@ -456,15 +460,6 @@ public class Chain implements MapPartitionsFunction {
 
     static final Integer ONE = Integer.valueOf(1), MINUS_ONE = Integer.valueOf(-1);
     static final int BATCH = 4096;   // first-level changes handed to the levels above at a time
-
-    /** The one instance of {@code key}'s value in {@code interned}, with its insert message made. */
-    static MiniBatchGroupAggregate.Key intern(HashMap interned, MiniBatchGroupAggregate.Key key) {
-        MiniBatchGroupAggregate.Key known = (MiniBatchGroupAggregate.Key) interned.get(key);
-        if (known != null) return known;
-        key.inserted = new Object[] {ONE, key.values};
-        interned.put(key, key);
-        return key;
-    }
 
     /** {@code n0 + [j]}. */
     static int[] plus(int[] n0, int j) {

@@ -60,7 +60,11 @@ public class MiniBatchGroupAggregate extends GroupAggregate {
     static final class Key {
         final Object[] values;
         private final int hash;
-        Object[] inserted;   // the message {1, values} of an input of its values alone, made once ({@link Chain.MiniBatch})
+        // interned: the one instance of its values in a task ({@link Level#known}); then its state at the last
+        // level is kept here, not in a map, and the message {1, values} of an input of its values alone made once
+        boolean interned;
+        Object state;
+        Object[] inserted;
 
         Key(Object[] values, char[] types) {
             this.values = values;
@@ -125,8 +129,8 @@ public class MiniBatchGroupAggregate extends GroupAggregate {
         }
     }
 
-    /** One task's replay: the bundle levels, the last level's key states (by their {@link Key}),
-     *  the changes so far (rows of the output's values). */
+    /** One task's replay: the bundle levels, the last level's key states (by their {@link Key}, or in
+     *  it when interned), the changes so far (rows of the output's values). */
     final class Run {
         final char[] levelTypes;
         final ArrayList levels = new ArrayList();
@@ -184,7 +188,8 @@ public class MiniBatchGroupAggregate extends GroupAggregate {
         /** {@code finishBundle} for one key of the last level. */
         void fold(Key key, ArrayList messages, long s, Long p) {
             Object[] group = key.values;   // the last level's keys are the group's
-            State state = (State) states.get(key);
+            boolean interned = key.interned;
+            State state = (State) (interned ? key.state : states.get(key));
             int from = 0;
             if (state == null && "ONE_PHASE".equals(phase)) {   // a key without state drops leading retractions
                 while (from < messages.size() && ((Integer) ((Object[]) messages.get(from))[0]).intValue() < 0) from++;
@@ -201,7 +206,8 @@ public class MiniBatchGroupAggregate extends GroupAggregate {
                 state.add(((Integer) message[0]).intValue(), (Object[]) message[1]);
             }
             ArrayList changes = decide(state, first, prev);
-            if (state.count == 0) states.remove(key);
+            if (interned) key.state = state.count == 0 ? null : state;
+            else if (state.count == 0) states.remove(key);
             else if (first) states.put(key, state);
             for (int c = 0; c < changes.size(); c += 2) {
                 if (placeSeq != s) {
@@ -235,6 +241,34 @@ public class MiniBatchGroupAggregate extends GroupAggregate {
             System.arraycopy(in, 0, key, 0, keys);
             if (buckets > 0) key[keys] = bucket(in[splitColumn]);
             return new Key(key, run.levelTypes);
+        }
+
+        /**
+         * The one instance of the bundle key of input values {@code in} (views of a row: copied when
+         * new) in {@code known}, found by the key's values (with a split, by the key itself).
+         */
+        Key known(HashMap known, Object[] in) {
+            if (buckets > 0) {   // the bucket is the key's too
+                Key key = key(copies(in));
+                Key found = (Key) known.get(key);
+                if (found != null) return found;
+                key.interned = true;
+                known.put(key, key);
+                return key;
+            }
+            Key key = (Key) known.get(id(in.length == keys ? in : Arrays.copyOf(in, keys)));
+            if (key == null) {
+                key = key(copies(in));
+                key.interned = true;
+                known.put(id(key.values), key);
+            }
+            return key;
+        }
+
+        private Object[] copies(Object[] in) {
+            Object[] out = new Object[in.length];
+            for (int i = 0; i < in.length; i++) out[i] = kept(in[i]);
+            return out;
         }
 
         /** Reads {@code message} ({@code {w, values}}: the keys, then the arguments, kept, with weight {@code w})
