@@ -540,12 +540,15 @@ ERRORS = """() => window.jupyterapp.shell.currentWidget.content.widgets
 def _browser(notebooks: list[Path], plans: dict, folder: Path) -> dict:
     """Each notebook in JupyterLab in headless Chromium: Run All, then the plans' changes."""
     import shutil
+    import sys
     import tempfile
 
     import nbformat
 
-    chromium = next((p for p in ("/usr/bin/chromium", shutil.which("chromium"), shutil.which("chromium-browser"))
-                     if p and os.access(p, os.X_OK)), None)
+    sys.path.insert(0, str(ROOT / "tests" / "browser"))
+    from browsing import chromium_path, serve   # JupyterLab as the browser tests start it
+
+    chromium = chromium_path()
     if chromium is None:
         return {"error": "no chromium (sh tests/browser/ensure-chromium.sh)"}
     try:
@@ -568,7 +571,7 @@ def _browser(notebooks: list[Path], plans: dict, folder: Path) -> dict:
                 if cell.cell_type == "code":
                     cell.outputs, cell.execution_count = [], None
             nbformat.write(book, path)
-        with _lab(tmp) as (base, token), sync_playwright() as p:
+        with serve(tmp) as (base, token), sync_playwright() as p:
             browser = p.chromium.launch_persistent_context(
                 str(tmp / "chromium-profile"), executable_path=chromium, headless=True,
                 args=["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
@@ -738,73 +741,11 @@ def _change(page, root, box, index, plan: dict, target, move=None) -> dict:
 
 
 def _shutdown_kernels(base: str, token: str) -> None:
-    for session in json.loads(_request(f"{base}/api/sessions", token)):
-        _request(f"{base}/api/sessions/{session['id']}", token, method="DELETE")
+    from browsing import request
+
+    for session in json.loads(request(f"{base}/api/sessions", token, timeout=30)):
+        request(f"{base}/api/sessions/{session['id']}", token, method="DELETE", timeout=30)
     time.sleep(2)
-
-
-def _request(url: str, token: str, method: str = "GET"):
-    import urllib.request
-
-    req = urllib.request.Request(url, method=method, headers={"Authorization": f"token {token}"})
-    with urllib.request.urlopen(req, timeout=30) as response:
-        return response.read()
-
-
-class _lab:
-    """JupyterLab on 127.0.0.1 over ``tmp/notebooks``: (base url, token)."""
-
-    def __init__(self, tmp: Path):
-        self.tmp = tmp
-
-    def __enter__(self):
-        import secrets
-        import socket
-        import subprocess
-        import sys
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        self.token = secrets.token_hex(16)
-        home = self.tmp / "jupyter"
-        env = dict(os.environ, JUPYTER_CONFIG_DIR=str(home / "config"), JUPYTER_DATA_DIR=str(home / "data"),
-                   JUPYTER_RUNTIME_DIR=str(home / "runtime"), IPYTHONDIR=str(home / "ipython"))
-        self.log = open(self.tmp / "jupyterlab.log", "w")
-        self.server = subprocess.Popen(
-            [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1",
-             f"--port={port}", f"--IdentityProvider.token={self.token}",
-             f"--ServerApp.root_dir={self.tmp / 'notebooks'}", f"--LabApp.workspaces_dir={home / 'workspaces'}",
-             "--LabApp.extension_manager=readonly", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-             "--LabApp.expose_app_in_browser=True"],  # window.jupyterapp: to run on past a failed cell
-            env=env, stdout=self.log, stderr=subprocess.STDOUT, cwd=self.tmp)
-        self.base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 90
-        while True:
-            if self.server.poll() is not None:
-                raise RuntimeError("JupyterLab exited early:\n" + (self.tmp / "jupyterlab.log").read_text()[-3000:])
-            try:
-                json.loads(_request(f"{self.base}/api/status", self.token))
-                return self.base, self.token
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.3)
-
-    def __exit__(self, *exc):
-        import subprocess
-
-        try:
-            _request(f"{self.base}/api/shutdown", self.token, method="POST")
-            self.server.wait(timeout=20)
-        except Exception:
-            self.server.terminate()
-            try:
-                self.server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.server.kill()
-                self.server.wait()
-        self.log.close()
 
 
 # ---------------------------------------------------------------- the cold start

@@ -55,9 +55,8 @@ def chromium() -> str:
 def jupyterlab(tmp: Path, strip: tuple[str, ...] = (), trust: tuple[str, ...] = ()):
     """JupyterLab on 127.0.0.1 over a copy of notebooks/ in ``tmp``, the notebooks named in
     ``strip`` without their stored outputs (every output seen is fresh, every prompt "[ ]")
-    and those in ``trust`` signed with its key (as if the user had saved them); its app
-    exposed to the page as ``window.jupyterapp``. Yields (base url, token); then shuts the
-    kernels and the server down."""
+    and those in ``trust`` signed with its key (as if the user had saved them) (``serve``).
+    Yields (base url, token); then shuts the kernels and the server down."""
     if chromium_path() is None:   # before starting a server for nothing
         unavailable("Debian's chromium is not installed (sh tests/browser/ensure-chromium.sh)")
     shutil.copytree(ROOT / "notebooks", tmp / "notebooks", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
@@ -68,27 +67,40 @@ def jupyterlab(tmp: Path, strip: tuple[str, ...] = (), trust: tuple[str, ...] = 
             if cell.cell_type == "code":
                 cell.outputs, cell.execution_count = [], None
         nbformat.write(nb, path)
-    port, token = _free_port(), secrets.token_hex(16)
-    home = tmp / "jupyter"
-    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(home / "config"), JUPYTER_DATA_DIR=str(home / "data"),
-               JUPYTER_RUNTIME_DIR=str(home / "runtime"), IPYTHONDIR=str(home / "ipython"))
     for name in trust:
         subprocess.run([sys.executable, "-m", "jupyter", "trust", str(tmp / "notebooks" / name)],
-                       env=env, check=True, capture_output=True)
+                       env=_jupyter_env(tmp), check=True, capture_output=True)
+    with serve(tmp) as (base, token):
+        yield base, token
+
+
+def _jupyter_env(tmp: Path) -> dict:
+    """The environment of a Jupyter of its own, its files in ``tmp/jupyter``."""
+    home = tmp / "jupyter"
+    return dict(os.environ, JUPYTER_CONFIG_DIR=str(home / "config"), JUPYTER_DATA_DIR=str(home / "data"),
+                JUPYTER_RUNTIME_DIR=str(home / "runtime"), IPYTHONDIR=str(home / "ipython"))
+
+
+@contextlib.contextmanager
+def serve(tmp: Path):
+    """JupyterLab on 127.0.0.1 over ``tmp/notebooks`` (its settings and log in ``tmp``), its
+    app exposed to the page as ``window.jupyterapp`` (to run on past a failed cell). Yields
+    (base url, token); then shuts the kernels and the server down."""
+    port, token = _free_port(), secrets.token_hex(16)
     log = open(tmp / "jupyterlab.log", "w")
     server = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1",
          f"--port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={tmp / 'notebooks'}",
-         f"--LabApp.workspaces_dir={home / 'workspaces'}", "--LabApp.extension_manager=readonly",
+         f"--LabApp.workspaces_dir={tmp / 'jupyter' / 'workspaces'}", "--LabApp.extension_manager=readonly",
          "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", "--LabApp.expose_app_in_browser=True"],
-        env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp)
+        env=_jupyter_env(tmp), stdout=log, stderr=subprocess.STDOUT, cwd=tmp)
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_for_server(base, token, server, tmp / "jupyterlab.log")
         yield base, token
     finally:
         try:  # shuts down the kernels, then the server
-            _request(f"{base}/api/shutdown", token, method="POST")
+            request(f"{base}/api/shutdown", token, method="POST")
             server.wait(timeout=15)
         except Exception:
             server.terminate()
@@ -137,9 +149,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _request(url: str, token: str, method: str = "GET"):
+def request(url: str, token: str, method: str = "GET", timeout: float = 5):
+    """A Jupyter server's answer to ``method url``, with ``token``."""
     req = urllib.request.Request(url, method=method, headers={"Authorization": f"token {token}"})
-    with urllib.request.urlopen(req, timeout=5) as response:
+    with urllib.request.urlopen(req, timeout=timeout) as response:
         return response.read()
 
 
@@ -149,7 +162,7 @@ def _wait_for_server(base: str, token: str, server: subprocess.Popen, log: Path)
         if server.poll() is not None:
             raise RuntimeError(f"JupyterLab exited early:\n{log.read_text()[-3000:]}")
         try:
-            json.loads(_request(f"{base}/api/status", token))
+            json.loads(request(f"{base}/api/status", token))
             return
         except OSError:
             time.sleep(0.2)
