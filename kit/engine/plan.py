@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["PlanNode", "read_plan", "user_names"]
+__all__ = ["PlanNode", "read_plan", "user_names", "stable_ids"]
 
 _VIEW = re.compile(r"__kit_(\w+?)_[0-9a-f]{8}_\d+")
 _MAX_FIELDS = 25   # Spark's default spark.sql.debug.maxToStringFields
@@ -34,6 +34,21 @@ def user_names(text: str) -> str:
     'UnresolvedRelation [t1]'
     """
     return _VIEW.sub(r"\1", text)
+
+
+_EXPR_ID = re.compile(r"(?<=[\w`])#(\d+)")
+
+
+def stable_ids(text: str, ids: dict | None = None) -> str:
+    """``text`` with Spark's expression ids (``id#2671L``) numbered 1, 2, ... in order of
+    appearance, so that it does not change with how many plans the session analysed before;
+    ``ids`` (old -> new) carries one numbering over several texts.
+
+    >>> stable_ids("Project [id#2671L, v#2672] +- Filter (id#2671L < 3)")
+    'Project [id#1L, v#2] +- Filter (id#1L < 3)'
+    """
+    ids = {} if ids is None else ids
+    return _EXPR_ID.sub(lambda m: "#" + str(ids.setdefault(m.group(1), len(ids) + 1)), text)
 
 
 @dataclass(frozen=True)

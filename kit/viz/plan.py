@@ -255,17 +255,16 @@ def _steps(log, column_width, title):
         title=title_params("The optimizer, rule by rule", facts, title))
 
 
-_EXPR_ID = re.compile(r"(?<=\w)#(\d+)")
-
-
 def _renumber(roots: list) -> None:
-    """Spark's expression ids (``id#2671L``) in ``roots``' texts renumbered 1, 2, ... in order
-    of appearance, one numbering for all: the same attribute keeps one number, and a chart
+    """Spark's expression ids in ``roots``' texts renumbered 1, 2, ... in order of appearance
+    (``stable_ids``), one numbering for all: the same attribute keeps one number, and a chart
     does not change with how many plans the session analysed before."""
+    from ..engine.plan import stable_ids
+
     ids: dict = {}
 
     def stable(text: str) -> str:
-        return _EXPR_ID.sub(lambda m: "#" + str(ids.setdefault(m.group(1), len(ids) + 1)), text)
+        return stable_ids(text, ids)
 
     for root in roots:
         for box in _walk(root):
