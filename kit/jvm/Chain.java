@@ -50,24 +50,18 @@ public class Chain implements MapPartitionsFunction {
     final boolean clocked;
 
     Chain(String settings, StructType schema, Broadcast before) {
-        String[] parts = settings.split("\\|");
-        levels = new GroupAggregate[parts.length];
-        inputs = new int[parts.length][];
-        java.util.Map first = null;
-        for (int l = 0; l < parts.length; l++) {
-            java.util.Map s = Internal.settings(parts[l]);
-            if (l == 0) first = s;
-            levels[l] = new GroupAggregate(s, l == 0 ? schema : null);
-            if (l > 0) inputs[l] = columns((String) s.get("in"));
-        }
+        java.util.Map[] s = levelSettings(settings);
+        levels = new GroupAggregate[s.length];
+        for (int l = 0; l < s.length; l++) levels[l] = new GroupAggregate(s[l], l == 0 ? schema : null);
+        inputs = inputs(s);
         this.before = before;
-        String[] starts = first.containsKey("offsets") ? ((String) first.get("offsets")).split(",") : null;
+        String[] starts = s[0].containsKey("offsets") ? ((String) s[0].get("offsets")).split(",") : null;
         offsets = starts == null ? null : new long[starts.length];
         for (int c = 0; offsets != null && c < starts.length; c++) offsets[c] = Long.parseLong(starts[c]);
-        String[] clock = first.containsKey("clock") ? ((String) first.get("clock")).split(":") : null;
+        long[] clock = clock(s[0]);
         clocked = clock != null;
-        clockStart = clocked ? Long.parseLong(clock[0]) : 0;
-        clockStep = clocked ? Long.parseLong(clock[1]) : 0;
+        clockStart = clocked ? clock[0] : 0;
+        clockStep = clocked ? clock[1] : 0;
         int last = schema.fields().length - 1;
         pt = last;
         n = last - 1;
@@ -229,13 +223,32 @@ public class Chain implements MapPartitionsFunction {
         };
     }
 
-    /** A level's {@code in} setting: places in the output of the level below (none for a {@code COUNT(*)} of its rows). */
-    static int[] columns(String text) {
-        if (text.length() == 0) return new int[0];
-        String[] in = text.split(",");
-        int[] out = new int[in.length];
-        for (int i = 0; i < in.length; i++) out[i] = Integer.parseInt(in[i]);
+    /** Each level's settings ({@code |} between levels), as maps. */
+    static java.util.Map[] levelSettings(String settings) {
+        String[] parts = settings.split("\\|");
+        java.util.Map[] out = new java.util.Map[parts.length];
+        for (int l = 0; l < parts.length; l++) out[l] = Internal.settings(parts[l]);
         return out;
+    }
+
+    /** Per level after the first, its {@code in} setting: places in the output of the level below (none for a
+     *  {@code COUNT(*)} of its rows). */
+    static int[][] inputs(java.util.Map[] levels) {
+        int[][] out = new int[levels.length][];
+        for (int l = 1; l < levels.length; l++) {
+            String text = (String) levels[l].get("in");
+            String[] in = text.length() == 0 ? new String[0] : text.split(",");
+            out[l] = new int[in.length];
+            for (int i = 0; i < in.length; i++) out[l][i] = Integer.parseInt(in[i]);
+        }
+        return out;
+    }
+
+    /** The first level's {@code clock=<start ms>:<step ms>}, the arrivals' processing time: {start, step}, or null. */
+    static long[] clock(java.util.Map first) {
+        if (!first.containsKey("clock")) return null;
+        String[] clock = ((String) first.get("clock")).split(":");
+        return new long[] {Long.parseLong(clock[0]), Long.parseLong(clock[1])};
     }
 
     /** The first level's key of row {@code r}: views of the row, copied when a state is made. */
@@ -320,21 +333,15 @@ public class Chain implements MapPartitionsFunction {
         final int width;        // the first level's input values: its keys, then its arguments
 
         MiniBatch(String settings, StructType schema) {
-            String[] parts = settings.split("\\|");
-            levels = new MiniBatchGroupAggregate[parts.length];
-            inputs = new int[parts.length][];
-            java.util.Map bottom = null;
-            for (int l = 0; l < parts.length; l++) {
-                java.util.Map s = Internal.settings(parts[l]);
-                if (l == 0) bottom = s;
-                levels[l] = new MiniBatchGroupAggregate(s, l == 0 ? schema : null);
-                if (l > 0) inputs[l] = columns((String) s.get("in"));
-            }
-            first = bottom.containsKey("offsets") ? Long.parseLong(((String) bottom.get("offsets")).split(",")[0]) : -1;
-            String[] clock = bottom.containsKey("clock") ? ((String) bottom.get("clock")).split(":") : null;
+            java.util.Map[] s = levelSettings(settings);
+            levels = new MiniBatchGroupAggregate[s.length];
+            for (int l = 0; l < s.length; l++) levels[l] = new MiniBatchGroupAggregate(s[l], l == 0 ? schema : null);
+            inputs = inputs(s);
+            first = s[0].containsKey("offsets") ? Long.parseLong(((String) s[0].get("offsets")).split(",")[0]) : -1;
+            long[] clock = clock(s[0]);
             clocked = clock != null;
-            clockStart = clocked ? Long.parseLong(clock[0]) : 0;
-            clockStep = clocked ? Long.parseLong(clock[1]) : 0;
+            clockStart = clocked ? clock[0] : 0;
+            clockStep = clocked ? clock[1] : 0;
             width = first < 0 ? levels[0].w : schema.fields().length;
         }
 
