@@ -4,6 +4,7 @@ the fast path against the reference replay, and snapshots against batch Spark SQ
 import functools
 import json
 import tempfile
+import time
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -480,6 +481,26 @@ def test_chain_counts_the_rows_below(spark, mini_batch):
     for source in (None, (s, {"word": "word"})):
         assert [tuple(r) for r in ordered(chain(log, levels, options, source).df).collect()] == \
             [tuple(r) for r in ordered(expected.df).collect()]
+
+
+def test_mini_batch_chain_stops_its_thread_when_read_in_part(spark):
+    """A fused mini-batch chain read only in part (``limit``): the task ends while its first
+    level's thread still has changes to hand on; that thread stops with it."""
+    df = spark.range(200_000).selectExpr("concat('w', CAST(id % 1000 AS STRING)) AS word", "id AS t")
+    s = kit.stream(df, time="t")
+    log = from_stream(s, ["word"])
+    levels = [(["word"], [count("c")], None), (["k"], [count("f")], {"k": "c"})]
+    fused = chain(log, levels, Options(mini_batch=(1000, 100)))
+    assert len(fused.df.limit(3).collect()) == 3
+
+    def pipes():
+        threads = spark._jvm.java.lang.Thread.getAllStackTraces().keySet().toArray()
+        return sum(1 for t in threads if t.getName() == "flink-kit pipe")
+    for _ in range(50):
+        if pipes() == 0:
+            break
+        time.sleep(0.1)
+    assert pipes() == 0
 
 
 def test_chain_falls_back_past_the_summary_limit(spark, monkeypatch):
