@@ -20,7 +20,7 @@ import kit
 from kit.errors import KitError
 
 DIR = Path(__file__).resolve().parent / "golden" / "flink-2.3"
-FILES = ("group_agg", "filters", "cascade", "joins", "topn", "minibatch", "ttl", "errors", "over")
+FILES = ("group_agg", "filters", "cascade", "joins", "topn", "minibatch", "minibatch_latency", "ttl", "errors", "over")
 _TYPES = {"STRING": "string", "INT": "int", "BIGINT": "bigint", "DOUBLE": "double", "BOOLEAN": "boolean",
           "TIMESTAMP(3)": "timestamp"}
 

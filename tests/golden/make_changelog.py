@@ -750,6 +750,41 @@ case("minibatch", "global_count_minibatch_3",
      "Global COUNT(*) with mini-batch size 3.",
      [("words", WORDS, MB_WORDS, None)], "SELECT COUNT(*) AS c FROM words", config=_mb(3))
 
+# ---- minibatch_latency
+group("minibatch_latency", "Mini-batch bundles flushed by allow-latency (processing time), in a cascade.",
+      timing=("Rows come from a DataStream from_collection -> Python map that sleeps `d` ms before "
+              "passing the row on (bundle size 1, buffer timeout 0 ms), then from_data_stream. "
+              "A sleep of 1500 ms crosses at least one 1 s interval boundary, whose mini-batch "
+              "watermark flushes every level; rows 0 ms apart share an interval (unless a "
+              "boundary falls between them, which the 3 runs would show as unstable)."))
+MBL_ROWS = [["a", 0], ["b", 0], ["a", 0], ["c", 1500], ["a", 0], ["b", 1500], ["d", 0]]
+MBL_WORDS = "word STRING, d INT"
+
+
+def _mbl(**more):
+    return {"table.exec.mini-batch.enabled": "true", "table.exec.mini-batch.allow-latency": "1 s",
+            "table.exec.mini-batch.size": "1000", **more}
+
+
+case("minibatch_latency", "count_latency_flush",
+     "GROUP BY COUNT, mini-batch allow-latency 1 s, size 1000: each interval's rows are one bundle.",
+     [("words", MBL_WORDS, MBL_ROWS, "paced_stream")], WF_INNER, config=_mbl(), repeat=3)
+case("minibatch_latency", "word_freq_latency_flush",
+     "The cascade with allow-latency 1 s, size 1000 (AUTO: local-global): does the outer level flush the "
+     "inner level's flush at the same mini-batch watermark, or at the next?",
+     [("words", MBL_WORDS, MBL_ROWS, "paced_stream")], WF, config=_mbl(), repeat=3)
+case("minibatch_latency", "word_freq_latency_flush_one_phase",
+     "The same cascade, ONE_PHASE.",
+     [("words", MBL_WORDS, MBL_ROWS, "paced_stream")], WF,
+     config=_mbl(**{"table.optimizer.agg-phase-strategy": "ONE_PHASE"}), repeat=3)
+MBL_MIXED = [["a", 0], ["b", 0], ["a", 0], ["c", 1500], ["c", 0], ["a", 0], ["b", 0], ["d", 1500], ["a", 0]]
+case("minibatch_latency", "word_freq_latency_and_size_3_one_phase",
+     "The cascade, ONE_PHASE, allow-latency 1 s and size 3: bundles closed by size within an interval and "
+     "by the interval's end, at both levels. (With size 2 the three runs differed: not kept.)",
+     [("words", MBL_WORDS, MBL_MIXED, "paced_stream")], WF,
+     config=_mbl(**{"table.exec.mini-batch.size": "3", "table.optimizer.agg-phase-strategy": "ONE_PHASE"}),
+     repeat=3)
+
 # ---- ttl
 group("ttl", "Idle state retention (table.exec.state.ttl) on processing time.",
       timing=("Rows come from a DataStream from_collection -> Python map that sleeps `d` ms before "
