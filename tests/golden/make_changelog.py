@@ -784,6 +784,13 @@ case("minibatch_latency", "word_freq_latency_and_size_3_one_phase",
      [("words", MBL_WORDS, MBL_MIXED, "paced_stream")], WF,
      config=_mbl(**{"table.exec.mini-batch.size": "3", "table.optimizer.agg-phase-strategy": "ONE_PHASE"}),
      repeat=3)
+case("minibatch_latency", "word_freq_latency_flush_then_size_one_phase",
+     "The cascade, ONE_PHASE, allow-latency 1 s, size 3: the first interval's two rows are flushed by its "
+     "watermark (the outer level gets two changes, fewer than its size), then three rows fill a bundle by "
+     "size: whether the outer level flushed the first two at that watermark decides what it emits.",
+     [("words", MBL_WORDS, [["a", 0], ["b", 0], ["c", 1500], ["a", 0], ["b", 0]], "paced_stream")], WF,
+     config=_mbl(**{"table.exec.mini-batch.size": "3", "table.optimizer.agg-phase-strategy": "ONE_PHASE"}),
+     repeat=3)
 
 # ---- ttl
 group("ttl", "Idle state retention (table.exec.state.ttl) on processing time.",
