@@ -431,14 +431,18 @@ def test_chain_over_parquet_dictionaries(spark, rows, split, depth, star, prefix
        size=st.integers(1, 4), clock=st.booleans(), star=st.booleans(), update_before=st.booleans())
 @example(rows=[("a", 1)] * 3 + [("b", 1), ("a", 2)], chunks=2, depth=2, phase="TWO_PHASE", size=3, clock=False,
          star=True, update_before=True)
+@example(rows=[("a", None)] * 4 + [("b", 1)] * 4, chunks=1, depth=3, phase="ONE_PHASE", size=2, clock=True, star=False,
+         update_before=False)
 def test_mini_batch_chain_equals_level_by_level(spark, rows, chunks, depth, phase, size, clock, star, update_before):
     """With mini-batch, the fused chain (``Chain.MiniBatch``: one task, each level's changes
     read by the next as its bundles flush, the first level on a thread of its own) reading
     the stream's arrivals or its source straight, against the Python replay of one
     mini-batch aggregate after the other: the same changes, ``seq``, ``_n`` and processing
-    time. ``star``: the first level counts rows alone (its bundle key made once per value,
-    and a key's repeated arrivals in a bundle held as one message; the example: a three
-    times). ``SPLIT``: local-global phases with split distinct."""
+    time, each level above the first flushing at the watermarks that passed the one below
+    (``Changelog.ticks``). ``star``: the first level counts rows alone (its bundle key made once per value,
+    and a key's repeated arrivals in a bundle held as one message; the first example: a three
+    times). ``SPLIT``: local-global phases with split distinct. (The second example: watermarks
+    every 2.5 arrivals, which reach the levels above.)"""
     df = spark.sparkContext.parallelize([(u, v, i) for i, (u, v) in enumerate(rows)], chunks) \
         .toDF("user string, v int, t bigint")
     s = kit.stream(df, time="t", proctime=Clock(datetime(2024, 1, 1), Duration.of_seconds(1)) if clock else None)
@@ -452,15 +456,19 @@ def test_mini_batch_chain_equals_level_by_level(spark, rows, chunks, depth, phas
     options = Options(update_before=update_before, tasks=chunks, mini_batch=(2_500, size),
                       agg_phase="ONE_PHASE" if phase == "ONE_PHASE" else "TWO_PHASE",
                       distinct_split=2 if phase == "SPLIT" else None)
-    expected = log
-    for i, (keys, calls, inputs) in enumerate(levels):
-        if inputs:
-            expected = Changelog(expected.df.selectExpr("_op", *(f"{c} AS {name}" for name, c in inputs.items()),
-                                                        "seq", "_n", "_pt"), tuple(inputs), expected.mode)
-        expected, _ = group_aggregate(expected, keys, calls, replace(options, update_before=update_before or i < depth - 1),
-                                      engine="reference")
-    want = [(r["_op"], [r[c] for c in expected.columns], r["seq"], list(r["_n"]), r["_pt"])
-            for r in ordered(expected.df).collect()]
+    def level_by_level(engine):
+        out = log
+        for i, (keys, calls, inputs) in enumerate(levels):
+            if inputs:
+                out = Changelog(out.df.selectExpr("_op", *(f"{c} AS {name}" for name, c in inputs.items()),
+                                                  "seq", "_n", "_pt"), tuple(inputs), out.mode,
+                                ticks=out.ticks)   # the Calc passes the mini-batch watermarks on
+            out, _ = group_aggregate(out, keys, calls, replace(options, update_before=update_before or i < depth - 1),
+                                     engine=engine)
+        return out, [(r["_op"], [r[c] for c in out.columns], r["seq"], list(r["_n"]), r["_pt"])
+                     for r in ordered(out.df).collect()]
+    expected, want = level_by_level("reference")
+    assert level_by_level("compiled")[1] == want   # MiniBatchGroupAggregate, one level at a time
     for source in (None, (s, {"user": "user", "v": "v"})):
         fused = chain(log, levels, options, source)
         assert fused.columns == expected.columns and fused.mode == expected.mode and fused.in_order

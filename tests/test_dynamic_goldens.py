@@ -31,10 +31,6 @@ DIFFERENT = {
     "group_agg:several_aggregates": "AVG of an INT (see avg_int)",
     "cascade:global_sum_avg_over_updates": "AVG of an INT (see avg_int)",
     "group_agg:group_by_two_columns_and_expression": "INT / INT: Flink divides integers, Spark SQL gives a DOUBLE",
-    "minibatch_latency:word_freq_latency_flush_then_size_one_phase": (
-        "a mini-batch watermark flushes the cascade's outer level in Flink right after the inner level's flush "
-        "it forwards; the kit's outer level keeps that flush's changes until the next watermark (it sees no "
-        "watermark, only the changes' processing time), so they meet the next bundle's there"),
 }
 # What the kit does not run yet (a KitError says so), with the issue's words for it.
 NOT_YET: dict = {}

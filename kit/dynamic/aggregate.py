@@ -95,7 +95,8 @@ from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -148,7 +149,8 @@ def group_aggregate(log: Changelog, keys: list[str], calls: list[AggCall], optio
         df, expired = _fast(log, keys, calls, options, types), None
     else:
         df, expired = _replay(log, keys, calls, options, types)
-    return Changelog(df, out, changelog_mode(log.mode, options), tuple(keys), in_order), expired
+    return Changelog(df, out, changelog_mode(log.mode, options), tuple(keys), in_order,
+                     ticks(log, options.mini_batch[0]) if options.mini_batch else None), expired
 
 
 def _split_arg(calls) -> str:
@@ -373,16 +375,18 @@ def _compiled(log: Changelog, keys, calls, options, types) -> tuple[DataFrame, b
     ``options.tasks`` tasks (one: no shuffle), each task's messages in ``(seq, _n)`` order
     (sorted, unless ``log`` is ``in_order`` and one task reads it) and folded with a map of
     key states; and whether its output is ``in_order`` (one task)."""
-    df, settings = _compiled_input(log, keys, calls), _settings(keys, calls, options.update_before)
-    schema = _compiled_schema(keys, calls, types)
+    ticked = options.mini_batch is not None and log.ticks is not None
+    df = _compiled_input(log.with_df(_with_ticks(log)) if ticked else log, keys, calls)
+    settings, schema = _settings(keys, calls, options.update_before), _compiled_schema(keys, calls, types)
     ks = [sparksql.name(k) for k in keys]
     spread = options.mini_batch is None and bool(ks) and options.tasks > 1
     df = df.repartition(options.tasks, *ks) if spread else df.coalesce(1)
-    if spread or not log.in_order:
+    if spread or ticked or not log.in_order:
         df = df.sortWithinPartitions("seq", "_n")
     if options.mini_batch is None:
         return jvm.group_aggregate(df, settings, schema), not spread
-    return jvm.mini_batch_group_aggregate(df, settings + _mini_batch_settings(keys, calls, options, types), schema), True
+    settings += _mini_batch_settings(keys, calls, options, types) + f";ticked={int(ticked)}"
+    return jvm.mini_batch_group_aggregate(df, settings, schema), True
 
 
 def _mini_batch_settings(keys, calls, options, types) -> str:
@@ -397,10 +401,11 @@ def _mini_batch_settings(keys, calls, options, types) -> str:
 
 def _compiled_input(log: Changelog, keys, calls) -> DataFrame:
     """The Java folds' input: the keys, the arguments (``_a0``, ... in name order), ``_w``
-    (1 accumulate, -1 retract), ``seq``, ``_n``, ``_pt``."""
+    (1 accumulate, -1 retract, 0 a mini-batch watermark: ``_with_ticks``), ``seq``, ``_n``, ``_pt``."""
     args = sorted({c.arg for c in calls if c.arg is not None})
     return log.df.selectExpr(*map(sparksql.name, keys), *(f"{sparksql.name(a)} AS _a{i}" for i, a in enumerate(args)),
-                             f"IF(_op IN {_kinds(ADDS)}, 1, -1) AS _w", "seq", "_n", "_pt")
+                             f"CASE WHEN _op IS NULL THEN 0 WHEN _op IN {_kinds(ADDS)} THEN 1 ELSE -1 END AS _w",
+                             "seq", "_n", "_pt")
 
 
 def _settings(keys, calls, update_before: bool) -> str:
@@ -484,8 +489,8 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
             return None
         top = i == len(levels) - 1
         settings = _settings(keys, calls, options.update_before if top else True)
-        if mini_batch:
-            settings += _mini_batch_settings(keys, calls, options, types)
+        if mini_batch:   # the levels above the first read their watermarks among its changes
+            settings += _mini_batch_settings(keys, calls, options, types) + f";ticked={int(i > 0)}"
         if i:
             below = [*levels[i - 1][0], *(c.name for c in levels[i - 1][1])]
             args = sorted({c.arg for c in calls if c.arg is not None})
@@ -519,7 +524,8 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
     if out is None:
         return None
     last_keys, last_calls, _ = levels[-1]
-    return Changelog(out, (*last_keys, *(c.name for c in last_calls)), mode, tuple(last_keys), True)
+    return Changelog(out, (*last_keys, *(c.name for c in last_calls)), mode, tuple(last_keys), True,
+                     ticks(log, options.mini_batch[0]) if mini_batch else None)
 
 
 def _bundles(calls, options) -> tuple:
@@ -792,18 +798,45 @@ def _outputs(replayed: DataFrame, keys, calls, options) -> tuple:
     return changes, expired
 
 
+def ticks(log: Changelog, latency: int) -> DataFrame:
+    """The mini-batch watermarks a mini-batch aggregate over ``log`` flushes at, as its
+    changes pass them on: ``log.ticks`` if it has them (it is such changes itself), else one
+    right after each row whose next row's processing time reaches the next ``latency``
+    interval, ``(seq, _pt)``: that row's ``seq`` and the interval's start.
+
+        _pt of the rows (seq 0, 1, 2):  500, 900, 2100   latency 1000  ->  (1, 1000)
+    """
+    if log.ticks is not None:
+        return log.ticks
+    start = F.col("_pt") - F.pmod(F.col("_pt"), F.lit(latency)) + F.lit(latency)
+    following = F.lead("_pt").over(Window.orderBy("seq", "_n"))
+    return (log.df.select("seq", "_pt", following.alias("_next")).where(F.col("_next") >= start)
+            .select("seq", start.alias("_pt")))
+
+
+def _with_ticks(log: Changelog) -> DataFrame:
+    """``log.df`` with its ticks among its rows (``_op`` NULL, after the changes of their ``seq``)."""
+    if log.ticks is None:
+        return log.df
+    types = {f.name: f.dataType.simpleString() for f in log.df.schema.fields}
+    marks = log.ticks.selectExpr("CAST(NULL AS STRING) AS _op",
+                                 *(f"CAST(NULL AS {types[c]}) AS {sparksql.name(c)}" for c in log.columns),
+                                 "seq", "array(2147483647) AS _n", "_pt")
+    return log.df.unionByName(marks)
+
+
 def _minibatch(log: Changelog, keys, calls, options, types) -> tuple:
     """The mini-batch plan (``kit.dynamic.minibatch``) replayed in one task over the input
     in arrival order: ONE_PHASE, local-global (TWO_PHASE, or AUTO), or local-incremental-
     global when split distinct is on too."""
-    from .minibatch import bucket, run
+    from .minibatch import bucket, flushes, run
     latency, size = options.mini_batch
     phase, arg = _bundles(calls, options)
     split = options.distinct_split if arg else None
     key_types = [types[k] for k in keys] + ([T.IntegerType()] if split else [])
     spec, schema, arrow = _replay_schema(keys, calls, options, types)
     args = [c.arg for c in calls]
-    states = {}
+    states, ticked = {}, log.ticks is not None
 
     def fold(key, messages, seq, pt, one_phase):
         """``finishBundle`` for one key of the last level: its changes (``_emit``)."""
@@ -829,21 +862,19 @@ def _minibatch(log: Changelog, keys, calls, options, types) -> tuple:
         col = {name: python_values(table.column(name)) for name in table.column_names}
 
         def records():
-            last = None
             for i in range(table.num_rows):
-                pt = col["_pt"][i]
-                interval = 0 if pt is None else pt - pt % latency
-                due = None if last is None or interval == last[2] else (last[0], last[2] + latency)
+                if col["_op"][i] is None:   # a mini-batch watermark of the input (its ticks)
+                    yield None, None, col["seq"][i], col["_pt"][i]
+                    continue
                 key = tuple(col[k][i] for k in keys)
                 if split:
                     key = (*key, bucket(col[arg][i], types[arg], split))
                 message = (1 if col["_op"][i] in ADDS else -1, tuple(col[a][i] if a else None for a in args))
-                yield key, message, col["seq"][i], pt, due
-                last = (col["seq"][i], pt, interval)
-            yield None, None, None, None, last[:2]
+                yield key, message, col["seq"][i], col["_pt"][i]
 
         rows, places = [], {}
-        for kind, key, values, seq, pt in run(records(), phase, size, key_types, len(keys), fold):
+        for kind, key, values, seq, pt in run(flushes(records(), latency, ticked), phase, size, key_types,
+                                              len(keys), fold):
             key = key[:len(keys)]
             if kind is None:
                 rows.append([None, *key, *[None] * len(calls), seq, None, pt, values[0]])
@@ -855,5 +886,5 @@ def _minibatch(log: Changelog, keys, calls, options, types) -> tuple:
                 [column([r[i] for r in rows], f.dataType, arrow.field(i).type) for i, f in enumerate(schema.fields)],
                 schema=arrow)
 
-    replayed = log.df.coalesce(1).sortWithinPartitions("seq", "_n").mapInArrow(task, schema)
+    replayed = _with_ticks(log).coalesce(1).sortWithinPartitions("seq", "_n").mapInArrow(task, schema)
     return _outputs(replayed, keys, calls, options)

@@ -59,12 +59,15 @@ class Changelog:
     describes (``upsert_key``: a group aggregate's keys; None when there are none).
     ``in_order``: its partitions, read one after the other, give its rows in ``(seq, _n)``
     order (a stream's arrivals, a fold in one task): an operator that needs them so reads
-    them without a sort."""
+    them without a sort. ``ticks``: for the changes of a mini-batch aggregate, the mini-batch
+    watermarks they passed, ``(seq, _pt)``: one right after arrival ``seq``, at the start of
+    the interval ``_pt`` (``aggregate.ticks``); a mini-batch aggregate over them flushes there."""
     df: DataFrame
     columns: tuple
     mode: frozenset = INSERT_ONLY
     upsert_key: tuple | None = None
     in_order: bool = False
+    ticks: DataFrame | None = None
 
     def with_df(self, df: DataFrame, **changes) -> "Changelog":
         """The same changelog over another ``df`` (not ``in_order`` unless said)."""

@@ -64,7 +64,7 @@ from pyspark.sql import types as T
 
 from ..errors import KitError
 
-__all__ = ["row_hash", "hash_code", "bucket", "map_order", "HashMapOrder", "run", "task_load"]
+__all__ = ["row_hash", "hash_code", "bucket", "map_order", "HashMapOrder", "flushes", "run", "task_load"]
 
 _M = 0xFFFFFFFF
 _EPOCH = datetime(1970, 1, 1)
@@ -216,11 +216,40 @@ class _Bundle:
         return out
 
 
+def flushes(records, latency: int, ticked: bool = False):
+    """``records`` ``(key, message, seq, pt)`` in arrival order, each with the flushes due
+    before it, ``[(seq, pt)]`` or ``[]``; then ``(None, None, None, None, [(seq, pt)])``, the
+    end of input. ``ticked``: the records are a mini-batch aggregate's changes with its
+    watermarks among them (``Changelog.ticks``: a record of key None), each of which flushes
+    at its ``seq`` and ``pt``. Otherwise (a stream's arrivals) the record's time entering a
+    new ``latency`` interval is a watermark: the bundles flush, with the last record's
+    ``seq`` and the interval's start as ``pt``.
+
+    >>> def due(records, ticked=False):   # (key, seq, pt), latency 1000
+    ...     return [d for *_, d in flushes([(k, None, s, p) for k, s, p in records], 1000, ticked)]
+    >>> due([("a", 1, 500), ("b", 2, 1000), ("c", 3, 1700)])
+    [[], [(1, 1000)], [], [(3, 1700)]]
+    >>> due([("a", 1, 500), ("b", 1, 1000), (None, 1, 1000), ("c", 2, 1700)], ticked=True)
+    [[], [], [(1, 1000)], [], [(2, 1700)]]
+    """
+    last = None
+    for key, message, seq, pt in records:
+        if key is None:
+            yield None, None, seq, pt, [(seq, pt)]
+            continue
+        interval = 0 if pt is None else pt - pt % latency
+        due = [] if ticked or last is None or interval == last[2] else [(last[0], last[2] + latency)]
+        yield key, message, seq, pt, due
+        last = (seq, pt, interval)
+    if last is not None:
+        yield None, None, None, None, [last[:2]]
+
+
 def run(records, phase: str, size: int, key_types: list, final_len: int, fold):
-    """Replay ``records`` ``(key, (w, args), seq, pt, flush)`` in arrival order through the
-    plan's levels (module doc). ``flush`` is None, or ``(seq, pt)`` of a watermark flush
-    due *before* the record (its first field may also be ``"end"`` for the final flush,
-    with the record None). ``phase``: ``ONE_PHASE``, ``TWO_PHASE`` or ``SPLIT`` (keys are
+    """Replay ``records`` ``(key, (w, args), seq, pt, flushes)`` in arrival order through the
+    plan's levels (module doc). ``flushes``: the ``(seq, pt)`` of each watermark flush due
+    *before* the record (``flushes``; the record None for a watermark or the end of input).
+    ``phase``: ``ONE_PHASE``, ``TWO_PHASE`` or ``SPLIT`` (keys are
     ``group key + (bucket,)``, ``final_len`` the group key's length). ``fold(key,
     messages, seq, pt, one_phase)`` is the Global's (or one-phase operator's) flush of one
     key; it yields the output rows, which ``run`` yields in order."""
@@ -257,8 +286,8 @@ def run(records, phase: str, size: int, key_types: list, final_len: int, fold):
                 yield from flush(i, seq, pt)
 
     for key, message, seq, pt, due in records:
-        if due is not None:
-            yield from flush_all(*due)
+        for at in due:
+            yield from flush_all(*at)
         if key is not None:
             yield from push(0, key, [message], seq, pt)
 

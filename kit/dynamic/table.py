@@ -269,7 +269,7 @@ class _Run:
             log = self.node(n.input, update_before or bool(n.where))
             df = log.df.where(n.where) if n.where else log.df
             df = df.selectExpr("_op", *n.select, "seq", "_n", "_pt")
-            return Changelog(df, tuple(n.columns), log.mode, _through(n, log.upsert_key), log.in_order)
+            return Changelog(df, tuple(n.columns), log.mode, _through(n, log.upsert_key), log.in_order, log.ticks)
         if isinstance(n, P.GroupAggregate):
             from .aggregate import group_aggregate
             chained = self._chained(n, update_before)

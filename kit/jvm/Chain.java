@@ -379,7 +379,9 @@ public class Chain implements MapPartitionsFunction {
                 long read;
 
                 public boolean hasNext() {
-                    while (next == out.size() && !done) {
+                    while (true) {
+                        while (next < out.size() && out.get(next) instanceof long[]) next++;   // marks: not rows
+                        if (next < out.size() || done) return next < out.size();
                         out.clear();
                         next = 0;
                         if (pipe != null) {
@@ -392,7 +394,6 @@ public class Chain implements MapPartitionsFunction {
                             end(0);
                         }
                     }
-                    return next < out.size();
                 }
 
                 public Object next() {
@@ -415,6 +416,11 @@ public class Chain implements MapPartitionsFunction {
                         MiniBatchGroupAggregate.Level above = runs[l];
                         int[] in = inputs[l];
                         for (int c = 0; c < changes.size(); c++) {
+                            if (changes.get(c) instanceof long[]) {   // the level below's watermark: this one's too
+                                long[] mark = (long[]) changes.get(c);
+                                above.tick(mark[0], mark[1]);
+                                continue;
+                            }
                             Object[] row = (Object[]) changes.get(c);   // _op, keys, values, seq, _n, _pt
                             Object[] picked = new Object[in.length];
                             for (int i = 0; i < in.length; i++) picked[i] = row[1 + in[i]];

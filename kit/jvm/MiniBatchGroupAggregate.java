@@ -35,6 +35,7 @@ import org.apache.spark.unsafe.types.UTF8String;
 public class MiniBatchGroupAggregate extends GroupAggregate {
     private final int size, buckets, splitColumn;
     private final long latency;
+    private final boolean ticked;   // the input is a mini-batch aggregate's changes with its watermarks (_w = 0)
     private final String phase;
     private final char[] hash;
     private final char splitType;
@@ -48,6 +49,7 @@ public class MiniBatchGroupAggregate extends GroupAggregate {
         super(s, schema);
         size = Integer.parseInt((String) s.get("size"));
         latency = Long.parseLong((String) s.get("latency"));
+        ticked = "1".equals(s.get("ticked"));
         phase = (String) s.get("phase");
         hash = ((String) s.get("hash")).toCharArray();
         String[] split = ((String) s.get("split")).split(":");
@@ -272,17 +274,25 @@ public class MiniBatchGroupAggregate extends GroupAggregate {
         }
 
         /** Reads {@code message} ({@code {w, values}}: the keys, then the arguments, kept, with weight {@code w})
-         *  of {@code key}, of arrival {@code s} at {@code p}: the bundles flush first when {@code p} starts a
-         *  new interval, then as they fill. */
+         *  of {@code key}, of arrival {@code s} at {@code p}: over a stream's arrivals (not ticked), the bundles
+         *  flush first when {@code p} starts a new interval (a mini-batch watermark: {@link #tick}'s mark
+         *  follows the changes); then as they fill. */
         void read(Key key, Object[] message, long s, Long p) {
             if (any && s < lastSeq) throw outOfOrder(s, lastSeq);
             long interval = p == null ? 0 : p.longValue() - Math.floorMod(p.longValue(), latency);
-            if (any && interval != lastInterval) run.flushAll(lastSeq, Long.valueOf(lastInterval + latency));
+            if (any && !ticked && interval != lastInterval) tick(lastSeq, lastInterval + latency);
             run.push(0, key, message, s, p);
             any = true;
             lastSeq = s;
             lastInterval = interval;
             lastPt = p;
+        }
+
+        /** A mini-batch watermark right after arrival {@code s}, at interval start {@code at}: every bundle
+         *  flushes, and a mark {@code long[] {s, at}} follows the changes, for the level above. */
+        void tick(long s, long at) {
+            run.flushAll(s, Long.valueOf(at));
+            run.out.add(new long[] {s, at});
         }
 
         /** The end of input: every bundle flushes. */
@@ -301,21 +311,26 @@ public class MiniBatchGroupAggregate extends GroupAggregate {
             int next;   // the next change of out to return
 
             public boolean hasNext() {
-                while (next == out.size() && !done) {
+                while (true) {
+                    while (next < out.size() && out.get(next) instanceof long[]) next++;   // marks: not rows
+                    if (next < out.size() || done) return next < out.size();
                     out.clear();
                     next = 0;
-                    if (input.hasNext()) {
-                        InternalRow r = (InternalRow) input.next();
-                        Object[] in = new Object[w];   // the keys and the arguments
-                        for (int c = 0; c < w; c++) in[c] = kept(reader.get(r, c));
-                        level.read(level.key(in), new Object[] {Integer.valueOf(r.getInt(w)), in}, r.getLong(seq),
-                                   r.isNullAt(pt) ? null : Long.valueOf(r.getLong(pt)));
-                    } else {
+                    if (!input.hasNext()) {
                         done = true;
                         level.end();
+                        continue;
                     }
+                    InternalRow r = (InternalRow) input.next();
+                    if (r.getInt(w) == 0) {   // a watermark of the input's
+                        level.tick(r.getLong(seq), r.getLong(pt));
+                        continue;
+                    }
+                    Object[] in = new Object[w];   // the keys and the arguments
+                    for (int c = 0; c < w; c++) in[c] = kept(reader.get(r, c));
+                    level.read(level.key(in), new Object[] {Integer.valueOf(r.getInt(w)), in}, r.getLong(seq),
+                               r.isNullAt(pt) ? null : Long.valueOf(r.getLong(pt)));
                 }
-                return next < out.size();
             }
 
             public Object next() {
