@@ -353,7 +353,6 @@ public class Chain implements MapPartitionsFunction {
             final Internal.Memo keys = new Internal.Memo(memo ? input : null, 0);
             final HashMap[] interned = new HashMap[levels.length];   // per level: its keys by value, one instance of each
             for (int l = 0; l < levels.length; l++) interned[l] = new HashMap();
-            final ArrayList out = runs[levels.length - 1].run.out;
             // the first level on a thread of its own, the levels above on the task's
             final Internal.Pipe pipe = levels.length == 1 ? null : new Internal.Pipe(new Internal.Pipe.Stage() {
                 long read;
@@ -373,41 +372,30 @@ public class Chain implements MapPartitionsFunction {
                     return true;
                 }
             });
-            return new Iterator() {
-                boolean done;
-                int next;
+            return new MiniBatchGroupAggregate.Changes(runs[levels.length - 1].run.out) {
                 long read;
 
-                public boolean hasNext() {
-                    while (true) {
-                        while (next < out.size() && out.get(next) instanceof long[]) next++;   // marks: not rows
-                        if (next < out.size() || done) return next < out.size();
-                        out.clear();
-                        next = 0;
-                        if (pipe != null) {
-                            ArrayList batch = pipe.take();
-                            if (batch != null) climb(1, batch);
-                            else end(1);
-                        } else if (input.hasNext()) {
-                            read = read(runs[0], (InternalRow) input.next(), read, keys, interned[0]);
-                        } else {
-                            end(0);
-                        }
+                boolean step() {
+                    if (pipe != null) {
+                        ArrayList batch = pipe.take();
+                        if (batch == null) return end(1);
+                        climb(1, batch);
+                    } else if (input.hasNext()) {
+                        read = read(runs[0], (InternalRow) input.next(), read, keys, interned[0]);
+                    } else {
+                        return end(0);
                     }
+                    return true;
                 }
 
-                public Object next() {
-                    if (!hasNext()) throw new java.util.NoSuchElementException();
-                    return new GenericInternalRow((Object[]) out.get(next++));
-                }
-
-                /** The end of input, from level {@code from} up: each flushes, and the levels above read what it flushed. */
-                private void end(int from) {
-                    done = true;
+                /** The end of input, from level {@code from} up: each flushes, and the levels above read what it
+                 *  flushed; false (no more input). */
+                private boolean end(int from) {
                     for (int l = from; l < runs.length; l++) {
                         runs[l].end();
                         if (l + 1 < runs.length) climb(l + 1, runs[l].run.out);
                     }
+                    return false;
                 }
 
                 /** Level {@code l - 1}'s {@code changes}, read by level {@code l}; what that flushes by the level above, and so on. */
@@ -446,10 +434,7 @@ public class Chain implements MapPartitionsFunction {
             MiniBatchGroupAggregate bottom = levels[0];
             Object[] in = null;
             if (first < 0) {
-                in = new Object[width];
-                for (int c = 0; c < width; c++) in[c] = GroupAggregate.kept(bottom.reader.get(r, c));
-                level.read(level.key(in), new Object[] {Integer.valueOf(r.getInt(bottom.w)), in},
-                           r.getLong(bottom.seq), r.isNullAt(bottom.pt) ? null : Long.valueOf(r.getLong(bottom.pt)));
+                level.read(r);
                 return read;
             }
             long s = first + read;

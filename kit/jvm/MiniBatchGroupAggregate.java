@@ -288,6 +288,19 @@ public class MiniBatchGroupAggregate extends GroupAggregate {
             lastPt = p;
         }
 
+        /** Reads row {@code r} of this class's input (its keys, arguments, {@code _w}, {@code seq}, {@code _n},
+         *  {@code _pt}): a mini-batch watermark ({@code _w = 0}: {@link #tick}), else a message. */
+        void read(InternalRow r) {
+            if (r.getInt(w) == 0) {
+                tick(r.getLong(seq), r.getLong(pt));
+                return;
+            }
+            Object[] in = new Object[w];   // the keys and the arguments
+            for (int c = 0; c < w; c++) in[c] = kept(reader.get(r, c));
+            read(key(in), new Object[] {Integer.valueOf(r.getInt(w)), in}, r.getLong(seq),
+                 r.isNullAt(pt) ? null : Long.valueOf(r.getLong(pt)));
+        }
+
         /** A mini-batch watermark right after arrival {@code s}, at interval start {@code at}: every bundle
          *  flushes, and a mark {@code long[] {s, at}} follows the changes, for the level above. */
         void tick(long s, long at) {
@@ -301,41 +314,50 @@ public class MiniBatchGroupAggregate extends GroupAggregate {
         }
     }
 
-    /** The task's changes as the bundles flush them: the input is read only as far as the
-     *  next flush, so a task holds one bundle's changes at a time, not its whole output. */
+    /**
+     * The changes the bundles flush ({@code out}), as rows, in turn, the marks of {@link Level#tick}
+     * left out: {@link #step} reads on (an input row, or the end of input) only when all are read,
+     * so a task holds one bundle's changes at a time, not its whole output.
+     */
+    abstract static class Changes implements Iterator {
+        private final ArrayList out;
+        private int next;   // the next of out to return
+        private boolean done;
+
+        Changes(ArrayList out) {
+            this.out = out;
+        }
+
+        /** Reads on, adding what flushes to {@code out}; false once the end of input has flushed. */
+        abstract boolean step();
+
+        public boolean hasNext() {
+            while (true) {
+                while (next < out.size() && out.get(next) instanceof long[]) next++;
+                if (next < out.size() || done) return next < out.size();
+                out.clear();
+                next = 0;
+                done = !step();
+            }
+        }
+
+        public Object next() {
+            if (!hasNext()) throw new java.util.NoSuchElementException();
+            return new GenericInternalRow((Object[]) out.get(next++));
+        }
+    }
+
+    /** The task's changes as the bundles flush them. */
     public Iterator call(final Iterator input) {
         final Level level = new Level();
-        final ArrayList out = level.run.out;
-        return new Iterator() {
-            boolean done;
-            int next;   // the next change of out to return
-
-            public boolean hasNext() {
-                while (true) {
-                    while (next < out.size() && out.get(next) instanceof long[]) next++;   // marks: not rows
-                    if (next < out.size() || done) return next < out.size();
-                    out.clear();
-                    next = 0;
-                    if (!input.hasNext()) {
-                        done = true;
-                        level.end();
-                        continue;
-                    }
-                    InternalRow r = (InternalRow) input.next();
-                    if (r.getInt(w) == 0) {   // a watermark of the input's
-                        level.tick(r.getLong(seq), r.getLong(pt));
-                        continue;
-                    }
-                    Object[] in = new Object[w];   // the keys and the arguments
-                    for (int c = 0; c < w; c++) in[c] = kept(reader.get(r, c));
-                    level.read(level.key(in), new Object[] {Integer.valueOf(r.getInt(w)), in}, r.getLong(seq),
-                               r.isNullAt(pt) ? null : Long.valueOf(r.getLong(pt)));
+        return new Changes(level.run.out) {
+            boolean step() {
+                if (!input.hasNext()) {
+                    level.end();
+                    return false;
                 }
-            }
-
-            public Object next() {
-                if (!hasNext()) throw new java.util.NoSuchElementException();
-                return new GenericInternalRow((Object[]) out.get(next++));
+                level.read((InternalRow) input.next());
+                return true;
             }
         };
     }
