@@ -44,6 +44,8 @@ from pathlib import Path
 
 from .errors import KitError
 from .java import ensure_java
+from .jvm import jar
+from .jvm.bridge import PLUGIN
 
 __all__ = ["Cluster", "free_port"]
 
@@ -157,8 +159,12 @@ class Cluster:
         conf = {"spark.connect.grpc.binding.port": port, "spark.connect.grpc.binding.address": "127.0.0.1",
                 "spark.ui.enabled": "false", "spark.executor.memory": "512m",
                 "spark.cores.max": self.connect_cores, "spark.pyspark.python": self.python}
+        helpers = jar()
+        if helpers is not None:   # the kit's Java classes, and its plugin that reaches the JVM (kit.jvm.bridge)
+            conf["spark.connect.extensions.relation.classes"] = PLUGIN
         args = ["--class", "org.apache.spark.sql.connect.service.SparkConnectServer", "--master", master,
-                "--name", "flink-kit-connect", "--driver-memory", "1g"]
+                "--name", "flink-kit-connect", "--driver-memory", "1g",
+                *(["--jars", str(helpers)] if helpers is not None else [])]
         for key, value in conf.items():
             args += ["--conf", f"{key}={value}"]
         self._spawn("connect", "", *args, "spark-internal", submit=True)

@@ -5,7 +5,9 @@ The cluster's executors and the Connect server run a Python that has the kit's d
 but not the kit, as a cluster's would: the kit ships itself (kit.spark.adopt). The standalone
 leg starts its session the way a cluster user does (``SparkSession.builder.master(...)``), so
 the kit's jar reaches the executors by adoption; the Connect leg gets ``kit.spark("sc://...")``.
-Both drivers run in child processes, next to the local reference in this one.
+Both drivers run in child processes, next to the local reference in this one. Each also reads
+the SQL engine's view of E.g.1 (kit.engine): on Connect through the kit's relation plugin,
+which the Connect server kit.cluster starts loads (kit.jvm.bridge).
 """
 
 import importlib
@@ -86,6 +88,23 @@ def pipelines() -> dict:
     }
 
 
+def engine(session, folder: Path) -> dict:
+    """The SQL engine's view of E.g.1 (kit.engine), read in ``session``'s JVM: on Spark Connect
+    through the kit's plugin (kit.jvm.bridge), which the Connect server kit.cluster starts runs."""
+    from kit.engine import codegen, eg1, rows
+    from kit.engine.plan import stable_ids
+
+    tables = eg1.tables(session, 2000, path=str(folder))
+    e = kit.explain(eg1.QUERY, **tables)
+    measured = eg1.measure(eg1.QUERY, tables)
+    return {"text only": e.connect, "rules": e.rules.rules(), "optimized": stable_ids(e.stages["optimized"].render()),
+            "physical": e.stages["physical"].kinds(), "joins": [j.strategy for j in e.joins],
+            "rewrites missing": [r.name for r in eg1.rewrites(e) if not r.found],
+            "codegen": list(codegen.stage_of(e.dataframe, "FilterExec", "< 1000)").operators),
+            "row sizes": rows.compare(tables["t1"]).attrs["sizes"],
+            "measured": [measured.rows_read, measured.rows_into_joins, measured.rows_out, measured.bytes_read > 0]}
+
+
 def _drive(where: str) -> None:
     """A child driver: a session on ``where``, every pipeline, a JSON report on stdout."""
     import warnings
@@ -106,9 +125,8 @@ def _drive(where: str) -> None:
               "jvm": jvm.unavailable(session), "partitions": session.conf.get("spark.sql.shuffle.partitions")}
     if where.startswith("spark://"):
         report["shipped"] = [Path(p).name for p in session.sparkContext._python_includes]
-        from kit.engine import eg1   # the executors read the files: their tasks' metrics count the bytes
-        tables = eg1.tables(session, 2000, path=str(Path("eg1").resolve()))
-        report["eg1_bytes_read"] = eg1.measure(eg1.QUERY, tables).bytes_read
+    leg = "standalone" if where.startswith("spark://") else "connect"   # on the cluster, executors read the files
+    report["engine"] = engine(session, Path(f"eg1-{leg}").resolve())
     print(json.dumps(report))
 
 
@@ -152,6 +170,7 @@ def test_pipelines_give_local_rows_on_a_standalone_cluster_and_on_connect(spark,
         cluster.ready()
         drive(cluster.connect_url)
         local = pipelines()   # meanwhile, in this process's local session
+        local_engine = engine(spark, tmp_path / "local-eg1")
         reports = {}
         deadline = time.monotonic() + DRIVER_TIMEOUT
         for where, driver in drivers.items():
@@ -170,7 +189,10 @@ def test_pipelines_give_local_rows_on_a_standalone_cluster_and_on_connect(spark,
     # the jar reached the executors; the kit went to Python workers that lacked it; 2 cores, 2 partitions
     assert standalone["jvm"] is None and standalone["warnings"] == []
     assert [p for p in standalone["shipped"] if p.startswith("kit-")] and standalone["partitions"] == "2"
-    assert standalone["eg1_bytes_read"] > 0
+    # the engine's plans, rules, code, rows and metrics: read in the cluster's driver and, through the
+    # kit's plugin, in the Connect server's, as locally (bytes read count where executors read the files)
+    assert local_engine["measured"][-1] and not local_engine["text only"] and local_engine["rules"]
+    assert standalone["engine"] == local_engine and connect["engine"] == local_engine
     # Connect: no JVM to call, said once; the Python twins gave the same rows
     assert len(connect["warnings"]) == 1 and "Spark Connect" in connect["warnings"][0]
     assert connect["jvm"] is not None and connect["partitions"] == "2"

@@ -179,13 +179,24 @@ def test_errors(tables, spark):
         rows.binary_row((1,), ("TIMESTAMP",))
 
 
+def _connect_without_plugin():
+    """A Connect session whose server answers none of the kit's plugin's requests."""
+    class Client:
+        def schema(self, plan):
+            raise RuntimeError("[INVALID_PLAN_INPUT] No handler found for extension type")
+
+    session = type("SparkSession", (), {"__module__": "pyspark.sql.connect.session"})()
+    session.session_id, session.client = "no-plugin", Client()
+    return session
+
+
 def test_spark_connect_degrades_to_explain_text(spark, tables):
     frame = tables["t1"].filter("id < 3")
     jvm = spark._jvm.org.apache.spark.sql.api.python.PythonSQLUtils
     text = {mode: jvm.explainString(frame._jdf.queryExecution(), mode) for mode in ("extended", "cost")}
 
-    class Frame:            # what kit.explain sees of a Spark Connect DataFrame
-        sparkSession = spark
+    class Frame:            # what kit.explain sees of a DataFrame of a Connect server without the kit's plugin
+        sparkSession = _connect_without_plugin()
 
         def _explain_string(self, mode):
             return text[mode]
@@ -206,7 +217,7 @@ def test_on_spark_connect_a_notebook_skips_the_cells_that_need_the_jvm(spark):
     from kit.engine import JVM_CELL, skip_jvm_cells
     from kit.engine.batch import _skip_jvm_cell
 
-    connect = type("SparkSession", (), {"__module__": "pyspark.sql.connect.session"})()
+    connect = _connect_without_plugin()
     shell = InteractiveShell.instance()
     try:
         assert skip_jvm_cells(spark) is False and _skip_jvm_cell not in shell.input_transformers_cleanup

@@ -30,10 +30,11 @@ The physical plan is the one Spark would start with: with adaptive execution on 
 default) a sort-merge join may still become a broadcast at run time, once the shuffle has
 measured the real sizes (``spark.sql.adaptive.autoBroadcastJoinThreshold``).
 
-On Spark Connect the client sees no JVM plans: ``explain`` degrades to the text Connect
-returns (``DataFrame.explain(mode="extended")`` and ``mode="cost"`` for the estimates), one
-string per stage in ``texts``, ``stages`` and ``joins`` empty, ``rules`` None, and says so
-in ``notes``.
+On Spark Connect the client has no JVM: on a server with the kit's plugin (``kit.jvm.bridge``;
+the one ``kit.cluster`` starts) ``explain`` reads the server's plans as above. On other
+Connect servers it degrades to the text Connect returns (``DataFrame.explain(mode="extended")``
+and ``mode="cost"`` for the estimates), one string per stage in ``texts``, ``stages`` and
+``joins`` empty, ``rules`` None, and says so in ``notes``.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame
 
 from ..errors import KitError
+from ..jvm import bridge
 from .plan import read_plan, seq, user_names
 from .rules import RuleLog, replay
 
@@ -83,11 +85,11 @@ class Explanation:
     """The plans of one query at each stage, the rules that changed it and the join choices."""
 
     query: str | None
-    stages: dict = field(default_factory=dict)   # stage -> PlanNode (classic Spark only)
+    stages: dict = field(default_factory=dict)   # stage -> PlanNode (where the JVM is reached)
     texts: dict = field(default_factory=dict)    # stage -> Spark's own text of that plan
     rules: RuleLog | None = None
     joins: list = field(default_factory=list)
-    connect: bool = False
+    connect: bool = False      # Spark Connect without the kit's plugin: text only
     notes: list = field(default_factory=list)
     conf: dict = field(default_factory=dict)
     dataframe: DataFrame | None = field(default=None, repr=False)
@@ -95,8 +97,8 @@ class Explanation:
     def __repr__(self):
         joins = ", ".join(str(j.strategy) for j in self.joins) or "none"
         rules = "not available" if self.rules is None else f"{len(self.rules)} rule applications"
-        where = "Spark Connect (text only)" if self.connect else "classic Spark"
-        return f"<Explanation on {where}: {len(self.texts)} plans, {rules}, joins: {joins}; print() it>"
+        where = " of Spark Connect's plan text" if self.connect else ""
+        return f"<Explanation{where}: {len(self.texts)} plans, {rules}, joins: {joins}; print() it>"
 
     def history(self) -> str:
         """The optimized plan's history as DataFusion's ``EXPLAIN VERBOSE`` prints one: the
@@ -145,7 +147,7 @@ def explain(query, conf: dict | None = None, **tables) -> Explanation:
         raise KitError(f"kit.explain takes Flink SQL as a string or a Spark DataFrame; got {type(query).__name__}")
     spark = frame.sparkSession
     conf = {str(k): str(v) for k, v in (conf or {}).items()}
-    if getattr(frame, "_jdf", None) is None:
+    if not bridge.reachable(spark):
         return _explain_connect(frame, text, conf)
     with _session_conf(spark, conf):
         return _explain_classic(spark, frame, text, conf)
@@ -177,16 +179,15 @@ def _session_conf(spark, conf: dict):
 def fresh(spark, analyzed):
     """A new JVM Dataset of the analyzed plan ``analyzed``: its optimizer and planner run
     anew, under the options in force now (a DataFrame keeps the plans it once made)."""
-    jvm = spark._jvm
+    jvm, session = bridge.jvm(spark), bridge.session(spark)
     try:
-        dataset = jvm.org.apache.spark.sql.classic.Dataset      # Spark 4
-        return dataset.ofRows(spark._jsparkSession, analyzed)
+        return jvm.org.apache.spark.sql.classic.Dataset.ofRows(session, analyzed)      # Spark 4
     except Exception:
-        return jvm.org.apache.spark.sql.Dataset.ofRows(spark._jsparkSession, analyzed)
+        return jvm.org.apache.spark.sql.Dataset.ofRows(session, analyzed)
 
 
 def _explain_classic(spark, frame, text, conf) -> Explanation:
-    original = frame._jdf.queryExecution()
+    original = bridge.dataset(frame).queryExecution()
     qe = fresh(spark, original.analyzed()).queryExecution()
     parsed = original.logical()
     stages = {"parsed": read_plan(parsed), "analyzed": read_plan(qe.analyzed(), stats=True),
@@ -212,7 +213,7 @@ def _adaptive(jplan) -> bool:
 
 def threshold(spark) -> int:
     """``spark.sql.autoBroadcastJoinThreshold`` in bytes (-1: no broadcast by size)."""
-    return int(spark._jsparkSession.sessionState().conf().autoBroadcastJoinThreshold())
+    return int(bridge.session(spark).sessionState().conf().autoBroadcastJoinThreshold())
 
 
 def _joins(jplan, physical: bool) -> list:
@@ -325,18 +326,19 @@ def _sections(text: str) -> dict:
 
 # ---------------------------------------------------------------------------- notebooks on Connect
 
-JVM_CELL = "# needs the JVM"   # a notebook cell's first line: Spark Connect skips the cell (skip_jvm_cells)
-_SKIPPED = ("Skipped on Spark Connect: this cell reads JVM objects (plan nodes, optimizer rules, metrics, "
-            "generated code or row bytes) that a Connect client cannot reach; kit.explain gives Spark's "
-            "plan text there (Explanation.texts). Run the notebook on a local or standalone-cluster "
-            "session (unset SPARK_REMOTE) to see this cell.")
+JVM_CELL = "# needs the JVM"   # a notebook cell's first line: skipped where the JVM is out of reach (skip_jvm_cells)
+_SKIPPED = ("Skipped: this cell reads JVM objects (plan nodes, optimizer rules, metrics, generated code or row "
+            f"bytes), and this Spark Connect server does not let a client reach them (it runs no {bridge.PLUGIN} "
+            "plugin; the Connect server kit.cluster starts does). kit.explain gives Spark's plan text here "
+            "(Explanation.texts). Use that server or a local or standalone-cluster session to see this cell.")
 
 
 def skip_jvm_cells(spark) -> bool:
-    """On Spark Connect, have IPython skip every later cell whose first line starts with
-    ``JVM_CELL``, printing why instead, so a notebook runs top to bottom; on classic Spark
-    (or outside IPython) do nothing. True on Connect."""
-    if not type(spark).__module__.startswith("pyspark.sql.connect"):
+    """On a Spark Connect server whose JVM the kit cannot reach (``kit.jvm.bridge``), have
+    IPython skip every later cell whose first line starts with ``JVM_CELL``, printing why
+    instead, so a notebook runs top to bottom; elsewhere (classic Spark, a Connect server with
+    the kit's plugin, or outside IPython) do nothing. True when cells are skipped."""
+    if bridge.reachable(spark):
         return False
     try:
         from IPython import get_ipython
@@ -351,8 +353,8 @@ def skip_jvm_cells(spark) -> bool:
 def _skip_jvm_cell(lines: list) -> list:
     """An IPython input transformer: a cell marked ``JVM_CELL`` becomes a print of why it is skipped.
 
-    >>> _skip_jvm_cell(["# needs the JVM: plan nodes\\n", "e.stages\\n"])[0][:30]
-    'print("Skipped on Spark Connec'
+    >>> _skip_jvm_cell(["# needs the JVM: plan nodes\\n", "e.stages\\n"])[0][:31]
+    'print("Skipped: this cell reads'
     >>> _skip_jvm_cell(["x = 1\\n"])
     ['x = 1\\n']
     """

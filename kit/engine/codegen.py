@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import KitError
+from ..jvm import bridge
 from .batch import _session_conf, fresh
 from .plan import seq, user_names
 
@@ -47,11 +48,12 @@ class CodegenStage:
 
 
 def stages(frame) -> list:
-    """The ``CodegenStage``s of ``frame``'s physical plan (a classic Spark DataFrame)."""
-    jdf = getattr(frame, "_jdf", None)
-    if jdf is None:
-        raise KitError("generated code needs the JVM's plans, which Spark Connect does not expose")
+    """The ``CodegenStage``s of ``frame``'s physical plan (read in the JVM: ``kit.jvm.bridge``)."""
     spark = frame.sparkSession
+    if not bridge.reachable(spark):
+        raise KitError("generated code is read from the JVM's plans: a classic session, or a Spark Connect "
+                       f"server with the kit's plugin ({bridge.PLUGIN}, kit.cluster starts one)")
+    jdf = bridge.dataset(frame)
     conf = {"spark.sql.adaptive.enabled": "false"}
     with _session_conf(spark, conf):
         plan = fresh(spark, jdf.queryExecution().analyzed()).queryExecution().executedPlan()
@@ -59,7 +61,7 @@ def stages(frame) -> list:
         for node in _walk(plan):
             if node.getClass().getSimpleName() == "WholeStageCodegenExec":
                 code = node.doCodeGen()._2()
-                text = spark._jvm.org.apache.spark.sql.catalyst.expressions.codegen.CodeFormatter.format(code, -1)
+                text = bridge.jvm(spark).org.apache.spark.sql.catalyst.expressions.codegen.CodeFormatter.format(code, -1)
                 found.append(CodegenStage(int(node.codegenStageId()), tuple(_fused(node.child())),
                                           user_names(node.treeString()), str(text)))
     return sorted(found, key=lambda s: s.id)

@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 import pandas
 
 from ..errors import KitError
+from ..jvm import bridge
 from .batch import _session_conf, explain, fresh
 from .plan import seq
 from .rules import short_rule
@@ -235,16 +236,17 @@ def measure(query: str, tables: dict, exclude=(), conf: dict | None = None, repe
 
     frame = kit_sql(query, **tables)             # checks the query, gives its analyzed plan
     spark = frame.sparkSession
-    if getattr(frame, "_jdf", None) is None:
-        raise KitError("measure needs a local Spark session (Spark Connect exposes no metrics)")
-    optimizer = spark._jsparkSession.sessionState().optimizer()
+    if not bridge.reachable(spark):
+        raise KitError(f"measure reads Spark's metrics in the JVM: a classic session, or a Spark Connect server "
+                       f"with the kit's plugin ({bridge.PLUGIN}, kit.cluster starts one)")
+    optimizer = bridge.session(spark).sessionState().optimizer()
     full = {short_rule(r.ruleName()): r.ruleName() for b in seq(optimizer.batches()) for r in seq(b.rules())}
     names = tuple(full.get(r, r) for r in exclude)
     refused = set(str(r) for r in seq(optimizer.nonExcludableRules()))
     settings = {str(k): str(v) for k, v in (conf or {}).items()}
     if names:
         settings["spark.sql.optimizer.excludedRules"] = ",".join(names)
-    analyzed = frame._jdf.queryExecution().analyzed()
+    analyzed = bridge.dataset(frame).queryExecution().analyzed()
     best, result = None, None
     with _session_conf(spark, settings):
         for _ in range(max(1, repeat)):
@@ -279,10 +281,10 @@ def effects(tables: dict, repeat: int = 1) -> pandas.DataFrame:
 def _stage_input_bytes(spark) -> dict:
     """Each stage attempt the driver knows, ``(stage, attempt)``: its input bytes, the sum of
     its tasks' metrics (executors send them to the driver; its listener bus drained first)."""
-    sc = spark.sparkContext._jsc.sc()
+    sc, jvm = bridge.session(spark).sparkContext(), bridge.jvm(spark)
     sc.listenerBus().waitUntilEmpty()
-    stages = sc.statusStore().stageList(None, False, False, spark._jvm.java.lang.reflect.Array.newInstance(
-        spark._jvm.java.lang.Double.TYPE, 0), spark._jvm.java.util.ArrayList())
+    stages = sc.statusStore().stageList(None, False, False, jvm.java.lang.reflect.Array.newInstance(
+        jvm.java.lang.Double.TYPE, 0), jvm.java.util.ArrayList())
     return {(int(s.stageId()), int(s.attemptId())): int(s.inputBytes()) for s in seq(stages)}
 
 

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 import pandas
 
 from ..errors import KitError
+from ..jvm import bridge
 
 __all__ = ["RowLayout", "Region", "binary_row", "unsafe_row", "compare", "ROW_KINDS"]
 
@@ -156,10 +157,10 @@ def binary_row(values, types, kind: str = "+I", names=None) -> RowLayout:
 def unsafe_row(frame) -> RowLayout:
     """The first row of Spark DataFrame ``frame`` as Spark's ``UnsafeRow``: its bytes and
     size from Spark, its regions from the format (module doc), checked against them."""
-    jdf = getattr(frame, "_jdf", None)
-    if jdf is None:
-        raise KitError("an UnsafeRow's bytes need the JVM, which Spark Connect does not expose")
-    rows = jdf.queryExecution().executedPlan().executeTake(1)
+    if not bridge.reachable(frame.sparkSession):
+        raise KitError("an UnsafeRow's bytes are read in the JVM: a classic session, or a Spark Connect server "
+                       f"with the kit's plugin ({bridge.PLUGIN}, kit.cluster starts one)")
+    rows = bridge.dataset(frame).queryExecution().executedPlan().executeTake(1)
     if len(rows) == 0:
         raise KitError("the DataFrame has no rows to lay out")
     jrow = rows[0]

@@ -35,6 +35,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 
+from ..jvm import bridge
 from .plan import read_plan, seq, user_names
 
 __all__ = ["RuleApplication", "RuleLog", "replay", "short_rule"]
@@ -104,9 +105,9 @@ class RuleLog:
 def replay(spark, query_execution) -> RuleLog:
     """Run the session's optimizer on ``query_execution``'s analyzed plan (with cached data
     substituted, as Spark does) one rule at a time, keeping the rules that changed it."""
-    jvm = spark._jvm
-    jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)   # its conf for the rules
-    optimizer = spark._jsparkSession.sessionState().optimizer()
+    session = bridge.session(spark)
+    bridge.jvm(spark).org.apache.spark.sql.SparkSession.setActiveSession(session)   # its conf for the rules
+    optimizer = session.sessionState().optimizer()
     plan = query_execution.withCachedData().clone()
     applications, calls = [], 0
     for batch in seq(optimizer.batches()):

@@ -27,6 +27,9 @@ class                          what it computes                              Pyt
                                chained, each over the one before, fused;     level by level
                                seeded with the earlier chunks' states; with
                                mini-batch (``Chain.MiniBatch``), in one task
+``flinkkit.Bridge``            on a Spark Connect server: py4j commands      none: without it, plan
+                               from the client, as Connect relations         text (``kit.explain``)
+                               (``kit.jvm.bridge``)
 =============================  ============================================  ========================
 
 ``ArrivalScan``, ``WindowOperator``, ``WindowScan`` and ``GroupAggregate`` read and write Spark's internal rows
