@@ -36,9 +36,10 @@ A session the kit did not start locally is *adopted* once (``adopt``), as a clus
 - its executors' Python is checked by a small job: without pandas, numpy, pyarrow or sqlglot
   it raises ``KitError`` saying to set ``PYSPARK_PYTHON``; without the kit (or another version
   of it) the kit ships itself, a zip of its modules (``addPyFile``; on Connect ``addArtifacts``);
-- the kit's Java helpers reach the executors (``kit.jvm.attach``); where they cannot -- Spark
-  Connect, whose client has no JVM to call -- one ``ClusterWarning`` says which fast paths
-  run their Python twins instead (the same rows, slower).
+- the kit's Java helpers reach the executors (``kit.jvm.attach``; on Spark Connect, the
+  server's, through the kit's plugin: ``kit.jvm.bridge``); where they cannot -- a Connect
+  server without the plugin -- one ``ClusterWarning`` says which fast paths run their Python
+  twins instead (the same rows, slower).
 
 ``LOG_FILE`` is the local session's log (the JVM's output, and why the Java helpers did not
 build): a new file per session, ``spark-<date>-<time>-<random>.log``, in a directory only
@@ -358,13 +359,15 @@ def adopt(session):
             if session.conf.get("spark.sql.shuffle.partitions") == "200" and (
                     connect or not session.sparkContext.getConf().contains("spark.sql.shuffle.partitions")):
                 session.conf.set("spark.sql.shuffle.partitions", str(max(2, _cores(session))))   # registered by now
+        if connect and not jvm.bridge.reachable(session):
+            jvm.attached(session, "Spark Connect's client has no JVM to call them in, and this server runs no "
+                                  f"{jvm.bridge.PLUGIN} plugin (kit.jvm.bridge) to reach its own")
+        elif key not in _MADE_LOCALLY:   # whose jar _local recorded
+            jvm.attach(session)
         if connect:
-            jvm.attached(session, "Spark Connect's client has no JVM to call them in")
             # The server's warning for a window over one partition (the kit numbers a stream's
             # arrivals so, on purpose), which Connect turns into a Python warning per query.
             warnings.filterwarnings("ignore", "WARN WindowExpression: No Partition Defined", UserWarning)
-        elif key not in _MADE_LOCALLY:   # whose jar _local recorded
-            jvm.attach(session)
         why = jvm.unavailable(session)
         if why is not None:
             warnings.warn(ClusterWarning(

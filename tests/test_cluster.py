@@ -193,42 +193,58 @@ def test_pipelines_give_local_rows_on_a_standalone_cluster_and_on_connect(spark,
     # kit's plugin, in the Connect server's, as locally (bytes read count where executors read the files)
     assert local_engine["measured"][-1] and not local_engine["text only"] and local_engine["rules"]
     assert standalone["engine"] == local_engine and connect["engine"] == local_engine
-    # Connect: no JVM to call, said once; the Python twins gave the same rows
-    assert len(connect["warnings"]) == 1 and "Spark Connect" in connect["warnings"][0]
-    assert connect["jvm"] is not None and connect["partitions"] == "2"
+    # Connect: the kit's Java helpers ran in the server (through its plugin: kit.jvm.bridge), nothing to warn of
+    assert connect["jvm"] is None and connect["warnings"] == [] and connect["partitions"] == "2"
 
 
 def test_spark_remote_connects_and_streams_run_there(cluster):
-    """SPARK_REMOTE: kit.spark() is a Connect session; streams run there (the Python twins of
-    the JVM scans), and their errors are the kit's."""
+    """SPARK_REMOTE: kit.spark() is a Connect session; streams run there, with the kit's Java
+    scans (through its plugin) and, on a session that takes the server for one without the
+    plugin, with their Python twins; their errors are the kit's either way."""
     cluster.ready()
     env = {k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}
     env["SPARK_REMOTE"] = cluster.connect_url
     code = textwrap.dedent("""\
+        import sys, warnings
         import kit
-        s = kit.spark()
-        assert type(s).__module__.startswith("pyspark.sql.connect"), type(s)
-        df = s.createDataFrame([(10,), (9,), (10,)], "ts long")
-        rows = kit.stream(df, time="ts").df.collect()
-        print([(r.seq, r.watermark, r.late) for r in rows])
         from kit import jvm
-        from kit.joins.asof import has_late
-        assert not jvm.available(s, "LateScan") and has_late(kit.stream(df, time="ts"))   # the Python twin
-        shuffled = s.range(300).selectExpr("id AS arr", "id * 10 AS t").repartition(3)
-        rows = kit.stream(shuffled, time="t", order="arr").df.collect()   # sorted and kept once
-        assert [(r.seq, r.arr) for r in rows] == [(i, i) for i in range(300)]
-        in_order = s.range(300).selectExpr("id AS arr", "id AS t")
-        assert kit.stream(in_order, time="t", order="arr").source is in_order   # checked through Arrow
         from kit.errors import KitRuntimeError
-        try:
-            kit.stream(s.createDataFrame([(1,), (None,)], "ts long"), time="ts").df.collect()
-            raise AssertionError("a NULL time went through")
-        except KitRuntimeError as e:
-            assert str(e).startswith("row seq=1 has NULL event time"), str(e)
+        from kit.joins.asof import has_late
+        from kit.spark import ClusterWarning
+
+        def check(s, java):
+            assert type(s).__module__.startswith("pyspark.sql.connect"), type(s)
+            assert jvm.available(s, "LateScan") is java and jvm.available(s, "ArrivalScan") is java
+            df = s.createDataFrame([(10,), (9,), (10,)], "ts long")
+            rows = kit.stream(df, time="ts").df.collect()
+            print([(r.seq, r.watermark, r.late) for r in rows])
+            assert has_late(kit.stream(df, time="ts"))
+            shuffled = s.range(300).selectExpr("id AS arr", "id * 10 AS t").repartition(3)
+            rows = kit.stream(shuffled, time="t", order="arr").df.collect()   # sorted and kept once
+            assert [(r.seq, r.arr) for r in rows] == [(i, i) for i in range(300)]
+            in_order = s.range(300).selectExpr("id AS arr", "id AS t")
+            assert kit.stream(in_order, time="t", order="arr").source is in_order   # checked in order
+            try:
+                kit.stream(s.createDataFrame([(1,), (None,)], "ts long"), time="ts").df.collect()
+                raise AssertionError("a NULL time went through")
+            except KitRuntimeError as e:
+                assert str(e).startswith("row seq=1 has NULL event time"), str(e)
+
+        java = sys.argv[1] == "java"
+        if not java:   # as on a server without the plugin
+            jvm.bridge.reachable = lambda s: not jvm.bridge.connect(s)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ClusterWarning)
+            check(kit.spark(), java)
+        said = [str(w.message) for w in caught]
+        assert said == [] if java else len(said) == 1 and "no flinkkit.Bridge plugin" in said[0], said
         """)
-    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert run.stdout.strip() == "[(0, None, False), (1, 9, True), (2, 9, False)]"
+    runs = {how: subprocess.Popen([sys.executable, "-c", code, how], env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for how in ("java", "twins")}
+    for how, run in runs.items():
+        out, err = run.communicate(timeout=300)
+        assert run.returncode == 0, f"{how}: {err[-3000:]}"
+        assert out.strip() == "[(0, None, False), (1, 9, True), (2, 9, False)]", how
 
 
 # ------------------------------------------------------------------ adoption, on this process's local session

@@ -501,7 +501,7 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
         mode = changelog_mode(mode, replace(options, update_before=options.update_before if top else True))
     keys, calls, _ = levels[0]
     df = _compiled_input(log, keys, calls)
-    chunks, raw = df._jdf.rdd().getNumPartitions(), None
+    chunks, raw = jvm.bridge.dataset(df).rdd().getNumPartitions(), None
     if source is not None:   # the first level's inputs, straight from the stream's source
         stream, columns = source
         args = sorted({c.arg for c in calls if c.arg is not None})

@@ -43,9 +43,11 @@ each use -- a jar that no longer matches is built anew). A session the kit start
 (``spark.jars``: the driver's class path and every executor's). A session started elsewhere
 gets it when the kit adopts it (``attach``: added to the driver's class loader and, with
 ``SparkContext.addJar``, fetched by every executor), and a one-task job checks that the
-executors load it. A session without it -- Spark Connect, whose client has no JVM to call a
-class in, or a cluster whose executors did not load it -- takes the Python twins, which give
-the same rows (``kit.spark.adopt`` says so once).
+executors load it. On Spark Connect, whose client has no JVM, the classes run in the server's,
+reached through the kit's relation plugin (``kit.jvm.bridge``), when the server was started
+with this jar and the plugin (``kit.cluster`` starts it so). A session without them -- a Connect
+server without the plugin, or a cluster whose executors did not load the jar -- takes the
+Python twins, which give the same rows (``kit.spark.adopt`` says so once).
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ import zipfile
 from pathlib import Path
 
 from ..java import _cache_dir
+from . import bridge
 
 __all__ = ["jar", "available", "attach", "attached", "unavailable", "FAST_PATHS", "late_scan", "order_scan",
            "arrival_scan", "window_operator", "window_scan",
@@ -124,15 +127,15 @@ def _digest(path: Path) -> str:
 
 
 def available(spark, name: str) -> bool:
-    """Whether ``spark`` runs in a JVM the kit reaches (not Spark Connect) that has the
-    class ``name`` (a session started with an older jar may lack it), and its executors load
-    the jar (a session not adopted yet is adopted first)."""
-    jvm = getattr(spark, "_jvm", None)
-    if jvm is None or unavailable(spark) is not None:
+    """Whether ``spark`` runs in a JVM the kit reaches (classic Spark, or a Connect server
+    with the kit's plugin: ``kit.jvm.bridge``) that has the class ``name`` (a session started
+    with an older jar may lack it), and its executors load the jar (a session not adopted yet
+    is adopted first)."""
+    if not bridge.reachable(spark) or unavailable(spark) is not None:
         return False
     from py4j.java_gateway import JavaClass
 
-    return isinstance(getattr(getattr(jvm, _PACKAGE), name), JavaClass)
+    return isinstance(getattr(getattr(bridge.jvm(spark), _PACKAGE), name), JavaClass)
 
 
 def unavailable(spark) -> str | None:
@@ -155,7 +158,8 @@ def attached(spark, why: str | None) -> None:
 def attach(spark) -> None:
     """Give a classic session the jar: on the driver's class loader (the one PySpark's calls
     resolve classes with) and, with ``SparkContext.addJar``, to every executor, unless it has
-    it (``spark.jars``); then check, with a two-task job, that the executors load it."""
+    it (``spark.jars``); then check, with a two-task job, that the executors load it. A Spark
+    Connect server with the kit's plugin must have been started with this very jar."""
     from py4j.protocol import Py4JError
 
     helpers = jar()
@@ -163,12 +167,15 @@ def attach(spark) -> None:
         from ..spark import log_file
 
         return attached(spark, f"the Java helpers did not compile (why: {log_file()})")
-    context = spark._jsc.sc()
+    context, jvm = bridge.session(spark).sparkContext(), bridge.jvm(spark)
     added = str(context.listJars().mkString("\n")).splitlines()   # spark://host:port/jars/<name>.jar
     if not any(url.endswith(f"/{helpers.name}") for url in added):
-        loader = spark._jvm.Thread.currentThread().getContextClassLoader()
+        if bridge.connect(spark):
+            return attached(spark, f"the Spark Connect server runs another build of the kit's Java helpers: "
+                                   f"start it with --jars {helpers} (as kit.cluster does)")
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
         try:
-            loader.addURL(spark._jvm.java.io.File(str(helpers)).toURI().toURL())
+            loader.addURL(jvm.java.io.File(str(helpers)).toURI().toURL())
         except Py4JError:
             return attached(spark, f"the driver's class loader ({loader.getClass().getName()}) takes no jar: "
                                    f"start the session with spark.jars={helpers}")
@@ -189,48 +196,49 @@ def late_scan(df, shift: int):
     from pyspark.sql import DataFrame
 
     spark = df.sparkSession
-    jvm = spark._jvm
+    jvm = bridge.jvm(spark)
     encoders = jvm.org.apache.spark.sql.Encoders
-    times = getattr(df._jdf, "as")(encoders.LONG())
+    times = getattr(bridge.dataset(df), "as")(encoders.LONG())
     out = times.mapPartitions(jvm.flinkkit.LateScan(shift),
                               encoders.tuple(encoders.INT(), encoders.LONG(), encoders.LONG(), encoders.BOOLEAN()))
-    return DataFrame(out.toDF(), spark).toDF("_part", "_min", "_max", "_late")
+    return bridge.frame(out.toDF(), spark).toDF("_part", "_min", "_max", "_late")
 
 
 def order_scan(df, schema):
     """``OrderScan`` over ``df`` (the ``order`` columns of a stream's source): one row per
     non-empty input partition of ``schema`` (``part``, ``ok``, ``first``, ``last``)."""
-    return _map_partitions(df, df.sparkSession._jvm.flinkkit.OrderScan(df._jdf.schema()), schema)
+    return _map_partitions(df, bridge.jvm(df.sparkSession).flinkkit.OrderScan(_schema(df)), schema)
 
 
 def arrival_scan(df, settings: str, schema):
     """``ArrivalScan(settings)`` over ``df`` (a stream's prepared rows, input partitions in
     arrival order): rows of ``schema`` (a StructType), see ``kit.stream.Arrivals``."""
-    return _map_partitions(df, df.sparkSession._jvm.flinkkit.ArrivalScan(settings), schema)
+    return _map_partitions(df, bridge.jvm(df.sparkSession).flinkkit.ArrivalScan(settings), schema)
 
 
 def window_operator(df, settings: str, schema):
     """``WindowOperator(settings)`` over ``df`` (each task's rows sorted by key and arrival):
     rows of ``schema`` (a StructType), as ``kit.windows.compiled`` lays them out."""
-    return _map_partitions(df, df.sparkSession._jvm.flinkkit.WindowOperator(settings, df._jdf.schema()), schema)
+    return _map_partitions(df, bridge.jvm(df.sparkSession).flinkkit.WindowOperator(settings, _schema(df)), schema)
 
 
 def window_scan(df, settings: str, schema):
     """``WindowScan(settings)`` over ``df`` (a stream's source rows, input partitions in
     arrival order): rows of ``schema`` (a StructType), as ``kit.windows.fast`` lays them out."""
-    return _map_partitions(df, df.sparkSession._jvm.flinkkit.WindowScan(settings, df._jdf.schema()), schema)
+    return _map_partitions(df, bridge.jvm(df.sparkSession).flinkkit.WindowScan(settings, _schema(df)), schema)
 
 
 def group_aggregate(df, settings: str, schema):
     """``GroupAggregate(settings)`` over ``df`` (each task's changelog messages in ``(seq, _n)``
     order, a key's all in one task): rows of ``schema``, as ``kit.dynamic.aggregate`` lays them out."""
-    return _map_partitions(df, df.sparkSession._jvm.flinkkit.GroupAggregate(settings, df._jdf.schema()), schema)
+    return _map_partitions(df, bridge.jvm(df.sparkSession).flinkkit.GroupAggregate(settings, _schema(df)), schema)
 
 
 def mini_batch_group_aggregate(df, settings: str, schema):
     """``MiniBatchGroupAggregate(settings)`` over ``df`` (the whole changelog in one partition
     in ``(seq, _n)`` order): rows of ``schema``, as ``kit.dynamic.aggregate`` lays them out."""
-    return _map_partitions(df, df.sparkSession._jvm.flinkkit.MiniBatchGroupAggregate(settings, df._jdf.schema()), schema)
+    return _map_partitions(df, bridge.jvm(df.sparkSession).flinkkit.MiniBatchGroupAggregate(settings, _schema(df)),
+                           schema)
 
 
 def chain(df, chunks: int, settings: str, schema, limit: int, prefixes: bool = False):
@@ -238,29 +246,33 @@ def chain(df, chunks: int, settings: str, schema, limit: int, prefixes: bool = F
     partitions a stream's chunks, in arrival order), each task seeded from the inputs of the
     chunks before its own (``prefixes``: read by the task itself); rows of ``schema``, or None
     when those inputs, counted per chunk, have more than ``limit`` rows."""
-    from pyspark.sql import DataFrame
-
     spark = df.sparkSession
-    out = spark._jvm.flinkkit.Chain.run(df._jdf, chunks, settings, spark._jsparkSession.parseDataType(schema.json()),
-                                        limit, prefixes)
-    return None if out is None else DataFrame(out, spark)
+    out = bridge.jvm(spark).flinkkit.Chain.run(bridge.dataset(df), chunks, settings, _type(spark, schema), limit,
+                                               prefixes)
+    return None if out is None else bridge.frame(out, spark)
 
 
 def mini_batch_chain(df, settings: str, schema):
     """``Chain.miniBatch``: the chained mini-batch group aggregates of ``settings`` over the
     whole of ``df`` in one task (its partitions a stream's chunks, read in turn); rows of ``schema``."""
-    from pyspark.sql import DataFrame
-
     spark = df.sparkSession
-    return DataFrame(spark._jvm.flinkkit.Chain.miniBatch(df._jdf, settings, spark._jsparkSession.parseDataType(schema.json())),
-                     spark)
+    return bridge.frame(bridge.jvm(spark).flinkkit.Chain.miniBatch(bridge.dataset(df), settings, _type(spark, schema)),
+                        spark)
 
 
 def _map_partitions(df, function, schema):
     """``function`` (a Java ``MapPartitionsFunction`` over Spark's internal rows) over each
     partition of ``df``: a DataFrame of ``schema`` (``kit/jvm/Internal.java``)."""
-    from pyspark.sql import DataFrame
-
     spark = df.sparkSession
-    out = spark._jvm.flinkkit.Internal.mapPartitions(df._jdf, function, spark._jsparkSession.parseDataType(schema.json()))
-    return DataFrame(out, spark)
+    return bridge.frame(bridge.jvm(spark).flinkkit.Internal.mapPartitions(bridge.dataset(df), function,
+                                                                          _type(spark, schema)), spark)
+
+
+def _schema(df):
+    """``df``'s schema as a JVM StructType."""
+    return bridge.dataset(df).schema()
+
+
+def _type(spark, schema):
+    """The PySpark type ``schema`` as a JVM DataType."""
+    return bridge.session(spark).parseDataType(schema.json())

@@ -5,8 +5,9 @@ A classic session's objects are reached with py4j (``spark._jvm``, ``spark._jspa
 plans and rows, not objects; but a Connect server can load relation plugins. The kit's,
 ``flinkkit.Bridge`` (``kit/jvm/Bridge.java``), runs py4j's own command classes in the
 server's driver, one py4j gateway per Connect session: here a py4j client whose connection
-sends each command as a Connect relation and reads the answer as its one row. So the kit's
-code that reads plans, rules, metrics, generated code and row bytes runs unchanged on both.
+sends each command as a Connect relation and reads the answer from it. So the kit's code
+that reads plans, rules, metrics, generated code and row bytes (``kit.engine``), and the one
+that runs its Java helpers (``kit.jvm``), run unchanged on both.
 
 =====================  =====================================  ======================================
                        classic Spark                          Spark Connect with the plugin
@@ -29,6 +30,8 @@ do that (one user's, or the kit's own local one), not on a shared server that is
 One py4j command is one Connect round trip, about 2 ms on one machine (a classic py4j call
 takes 0.1-0.3 ms): reading a plan of a few nodes takes tens of them. py4j's notices that
 Python dropped an object go with the next command, not from the garbage collector's thread.
+A Dataset made into a Connect DataFrame (``frame``) is kept for the session: every plan built
+on that DataFrame names it.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from collections import deque
 
 from ..errors import KitError
 
-__all__ = ["reachable", "jvm", "session", "dataset", "frame", "PLUGIN"]
+__all__ = ["connect", "reachable", "jvm", "session", "dataset", "frame", "PLUGIN"]
 
 PLUGIN = "flinkkit.Bridge"   # the relation plugin's class (spark.connect.extensions.relation.classes)
 _TYPE = "type.googleapis.com/flinkkit."
@@ -46,29 +49,30 @@ _GATEWAYS: dict = {}         # by kit.spark._key: the Connect session's JavaGate
 _LOCK = threading.Lock()
 
 
-def _connect(spark) -> bool:
+def connect(spark) -> bool:
+    """Whether ``spark`` is a Spark Connect session."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def reachable(spark) -> bool:
     """Whether the kit reaches ``spark``'s JVM objects: classic Spark, or a Connect server
     that runs the kit's plugin."""
-    return not _connect(spark) or _gateway(spark) is not None
+    return not connect(spark) or _gateway(spark) is not None
 
 
 def jvm(spark):
     """The py4j view of ``spark``'s driver JVM (``jvm.java.lang.System``...)."""
-    return spark._jvm if not _connect(spark) else _required(spark).jvm
+    return spark._jvm if not connect(spark) else _required(spark).jvm
 
 
 def session(spark):
     """``spark``'s JVM SparkSession (on Connect, the server's session of this client)."""
-    return spark._jsparkSession if not _connect(spark) else _required(spark).entry_point
+    return spark._jsparkSession if not connect(spark) else _required(spark).entry_point
 
 
 def dataset(frame):
     """``frame``'s JVM Dataset (on Connect, its plan analysed anew on the server)."""
-    if not _connect(frame.sparkSession):
+    if not connect(frame.sparkSession):
         return frame._jdf
     from py4j.java_gateway import JavaObject
 
@@ -78,12 +82,13 @@ def dataset(frame):
 
 def frame(jdf, spark):
     """A DataFrame of ``spark`` over the JVM Dataset ``jdf``."""
-    if not _connect(spark):
+    if not connect(spark):
         from pyspark.sql import DataFrame
 
         return DataFrame(jdf, spark)
     from pyspark.sql.connect.dataframe import DataFrame
 
+    _required(spark)._kit_pinned.append(jdf)   # kept for the session: every plan built on the frame names it
     return DataFrame(_request("Plan", jdf._target_id.encode()), spark)
 
 
@@ -119,7 +124,9 @@ def _open(spark):
         return None
     with warnings.catch_warnings():   # py4j calls a gateway_client argument deprecated
         warnings.simplefilter("ignore", DeprecationWarning)
-        return JavaGateway(gateway_client=client, auto_convert=True)
+        gateway = JavaGateway(gateway_client=client, auto_convert=True)
+    gateway._kit_pinned = []   # the Datasets Connect DataFrames were made of (frame)
+    return gateway
 
 
 def _request(kind: str, value: bytes = b"", child=None):
