@@ -4,8 +4,9 @@
 
 1. **Deployments**: each workload's seconds in local mode (``local[2]``), on a standalone
    cluster of two workers with one core each (executors in their own JVMs, the kit and its
-   jar shipped by adoption) and on Spark Connect (a server on ``local[2]``: the client has no
-   JVM to call, so the kit's Python twins run where the fast paths need the JVM). Inputs:
+   jar shipped by adoption) and on Spark Connect (a server on ``local[2]`` that ``kit.cluster``
+   starts with the kit's jar and plugin: the Java fast paths run in the server, reached
+   through ``kit.jvm.bridge``). Inputs:
    N clicks (default 1M) and orders, N / 5 ticker rows, as Parquet files all three read.
 2. **Scaling**: the fast paths on 10M clicks and orders (``--rows`` too) on the standalone
    cluster (two workers of two cores), its driver taking 1, 2 and 4 executor cores
