@@ -69,6 +69,7 @@ from pathlib import Path
 from . import jvm
 from .errors import KitError
 from .java import _cache_dir, ensure_java
+from .jvm.bridge import connect as _connect
 
 __all__ = ["spark", "adopt", "ClusterWarning", "LOG_FILE", "log_file", "replay_tasks", "known_rows"]
 
@@ -331,10 +332,6 @@ def probe(_):
 '''
 _probe_namespace = {"__name__": "__kit_probe__", "DEPENDENCIES": _DEPENDENCIES}
 exec(compile(_PROBE, "<kit adopt probe>", "exec"), _probe_namespace)
-
-
-def _connect(session) -> bool:
-    return type(session).__module__.startswith("pyspark.sql.connect")
 
 
 def _key(session) -> str:

@@ -50,9 +50,7 @@ class CodegenStage:
 def stages(frame) -> list:
     """The ``CodegenStage``s of ``frame``'s physical plan (read in the JVM: ``kit.jvm.bridge``)."""
     spark = frame.sparkSession
-    if not bridge.reachable(spark):
-        raise KitError("generated code is read from the JVM's plans: a classic session, or a Spark Connect "
-                       f"server with the kit's plugin ({bridge.PLUGIN}, kit.cluster starts one)")
+    bridge.require(spark, "generated code")
     jdf = bridge.dataset(frame)
     conf = {"spark.sql.adaptive.enabled": "false"}
     with _session_conf(spark, conf):

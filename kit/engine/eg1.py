@@ -139,7 +139,8 @@ class Rewrite:
 def rewrites(explanation) -> list:
     """E.g.1's rewrites (module table) found on ``explanation``'s plan nodes."""
     if not explanation.stages:
-        raise KitError("rewrites need the plan nodes, which Spark Connect does not expose")
+        raise KitError("rewrites need the plan nodes; this explanation has Spark's plan text only (a Spark "
+                       f"Connect server without the kit's {bridge.PLUGIN} plugin)")
     optimized, physical = explanation.stages["optimized"], explanation.stages["physical"]
     if not optimized.find("Join") or not optimized.find("Project") or not explanation.joins:
         raise KitError("rewrites() reads E.g.1's plans (a projection over a join of two tables): "
@@ -236,9 +237,7 @@ def measure(query: str, tables: dict, exclude=(), conf: dict | None = None, repe
 
     frame = kit_sql(query, **tables)             # checks the query, gives its analyzed plan
     spark = frame.sparkSession
-    if not bridge.reachable(spark):
-        raise KitError(f"measure reads Spark's metrics in the JVM: a classic session, or a Spark Connect server "
-                       f"with the kit's plugin ({bridge.PLUGIN}, kit.cluster starts one)")
+    bridge.require(spark, "what measure reports (Spark's metrics)")
     optimizer = bridge.session(spark).sessionState().optimizer()
     full = {short_rule(r.ruleName()): r.ruleName() for b in seq(optimizer.batches()) for r in seq(b.rules())}
     names = tuple(full.get(r, r) for r in exclude)

@@ -157,9 +157,7 @@ def binary_row(values, types, kind: str = "+I", names=None) -> RowLayout:
 def unsafe_row(frame) -> RowLayout:
     """The first row of Spark DataFrame ``frame`` as Spark's ``UnsafeRow``: its bytes and
     size from Spark, its regions from the format (module doc), checked against them."""
-    if not bridge.reachable(frame.sparkSession):
-        raise KitError("an UnsafeRow's bytes are read in the JVM: a classic session, or a Spark Connect server "
-                       f"with the kit's plugin ({bridge.PLUGIN}, kit.cluster starts one)")
+    bridge.require(frame.sparkSession, "an UnsafeRow's bytes")
     rows = bridge.dataset(frame).queryExecution().executedPlan().executeTake(1)
     if len(rows) == 0:
         raise KitError("the DataFrame has no rows to lay out")

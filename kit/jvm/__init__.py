@@ -193,8 +193,6 @@ def late_scan(df, shift: int):
     """``LateScan`` over ``df``'s one column (event times in ms, in arrival order), each row
     emitting the watermark ``time - shift``: one row per input partition,
     ``_part int, _min long, _max long, _late boolean``."""
-    from pyspark.sql import DataFrame
-
     spark = df.sparkSession
     jvm = bridge.jvm(spark)
     encoders = jvm.org.apache.spark.sql.Encoders

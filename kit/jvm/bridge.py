@@ -37,16 +37,18 @@ on that DataFrame names it.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import deque
 
 from ..errors import KitError
 
-__all__ = ["connect", "reachable", "jvm", "session", "dataset", "frame", "PLUGIN"]
+__all__ = ["connect", "reachable", "require", "jvm", "session", "dataset", "frame", "PLUGIN"]
 
 PLUGIN = "flinkkit.Bridge"   # the relation plugin's class (spark.connect.extensions.relation.classes)
 _TYPE = "type.googleapis.com/flinkkit."
 _GATEWAYS: dict = {}         # by kit.spark._key: the Connect session's JavaGateway, or None without the plugin
 _LOCK = threading.Lock()
+_DATASETS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # a Connect DataFrame's (dataset)
 
 
 def connect(spark) -> bool:
@@ -60,6 +62,15 @@ def reachable(spark) -> bool:
     return not connect(spark) or _gateway(spark) is not None
 
 
+def require(spark, what: str) -> None:
+    """A ``KitError`` saying that ``what`` (``"generated code"``) is read in the JVM, unless
+    the kit reaches ``spark``'s."""
+    if not reachable(spark):
+        raise KitError(f"{what} is read in the JVM, and this Spark Connect server runs no {PLUGIN} plugin: "
+                       f"start it with the kit's jar and spark.connect.extensions.relation.classes={PLUGIN} "
+                       "(kit.cluster does), or use a classic session")
+
+
 def jvm(spark):
     """The py4j view of ``spark``'s driver JVM (``jvm.java.lang.System``...)."""
     return spark._jvm if not connect(spark) else _required(spark).jvm
@@ -71,13 +82,15 @@ def session(spark):
 
 
 def dataset(frame):
-    """``frame``'s JVM Dataset (on Connect, its plan analysed anew on the server)."""
+    """``frame``'s JVM Dataset (on Connect, its plan analysed on the server, once per frame)."""
     if not connect(frame.sparkSession):
         return frame._jdf
     from py4j.java_gateway import JavaObject
 
-    gateway = _required(frame.sparkSession)
-    return JavaObject(_ask(frame.sparkSession, "Frame", child=frame._plan), gateway._gateway_client)
+    if frame not in _DATASETS:
+        gateway = _required(frame.sparkSession)
+        _DATASETS[frame] = JavaObject(_ask(frame.sparkSession, "Frame", child=frame._plan), gateway._gateway_client)
+    return _DATASETS[frame]
 
 
 def frame(jdf, spark):
@@ -93,12 +106,8 @@ def frame(jdf, spark):
 
 
 def _required(spark):
-    gateway = _gateway(spark)
-    if gateway is None:
-        raise KitError(f"this reads JVM objects, and the Spark Connect server has no {PLUGIN} plugin: start it "
-                       f"with spark.connect.extensions.relation.classes={PLUGIN} and the kit's jar (kit.cluster "
-                       "does), or use a classic session")
-    return gateway
+    require(spark, "this")
+    return _gateway(spark)
 
 
 def _gateway(spark):
