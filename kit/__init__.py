@@ -10,23 +10,25 @@ import importlib
 
 from . import errors
 from .errors import KitError
-from .match_recognize import explain as explain_match
 from .spark import spark
 from .sql import SqlError, sql
-from .stream import Stream, stream
+from .sql.explain_match import explain as explain_match
+from .stream import Stream
 from .time import Clock, Duration, Time, WatermarkStrategy
+from .windows.datastream import DataStream
 
 __all__ = ["KitError", "SqlError", "explain", "explain_match", "spark", "sql", "stream", "Stream", "Clock", "Duration",
            "Time", "WatermarkStrategy", "data", "engine", "joins", "viz", "widgets"]
 __version__ = "0.1.0"
 
+stream = DataStream.of   # kit.stream(df, time=..., ...): a stream with the DataStream API
 errors.install()   # the kit's errors from running queries as KitErrors
-_LAZY = ("data", "engine", "joins", "viz", "widgets", "windows")
+_LAZY = ("data", "engine", "joins", "viz", "widgets")
 
 
 def __getattr__(name):
-    """``kit.data``, ``kit.engine``, ``kit.joins``, ``kit.viz``, ``kit.widgets`` and ``kit.windows``
-    load on first use, and ``kit.explain`` (``kit.engine.explain``) with ``kit.engine``."""
+    """``kit.data``, ``kit.engine``, ``kit.joins``, ``kit.viz`` and ``kit.widgets`` load on
+    first use, and ``kit.explain`` (``kit.engine.explain``) with ``kit.engine``."""
     if name in _LAZY:
         return importlib.import_module(f".{name}", __name__)
     if name == "explain":

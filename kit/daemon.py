@@ -11,7 +11,7 @@ sessions only, whose workers run this interpreter.
 import importlib
 
 _PRELOADED = ("numpy", "pandas", "pyarrow", "pyarrow.compute", "pyspark.worker", "pyspark.sql.pandas.serializers",
-              "kit.windows.operator", "kit.match_recognize.operator", "kit.joins.replay")
+              "kit.windows.operator", "kit.match_recognize.operator", "kit.replay.interleave")
 
 for _name in _PRELOADED:
     try:

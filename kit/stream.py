@@ -1,6 +1,6 @@
 """A bounded replay of a stream: event time, arrival order, watermarks, processing time.
 
-``stream(df, time="cTime", watermark=...)`` fixes, once, what a streaming job would see:
+``kit.stream(df, time="cTime", watermark=...)`` (``Stream.of``) fixes, once, what a streaming job would see:
 the order in which rows arrive (``seq``), the watermark in force when each row arrives,
 whether the row is late against it, and (with a ``Clock`` or a column) the processing
 time of each arrival. ``Stream.df`` is the input with these columns added, sorted by
@@ -56,9 +56,9 @@ from . import sparksql
 from .errors import KitError, fail, fail_sql
 from .time import Clock, Duration, WatermarkStrategy, to_duration
 
-__all__ = ["stream", "Stream", "StreamWarning", "Arrivals"]
+__all__ = ["Stream", "StreamWarning", "Arrivals"]
 
-_CHUNK_BITS = 33  # monotonically_increasing_id(): partition index << 33 | row in partition
+CHUNK_BITS = 33  # monotonically_increasing_id(): partition index << 33 | row in partition
 _ADDED = ("seq", "watermark", "late", "proctime")
 
 
@@ -146,20 +146,57 @@ class Stream:
         """The watermark each row emits (before the running maximum), in ms; NULL for none."""
         return F.expr(_candidate(self, self.millis_sql(self.time)))
 
-    def key_by(self, *columns: str):
-        """``KeyedStream``: windows per value of ``columns`` (``.window(...)``, ``.count_window(n)``)."""
-        from .windows.datastream import KeyedStream
-        return KeyedStream(self, tuple(columns))
+    @classmethod
+    def of(cls, df, time: str, watermark: WatermarkStrategy | Duration | None = None,
+           order: str | list[str] | None = None,
+           proctime: str | Clock | None = None, primary_key: str | list[str] | None = None) -> "Stream":
+        """Replay ``df`` as a stream (``kit.stream(df, ...)``: a ``kit.windows.DataStream``).
 
-    def window_all(self, assigner):
-        """Windows over the whole stream (Flink runs them with parallelism 1)."""
-        from .windows.datastream import WindowedStream
-        return WindowedStream(self, (), assigner)
-
-    def count_window_all(self, size: int, slide: int = 0):
-        from .windows.assigners import GlobalWindows
-        from .windows.datastream import _count_window
-        return _count_window(self.window_all(GlobalWindows.create()), size, slide)
+        - ``df``: a Spark or pandas DataFrame.
+        - ``time``: the event-time column, TIMESTAMP or BIGINT epoch milliseconds.
+        - ``watermark``: a ``WatermarkStrategy``, or a ``Duration`` (or ``timedelta``) meaning
+          ``for_bounded_out_of_orderness(d)``; default ``for_monotonous_timestamps()``.
+        - ``order``: column(s) giving the arrival order; default: the input's order
+          (its partitions in order, rows in partition order; a file read keeps file order).
+          Ties in ``order`` keep input order. The order is fixed once, here: an input sorted
+          by ``order``, or whose own order a second read would not repeat (a shuffle's output),
+          is read now and kept (see ``in_arrival_order``).
+        - ``proctime``: the processing time of each arrival, a TIMESTAMP column or a
+          ``Clock``; a clock never goes back, so a column is made non-decreasing.
+        - ``primary_key``: column(s) that make the stream a versioned table (Flink's ``PRIMARY
+          KEY ... NOT ENFORCED``): each row is the version of its key from its time on, for
+          temporal joins; an ``op`` column (``+I``, ``-U``, ``+U``, ``-D``) makes it an upsert
+          changelog.
+        """
+        if not isinstance(df, DataFrame):
+            try:
+                import pandas as pd
+            except ImportError:  # pragma: no cover - pandas is a dependency
+                pd = None
+            if pd is not None and isinstance(df, pd.DataFrame):
+                df = _from_pandas(df)
+            elif type(df).__name__ != "DataFrame":
+                raise KitError(f"kit.stream() takes a Spark or pandas DataFrame; got {type(df).__name__}")
+        if watermark is None:
+            watermark = WatermarkStrategy.for_monotonous_timestamps()
+        elif not isinstance(watermark, WatermarkStrategy):   # a Duration: for_bounded_out_of_orderness(d)
+            watermark = WatermarkStrategy.for_bounded_out_of_orderness(to_duration(
+                watermark, "kit.stream", "watermark", kinds="a WatermarkStrategy, Duration or timedelta",
+                like="Duration"))
+        order = (order,) if isinstance(order, str) else tuple(order or ())
+        primary_key = (primary_key,) if isinstance(primary_key, str) else tuple(primary_key or ())
+        made = _STREAMS.setdefault(df, {})
+        args = (cls, time, watermark, order, proctime, primary_key)
+        try:
+            return made[args]
+        except (KeyError, TypeError):   # TypeError: an argument that cannot be a key, checked below
+            pass
+        _check_columns(df, time, watermark, order, proctime)
+        for col in primary_key:
+            if col not in df.columns:
+                raise KitError(f"primary key column {col!r} is not a column; columns are {df.columns}")
+        made[args] = s = cls(in_arrival_order(df, order), time, watermark, order, proctime, primary_key)
+        return s
 
     def millis(self, column: str) -> Column:
         """A time column of ``df`` (``time``, ``watermark``) as epoch milliseconds."""
@@ -169,58 +206,6 @@ class Stream:
         """``millis`` as Spark SQL text."""
         q = sparksql.name(column)
         return f"unix_millis(CAST({q} AS TIMESTAMP))" if self.time_is_timestamp else f"CAST({q} AS BIGINT)"
-
-
-def stream(df, time: str, watermark: WatermarkStrategy | Duration | None = None,
-           order: str | list[str] | None = None,
-           proctime: str | Clock | None = None, primary_key: str | list[str] | None = None) -> Stream:
-    """Replay ``df`` as a stream.
-
-    - ``df``: a Spark or pandas DataFrame.
-    - ``time``: the event-time column, TIMESTAMP or BIGINT epoch milliseconds.
-    - ``watermark``: a ``WatermarkStrategy``, or a ``Duration`` (or ``timedelta``) meaning
-      ``for_bounded_out_of_orderness(d)``; default ``for_monotonous_timestamps()``.
-    - ``order``: column(s) giving the arrival order; default: the input's order
-      (its partitions in order, rows in partition order; a file read keeps file order).
-      Ties in ``order`` keep input order. The order is fixed once, here: an input sorted
-      by ``order``, or whose own order a second read would not repeat (a shuffle's output),
-      is read now and kept (see ``in_arrival_order``).
-    - ``proctime``: the processing time of each arrival, a TIMESTAMP column or a
-      ``Clock``; a clock never goes back, so a column is made non-decreasing.
-    - ``primary_key``: column(s) that make the stream a versioned table (Flink's ``PRIMARY
-      KEY ... NOT ENFORCED``): each row is the version of its key from its time on, for
-      temporal joins; an ``op`` column (``+I``, ``-U``, ``+U``, ``-D``) makes it an upsert
-      changelog.
-    """
-    if not isinstance(df, DataFrame):
-        try:
-            import pandas as pd
-        except ImportError:  # pragma: no cover - pandas is a dependency
-            pd = None
-        if pd is not None and isinstance(df, pd.DataFrame):
-            df = _from_pandas(df)
-        elif type(df).__name__ != "DataFrame":
-            raise KitError(f"stream() takes a Spark or pandas DataFrame; got {type(df).__name__}")
-    if watermark is None:
-        watermark = WatermarkStrategy.for_monotonous_timestamps()
-    elif not isinstance(watermark, WatermarkStrategy):   # a Duration: for_bounded_out_of_orderness(d)
-        watermark = WatermarkStrategy.for_bounded_out_of_orderness(to_duration(
-            watermark, "kit.stream", "watermark", kinds="a WatermarkStrategy, Duration or timedelta",
-            like="Duration"))
-    order = (order,) if isinstance(order, str) else tuple(order or ())
-    primary_key = (primary_key,) if isinstance(primary_key, str) else tuple(primary_key or ())
-    made = _STREAMS.setdefault(df, {})
-    args = (time, watermark, order, proctime, primary_key)
-    try:
-        return made[args]
-    except (KeyError, TypeError):   # TypeError: an argument that cannot be a key, checked below
-        pass
-    _check_columns(df, time, watermark, order, proctime)
-    for col in primary_key:
-        if col not in df.columns:
-            raise KitError(f"primary key column {col!r} is not a column; columns are {df.columns}")
-    made[args] = s = Stream(in_arrival_order(df, order), time, watermark, order, proctime, primary_key)
-    return s
 
 
 def _from_pandas(pdf) -> DataFrame:
@@ -487,7 +472,7 @@ def _annotate(s: Stream, ordered: bool = True) -> DataFrame:
         running = {"_wm": ("_g", False)}
         if isinstance(s.proctime, str):
             running["_proc"] = ("_p", True)  # a clock never goes back
-        out = _scan(df, running)
+        out = prefix_scan(df, running)
     late = null_time_sql(s.time, "concat('seq=', CAST(seq AS STRING))")
     exprs = [*(sparksql.name(s.inner(c)) for c in s.shown_columns()), "seq",
              ("timestamp_millis(_wm)" if s.time_is_timestamp else "_wm") + " AS watermark",
@@ -500,7 +485,7 @@ def _annotate(s: Stream, ordered: bool = True) -> DataFrame:
     return out.orderBy("seq") if ordered else out
 
 
-def _scan(df: DataFrame, running: dict[str, tuple[str, bool]]) -> DataFrame:
+def prefix_scan(df: DataFrame, running: dict[str, tuple[str, bool]]) -> DataFrame:
     """Add ``seq`` (dense arrival order) and, for each ``name: (column, inclusive)``, the
     running maximum of ``column`` over the rows before (``inclusive``: up to and with) each row.
 
@@ -508,8 +493,8 @@ def _scan(df: DataFrame, running: dict[str, tuple[str, bool]]) -> DataFrame:
     that small summary for the carried-in values, then a window inside each chunk.
     """
     df = (df.withColumn("_id", F.monotonically_increasing_id())
-            .withColumn("_chunk", F.shiftright("_id", _CHUNK_BITS))
-            .withColumn("_pos", F.col("_id").bitwiseAND((1 << _CHUNK_BITS) - 1)))
+            .withColumn("_chunk", F.shiftright("_id", CHUNK_BITS))
+            .withColumn("_pos", F.col("_id").bitwiseAND((1 << CHUNK_BITS) - 1)))
     before = Window.orderBy("_chunk").rowsBetween(Window.unboundedPreceding, -1)
     summary = (df.groupBy("_chunk")
                  .agg(F.count(F.lit(1)).alias("_n"), *[F.max(c).alias(f"{n}_max") for n, (c, _) in running.items()])
@@ -541,7 +526,7 @@ class Arrivals:
         self._prepared = prepared(s)
         self._times = ["_g"] + (["_p"] if isinstance(s.proctime, str) else [])
         self._chunks = ""
-        summary = self._scan("summary", self._prepared.select(*self._times), T.StructType([
+        summary = self.prefix_scan("summary", self._prepared.select(*self._times), T.StructType([
             T.StructField("_chunk", T.IntegerType()), T.StructField("_n", T.LongType()),
             T.StructField("_max", T.LongType()), T.StructField("_pmax", T.LongType())])).collect()
         seq, wm, pt, chunks, self.offsets = 0, None, None, [], []   # offsets: each chunk's first seq
@@ -559,7 +544,7 @@ class Arrivals:
         self.last_proctime = (epoch_ms(clock.start) + (seq - 1) * clock.step.millis if isinstance(clock, Clock) and seq
                               else pt if isinstance(clock, str) else None)
 
-    def _scan(self, mode: str, df: DataFrame, schema: T.StructType, grids: str = "") -> DataFrame:
+    def prefix_scan(self, mode: str, df: DataFrame, schema: T.StructType, grids: str = "") -> DataFrame:
         from . import jvm
 
         s, names = self.stream, df.columns
@@ -574,7 +559,7 @@ class Arrivals:
         the row emits), in ms; rows in no particular order."""
         df = sparksql.select(self._prepared, *map(sparksql.name, dict.fromkeys([*columns, "_ts", *self._times])))
         long = T.LongType()
-        out = self._scan("annotate", df, T.StructType(df.schema.fields + [
+        out = self.prefix_scan("annotate", df, T.StructType(df.schema.fields + [
             T.StructField("seq", long, False), T.StructField("_wm", long), T.StructField("_pt", long)]))
         return sparksql.select(out, *map(sparksql.name, columns), "seq", "_ts", "_wm", "_pt",
                                *(["_g AS _own"] if own else []))
@@ -588,5 +573,5 @@ class Arrivals:
         long = T.LongType()
         schema = T.StructType([T.StructField("_c", T.IntegerType()), T.StructField("_i", long),
                                *[T.StructField(c, long) for c in ("seq", "own", "before", "pt")]])
-        return self._scan("first", self._prepared.select(*self._times), schema,
+        return self.prefix_scan("first", self._prepared.select(*self._times), schema,
                           grids="/".join(f"{name}:{','.join(map(str, grid))}" for name, grid in grids.items()))

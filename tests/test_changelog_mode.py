@@ -2,7 +2,7 @@
 
 ``tests/golden/flink-2.3/changelog_mode.json`` (``tests/golden/make_changelog_mode.py``) holds
 Flink's optimized physical plan of each query of a corpus into each kind of sink, and the
-planner's errors. ``kit.dynamic.modes.physical_plan`` must give the same nodes with the same
+planner's errors. ``kit.sql.planner.physical.physical_plan`` must give the same nodes with the same
 changelog modes, node for node, on the normalization ``modes.compared`` documents (Calc nodes
 left out of both: where Flink puts them depends on its projection pushdown; a Calc passes its
 input's mode on). Plans only: no Spark job, except the one test that counts messages.
@@ -17,7 +17,7 @@ import pytest
 
 import kit
 from kit import Duration, KitError, WatermarkStrategy
-from kit.dynamic import modes
+from kit.sql.planner import physical as modes
 
 GOLDEN = json.loads((Path(__file__).parent / "golden" / "flink-2.3" / "changelog_mode.json").read_text())
 SINKS = {"select": None, "retract": "retract", "upsert": "upsert", "append": "append",

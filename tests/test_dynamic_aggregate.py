@@ -1,4 +1,4 @@
-"""kit.dynamic.aggregate: Flink's group aggregation against real Flink 2.3's changelogs,
+"""kit.changelog.aggregate: Flink's group aggregation against real Flink 2.3's changelogs,
 the fast path against the reference replay, and snapshots against batch Spark SQL."""
 
 import functools
@@ -16,10 +16,10 @@ from pyspark.sql import types as T
 
 import kit
 from goldens import load
-from kit.dynamic.aggregate import chain, group_aggregate
-from kit.dynamic.changelog import ALL, AggCall, Changelog, Options, from_stream, ordered, snapshot
-from kit.dynamic.minibatch import bucket, hash_code, map_order, row_hash, task_load
-from kit.dynamic.options import dynamic_options
+from kit.changelog.aggregate import chain, group_aggregate
+from kit.changelog import ALL, AggCall, Changelog, Options, from_stream, ordered, snapshot
+from kit.changelog.minibatch import bucket, hash_code, map_order, row_hash, task_load
+from kit.sql.options import dynamic_options
 from kit.errors import KitError
 from kit.time import Clock, Duration
 
@@ -386,7 +386,7 @@ def test_chain_over_parquet_dictionaries(spark, rows, split, depth, star, prefix
     other. ``star``: the first level counts rows alone, so each chunk's inputs are its keys.
     ``prefixes``: each task reads the chunks before its own itself, else a first job counts
     them. (The examples: ids a b, then b c; keys met again in a row group of each chunk.)"""
-    from kit.dynamic import aggregate
+    from kit.changelog import aggregate
     with tempfile.TemporaryDirectory() as folder:
         paths = [f"{folder}/dictionary", f"{folder}/plain"]
         for path, dictionary in zip(paths, ("true", "false")):
@@ -514,7 +514,7 @@ def test_mini_batch_chain_stops_its_thread_when_read_in_part(spark):
 def test_chain_falls_back_past_the_summary_limit(spark, monkeypatch):
     """More distinct first-level inputs before the last chunk than ``SUMMARY_LIMIT``: no fused
     pass (the per-level one runs); the count of each chunk stops past the limit."""
-    from kit.dynamic import aggregate
+    from kit.changelog import aggregate
     df = spark.sparkContext.parallelize([(u, i) for i, u in enumerate("abcdab")], 2).toDF("user string, t bigint")
     s = kit.stream(df, time="t")
     log, levels = from_stream(s, ["user"]), [(["user"], [count("n")], None)]

@@ -16,10 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import kit
-from kit.dynamic.changelog import Changelog, Options, mode_text, ordered, snapshot
-from kit.dynamic.join import HOWS, join, merge
+from kit.changelog import Changelog, Options, mode_text, ordered, snapshot
+from kit.changelog.join import HOWS, join, merge
 from kit.errors import KitError
-from kit.joins.replay import interleaved
+from kit.replay.interleave import interleaved
 from kit.time import Clock, Duration
 
 GOLDEN = json.loads((Path(__file__).parent / "golden" / "flink-2.3" / "joins.json").read_text())

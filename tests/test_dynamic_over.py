@@ -1,4 +1,4 @@
-"""The non-time OVER aggregate (kit.dynamic.over) against real Flink 2.3, Flink's emission
+"""The non-time OVER aggregate (kit.changelog.over) against real Flink 2.3, Flink's emission
 rules and batch Spark SQL's window functions."""
 
 import json
@@ -10,12 +10,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kit
-from kit.dynamic.aggregate import group_aggregate
-from kit.dynamic.changelog import (ALL, UPDATE_BEFORE, AggCall, Changelog, Options, from_stream,
+from kit.changelog.aggregate import group_aggregate
+from kit.changelog import (ALL, UPDATE_BEFORE, AggCall, Changelog, Options, from_stream,
                                    ordered)
-from kit.dynamic.over import (NonTimeRangeUnboundedPrecedingFunction,
+from kit.changelog.over import (NonTimeRangeUnboundedPrecedingFunction,
                               NonTimeRowsUnboundedPrecedingFunction, _Aggs, over_aggregate)
-from kit.dynamic.rank import _Row
+from kit.changelog.rank import _Row
 from kit.errors import KitError
 
 from changelogs import table_at

@@ -1,4 +1,4 @@
-"""Top-N and deduplication (kit.dynamic.rank) against real Flink 2.3, Flink's emission rules,
+"""Top-N and deduplication (kit.changelog.rank) against real Flink 2.3, Flink's emission rules,
 batch Spark SQL and the window-function fast path."""
 
 import json
@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kit
-from kit.dynamic.changelog import ALL, Changelog, Options, from_stream, ordered, snapshot
-from kit.dynamic.rank import (AppendOnlyTopNFunction, RetractableTopNFunction, _Row, deduplicate,
+from kit.changelog import ALL, Changelog, Options, from_stream, ordered, snapshot
+from kit.changelog.rank import (AppendOnlyTopNFunction, RetractableTopNFunction, _Row, deduplicate,
                               rank_fanout, top_n)
 from kit.errors import KitError
 

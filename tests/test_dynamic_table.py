@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kit
-from kit.dynamic.table import DynamicTable
+from kit.sql.table import DynamicTable
 from kit.errors import KitError
 
 from changelogs import table_at
@@ -232,7 +232,7 @@ def test_unknown_options_name_the_known_ones(spark):
 
 
 def test_the_seeds_idle_state_retention_is_the_ttl(spark):
-    from kit.dynamic import idle_state_retention
+    from kit.sql.options import idle_state_retention
     assert idle_state_retention(kit.Duration.of_hours(12), kit.Duration.of_hours(24)) == {
         "table.exec.state.ttl": 24 * 3_600_000}
     with pytest.raises(KitError, match="below the minimum"):

@@ -5,7 +5,7 @@ import pytest
 
 from kit.data import pandas as seed_table
 from kit.match_recognize.errors import MatchRecognizeError
-from kit.match_recognize.explain import ExplainError, explain
+from kit.sql.explain_match import ExplainError, explain
 from kit.sql.errors import SqlError
 
 HEAD = "PARTITION BY symbol ORDER BY rowtime\n"

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 import kit
 from kit.errors import KitError
 from kit.joins.interval import HOWS, IntervalBounds, merge_order, run_key
-from kit.joins.replay import MAX_TIME, MIN_TIME, replay
+from kit.replay.interleave import MAX_TIME, MIN_TIME, replay
 from kit.time import Duration, Time, WatermarkStrategy
 
 ms = Time.milliseconds   # sizes, gaps and bounds are Times: these tests' are in milliseconds
@@ -430,7 +430,7 @@ def shop(spark):
 
 def _driver(join):
     """``run_key`` per key on the driver over the join's merged arrivals, in merge order."""
-    from kit.joins.replay import Arrival
+    from kit.replay.interleave import Arrival
     by_key = {}
     for r in join.merged.orderBy("_pos").collect():
         row = (r._vl if r._side == 0 else r._vr).asDict()

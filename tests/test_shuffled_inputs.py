@@ -100,7 +100,7 @@ def test_joins_give_the_same_rows_whatever_the_partitioning(spark):
     assert joined(orders.groupBy("arr", "t", "k", "id").count().drop("count"), rates.repartition(5)) == expected
 
 
-DYNAMIC = {   # continuous queries (kit.dynamic): each changelog, row kinds and arrivals included
+DYNAMIC = {   # continuous queries (kit.changelog): each changelog, row kinds and arrivals included
     "cascade": "SELECT cnt, COUNT(*) AS freq FROM (SELECT k, COUNT(*) AS cnt FROM s GROUP BY k) GROUP BY cnt",
     "sum_max": "SELECT k, SUM(v) AS sv, MAX(v) AS mv FROM s GROUP BY k",
     "top2": "SELECT * FROM (SELECT k, v, ROW_NUMBER() OVER (PARTITION BY k ORDER BY v DESC) AS rn FROM s) WHERE rn <= 2",

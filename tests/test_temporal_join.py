@@ -12,7 +12,7 @@ import pytest
 
 import kit
 from kit import Clock, Duration, WatermarkStrategy
-from kit.joins.replay import LEFT, MAX_TIME, RIGHT, Arrival, replay
+from kit.replay.interleave import LEFT, MAX_TIME, RIGHT, Arrival, replay
 from kit.joins.temporal import StateRetention, event_time_join, processing_time_join
 from kit.joins.versioned import TemporalTableFunction, temporal_join
 from kit.stream import epoch_ms
@@ -380,7 +380,7 @@ def test_fast_path_equals_the_replay_on_spark(spark, streams, how, deduplicate):
 def test_a_replay_in_one_partition_equals_one_spread_over_tasks(spark, golden_streams, interleave):
     """Inputs Spark knows to be small are interleaved and replayed in one partition; inputs
     of unknown size (an RDD's rows) by scans over their partitions, spread over tasks."""
-    from kit.joins.replay import tasks
+    from kit.replay.interleave import tasks
 
     def join(orders, rates):
         o = kit.stream(orders, time="order_time", watermark=SQL0)

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 import kit
-from kit.dynamic import modes
-from kit.dynamic.changelog import mode_text
+from kit.sql.planner import physical as modes
+from kit.changelog import mode_text
 from kit.engine import STAGES, from_text
 from kit.errors import KitError
 from kit.viz.render import to_vega

@@ -149,7 +149,7 @@ def explain(query, conf: dict | None = None, **tables) -> Explanation:
     conf = {str(k): str(v) for k, v in (conf or {}).items()}
     if not bridge.reachable(spark):
         return _explain_connect(frame, text, conf)
-    with _session_conf(spark, conf):
+    with session_conf(spark, conf):
         return _explain_classic(spark, frame, text, conf)
 
 
@@ -158,7 +158,7 @@ def _is_connect_frame(value) -> bool:
 
 
 @contextlib.contextmanager
-def _session_conf(spark, conf: dict):
+def session_conf(spark, conf: dict):
     """Spark options ``conf`` set for the block, the session's values restored after."""
     fixed = [key for key in conf if not spark.conf.isModifiable(key) and key.startswith("spark.sql.")]
     if fixed:
@@ -282,7 +282,7 @@ def _reason(c: JoinChoice) -> str:
 def _explain_connect(frame, text, conf) -> Explanation:
     """What Connect exposes: Spark's explain text, per stage, and the estimates as text."""
     if conf:
-        with _session_conf(frame.sparkSession, conf):
+        with session_conf(frame.sparkSession, conf):
             extended, cost = frame._explain_string(mode="extended"), frame._explain_string(mode="cost")
     else:
         extended, cost = frame._explain_string(mode="extended"), frame._explain_string(mode="cost")

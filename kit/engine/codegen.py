@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from ..errors import KitError
 from ..jvm import bridge
-from .batch import _session_conf, fresh
+from .batch import session_conf, fresh
 from .plan import seq, user_names
 
 __all__ = ["CodegenStage", "stages", "stage_of"]
@@ -53,7 +53,7 @@ def stages(frame) -> list:
     bridge.require(spark, "generated code")
     jdf = bridge.dataset(frame)
     conf = {"spark.sql.adaptive.enabled": "false"}
-    with _session_conf(spark, conf):
+    with session_conf(spark, conf):
         plan = fresh(spark, jdf.queryExecution().analyzed()).queryExecution().executedPlan()
         found = []
         for node in _walk(plan):

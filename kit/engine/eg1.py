@@ -56,7 +56,7 @@ import pandas
 
 from ..errors import KitError
 from ..jvm import bridge
-from .batch import _session_conf, explain, fresh
+from .batch import session_conf, explain, fresh
 from .plan import seq
 from .rules import short_rule
 
@@ -247,7 +247,7 @@ def measure(query: str, tables: dict, exclude=(), conf: dict | None = None, repe
         settings["spark.sql.optimizer.excludedRules"] = ",".join(names)
     analyzed = bridge.dataset(frame).queryExecution().analyzed()
     best, result = None, None
-    with _session_conf(spark, settings):
+    with session_conf(spark, settings):
         for _ in range(max(1, repeat)):
             jdf = fresh(spark, analyzed)
             before = _stage_input_bytes(spark)

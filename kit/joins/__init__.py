@@ -15,7 +15,7 @@ In SQL (``kit.sql``) all of them take Flink's syntax.
 
 from .interval import IntervalBounds, IntervalJoin, interval_join
 from .lookup import LookupCache, LookupTable, lookup_join
-from .replay import INTERLEAVINGS
+from ..replay.interleave import INTERLEAVINGS
 from .temporal import StateRetention
 from .versioned import TemporalJoin, TemporalTableFunction, temporal_join
 

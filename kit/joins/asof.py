@@ -38,7 +38,7 @@ from pyspark.sql import functions as F
 
 from .. import jvm
 from ..stream import Stream, prepared
-from .replay import MAX_TIME
+from ..replay.interleave import MAX_TIME
 from .temporal import ACCUMULATE
 
 __all__ = ["Shape", "has_late", "spans_shape", "versions"]

@@ -113,7 +113,7 @@ from typing import Any, Callable, NamedTuple
 
 from ..errors import KitError
 from ..time import Duration, millis
-from .replay import LEFT, MAX_TIME, MIN_TIME, RIGHT, Arrival, Watermarks, check_inputs, per_key, replay  # noqa: F401
+from ..replay.interleave import LEFT, MAX_TIME, MIN_TIME, RIGHT, Arrival, Watermarks, check_inputs, per_key, replay  # noqa: F401
 
 __all__ = ["IntervalBounds", "Output", "IntervalJoinResult", "run_key", "merge_order", "HOWS",
            "IntervalJoin", "interval_join"]
@@ -448,12 +448,12 @@ class IntervalJoin:
     @cached_property
     def merged(self):
         """Both inputs in merged arrival order with the key ``_k0..`` (``replay.interleaved``)."""
-        from .replay import interleaved
+        from ..replay.interleave import interleaved
         return interleaved(self.left, self.right, self.interleave, self.clock, self.keys)
 
     @cached_property
     def watermarks(self) -> Watermarks:
-        from .replay import watermarks
+        from ..replay.interleave import watermarks
         return watermarks(self.merged)
 
     @cached_property

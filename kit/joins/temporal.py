@@ -49,7 +49,7 @@ Orders and rates of one currency, watermark delays covering the disorder::
     rate 10:15 1.11     right {10:00, 10:15, 10:30}          (a late version, still used)
     order o3 10:20                                           o3 + 1.11
 
->>> from kit.joins.replay import replay
+>>> from kit.replay.interleave import replay
 >>> from kit import WatermarkStrategy, Duration
 >>> wm = WatermarkStrategy.for_sql_delay(Duration(0))
 >>> arrivals, W = replay([(5, "o1"), (20, "o2")], [(10, "r1"), (20, "r2")], "RLRL", wm, wm)
@@ -65,7 +65,7 @@ from typing import Callable
 
 from ..errors import KitError
 from ..time import Duration, to_duration
-from .replay import LEFT, MAX_TIME, Arrival, Watermarks
+from ..replay.interleave import LEFT, MAX_TIME, Arrival, Watermarks
 
 __all__ = ["HOWS", "ACCUMULATE", "StateRetention", "Emitted", "Fate", "KeyResult",
            "event_time_join", "processing_time_join"]

@@ -43,7 +43,7 @@ from ..errors import KitError
 from ..stream import Stream, prepared
 from ..time import Clock, Duration, to_duration
 from . import asof
-from .replay import (LEFT, MAX_TIME, MIN_TIME, RIGHT, Watermarks, check_inputs, interleaved, per_key, tasks,
+from ..replay.interleave import (LEFT, MAX_TIME, MIN_TIME, RIGHT, Watermarks, check_inputs, interleaved, per_key, tasks,
                      watermarks)
 from .temporal import HOWS, Fate, StateRetention, event_time_join, processing_time_join
 

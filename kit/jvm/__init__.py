@@ -228,13 +228,13 @@ def window_scan(df, settings: str, schema):
 
 def group_aggregate(df, settings: str, schema):
     """``GroupAggregate(settings)`` over ``df`` (each task's changelog messages in ``(seq, _n)``
-    order, a key's all in one task): rows of ``schema``, as ``kit.dynamic.aggregate`` lays them out."""
+    order, a key's all in one task): rows of ``schema``, as ``kit.changelog.aggregate`` lays them out."""
     return _map_partitions(df, bridge.jvm(df.sparkSession).flinkkit.GroupAggregate(settings, _schema(df)), schema)
 
 
 def mini_batch_group_aggregate(df, settings: str, schema):
     """``MiniBatchGroupAggregate(settings)`` over ``df`` (the whole changelog in one partition
-    in ``(seq, _n)`` order): rows of ``schema``, as ``kit.dynamic.aggregate`` lays them out."""
+    in ``(seq, _n)`` order): rows of ``schema``, as ``kit.changelog.aggregate`` lays them out."""
     return _map_partitions(df, bridge.jvm(df.sparkSession).flinkkit.MiniBatchGroupAggregate(settings, _schema(df)),
                            schema)
 

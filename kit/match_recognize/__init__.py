@@ -6,7 +6,6 @@ chosen semantics (``matcher``: Flink's CEP NFA in ``flink``, the SQL standard's 
 """
 
 from . import spec
-from .explain import explain
 from .operator import SEMANTICS, MatchRecognizeWarning, MatchResult, match_recognize
 
-__all__ = ["spec", "explain", "match_recognize", "MatchResult", "MatchRecognizeWarning", "SEMANTICS"]
+__all__ = ["spec", "match_recognize", "MatchResult", "MatchRecognizeWarning", "SEMANTICS"]

@@ -21,7 +21,8 @@ partition...
 
 from __future__ import annotations
 
-from .errors import TooManyThreads, sql_text
+from .errors import TooManyThreads
+from .format import to_sql
 
 __all__ = ["Budget", "DEFAULT_STEPS", "STEPS_PER_ROW", "STEP_BUDGET", "MAX_THREADS"]
 
@@ -44,7 +45,7 @@ class Budget:
         """Count ``steps`` more; TooManyThreads once they and the reads pass the limit."""
         self.left -= steps
         if self.left < self.reads[0]:
-            raise TooManyThreads("PATTERN", f"({sql_text(self.pattern)}) took more than "
+            raise TooManyThreads("PATTERN", f"({to_sql(self.pattern)}) took more than "
                                             f"{self.limit:,} steps in this partition (rows met by partial "
                                             "matches, and rows read by DEFINE's aggregates): nested or "
                                             "reluctant quantifiers whose match rarely completes? Simplify the "

@@ -23,7 +23,7 @@ from decimal import Decimal
 
 import numpy as np
 
-from .expressions import _ARITH, Env, compile_expr, first_index_in, last_index, last_index_in
+from .expressions import ARITHMETIC, Env, compile_expr, first_index_in, last_index, last_index_in
 from .spec import Binary, Classifier, Column, IsNull, Literal, MatchNumber, Nav, Semantics, Unary
 
 __all__ = ["compile_fast", "compile_blocks", "compile_source", "expand", "vector_condition"]
@@ -212,8 +212,8 @@ class _Generator:
             value = f"{ta} {_COMPARE[op]} {tb}"
         elif op in ("+", "-", "*"):
             value = f"{ta} {op} {tb}"
-        elif op in _ARITH:
-            value = f"{self.bind(_ARITH[op], 'op')}({ta}, {tb})"
+        elif op in ARITHMETIC:
+            value = f"{self.bind(ARITHMETIC[op], 'op')}({ta}, {tb})"
         else:
             return None
         return f"(None if ({ta} := {a}) is None else None if ({tb} := {b}) is None else {value})"

@@ -10,13 +10,7 @@ from __future__ import annotations
 
 from ..errors import KitError
 
-__all__ = ["MatchRecognizeError", "NotSupportedByFlink", "MatchRuntimeError", "TooManyThreads", "sql_text"]
-
-
-def sql_text(node) -> str:
-    """A pattern or expression as Flink SQL, for messages (the SQL front end prints it)."""
-    from ..sql.format import to_sql
-    return to_sql(node)
+__all__ = ["MatchRecognizeError", "NotSupportedByFlink", "MatchRuntimeError", "TooManyThreads"]
 
 
 class MatchRecognizeError(KitError):

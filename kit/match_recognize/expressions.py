@@ -465,7 +465,7 @@ def _mod(a, b):
     return a % b   # a DECIMAL: Decimal's % takes the dividend's sign, as SQL's MOD
 
 
-_ARITH = {
+ARITHMETIC = {
     "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
     "/": _div, "%": _mod, "||": lambda a, b: f"{a}{b}",
 }
@@ -499,7 +499,7 @@ def _binary(e: Binary, env, inner):
                 return True
             return None if a is None or b is None else False
         return f_or
-    fn = _COMPARE.get(op) or _ARITH.get(op)
+    fn = _COMPARE.get(op) or ARITHMETIC.get(op)
     if fn is None:
         raise env.error(f"unknown operator {e.op!r}", e.pos)
     if op == "<":

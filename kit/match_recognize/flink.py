@@ -52,8 +52,7 @@ import numpy as np
 from .codegen import compile_blocks, compile_source, expand, vector_condition
 from .errors import MatchRuntimeError, NotSupportedByFlink, MatchRecognizeError
 from .expressions import variables_of, walk
-from ..sql.expressions import STANDARD_AGGREGATES
-from .spec import (ONE_ROW, Aggregate, AfterMatch, Alternation, Anchor, Classifier, Concat, Empty,
+from .spec import (ONE_ROW, STANDARD_AGGREGATES, Aggregate, AfterMatch, Alternation, Anchor, Classifier, Concat, Empty,
                    Exclusion, Label, MatchNumber, Nav, Permute, Quantified, Semantics)
 
 __all__ = ["validate", "compile_nfa", "run", "run_blocks", "default_after_match"]

@@ -28,7 +28,8 @@ from __future__ import annotations
 from itertools import permutations
 from math import factorial
 
-from .errors import MatchRecognizeError, sql_text
+from .errors import MatchRecognizeError
+from .format import to_sql
 from .spec import Alternation, Anchor, Concat, Empty, Exclusion, Label, Permute, Quantified
 
 __all__ = ["compile_pattern", "labels_of", "can_be_empty", "check_size", "MAX_UNROLLED"]
@@ -87,7 +88,7 @@ def check_size(pattern) -> int:
         if isinstance(pattern, Permute):
             size *= factorial(len(pattern.items))
     if size > MAX_UNROLLED:
-        raise MatchRecognizeError("PATTERN", f"{sql_text(pattern)} unrolls to {size:,} pattern variables; "
+        raise MatchRecognizeError("PATTERN", f"{to_sql(pattern)} unrolls to {size:,} pattern variables; "
                                              f"the kit allows at most {MAX_UNROLLED:,}: lower the "
                                              "bounds (or PERMUTE fewer items), or repeat with an unbounded "
                                              "quantifier (+, *, {n,}) and a condition that counts", pattern.pos)

@@ -25,9 +25,28 @@ __all__ = [
     # the clause
     "OrderItem", "Measure", "AfterMatch", "MatchRecognize",
     "ONE_ROW", "ALL_ROWS_SHOW", "ALL_ROWS_OMIT", "ALL_ROWS_WITH_UNMATCHED",
+    # words
+    "RESERVED", "STANDARD_AGGREGATES", "INTERVAL_UNITS",
 ]
 
 Pos = Optional[tuple]  # (line, column), 1-based
+
+#: Words that never name a column, variable or alias (they end clauses or are operators).
+RESERVED = frozenset((
+    "SELECT", "FROM", "WHERE", "GROUP", "HAVING", "ORDER", "BY", "PARTITION", "MATCH_RECOGNIZE",
+    "MEASURES", "PATTERN", "DEFINE", "SUBSET", "WITHIN", "AFTER", "ONE", "ALL", "AS", "AND", "OR",
+    "NOT", "IS", "NULL", "TRUE", "FALSE", "BETWEEN", "IN", "LIKE", "CASE", "WHEN", "THEN", "ELSE",
+    "END", "CAST", "INTERVAL", "DISTINCT", "JOIN", "ON", "UNION", "EXCEPT", "INTERSECT", "LIMIT",
+    "ASC", "DESC",
+))
+
+#: Aggregates of the SQL standard and Trino that MATCH_RECOGNIZE takes under semantics="standard"
+#: (Flink's rejects them): two arguments for MAX_BY and MIN_BY.
+STANDARD_AGGREGATES = frozenset({"MAX_BY", "MIN_BY", "ARBITRARY", "ANY_VALUE", "ARRAY_AGG"})
+
+#: Milliseconds per day-time interval unit, coarsest first.
+INTERVAL_UNITS = {"DAY": 86_400_000, "HOUR": 3_600_000, "MINUTE": 60_000, "SECOND": 1_000,
+                  "MILLISECOND": 1}
 
 
 def _pos():

@@ -41,7 +41,8 @@ import re
 from pyspark.sql import types as T
 
 from ..errors import KitError
-from .errors import MatchRecognizeError, sql_text
+from .errors import MatchRecognizeError
+from .format import to_sql
 from .expressions import walk
 from .spec import (Aggregate, Between, Binary, Call, Case, Cast, Classifier, Column, InList,
                    IsNull, Literal, MatchNumber, MatchProctime, MatchRowtime, Nav, Semantics,
@@ -274,9 +275,9 @@ def check_types(spec, schema: T.StructType, semantics: str = "flink", aggregates
     for var, expr in spec.define:
         kind = _family(type_of(expr))
         if kind not in (None, "BOOLEAN"):
-            hint = (f"compare it, e.g. {sql_text(expr)} > 0" if kind == "NUMERIC" else
+            hint = (f"compare it, e.g. {to_sql(expr)} > 0" if kind == "NUMERIC" else
                     "write a comparison or a predicate (=, <, IS NULL, LIKE ...)")
-            raise MatchRecognizeError("DEFINE", f"the condition of {var}, {sql_text(expr)}, is "
+            raise MatchRecognizeError("DEFINE", f"the condition of {var}, {to_sql(expr)}, is "
                                                 f"{_name(type_of(expr))}, not BOOLEAN: {hint}", _start(expr))
 
 
@@ -350,15 +351,15 @@ def _check_operands(e, type_of, clause):
         for x, kind in known[1:]:
             if kind != known[0][1]:
                 a = known[0][0]
-                raise MatchRecognizeError(clause, f"cannot compare {sql_text(a)} ({_name(type_of(a))}) with "
-                                                  f"{sql_text(x)} ({_name(type_of(x))}) in {sql_text(e)}: CAST "
+                raise MatchRecognizeError(clause, f"cannot compare {to_sql(a)} ({_name(type_of(a))}) with "
+                                                  f"{to_sql(x)} ({_name(type_of(x))}) in {to_sql(e)}: CAST "
                                                   "one side to the other's type", _start(e))
         return
     for x in operands:
         kind = _family(type_of(x))
         if kind is not None and kind not in allowed:
             raise MatchRecognizeError(clause, f"{e.op.upper()} needs {' or '.join(sorted(allowed))} operands, "
-                                              f"not {sql_text(x)} ({_name(type_of(x))}), in {sql_text(e)}",
+                                              f"not {to_sql(x)} ({_name(type_of(x))}), in {to_sql(e)}",
                                       _start(e))
 
 

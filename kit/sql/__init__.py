@@ -38,8 +38,8 @@ two event times, stay plain Spark SQL joins (no late row is dropped for them).
 Continuous queries: a query over ``kit.Stream``s only with an operator that keeps state and
 updates what it emitted -- a non-windowed GROUP BY (COUNT, SUM, AVG, MIN, MAX, DISTINCT),
 SELECT DISTINCT, Top-N and deduplication (``ROW_NUMBER() OVER (...)`` filtered by ``rn <=
-N``), regular joins -- is planned as Flink plans it (``kit.dynamic.plan``) and returns a
-``DynamicTable`` (``kit.dynamic.table``): its changelog with Flink's row kinds, its table at
+N``), regular joins -- is planned as Flink plans it (``kit.sql.planner.logical``) and returns a
+``DynamicTable`` (``kit.sql.table``): its changelog with Flink's row kinds, its table at
 any arrival, Flink's conversions; ``sink="upsert"`` drops update-before rows. Its columns
 are named and typed as the same query run as a batch (Spark's rules: an AVG of an INT is a
 DOUBLE). Other queries over streams read the annotated rows (``Stream.df``) as a table.
@@ -73,7 +73,7 @@ from ..match_recognize.matcher import SEMANTICS
 from ..spark import spark as session
 from ..stream import Stream, check_column_names
 from .errors import SqlError, position
-from .format import to_sql
+from ..match_recognize.format import to_sql
 from .lexer import delimited_to_backquoted, tokenize
 from .match_recognize import match_options, parse_match_recognize, resolve_subqueries, subqueries_of
 from .query import Resolver, Rewritten, clauses, rewrite
@@ -82,9 +82,9 @@ from .interval import true_pairs
 from ..joins.interval import IntervalJoin, LINK_LEFT, LINK_RIGHT
 from ..joins.lookup import LookupTable
 from ..joins.versioned import VERSION, TemporalTableFunction
-from ..dynamic.options import dynamic_options
-from ..dynamic.table import SINKS, DynamicTable
-from ..dynamic import plan as dynamic_plan
+from .options import dynamic_options
+from .table import SINKS, DynamicTable
+from .planner import logical as dynamic_plan
 from .windows import find_group_window, find_windows, groups_by_window, validate, windowed
 from .interval import find_interval_joins
 
@@ -109,7 +109,7 @@ def sql(query: str, semantics: str = "flink", aggregates: dict | None = None, co
 
     ``config`` holds table options: ``table.exec.state.ttl`` (a ``Duration``, a ``timedelta``, milliseconds or
     Flink's ``'2 h'``/``'30 min'``/``'10 s'``/``'500 ms'``), for continuous queries the
-    mini-batch and aggregation options of ``kit.dynamic.options``, and for temporal joins
+    mini-batch and aggregation options of ``kit.sql.options``, and for temporal joins
     ``kit.join.interleave`` (``replay.INTERLEAVINGS``) and ``kit.join.clock`` (a ``Clock``
     over the merged arrivals, for state retention); interval joins take the interleaving
     too (they clean their state by event time, so the TTL does not apply to them).
@@ -173,7 +173,7 @@ def sql(query: str, semantics: str = "flink", aggregates: dict | None = None, co
 
 
 def continuous(query: str, tables: dict) -> bool:
-    """Whether ``query`` is a continuous query over streams that ``kit.dynamic`` runs: it
+    """Whether ``query`` is a continuous query over streams that ``kit.changelog`` runs: it
     reads only ``kit.Stream``s, has an operator that updates what it emitted (GROUP BY,
     DISTINCT, Top-N, a join: ``dynamic.plan.updating``) and none of what the rewrite runs
     itself (MATCH_RECOGNIZE, window TVFs and group windows, temporal and interval joins).

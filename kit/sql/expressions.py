@@ -22,19 +22,14 @@ import re
 
 from ..match_recognize import spec as S
 from .cursor import Cursor
+from ..match_recognize.spec import INTERVAL_UNITS, STANDARD_AGGREGATES
 from .lexer import tokenize
 
 __all__ = ["AGGREGATES", "STANDARD_AGGREGATES", "INTERVAL_UNITS", "MAX_DEPTH", "ExpressionParser", "depth"]
 
 #: Built-in aggregate functions; callers add user aggregates by name.
 AGGREGATES = frozenset({"COUNT", "SUM", "AVG", "MIN", "MAX"})
-#: Aggregates of the SQL standard and Trino that MATCH_RECOGNIZE takes under semantics="standard"
-#: (Flink's rejects them): two arguments for MAX_BY and MIN_BY.
-STANDARD_AGGREGATES = frozenset({"MAX_BY", "MIN_BY", "ARBITRARY", "ANY_VALUE", "ARRAY_AGG"})
 
-#: Milliseconds per day-time interval unit, coarsest first.
-INTERVAL_UNITS = {"DAY": 86_400_000, "HOUR": 3_600_000, "MINUTE": 60_000, "SECOND": 1_000,
-                  "MILLISECOND": 1}
 
 _NAV = {"FIRST": 0, "LAST": 0, "PREV": 1, "NEXT": 1}
 _COMPARE = ("=", "<>", "!=", "<", "<=", ">", ">=")

@@ -43,7 +43,7 @@ from .cursor import Cursor
 from .errors import SqlError
 from .expressions import ExpressionParser
 from .lexer import Token
-from .temporal import _alias, _condition, _join_kind, _where
+from .temporal import table_alias, join_condition, join_kind, where_of
 
 __all__ = ["IntervalCall", "find_interval_joins"]
 
@@ -92,7 +92,7 @@ def _table(query, tokens, i):
     cur = Cursor(query, tokens, i + 1)
     if cur.at("FOR", "MATCH_RECOGNIZE", "TABLESAMPLE"):
         return None
-    alias = _alias(cur, tok.value)
+    alias = table_alias(cur, tok.value)
     return tok, alias, cur.i
 
 
@@ -109,7 +109,7 @@ def _pair(query, tokens, i, stream) -> IntervalCall | None:
             k += 1
         if not tokens[k].is_word("JOIN"):
             return None
-        how, _ = _join_kind(tokens, k)
+        how, _ = join_kind(tokens, k)
         k += 1
     second = _table(query, tokens, k)
     if second is None:
@@ -120,12 +120,12 @@ def _pair(query, tokens, i, stream) -> IntervalCall | None:
         return None
     call = IntervalCall(how, ltok.value, i, lalias, rtok.value, k, ralias)
     if tokens[j].kind == "OP":
-        word = _where(tokens, end)
+        word = where_of(tokens, end)
     else:
         word = end if tokens[end].is_word("ON") else None
     if word is None:
         return None
-    _condition(tokens, call, word)
+    join_condition(tokens, call, word)
     return _analyse(query, tokens, call, left, right)
 
 

@@ -19,20 +19,13 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
+from ..match_recognize.spec import RESERVED
 from .errors import SqlError, position
 
 __all__ = ["MAX_NESTING", "RESERVED", "Token", "tokenize", "delimited_to_backquoted"]
 
 MAX_NESTING = 50
 
-#: Words that never name a column, variable or alias (they end clauses or are operators).
-RESERVED = frozenset((
-    "SELECT", "FROM", "WHERE", "GROUP", "HAVING", "ORDER", "BY", "PARTITION", "MATCH_RECOGNIZE",
-    "MEASURES", "PATTERN", "DEFINE", "SUBSET", "WITHIN", "AFTER", "ONE", "ALL", "AS", "AND", "OR",
-    "NOT", "IS", "NULL", "TRUE", "FALSE", "BETWEEN", "IN", "LIKE", "CASE", "WHEN", "THEN", "ELSE",
-    "END", "CAST", "INTERVAL", "DISTINCT", "JOIN", "ON", "UNION", "EXCEPT", "INTERSECT", "LIMIT",
-    "ASC", "DESC",
-))
 
 # two-character operators first, so "<=" wins over "<" and "{-" over "{"
 _OPS = ("{-", "-}", "<>", "<=", ">=", "!=", "||", "=", "<", ">", "+", "-", "*", "/", "%", "(",

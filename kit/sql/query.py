@@ -112,7 +112,7 @@ class Resolver:
 def clauses(query: str, aggregates=()) -> list:
     """Every MATCH_RECOGNIZE clause of ``query`` as a ``MatchRecognize``, in text order."""
     tokens = tokenize(query)
-    found = _find(query, tokens, aggregates)
+    found = find_match_recognize(query, tokens, aggregates)
     return [found[r][2] for r in sorted(found, key=lambda r: found[r][0])]
 
 
@@ -123,10 +123,10 @@ def rewrite(query: str, resolver: Resolver, aggregates=()) -> Rewritten:
     while hi > 0 and tokens[hi - 1].kind == "OP" and tokens[hi - 1].value == ";":
         hi -= 1
     fold = getattr(resolver, "semantics", None) == "standard"   # standard SQL's unquoted names
-    return _Renderer(query, tokens, _find(query, tokens, aggregates, fold), resolver).render(0, hi)
+    return _Renderer(query, tokens, find_match_recognize(query, tokens, aggregates, fold), resolver).render(0, hi)
 
 
-def _find(query, tokens, aggregates, fold=False) -> dict:
+def find_match_recognize(query, tokens, aggregates, fold=False) -> dict:
     """{index of the table ref's first token: (MATCH_RECOGNIZE index, end index, spec)}."""
     found = {}
     for m, tok in enumerate(tokens):

@@ -81,7 +81,7 @@ def find_temporal_joins(query: str, tokens: list) -> dict:
     return found
 
 
-def _join_kind(tokens, j) -> tuple[str, Token]:
+def join_kind(tokens, j) -> tuple[str, Token]:
     """The join type of the ``JOIN`` at ``j`` (or of a comma), and its first token."""
     if tokens[j].kind == "OP":
         return "inner", tokens[j]
@@ -101,7 +101,7 @@ def _time(cur: Cursor):
     return None, first.value, first
 
 
-def _alias(cur: Cursor, default: str) -> str:
+def table_alias(cur: Cursor, default: str) -> str:
     if cur.accept("AS"):
         return cur.identifier("an alias").value
     if cur.peek().kind == "IDENT" and not cur.peek().is_word(*_ENDS, "ON"):
@@ -115,14 +115,14 @@ def _for_system_time(query, tokens, table_index) -> TemporalCall:
     name = cur.identifier("a table")
     if not tokens[table_index - 1].is_word("JOIN"):
         raise cur.error("FOR SYSTEM_TIME AS OF belongs to a table joined with JOIN", name, found=False)
-    how, how_token = _join_kind(tokens, table_index - 1)
+    how, how_token = join_kind(tokens, table_index - 1)
     cur.expect_words("FOR", "SYSTEM_TIME", "AS", "OF")
     qualifier, column, time_token = _time(cur)
-    alias = _alias(cur, name.value)
+    alias = table_alias(cur, name.value)
     call = TemporalCall(how, how_token, name.value, name, table_index, cur.i, alias, qualifier, column, time_token)
     if not cur.at("ON"):
         raise cur.error("a temporal join needs ON with the key equality (ON o.currency = r.currency)")
-    call.equalities = _condition(tokens, call, cur.i)
+    call.equalities = join_condition(tokens, call, cur.i)
     return call
 
 
@@ -130,23 +130,23 @@ def _lateral(query, tokens, i) -> TemporalCall:
     """``, LATERAL TABLE (Fn([q.]col)) [[AS] alias]`` (condition in WHERE) or ``JOIN LATERAL ... ON``."""
     cur = Cursor(query, tokens, i + 2)
     joined = tokens[i - 1].is_word("JOIN")
-    how, how_token = _join_kind(tokens, i - 1) if joined else ("inner", tokens[i - 1])
+    how, how_token = join_kind(tokens, i - 1) if joined else ("inner", tokens[i - 1])
     cur.expect_op("(")
     name = cur.identifier("a temporal table function")
     cur.expect_op("(")
     qualifier, column, time_token = _time(cur)
     cur.expect_op(")")
     cur.expect_op(")")
-    alias = _alias(cur, name.value)
+    alias = table_alias(cur, name.value)
     call = TemporalCall(how, how_token, name.value, name, i, cur.i, alias, qualifier, column, time_token,
                         lateral=True)
-    word = cur.i if joined else _where(tokens, cur.i)
+    word = cur.i if joined else where_of(tokens, cur.i)
     if word is not None:
-        call.equalities = _condition(tokens, call, word)
+        call.equalities = join_condition(tokens, call, word)
     return call
 
 
-def _where(tokens, i) -> int | None:
+def where_of(tokens, i) -> int | None:
     """Index of the WHERE of the query level that holds token ``i``, if any."""
     depth = 0
     for k in range(i, len(tokens)):
@@ -162,7 +162,7 @@ def _where(tokens, i) -> int | None:
     return None
 
 
-def _condition(tokens, call, word: int) -> list:
+def join_condition(tokens, call, word: int) -> list:
     """The condition after ``tokens[word]`` (ON or WHERE) up to its clause's end (set on
     ``call``); returns its top-level ``a.x = b.y`` conjuncts (``TemporalCall.equalities``)."""
     depth, k = 0, word + 1
@@ -515,7 +515,7 @@ def duration_option(value, key: str):
 
 def join_options(config: dict) -> dict:
     """``kit.sql``'s ``config`` as the temporal joins' options (``plan``'s keywords)."""
-    from ..joins.replay import INTERLEAVINGS
+    from ..replay.interleave import INTERLEAVINGS
     from ..joins.temporal import StateRetention
     from ..time import Clock
     from ..errors import KitError
@@ -525,7 +525,7 @@ def join_options(config: dict) -> dict:
     known = ("table.exec.state.ttl", "kit.join.interleave", "kit.join.clock", STEP_BUDGET, MAX_THREADS)
     unknown = [k for k in config if k not in known]   # (match_options and dynamic_options took theirs out)
     if unknown:
-        from ..dynamic.options import DYNAMIC_OPTIONS
+        from .options import DYNAMIC_OPTIONS
         raise KitError(f"unknown config key(s) {unknown}; known: {list(known) + list(DYNAMIC_OPTIONS)}")
     options = {}
     if "table.exec.state.ttl" in config:

@@ -31,12 +31,12 @@ import altair as alt
 import pandas as pd
 
 from .. import sparksql
-from ..dynamic import plan as P
-from ..dynamic.changelog import ADDS, DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE
+from ..sql.planner import logical as P
+from ..changelog import ADDS, DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE
 from ..errors import KitError
 from .marks import LATE_COLOR, RING, X, Kind, check_title, legend, title_params
-from .stream import _check_max_rows
-from .window import _part_frame
+from .stream import check_max_rows
+from .window import part_frame
 
 __all__ = ["changelog_timeline", "table_history", "TableHistory", "KINDS"]
 
@@ -58,7 +58,7 @@ def changelog_timeline(result, max_rows: int = 500, width: int = 640, lane_heigh
     ``lane_height``: pixels per key; ``title``: the chart's title instead of the default.
     """
     check_title("changelog_timeline", title)
-    _check_max_rows("changelog_timeline", max_rows)
+    check_max_rows("changelog_timeline", max_rows)
     panels = _panels(result)
     changes = _collect(panels, max_rows)
     cut = [len(g) > max_rows for _, g in changes.groupby("panel")]
@@ -110,7 +110,7 @@ def changelog_timeline(result, max_rows: int = 500, width: int = 640, lane_heigh
 def _panels(result) -> list:
     """[(panel title, changelog DataFrame with ``_op``, the columns, ``seq``, ``_n``), key
     columns or ()] for ``result`` (its cascade's tables too) or a list of results."""
-    from ..dynamic.table import DynamicTable, _Run
+    from .table import DynamicTable, PlanRun
 
     results = result if isinstance(result, (list, tuple)) else [result]
     if not results or not all(isinstance(r, DynamicTable) for r in results):
@@ -119,7 +119,7 @@ def _panels(result) -> list:
     if isinstance(result, (list, tuple)):
         return [(_one_line(r.query) or f"table {i + 1}", r.log.df, r.upsert_key or ()) for i, r in enumerate(results)]
     tables = _stateful(result.root)
-    run = _Run(result)
+    run = PlanRun(result)
     panels = []
     for shown, node in tables[:-1]:
         log = run.node(shown, update_before=True)
@@ -187,12 +187,12 @@ def table_history(result, max_rows: int = 2000) -> "TableHistory":
     ``max_rows``: input rows and changes brought to the driver at most (the first ones);
     more raise an error: a table of thousands of rows is not for looking at.
     """
-    from ..dynamic.table import DynamicTable
+    from .table import DynamicTable
 
     if not isinstance(result, DynamicTable):
         raise KitError("table_history shows a continuous query's result (kit.sql(...) over kit.stream(...)); "
                        f"got {type(result).__name__}")
-    _check_max_rows("table_history", max_rows)
+    check_max_rows("table_history", max_rows)
     sources = [n for n in _nodes(result.root) if isinstance(n, P.Source)]
     if len(result.streams) != 1:
         raise KitError(f"table_history shows a query over one stream; this one reads {len(result.streams)}")
@@ -207,9 +207,9 @@ def table_history(result, max_rows: int = 2000) -> "TableHistory":
                                                            allowMissingColumns=True).toPandas()
     schema = {f.name: f for f in stream.df.schema.fields}
     from pyspark.sql import types as T
-    input_rows = _part_frame(pdf, "i", T.StructType([T.StructField("seq", T.LongType())] + [
+    input_rows = part_frame(pdf, "i", T.StructType([T.StructField("seq", T.LongType())] + [
         schema[c] for c in columns]))
-    change_rows = _part_frame(pdf, "c", T.StructType([T.StructField("seq", T.LongType())] + list(
+    change_rows = part_frame(pdf, "c", T.StructType([T.StructField("seq", T.LongType())] + list(
         result.final().schema.fields)))
     if len(input_rows) > max_rows or len(change_rows) > max_rows:
         raise KitError(f"table_history: more than {max_rows} input rows or changes; raise max_rows or draw "

@@ -53,8 +53,8 @@ from .. import sparksql
 from ..errors import KitError
 from .marks import (DASHED, DIAMOND_RING, DOTTED, HOURGLASS, LATE_COLOR, LINE, RING, RING_X, X, Kind,
                     check_title, legend, literal, title_params)
-from .stream import TEXT, _plain
-from .window import _duration, _short, _text
+from .stream import TEXT, plain_frame
+from .window import duration_text, short_text, time_text
 
 __all__ = ["version_timeline", "MARKS", "KINDS"]
 
@@ -119,7 +119,7 @@ def version_timeline(join, key=None, max_rows: int = 5000, watermark_panel: bool
     lanes = sorted(set(versions["lane"]) | set(lefts["lane"]))
 
     t = "T" if is_ts else "Q"
-    domain = ([_plain(pd.DataFrame({"x": pd.to_datetime([start, edge], unit="ms")}))["x"].tolist()]
+    domain = ([plain_frame(pd.DataFrame({"x": pd.to_datetime([start, edge], unit="ms")}))["x"].tolist()]
               if is_ts else [[start, edge]])[0]
     scale = alt.Scale(type="utc", domain=domain) if is_ts else alt.Scale(domain=domain, nice=False, zero=False)
     conv = (lambda s: pd.to_datetime(s, unit="ms")) if is_ts else (lambda s: s.astype("Int64").astype(object))
@@ -152,7 +152,7 @@ def version_timeline(join, key=None, max_rows: int = 5000, watermark_panel: bool
     def kind(chart, label):   # every row of ``chart`` drawn as the mark ``label``
         return chart.transform_calculate(mark=literal(label))
 
-    V, L, C = _plain(versions), _plain(lefts), _plain(cleanups)
+    V, L, C = plain_frame(versions), plain_frame(lefts), plain_frame(cleanups)
     vtips = [alt.Tooltip("lane:N", title="key"), alt.Tooltip("seq:Q", title="right arrival"),
              when("start", "valid from"), alt.Tooltip("until:N", title="valid until"),
              alt.Tooltip("op:N"), alt.Tooltip("fate:N"), alt.Tooltip("late:N"), alt.Tooltip("row:N", title="values"),
@@ -210,7 +210,7 @@ def version_timeline(join, key=None, max_rows: int = 5000, watermark_panel: bool
         facts.append(f"{n_late} late arrival{'s' if n_late != 1 else ''}")
     retention = getattr(join, "retention", None)
     if retention is not None and getattr(retention, "ttl", None):
-        facts.append(f"state TTL {_duration(retention.ttl.millis)}")
+        facts.append(f"state TTL {duration_text(retention.ttl.millis)}")
     heading = title_params(f"{'Processing-time t' if proc else 'T'}emporal join ({join.how.upper()}) on "
                            f"{key_title}: versions and left rows", ", ".join(facts), title)
     alone = not watermark_panel or proc
@@ -263,7 +263,7 @@ def _collect(join, lanes, max_rows):
     the first ``max_rows + 1`` of each by merged position, in one collect: both are kept
     (``localCheckpoint``), so one partition at the end reads them in one job, where a
     ``limit`` over several partitions had taken several."""
-    from ..joins.replay import LEFT
+    from ..replay.interleave import LEFT
 
     fates = join.fates().selectExpr("'f' AS _part", "*", f"{_lane_col(join)} AS lane")
     merged = join.merged
@@ -294,7 +294,7 @@ def _keys_of(join) -> str:
 
 
 def _values(row) -> str:
-    return ", ".join(f"{c}={_short(_ts(v))}" for c, v in row.asDict().items()) if row is not None else ""
+    return ", ".join(f"{c}={short_text(_ts(v))}" for c, v in row.asDict().items()) if row is not None else ""
 
 
 def _ts(v):
@@ -309,7 +309,7 @@ def _shape(rows, arrivals, how, is_ts, proc=False):
               zip(arrivals["side"], arrivals["seq"], arrivals["pt" if proc else "ts"], arrivals["late"])}
 
     def _text_ms(ms):
-        return _text(pd.Timestamp(ms, unit="ms")) if is_ts else str(int(ms))
+        return time_text(pd.Timestamp(ms, unit="ms")) if is_ts else str(int(ms))
 
     wm = {p: (None if pd.isna(w) else int(w)) for p, w in zip(arrivals["pos"], arrivals["W"])}
     ptime = {}
@@ -395,7 +395,7 @@ def _watermark_panel(arrivals, max_rows, is_ts, width):
                       for side, is_late in zip(pdf["side"], pdf["late"])]
     for c in ("ts", "W"):
         pdf[c] = pd.to_datetime(pdf[c], unit="ms") if is_ts else pdf[c].astype("Int64").astype(object)
-    pdf = _plain(pdf.rename(columns={"ts": "time", "W": "watermark"}))
+    pdf = plain_frame(pdf.rename(columns={"ts": "time", "W": "watermark"}))
     t = "T" if is_ts else "Q"
     scale = alt.Scale(type="utc") if is_ts else alt.Undefined
     marks = legend("arrival", ARRIVAL_KINDS,

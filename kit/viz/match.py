@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..errors import KitError
 from .marks import BAR, LATE_COLOR, RING_X, Kind, check_column, check_title, legend, title_params
-from .stream import TEXT, _check_max_rows, _plain
+from .stream import TEXT, check_max_rows, plain_frame
 
 __all__ = ["match_timeline"]
 
@@ -40,7 +40,7 @@ def match_timeline(details, value: str, time: str, partition: str | None = None,
     there); the subtitle says when rows were left out.
     """
     check_title("match_timeline", title)
-    _check_max_rows("match_timeline", max_rows)
+    check_max_rows("match_timeline", max_rows)
     if not hasattr(details, "columns") or not (isinstance(details, pd.DataFrame) or hasattr(details, "toPandas")):
         raise KitError("match_timeline draws MATCH_RECOGNIZE details (result.match_details, a Spark or pandas "
                        f"DataFrame); got {type(details).__name__}")
@@ -88,7 +88,7 @@ def match_timeline(details, value: str, time: str, partition: str | None = None,
                                shape=marks["shape"], tooltip=tooltip)
     points = point.mark_point(opacity=1, strokeWidth=1).encode(   # a late row's ⊗ big enough to show its ×
         size=alt.condition("datum.late", alt.value(180), alt.value(70)))
-    band_data = _plain(bands)
+    band_data = plain_frame(bands)
     band = alt.Chart(band_data).mark_rect().encode(
         x=alt.X(f"start:{time_type}", scale=scale), x2="end:" + time_type,
         fill=marks["fill"], stroke=marks["stroke"], tooltip=[alt.Tooltip("label:N", title="match")])
@@ -100,7 +100,7 @@ def match_timeline(details, value: str, time: str, partition: str | None = None,
              + (f" in {_plural(pdf[partition].nunique(), 'partition')}" if partition else "")
              + (f", {n_late} late (dropped before matching)" if n_late else ""))
     title = title_params(f"{n_matches} match{'es' if n_matches != 1 else ''}", facts, title)
-    data = _plain(pdf)
+    data = plain_frame(pdf)
     if not partition:
         return alt.layer(band.properties(data=band_data), series, points, label, data=data).properties(
             width=width, height=height, title=title)

@@ -15,7 +15,7 @@ What it takes:
   browser, with no Python or Spark. A ``RuleLog`` (``e.rules``) or a ``PlanNode`` alone draw
   the same way. On Spark Connect (an ``Explanation`` of text only) a stage is drawn from
   Spark's explain text (estimates from ``mode="cost"``); there is no rule log to step through.
-- a continuous query: ``kit.sql(...)``'s ``DynamicTable`` or ``kit.dynamic.modes.physical_plan``'s
+- a continuous query: ``kit.sql(...)``'s ``DynamicTable`` or ``kit.sql.planner.physical.physical_plan``'s
   ``PhysicalNode``: Flink's physical nodes, each with its changelog mode (``[I,UB,UA]``, as
   ``EXPLAIN CHANGELOG_MODE`` writes it) and filled by what it emits (inserts only; updates
   with update-before; updates without), each edge labelled with the row kinds it carries,
@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 import altair as alt
 import pandas as pd
 
-from ..dynamic.changelog import INSERT, KINDS as ROW_KINDS, UPDATE_AFTER, UPDATE_BEFORE, mode_text
+from ..changelog import INSERT, KINDS as ROW_KINDS, UPDATE_AFTER, UPDATE_BEFORE, mode_text
 from ..errors import KitError
 from .changelog import KINDS as CHANGE_KINDS, LABELS
 from .marks import Kind, check_title, legend, title_params
@@ -108,8 +108,8 @@ def plan(source, stage: str | None = None, messages=None, column_width: int = 20
     do not count them for a ``DynamicTable``); ``column_width``: pixels per leaf column
     (arguments are cut to fit); ``title``: the chart's title instead of the default.
     """
-    from ..dynamic.modes import PhysicalNode
-    from ..dynamic.table import DynamicTable
+    from ..sql.planner.physical import PhysicalNode
+    from .table import DynamicTable
     from ..engine import Explanation, PlanNode, RuleLog
 
     check_title("plan", title)
@@ -136,7 +136,7 @@ def plan(source, stage: str | None = None, messages=None, column_width: int = 20
     if isinstance(source, PlanNode):
         return _batch_tree(source, column_width, title, "The plan")
     raise KitError("plan draws kit.explain(...)'s Explanation (or its RuleLog or a PlanNode), a continuous "
-                   "query's DynamicTable (kit.sql over kit.stream) or a kit.dynamic.modes.PhysicalNode, "
+                   "query's DynamicTable (kit.sql over kit.stream) or a kit.sql.planner.physical.PhysicalNode, "
                    f"or a list of those two; got {type(source).__name__}")
 
 
@@ -323,8 +323,8 @@ def _from_text(text: str):
 
 
 def _streaming(sources, stage, messages, column_width, title):
-    from ..dynamic.modes import table_plan
-    from ..dynamic.table import DynamicTable
+    from ..sql.planner.physical import table_plan
+    from .table import DynamicTable
 
     if stage is not None:
         raise KitError("plan: stage is for an Explanation (kit.explain's batch plans); a continuous query has "

@@ -36,7 +36,7 @@ def stream_timeline(stream: Stream, key: str | None = None, max_rows: int = 2000
     if not isinstance(stream, Stream):
         raise KitError(f"stream_timeline draws a kit.Stream (kit.stream(df, time=...)); got {type(stream).__name__}")
     check_title("stream_timeline", title)
-    _check_max_rows("stream_timeline", max_rows)
+    check_max_rows("stream_timeline", max_rows)
     if key is not None:
         check_column("stream_timeline", "key", key, stream.df.columns, "the stream")
     rows, count = arrival_rows(stream, max_rows)
@@ -45,7 +45,7 @@ def stream_timeline(stream: Stream, key: str | None = None, max_rows: int = 2000
     scale = alt.Scale(type="utc") if time_type == "T" else alt.Undefined
 
     def when(column: str, title: str) -> alt.Tooltip:
-        # timestamps: the UTC text _plain() wrote, so tooltips show milliseconds in UTC
+        # timestamps: the UTC text plain_frame() wrote, so tooltips show milliseconds in UTC
         return alt.Tooltip(f"{column}{TEXT}:N" if time_type == "T" else f"{column}:Q", title=title)
 
     tooltip = [alt.Tooltip("seq:Q", title="arrival"), when(stream.time, "event time"),
@@ -57,7 +57,7 @@ def stream_timeline(stream: Stream, key: str | None = None, max_rows: int = 2000
     n_late = int(shown["late"].sum())
     present = ([WATERMARK] if shown["watermark"].notna().any() else []) + ([LATE] if n_late else [])
     marks = legend("mark", KINDS, present)
-    data = _plain(shown).assign(mark=lambda d: d["late"].map({True: LATE, False: "on time"}))
+    data = plain_frame(shown).assign(mark=lambda d: d["late"].map({True: LATE, False: "on time"}))
     base = alt.Chart(data).encode(x=alt.X("seq:Q", title="arrival order (seq)",
                                           axis=alt.Axis(tickMinStep=1, format="d")))
     event_time = alt.Y(f"{stream.time}:{time_type}", title=f"event time ({stream.time})", scale=scale)
@@ -78,7 +78,7 @@ def stream_timeline(stream: Stream, key: str | None = None, max_rows: int = 2000
         width=width, height=height, title=title_params("Event time vs arrival", facts, title))
 
 
-def _check_max_rows(function: str, max_rows) -> None:
+def check_max_rows(function: str, max_rows) -> None:
     if not isinstance(max_rows, int) or isinstance(max_rows, bool) or max_rows < 1:
         raise KitError(f"{function}: max_rows must be a positive int; got {max_rows!r}")
 
@@ -104,7 +104,7 @@ def arrival_frame(stream: Stream, max_rows: int | None, columns=None):
     return (df if max_rows is None else df.where(f"seq <= {int(max_rows)}")), getattr(scan, "count", None)
 
 
-def _plain(df: pd.DataFrame) -> pd.DataFrame:
+def plain_frame(df: pd.DataFrame) -> pd.DataFrame:
     """Columns altair serialises stably: timestamps as UTC ISO strings with milliseconds,
     plus a readable copy of each (``"<col> (UTC)"``) for tooltips."""
     out = df.copy()

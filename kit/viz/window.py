@@ -38,7 +38,7 @@ from pyspark.sql import types as T
 from .. import sparksql
 from ..errors import KitError
 from .marks import BAR, DASHED, LATE_COLOR, RING_X, Kind, check_title, legend, literal, present_kinds, title_params
-from .stream import TEXT, _check_max_rows, _plain, arrival_frame
+from .stream import TEXT, check_max_rows, plain_frame, arrival_frame
 
 __all__ = ["window_timeline", "MAX_WINDOW_ROWS"]
 
@@ -74,7 +74,7 @@ def window_timeline(result, max_keys: int = 12, max_rows: int = 2000, width: int
         raise KitError("window_timeline draws a WindowResult (stream.key_by(...).window(...).reduce(...), "
                        f".aggregate(...), .process(...)); got {type(result).__name__}")
     check_title("window_timeline", title)
-    _check_max_rows("window_timeline", max_rows)
+    check_max_rows("window_timeline", max_rows)
     if not isinstance(max_keys, int) or isinstance(max_keys, bool) or max_keys < 1:
         raise KitError(f"window_timeline: max_keys must be a positive int; got {max_keys!r}")
     stream, spec = result.stream, result.spec
@@ -109,11 +109,11 @@ def window_timeline(result, max_keys: int = 12, max_rows: int = 2000, width: int
         wtips = [alt.Tooltip("lane:N", title="key"), alt.Tooltip("window:N"),
                  alt.Tooltip("firings:Q"), alt.Tooltip("status:N")]
         # a pixel off each end: windows that touch show as two
-        layers.append(alt.Chart(_plain(windows.assign(slot=[slots[r] for r in windows["row"]]))).mark_bar(
+        layers.append(alt.Chart(plain_frame(windows.assign(slot=[slots[r] for r in windows["row"]]))).mark_bar(
             cornerRadius=2, strokeWidth=1.2, xOffset=1, x2Offset=-1).encode(
             x=alt.X(f"window_start:{t}", scale=scale), x2="window_end", y=lane, yOffset=slot,
             fill=status["fill"], stroke=status["stroke"], strokeDash=dash, tooltip=wtips))
-    el = _plain(elements.assign(element=elements["fate"].map(lambda f: FATE_LABELS.get(f, f)), slot=ELEMENTS))
+    el = plain_frame(elements.assign(element=elements["fate"].map(lambda f: FATE_LABELS.get(f, f)), slot=ELEMENTS))
     etips = [alt.Tooltip("seq:Q", title="arrival"), when(x_col, "processing time" if proc else "event time"),
              alt.Tooltip("fate:N")] + ([alt.Tooltip("lane:N", title="key")] if keys else [])
     if proc:
@@ -130,7 +130,7 @@ def window_timeline(result, max_keys: int = 12, max_rows: int = 2000, width: int
             alt.Tooltip("fired_after:N", title="after arrival"), alt.Tooltip("contents:Q", title="elements seen"),
             alt.Tooltip("result:N")]
         kind = legend("firing", FIRING_KINDS, marks["firing"], title="firing")
-        fired = alt.Chart(_plain(marks.assign(slot=[slots[r] for r in marks["row"]]))).encode(
+        fired = alt.Chart(plain_frame(marks.assign(slot=[slots[r] for r in marks["row"]]))).encode(
             x=alt.X(f"at:{t}", scale=scale), y=lane, yOffset=slot)
         layers.append(fired.mark_point(size=120, strokeWidth=1, opacity=1).encode(
             fill=kind["fill"], stroke=kind["stroke"], shape=kind["shape"], tooltip=ftips))
@@ -146,7 +146,7 @@ def window_timeline(result, max_keys: int = 12, max_rows: int = 2000, width: int
                      f"{' of more' if more_keys else ''}, at most {max_rows} elements, firings and arrivals")
     if len(windows) and windows["shared"].any():
         facts.append(f"overlapping windows share {MAX_WINDOW_ROWS} rows per key")
-    lateness = f", allowed lateness {_duration(spec.allowed_lateness)}" if spec.allowed_lateness else ""
+    lateness = f", allowed lateness {duration_text(spec.allowed_lateness)}" if spec.allowed_lateness else ""
     evictor = f", {spec.evictor!r}" if spec.evictor is not None else ""
     independent = dict(fill="independent", stroke="independent", shape="independent", strokeDash="independent")
     # each chart given its parts once (a LayerChart or VConcatChart made copies them all)
@@ -212,9 +212,9 @@ def _collect(result, keys, max_keys, max_rows, proc):
                           allowMissingColumns=True))
     pdf = sparksql.small_pandas(union)
 
-    e = _part_frame(pdf, "e", elements.schema, key_cols + ["_rank", "_keys"])
-    f = _part_frame(pdf, "f", firings.schema, key_cols)
-    arrivals_pdf = _part_frame(pdf, "a", arrivals.schema)
+    e = part_frame(pdf, "e", elements.schema, key_cols + ["_rank", "_keys"])
+    f = part_frame(pdf, "f", firings.schema, key_cols)
+    arrivals_pdf = part_frame(pdf, "a", arrivals.schema)
     more_keys = bool(keys) and len(e) > 0 and int(e["_keys"].max()) > max_keys
     if keys:
         e["lane"] = _lane(e[key_cols].set_axis(keys, axis=1), keys) if len(e) else pd.Series(dtype=object)
@@ -228,7 +228,7 @@ def _collect(result, keys, max_keys, max_rows, proc):
     return e, f, arrivals_pdf, lanes, more_keys
 
 
-def _part_frame(pdf: pd.DataFrame, name: str, schema: T.StructType, extra=()) -> pd.DataFrame:
+def part_frame(pdf: pd.DataFrame, name: str, schema: T.StructType, extra=()) -> pd.DataFrame:
     """The rows of one part of the union, its columns unprefixed (and ``extra`` kept) in
     the part's order; integer columns integers again (the union made them nullable:
     ``Int64`` where a value is missing)."""
@@ -266,7 +266,7 @@ def _to_x(ms, like_ts):
 def _window_text(start, end):
     if _ms(start) is None:
         return "GlobalWindow"
-    return f"[{_text(start)}, {_text(end)})"
+    return f"[{time_text(start)}, {time_text(end)})"
 
 
 def _windows(result, elements, firings, x_col, proc, max_rows):
@@ -386,9 +386,9 @@ def _marks(result, elements, firings, x_col, windows):
     out["window"] = [_window_text(s, e) for s, e in zip(out["window_start"], out["window_end"])]
     out["row"] = [row_of.get((lane, _ms(s), _ms(e)), 0)
                   for lane, s, e in zip(out["lane"], out["window_start"], out["window_end"])]
-    out["result"] = [", ".join(f"{c}={_short(r.get(c))}" for c in outputs)
+    out["result"] = [", ".join(f"{c}={short_text(r.get(c))}" for c in outputs)
                      for r in out[outputs].to_dict("records")] if outputs else ""
-    out["watermark_text"] = [("end of input" if pd.isna(a) else "none yet") if pd.isna(w) else _text(w)
+    out["watermark_text"] = [("end of input" if pd.isna(a) else "none yet") if pd.isna(w) else time_text(w)
                              for w, a in zip(out["watermark"], out["fired_after"])]
     out["fired_after"] = [("end of input" if pd.isna(a) else str(int(a))) for a in out["fired_after"]]
     keep = ["lane", "at", "window", "firing", "pane", "label", "cause", "watermark_text", "fired_after",
@@ -396,23 +396,23 @@ def _marks(result, elements, firings, x_col, windows):
     return out[keep]
 
 
-def _duration(ms: int) -> str:
+def duration_text(ms: int) -> str:
     for unit, size in (("h", 3_600_000), ("min", 60_000), ("s", 1000)):
         if ms % size == 0:
             return f"{ms // size} {unit}"
     return f"{ms} ms"
 
 
-def _text(v):
+def time_text(v):
     """A time as the tooltips show it: UTC with milliseconds, or integer milliseconds."""
     if isinstance(v, pd.Timestamp):
         return v.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
     return str(int(v))
 
 
-def _short(v, limit=80):
+def short_text(v, limit=80):
     if isinstance(v, pd.Timestamp):
-        return _text(v)
+        return time_text(v)
     if hasattr(v, "tolist"):
         v = v.tolist()
     text = str(v)
@@ -431,7 +431,7 @@ def _watermark_panel(arrivals: pd.DataFrame, elements: pd.DataFrame, stream, key
     data["fate"] = data["fate"].where(data["fate"].notna(), OTHER)
     data["lane"] = data["lane"].where(data["lane"].notna(), OTHER)
     data["element"] = data["fate"].map(lambda f: FATE_LABELS.get(f, f))
-    data = _plain(data)
+    data = plain_frame(data)
 
     def when(column, title):
         return alt.Tooltip(f"{column}{TEXT}:N" if is_ts else f"{column}:Q", title=title)

@@ -17,7 +17,7 @@ part of the window is built in).
 from .assigners import (EventTimeSessionWindows, GlobalWindow, GlobalWindows, ProcessingTimeSessionWindows,
                         SlidingEventTimeWindows, SlidingProcessingTimeWindows, TimeWindow,
                         TumblingEventTimeWindows, TumblingProcessingTimeWindows, WindowAssigner)
-from .datastream import KeyedStream, OutputTag, WindowedStream, WindowResult, WindowWarning
+from .datastream import DataStream, KeyedStream, OutputTag, WindowedStream, WindowResult, WindowWarning
 from .evictors import CountEvictor, DeltaEvictor, Evictor, TimeEvictor, TimestampedValue
 from .functions import (AggregateFunction, Aggregates, AllWindowFunction, Avg, Count, FoldFunction, Max, Min,
                         ProcessAllWindowFunction, ProcessWindowFunction, ReduceFunction, Sum, WindowFunction)
@@ -27,7 +27,7 @@ from .triggers import (ContinuousEventTimeTrigger, ContinuousProcessingTimeTrigg
                        NeverTrigger, ProcessingTimeTrigger, PurgingTrigger, Trigger, TriggerResult)
 
 __all__ = ["AggregateFunction", "Aggregates", "AllWindowFunction", "Avg", "ContinuousEventTimeTrigger",
-           "ContinuousProcessingTimeTrigger", "Count", "CountEvictor", "CountTrigger", "DeltaEvictor",
+           "ContinuousProcessingTimeTrigger", "Count", "DataStream", "CountEvictor", "CountTrigger", "DeltaEvictor",
            "EventTimeSessionWindows", "EventTimeTrigger", "Evictor", "FATES", "FoldFunction", "GlobalWindow",
            "GlobalWindows", "KeyedStream", "ListStateDescriptor", "Max", "Min", "NeverTrigger", "OutputTag",
            "ProcessAllWindowFunction", "ProcessWindowFunction", "ProcessingTimeSessionWindows",

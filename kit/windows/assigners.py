@@ -49,7 +49,7 @@ def time_repr(ms: int) -> str:
     return f"Time.{unit or f'milliseconds({ms})'}"
 
 
-def _function_repr(f) -> str:
+def function_repr(f) -> str:
     return getattr(f, "__name__", None) or repr(f)
 
 
@@ -214,7 +214,7 @@ class _Session(MergingWindowAssigner):
     def __repr__(self):
         if self.extractor is None:
             return f"{type(self).__name__}.with_gap({time_repr(self.gap)})"
-        return f"{type(self).__name__}.with_dynamic_gap({_function_repr(self.extractor)})"
+        return f"{type(self).__name__}.with_dynamic_gap({function_repr(self.extractor)})"
 
 
 class _EventTime:

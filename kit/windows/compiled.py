@@ -72,7 +72,7 @@ def _trigger(trigger) -> tuple[str, bool] | None:
     return None
 
 
-def _aggregate_kind(function: str, dtype) -> int | None:
+def aggregate_kind(function: str, dtype) -> int | None:
     """How the JVM adds or compares a column: 0 as integers, 1 as doubles, 2 by
     ``compareTo``, 3 as strings by code point; None: not compiled."""
     if function == "count":
@@ -109,7 +109,7 @@ def settings(result, fields: list, kinds=("firing", "late", "element"), values=N
     if clock and stream.proctime is None:
         return None   # Python names the missing clock
     schema = stream.source.schema
-    compare = [_aggregate_kind(p.function, None if p.column is None else schema[p.column].dataType)
+    compare = [aggregate_kind(p.function, None if p.column is None else schema[p.column].dataType)
                for p in agg.parts]
     if None in compare:
         return None

@@ -97,7 +97,7 @@ from .. import sparksql
 from ..arrow import column, groups, python_values
 from ..errors import KitError, fail_sql
 from ..spark import replay_tasks
-from ..stream import Arrivals, kit_name
+from ..stream import Arrivals, Stream, kit_name
 from ..time import millis
 from .assigners import MAX_TIME, MIN_TIME, GlobalWindows, WindowAssigner
 from .evictors import CountEvictor, Evictor
@@ -108,7 +108,7 @@ from .placement import first_at_least, fires_on_timers, place_timers
 from .timer_order import in_flink_order
 from .triggers import CountTrigger, PurgingTrigger, Trigger
 
-__all__ = ["OutputTag", "KeyedStream", "WindowedStream", "WindowResult", "WindowWarning"]
+__all__ = ["DataStream", "OutputTag", "KeyedStream", "WindowedStream", "WindowResult", "WindowWarning"]
 
 _METADATA = ("firing", "pane", "cause", "timer", "watermark", "proctime", "fired_after", "contents")
 # result.df's own columns (``watermark_ms`` is made from ``watermark`` and ``fired_after``)
@@ -135,6 +135,22 @@ class OutputTag:
 
     def __repr__(self):
         return f"OutputTag({self.tag_id!r})"
+
+
+class DataStream(Stream):
+    """A ``kit.Stream`` with PyFlink's window API (``kit.stream(df, ...)`` makes one):
+    ``key_by(...).window(...)``, ``window_all(...)``, ``count_window_all(n)``."""
+
+    def key_by(self, *columns: str) -> "KeyedStream":
+        """``KeyedStream``: windows per value of ``columns`` (``.window(...)``, ``.count_window(n)``)."""
+        return KeyedStream(self, tuple(columns))
+
+    def window_all(self, assigner: WindowAssigner) -> "WindowedStream":
+        """Windows over the whole stream (Flink runs them with parallelism 1)."""
+        return WindowedStream(self, (), assigner)
+
+    def count_window_all(self, size: int, slide: int = 0) -> "WindowedStream":
+        return _count_window(self.window_all(GlobalWindows.create()), size, slide)
 
 
 class KeyedStream:
@@ -463,11 +479,11 @@ class WindowResult:
         def replayed(table):
             """``(key, elements, KeyResult)`` of each key: alone, or all in one operator."""
             if not whole_stream:
-                for key, elements in _keyed_elements(table, keys, values, inner):
+                for key, elements in keyed_elements(table, keys, values, inner):
                     final = None if end is None or elements[-1].seq >= end[0] else end[1]
                     yield key, elements, run_key(key, elements, spec, final_proctime=final, crossing=crossing)
                 return
-            runs = list(_keyed_elements(table, keys, values, inner))   # in arrival order
+            runs = list(keyed_elements(table, keys, values, inner))   # in arrival order
             own = dict(zip(python_values(table.column("seq")), python_values(table.column("_own"))))
             results = replay([(key, e) for key, run in runs for e in run], spec, lambda e: own[e.seq])
             by_key = {}
@@ -628,7 +644,7 @@ class WindowResult:
         """Run the operator on the driver over the first rows to see what the function returns."""
         sample = (self.stream.unordered().select("*", *self._time_columns()).orderBy("seq").limit(1000)
                   .orderBy(*self._inner(self.keys), "seq").toArrow())
-        for key, elements in _keyed_elements(sample, list(self.keys), self.values, self.inner.__getitem__):
+        for key, elements in keyed_elements(sample, list(self.keys), self.values, self.inner.__getitem__):
             for f in run_key(key, elements, self.spec).firings:
                 if f.outputs:
                     return _infer(f.outputs[0])
@@ -673,7 +689,7 @@ def _batch(kind: str, rows: list, arrow: pa.Schema, fields: list) -> pa.RecordBa
          else pa.nulls(n, arrow.field(f.name).type) for f in fields], schema=arrow)
 
 
-def _keyed_elements(table: pa.Table, keys: list, values: list, inner=lambda c: c):
+def keyed_elements(table: pa.Table, keys: list, values: list, inner=lambda c: c):
     """``(key, elements)`` for each key of ``table`` (sorted by key, then arrival ``seq``;
     columns ``values`` -- named ``inner(c)`` in ``table`` -- and ``seq``, ``_ts``, ``_wm``,
     ``_pt``): a key is a value, a tuple for several columns, None without keys; each

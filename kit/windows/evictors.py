@@ -22,7 +22,7 @@ from typing import Any
 
 from ..errors import KitError
 from ..time import millis
-from .assigners import _function_repr, time_repr
+from .assigners import function_repr, time_repr
 
 __all__ = ["TimestampedValue", "Evictor", "CountEvictor", "DeltaEvictor", "TimeEvictor"]
 
@@ -106,7 +106,7 @@ class DeltaEvictor(_Builtin):
         elements[:] = [e for e in elements if self.delta(e.value, last) < self.threshold]
 
     def __repr__(self):
-        return self._repr(repr(self.threshold), _function_repr(self.delta_function))
+        return self._repr(repr(self.threshold), function_repr(self.delta_function))
 
 
 class TimeEvictor(_Builtin):

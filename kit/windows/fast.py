@@ -50,7 +50,7 @@ from .assigners import MAX_TIME, MIN_TIME, SlidingEventTimeWindows, TumblingEven
 from .functions import SqlAggregate
 from .placement import first_at_least
 from .triggers import EventTimeTrigger
-from ..stream import _CHUNK_BITS, epoch_ms, null_time_error
+from ..stream import CHUNK_BITS, epoch_ms, null_time_error
 
 __all__ = ["eligible", "firings", "in_input_order", "kept_for", "TIME_LIMIT"]
 
@@ -178,8 +178,8 @@ def _in_input_order(result, keys, size, slide) -> DataFrame:
     scanned = _scanned(result, keys, size, slide)
     if scanned is None:
         plain = s.source.select("*", F.monotonically_increasing_id().alias("_in"), s.millis(s.time).alias("_ts"))
-        where = F.concat(F.col("_in").bitwiseAND((1 << _CHUNK_BITS) - 1).cast("string"),
-                         F.lit(" of input partition "), F.shiftright("_in", _CHUNK_BITS).cast("string"))
+        where = F.concat(F.col("_in").bitwiseAND((1 << CHUNK_BITS) - 1).cast("string"),
+                         F.lit(" of input partition "), F.shiftright("_in", CHUNK_BITS).cast("string"))
         checked = plain.withColumn("_ts", F.when(F.col("_ts").isNull(), null_time_error(s.time, where).cast("long"))
                                    .otherwise(F.col("_ts")))
     fired = scanned[0] if scanned else _pass_one(result, checked, size, slide)
@@ -213,7 +213,7 @@ def _pass_one(result, checked: DataFrame, size, slide) -> list:
     within = _within(ts, own)
     base = (a.offset + size - 1) % slide
     last = ts - F.pmod(ts - F.lit(a.offset), F.lit(slide)) + F.lit(size - 1)
-    summary = (checked.groupBy(F.shiftright("_in", _CHUNK_BITS).alias("chunk"),
+    summary = (checked.groupBy(F.shiftright("_in", CHUNK_BITS).alias("chunk"),
                                F.when(within, own - F.pmod(own - F.lit(base), F.lit(slide))).alias("g"),
                                F.when(within, last).alias("last"))
                .agg(F.min("_in").alias("first"), F.min_by(own, F.col("_in")).alias("after"),
@@ -267,16 +267,16 @@ def _scanned(result, keys, size, slide):
     aggregates per key and window over the elements its own watermark left on time, and
     where that watermark reached each grid value of window maxima. A partial counts when
     no partition before its own passed the window's maximum; the rest merge per window.
-    None when an aggregate is not built in (``compiled._aggregate_kind``) or the JVM is
+    None when an aggregate is not built in (``compiled.aggregate_kind``) or the JVM is
     out of reach."""
-    from .compiled import _aggregate_kind
+    from .compiled import aggregate_kind
 
     s, a = result.stream, result.spec.assigner
     parts = result.spec.contents._agg.parts
     inputs = sorted({p.column for p in parts if p.column is not None})
     spark = s.source.sparkSession
     types = {f.name: f.dataType for f in s.source.schema.fields}
-    kinds = [_aggregate_kind(p.function, None if p.column is None else types[p.column]) for p in parts]
+    kinds = [aggregate_kind(p.function, None if p.column is None else types[p.column]) for p in parts]
     if None in kinds or not jvm.available(spark, "WindowScan"):
         return None
     # The source's own columns where they serve as they are (a file scan's batches are then
@@ -409,7 +409,7 @@ def _fired(counts: dict, cells: list, maxima, slide: int) -> list:
         if best is None:
             out.append((m, None, None, None))
         else:
-            out.append((m, best[0], best[1], offset[best[0] >> _CHUNK_BITS] + (best[0] & ((1 << _CHUNK_BITS) - 1))))
+            out.append((m, best[0], best[1], offset[best[0] >> CHUNK_BITS] + (best[0] & ((1 << CHUNK_BITS) - 1))))
     return out
 
 

@@ -181,7 +181,7 @@ class _Timer:
         self.time, self.owner, self.window, self.floor, self.index = time, owner, window, floor, 0
 
 
-class _TimerHeap:
+class TimerHeap:
     """The timers of one clock as Flink keeps them (heap state backend): a
     ``HeapPriorityQueueSet`` -- one binary heap (an array from index 1) for every key of the
     operator, ordered by time alone, with set semantics on (time, key, window): a timer
@@ -267,7 +267,7 @@ class _TimerHeap:
         self._move(timer, i)
 
 
-def _fire_timers(heap: _TimerHeap, limit: int, event_time: bool):
+def _fire_timers(heap: TimerHeap, limit: int, event_time: bool):
     """Every timer of ``heap`` up to ``limit``, in the heap's order, each on its operator
     (those the firings register too)."""
     last, at_end = None, {} if event_time and limit == MAX_TIME else None
@@ -299,7 +299,7 @@ class _Operator:
         self.event_time = spec.assigner.event_time
         self.merging = spec.assigner.merging
         self.watermark, self.proctime = MIN_TIME, None
-        self.timers = timers or (_TimerHeap(), _TimerHeap())   # event time, processing time
+        self.timers = timers or (TimerHeap(), TimerHeap())   # event time, processing time
         # a key replayed alone sees the watermark only at its arrivals; ``crossing(t)`` gives the
         # first watermark of the whole stream at or above ``t`` (Long.MAX_VALUE: none), the one
         # that fired an event-time timer there, for the trigger and the function to read
@@ -614,12 +614,12 @@ def run_key(key, elements, spec: WindowSpec, end_of_input: bool = True, final_pr
     ``context.current_watermark()`` gives inside an event-time timer's firing; without it,
     the watermark this key's next arrival met (the key alone knows no other). ``log``: a list
     that gets what changed the heap of the clock ``timer_clocks(spec)`` names (one, or none),
-    ``("element", seq)`` before each element's changes (``_TimerHeap.log``), for
+    ``("element", seq)`` before each element's changes (``TimerHeap.log``), for
     ``kit.windows.timer_order``."""
     clocks = timer_clocks(spec)
     if log is not None and len(clocks) > 1:
         raise KitError("a heap log is for windows with timers of one clock; these have both")
-    timers = (_TimerHeap(log if "event" in clocks else None), _TimerHeap(log if "processing" in clocks else None))
+    timers = (TimerHeap(log if "event" in clocks else None), TimerHeap(log if "processing" in clocks else None))
     op = _Operator(key, spec, timers=timers, crossing=crossing)
     op.seen = []
     for e in elements:
@@ -653,13 +653,13 @@ def replay(arrivals, spec: WindowSpec, own_watermark) -> dict:
     Element)`` in arrival order, ``own_watermark(element)`` the watermark an element emits
     (or None). Before each arrival the processing clock moves to its time (timers of every
     key fire); after it, its watermark is emitted and every key's event-time timers up to
-    it fire. The keys share one heap per clock (``_TimerHeap``), so timers at the same time
+    it fire. The keys share one heap per clock (``TimerHeap``), so timers at the same time
     fire in Flink's order across keys too. Returns ``{key: KeyResult}``; timer firings carry
     the arrival after which they fired and the exact watermark -- what ``run_key`` +
     ``placement`` must reproduce.
     """
     ops, watermark, last = {}, MIN_TIME, None
-    timers = (_TimerHeap(), _TimerHeap())
+    timers = (TimerHeap(), TimerHeap())
 
     def fire(limit, event_time, after, now=None):
         counts = [(op, len(op.result.firings)) for op in ops.values()]

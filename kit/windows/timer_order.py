@@ -1,7 +1,7 @@
 """Timers at one time when keys are replayed apart: Flink's order, from one heap.
 
 Flink's window operator keeps the timers of all its keys in one heap per clock
-(``operator._TimerHeap``); timers at the same time fire in the order the heap leaves them,
+(``operator.TimerHeap``); timers at the same time fire in the order the heap leaves them,
 so one key's registrations and firings move another key's ties. A key replayed alone (in
 parallel, or by the JVM twin) has a heap of its own: its firings are Flink's, but two of
 its windows with timers at one time may fire in the other order.
@@ -43,7 +43,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from ..arrow import column, python_values
 from ..errors import KitError
 from .assigners import MAX_TIME
-from .operator import _TimerHeap, run_key, timer_clocks
+from .operator import TimerHeap, run_key, timer_clocks
 from .placement import first_at_least
 from .triggers import ContinuousEventTimeTrigger, ContinuousProcessingTimeTrigger, PurgingTrigger, Trigger
 
@@ -84,7 +84,7 @@ def heap_ranks(logs: dict, placed) -> dict:
                 polls.setdefault((key, time, window), deque()).append((batch, changes))
             else:
                 changes.append(entry)
-    heap, ranks = _TimerHeap(), {}
+    heap, ranks = TimerHeap(), {}
 
     def apply(key, changes):
         for change, time, window, floor in changes:
@@ -154,7 +154,7 @@ def _window(window) -> tuple:
 def _logs(result) -> dict:
     """``{key: log}``: each key replayed alone once more, logging its heap (``run_key``), the
     keys spread over tasks as the replay spreads them; windows as their bounds."""
-    from .datastream import _keyed_elements
+    from .datastream import keyed_elements
 
     keys, values, spec, inner = list(result.keys), result.values, result.spec, result.inner.__getitem__
     end, crossings = result._end, result._crossings
@@ -171,7 +171,7 @@ def _logs(result) -> dict:
             return
         table = pa.Table.from_batches(batches)
         out = []
-        for key, elements in _keyed_elements(table, keys, values, inner):
+        for key, elements in keyed_elements(table, keys, values, inner):
             log = []
             final = None if end is None or elements[-1].seq >= end[0] else end[1]
             run_key(key, elements, spec, final_proctime=final, crossing=crossing, log=log)

@@ -57,10 +57,10 @@ from types import SimpleNamespace
 import sqlglot
 from sqlglot import exp
 
-from ..errors import KitError
-from . import plan as P
-from .changelog import DELETE, INSERT, KINDS, UPDATE_AFTER, UPDATE_BEFORE, Options, mode_text
-from .options import dynamic_options
+from ...errors import KitError
+from . import logical as P
+from ...changelog import DELETE, INSERT, KINDS, UPDATE_AFTER, UPDATE_BEFORE, Options, mode_text
+from ..options import dynamic_options
 
 __all__ = ["PhysicalNode", "SINK_KINDS", "physical_plan", "explain_changelog_mode", "compared", "parse_explain",
            "table_plan", "messages"]
@@ -485,7 +485,7 @@ def _scan(table: str, s, ids: list, names: list, needed=None, referenced=None) -
 
 
 def _tokens(query):
-    from ..sql.lexer import tokenize
+    from ..lexer import tokenize
     return tokenize(query)
 
 
@@ -502,14 +502,14 @@ class _Special:
         self.sort = None
 
     def rewrite(self) -> str:
-        from ..sql.interval import find_interval_joins
-        from ..sql.query import _find
-        from ..sql.temporal import find_temporal_joins
-        from ..sql.windows import find_windows
+        from ..interval import find_interval_joins
+        from ..query import find_match_recognize
+        from ..temporal import find_temporal_joins
+        from ..windows import find_windows
         q = self.query
         tokens = _tokens(q)
         edits = []      # (start offset, end offset, replacement)
-        for start, (m, end, spec) in _find(q, tokens, ()).items():
+        for start, (m, end, spec) in find_match_recognize(q, tokens, ()).items():
             edits.append((tokens[start].start, tokens[end - 1].end, self._match(q, tokens, start, m, spec)))
         for i, (end, call) in find_windows(q, tokens).items():
             edits.append((tokens[i].start, tokens[end - 1].end, self._window(call)))
@@ -842,7 +842,7 @@ def _time_over(text: str, special) -> PhysicalNode:
 
 
 def _optimized(n: PhysicalNode, options) -> PhysicalNode:
-    """The plan with the rewrites ``options`` (``kit.dynamic.changelog.Options``) ask for, as
+    """The plan with the rewrites ``options`` (``kit.changelog.Options``) ask for, as
     Flink 2.3 applies them (``minibatch.json``'s plans): a ``MiniBatchAssigner`` above each
     source (its scan, proctime and watermark assigner); each GroupAggregate split by
     ``MOD(HASH_CODE(x), buckets)`` into a PARTIAL and a FINAL one (split distinct), and, with
@@ -1011,13 +1011,13 @@ def messages(table) -> list:
     update-before decision of the plan (it sends ``-U`` only when its consumer needs them), so
     the same query into a retract and an upsert sink shows the messages the decision saves.
     Runs Spark jobs: one per operator."""
-    from .table import _Run
+    from ..table import PlanRun
     out = []
     for node in table_plan(table).walk():
         kit_node = node.attrs.get("kit")
         if kit_node is None:
             continue
-        log = _Run(table).node(kit_node, update_before=UPDATE_BEFORE in node.mode)
+        log = PlanRun(table).node(kit_node, update_before=UPDATE_BEFORE in node.mode)
         counts = {r["_op"]: r["count"] for r in log.df.groupBy("_op").count().collect()}
         out.append({"node": node.flink_label(), "changelogMode": mode_text(node.mode),
                     **{k: int(counts.get(k, 0)) for k in KINDS}})

@@ -56,7 +56,7 @@ from pyspark.sql import functions as F
 from .. import sparksql
 from ..errors import KitError
 from ..spark import replay_tasks
-from ..stream import Stream, _scan, epoch_ms, null_time_error, prepared, rows_of
+from ..stream import Stream, prefix_scan, epoch_ms, null_time_error, prepared, rows_of
 from ..time import Clock, Duration, WatermarkStrategy
 
 __all__ = ["LEFT", "RIGHT", "MIN_TIME", "MAX_TIME", "INTERLEAVINGS", "Arrival", "Watermarks",
@@ -162,8 +162,8 @@ def tasks(merged: DataFrame) -> int:
     return replay_tasks(merged.sparkSession, _ROWS.get(merged))
 
 
-def _running(df: DataFrame, running: dict[str, tuple[str, bool]], order: str) -> DataFrame:
-    """``stream._scan`` for ``df`` in one partition: ``seq`` (dense, by ``order``, SQL) and
+def running_in_one(df: DataFrame, running: dict[str, tuple[str, bool]], order: str) -> DataFrame:
+    """``stream.prefix_scan`` for ``df`` in one partition: ``seq`` (dense, by ``order``, SQL) and
     the running maxima, by window functions over that partition (no shuffle)."""
     frame = "ROWS BETWEEN UNBOUNDED PRECEDING AND"
     return df.selectExpr("*", f"row_number() OVER (ORDER BY {order}) - 1 AS seq", *[
@@ -171,7 +171,7 @@ def _running(df: DataFrame, running: dict[str, tuple[str, bool]], order: str) ->
         for name, (c, inclusive) in running.items()])
 
 
-def _side(s: Stream, side: int, one: bool) -> DataFrame:
+def side_rows(s: Stream, side: int, one: bool) -> DataFrame:
     """One input's rows with its arrival ``_seq``, event time, lateness, watermark after it
     (``_lw`` on the left, ``_rw`` on the right), running maximum of event time and values as
     struct (``_vl``, ``_vr``); ``one``: in one partition. Built once per stream (a widget
@@ -183,15 +183,15 @@ def _side(s: Stream, side: int, one: bool) -> DataFrame:
 
 
 def _side_of(s: Stream, side: int, one: bool) -> DataFrame:
-    """``_side(...)``, computed."""
+    """``side_rows(...)``, computed."""
     df = prepared(s)
     running = {"_wmb": ("_g", False), "_wmi": ("_g", True), "_mx": ("_ts", True)}
     if "_p" in df.columns:
         running["_pi"] = ("_p", True)
     if one:     # the input's order: its partitions in order, rows in partition order
-        df = _running(df.withColumn("_id", F.monotonically_increasing_id()).coalesce(1), running, "_id")
+        df = running_in_one(df.withColumn("_id", F.monotonically_increasing_id()).coalesce(1), running, "_id")
     else:
-        df = _scan(df, running)
+        df = prefix_scan(df, running)
     if isinstance(s.proctime, Clock):
         pt = f"{epoch_ms(s.proctime.start)} + seq * {s.proctime.step.millis}"
     else:
@@ -202,14 +202,14 @@ def _side_of(s: Stream, side: int, one: bool) -> DataFrame:
         F.expr("coalesce(_ts <= _wmb, false)"))
     values = ", ".join(sparksql.name(c) for c in s.source.columns)
     return df.withColumn("_late", late).selectExpr(
-        f"{side} AS _side", "seq AS _seq", "_ts", "_late", f"_wmi AS _{name[0]}w", "_mx", f"{pt} AS _spt",
+        f"{side} AS side_rows", "seq AS _seq", "_ts", "_late", f"_wmi AS _{name[0]}w", "_mx", f"{pt} AS _spt",
         f"struct({values}) AS _v{name[0]}")
 
 
 def interleaved(left: Stream, right: Stream, interleave: str = "event_time",
                 clock: Clock | None = None, keys=()) -> DataFrame:
     """Both inputs as one DataFrame in merged arrival order, numbered ``_pos``, with
-    ``_side``, ``_seq`` (arrival on its side), ``_ts``, ``_late`` (against its own input),
+    ``side_rows``, ``_seq`` (arrival on its side), ``_ts``, ``_late`` (against its own input),
     ``_W`` (operator watermark after the row, NULL = none yet), ``_pt`` (processing time,
     ms: the ``clock`` over merged positions, else the inputs' own, never going back) and
     ``_vl``/``_vr`` (the row's values as a struct, NULL on the other side) and, for each
@@ -244,22 +244,22 @@ def _interleaved(left: Stream, right: Stream, interleave: str, clock: Clock | No
     rows = rows_of([left, right])
     one = replay_tasks(left.source.sparkSession, rows) == 1
     # each row carries both struct columns (the other side's NULL) and both watermarks
-    merged = _side(left, LEFT, one).unionByName(_side(right, RIGHT, one), allowMissingColumns=True)
+    merged = side_rows(left, LEFT, one).unionByName(side_rows(right, RIGHT, one), allowMissingColumns=True)
     first = {"event_time": ["_mx"], "proctime": ["_spt"], "left_first": [], "right_first": []}[interleave]
-    order = [(c, False) for c in first] + [("_side", interleave != "left_first"), ("_seq", False)]
+    order = [(c, False) for c in first] + [("side_rows", interleave != "left_first"), ("_seq", False)]
     running = {"_L": ("_lw", True), "_R": ("_rw", True), "_P": ("_spt", True)}
     if one:
-        out = _running(merged.coalesce(1), running, ", ".join(c + " DESC" * desc for c, desc in order))
+        out = running_in_one(merged.coalesce(1), running, ", ".join(c + " DESC" * desc for c, desc in order))
     else:
         merged = merged.orderBy(*[F.desc(c) if desc else c for c, desc in order]).localCheckpoint()  # read twice
-        out = _scan(merged, running).drop("_pos")
+        out = prefix_scan(merged, running).drop("_pos")
     pt = f"{epoch_ms(clock.start)} + seq * {clock.step.millis}" if clock else "_P"
     types = [{f.name: f.dataType for f in s.source.schema.fields} for s in (left, right)]
     q = sparksql.name
     key = [f"coalesce(_vl.{q(l)}, " + (f"_vr.{q(r)}" if types[0][l] == types[1][r] else
                                        f"CAST(_vr.{q(r)} AS {types[0][l].simpleString()})")
            + f") AS _k{i}" for i, (l, r) in enumerate(keys)]
-    out = sparksql.select(out, "seq AS _pos", "_side", "_seq", "_ts", "_late",
+    out = sparksql.select(out, "seq AS _pos", "side_rows", "_seq", "_ts", "_late",
                           "CAST(IF(_L IS NULL OR _R IS NULL, NULL, least(_L, _R)) AS BIGINT) AS _W",
                           f"CAST({pt} AS BIGINT) AS _pt", "_vl", "_vr", *key).localCheckpoint(eager=not one)
     _ROWS[out] = rows
@@ -320,14 +320,14 @@ def per_key(merged: DataFrame, keys: list, run, schema, marks: bool = False) -> 
         table = pa.Table.from_batches(batches) if batches else None
         if table is None or not table.num_rows:
             return
-        cols = {c: python_values(table.column(c)) for c in ["_pos", "_side", "_seq", "_ts", "_late", "_pt",
+        cols = {c: python_values(table.column(c)) for c in ["_pos", "side_rows", "_seq", "_ts", "_late", "_pt",
                                                             "_vl", "_vr"] + ["_W"] * in_task + keys}
         rises = _watermarks_of(cols["_pos"], cols["_W"], cols["_pt"]) if in_task else W
         out = []
         for start, length in groups(table, keys):
             arrivals = []
             for i in range(start, start + length):
-                side = cols["_side"][i]
+                side = cols["side_rows"][i]
                 row = cols["_vl"][i] if side == LEFT else cols["_vr"][i]
                 arrivals.append(Arrival(cols["_pos"][i], side, cols["_seq"][i], cols["_ts"][i], row, cols["_late"][i],
                                         cols["_pt"][i], (row.get("op") or "+I") if changelog[side] else "+I"))

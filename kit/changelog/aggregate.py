@@ -1,6 +1,6 @@
 """Flink's non-windowed group aggregation (``GROUP BY`` over a changelog), on Spark.
 
-``group_aggregate(log, keys, calls, options)`` reads a changelog (``kit.dynamic.changelog``)
+``group_aggregate(log, keys, calls, options)`` reads a changelog (``kit.changelog``)
 and emits the changelog of ``SELECT keys, calls... GROUP BY keys``, as Flink's
 ``GroupAggFunction.processElement`` does, per key, for each input message in ``(seq, _n)``
 order (``accumulate``: ``+I``/``+U``; ``retract``: ``-U``/``-D``):
@@ -42,7 +42,7 @@ ignored and an accumulate starts again at ``+I``. The second value returned list
 expirations (the key columns, ``seq``, ``last_write_pt``, ``pt``).
 
 Mini-batch (``options.mini_batch = (allow_latency_ms, size)``): Flink's bundle operators,
-replayed in one task (Flink's parallelism 1) by ``kit.dynamic.minibatch`` (in Java by
+replayed in one task (Flink's parallelism 1) by ``kit.changelog.minibatch`` (in Java by
 ``kit/jvm/MiniBatchGroupAggregate.java`` where the compiled path applies and the keys have a
 modelled hash): ONE_PHASE
 (``MiniBatchGroupAggFunction``: a key without state drops its bundle's leading retractions),
@@ -105,7 +105,7 @@ from ..arrow import column, groups, python_values
 from ..errors import KitError
 from ..spark import known_rows
 from ..stream import epoch_ms
-from .changelog import ADDS, DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE, AggCall, Changelog, Options
+from . import ADDS, DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE, AggCall, Changelog, Options
 
 __all__ = ["FUNCTIONS", "ENGINES", "group_aggregate", "changelog_mode"]
 
@@ -116,7 +116,7 @@ ENGINES = ("auto", "compiled", "fast", "reference")
 def changelog_mode(input_mode: frozenset, options: Options) -> frozenset:
     """The row kinds a group aggregate emits over an input of ``input_mode``.
 
-    >>> from kit.dynamic.changelog import INSERT_ONLY, ALL, mode_text
+    >>> from kit.changelog import INSERT_ONLY, ALL, mode_text
     >>> mode_text(changelog_mode(INSERT_ONLY, Options())), mode_text(changelog_mode(ALL, Options(update_before=False)))
     ('[I,UB,UA]', '[I,UA,D]')
     """
@@ -826,7 +826,7 @@ def _with_ticks(log: Changelog) -> DataFrame:
 
 
 def _minibatch(log: Changelog, keys, calls, options, types) -> tuple:
-    """The mini-batch plan (``kit.dynamic.minibatch``) replayed in one task over the input
+    """The mini-batch plan (``kit.changelog.minibatch``) replayed in one task over the input
     in arrival order: ONE_PHASE, local-global (TWO_PHASE, or AUTO), or local-incremental-
     global when split distinct is on too."""
     from .minibatch import bucket, flushes, run

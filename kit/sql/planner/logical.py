@@ -4,7 +4,7 @@
 Flink job would run, each node with its output columns:
 
 ==================  ================================  ====================================
-node                SQL it comes from                 runs on (``kit.dynamic``)
+node                SQL it comes from                 runs on (``kit.changelog``)
 ==================  ================================  ====================================
 ``Source``          a stream named in FROM            ``changelog.from_stream`` / ``join.merge``
 ``Calc``            SELECT list, WHERE, HAVING        Spark SQL per change (row kind kept)
@@ -66,8 +66,8 @@ from sqlglot import exp
 from sqlglot.errors import OptimizeError, ParseError
 from sqlglot.optimizer.qualify import qualify
 
-from ..errors import KitError
-from .changelog import AggCall
+from ...errors import KitError
+from ...changelog import AggCall
 
 __all__ = ["Node", "Source", "Calc", "GroupAggregate", "Rank", "Deduplicate", "Over", "Join", "Union",
            "plan", "updating", "explain_tree", "stream_columns"]

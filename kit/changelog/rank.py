@@ -49,7 +49,7 @@ that message's outputs, in Flink's order).
 ``rank_fanout`` measures what the seed's ``RANK() OVER (ORDER BY lastAction)`` without a
 Top-N filter would cost (Flink rejects it): the rows each input message re-ranks.
 
->>> sorted([(3,), (None,), (1,)], key=cmp_to_key(_compare([(False, False)])))  # DESC NULLS LAST
+>>> sorted([(3,), (None,), (1,)], key=cmp_to_key(sort_key_comparator([(False, False)])))  # DESC NULLS LAST
 [(3,), (1,), (None,)]
 """
 
@@ -68,7 +68,7 @@ from .. import sparksql
 from ..arrow import groups, python_values
 from ..errors import KitError, fail
 from ..spark import known_rows
-from .changelog import (ADDS, ALL, DELETE, INSERT, INSERT_ONLY, UPDATE_AFTER, UPDATE_BEFORE,
+from . import (ADDS, ALL, DELETE, INSERT, INSERT_ONLY, UPDATE_AFTER, UPDATE_BEFORE,
                         Changelog, Options)
 
 __all__ = ["top_n", "deduplicate", "rank_fanout", "rank_strategy",
@@ -81,7 +81,7 @@ STRATEGIES = ("append", "retract", "update_fast")   # Flink's AppendFast, Retrac
 
 # ---------------------------------------------------------------- sort keys and buffers
 
-def _compare(order: list):
+def sort_key_comparator(order: list):
     """Flink's sort-key comparator over tuples of ``(ascending, nulls_first)`` fields:
     negative when ``a`` sorts before ``b``."""
     def compare(a, b):
@@ -164,7 +164,7 @@ class _TopN:
                  output_rank: bool, update_before: bool):
         self.sort_columns, self.start, self.end = sort_columns, start, end
         self.output_rank, self.update_before = output_rank, update_before
-        self.key = cmp_to_key(_compare(order))
+        self.key = cmp_to_key(sort_key_comparator(order))
         self.with_number = output_rank or start > 1   # Flink's "with-number algorithm"
         self.out = []
 
@@ -561,7 +561,7 @@ class RowTimeDeduplicateFunction(_Deduplicate):
 
 # ---------------------------------------------------------------- the replay on Spark
 
-def _replay(log: Changelog, keys: list, make, options: Options, extra: list) -> DataFrame:
+def replay_per_key(log: Changelog, keys: list, make, options: Options, extra: list) -> DataFrame:
     """Run ``make()`` (a fresh function per key) over each key's messages in arrival order
     on Spark: the input spread over ``options.tasks`` by ``keys``, one ``mapInArrow`` per
     task. Output: the value columns of the rows the function emitted, ``extra`` (name,
@@ -601,7 +601,7 @@ def _replay(log: Changelog, keys: list, make, options: Options, extra: list) -> 
     return df.mapInArrow(per_task, T.StructType(fields))
 
 
-def _check_columns(log: Changelog, names: list, what: str):
+def check_columns(log: Changelog, names: list, what: str):
     missing = [c for c in names if c not in log.columns]
     if missing:
         raise KitError(f"{what} column(s) {missing} are not in the input: it has {list(log.columns)}")
@@ -629,7 +629,7 @@ def top_n(log: Changelog, partition: list[str], order: list[tuple[str, bool, boo
     ``rank_strategy``'s answer (default: ``append`` for an insert-only input, ``retract``
     otherwise); the planner passes ``update_fast`` where Flink picks it."""
     columns = list(log.columns)
-    _check_columns(log, list(partition) + [c for c, _, _ in order], "Top-N")
+    check_columns(log, list(partition) + [c for c, _, _ in order], "Top-N")
     if not order:
         raise KitError("a Top-N needs an ORDER BY in its ROW_NUMBER() OVER (...)")
     if not 1 <= offset <= n:
@@ -664,7 +664,7 @@ def top_n(log: Changelog, partition: list[str], order: list[tuple[str, bool, boo
         function = lambda *a: UpdatableTopNFunction(*a, row_key=row_key)   # noqa: E731
     log_df = log.df.where("_op <> '-U'") if strategy == "update_fast" else log.df
     extra = [(row_number, T.LongType(), lambda o: o[2])] if row_number is not None else []
-    df = _replay(log.with_df(log_df), list(partition), lambda: function(*args), options, extra)
+    df = replay_per_key(log.with_df(log_df), list(partition), lambda: function(*args), options, extra)
     return Changelog(df, tuple(columns + ([row_number] if row_number else [])),
                      _top_n_mode(strategy, top1, row_number is not None or offset > 1, options),
                      _top_n_key(log, partition, row_number, top1))
@@ -703,7 +703,7 @@ def deduplicate(log: Changelog, keys: list[str], keep: str, options: Options,
     ``marks``, the input stream's ``seq``, ``watermark`` (and ``proctime``): ``_first_on_event_time``).
     ``engine``: ``"auto"`` takes Spark window functions when the state TTL is off,
     ``"replay"`` always replays."""
-    _check_columns(log, list(keys) + ([time] if time else []), "deduplicate")
+    check_columns(log, list(keys) + ([time] if time else []), "deduplicate")
     if keep not in ("first", "last"):
         raise KitError(f"keep must be 'first' or 'last', not {keep!r}")
     if not log.insert_only:
@@ -733,7 +733,7 @@ def deduplicate(log: Changelog, keys: list[str], keep: str, options: Options,
         else:
             at = list(log.columns).index(time)
             make = lambda: RowTimeDeduplicateFunction(ub, ttl, at)   # noqa: E731
-        df = _replay(log, list(keys), make, options, [])
+        df = replay_per_key(log, list(keys), make, options, [])
     return Changelog(df, log.columns, mode, tuple(keys))
 
 
@@ -844,7 +844,7 @@ def rank_fanout(log: Changelog, partition: list[str], order: list[tuple[str, boo
     rank it changes (the row itself and every row ranked strictly below it) and ``size`` =
     the partition's rows after it. Columns: ``partition``, ``_op``, ``seq``, ``_n``,
     ``updated``, ``size``; one row per message."""
-    _check_columns(log, list(partition) + [c for c, _, _ in order], "RANK()")
+    check_columns(log, list(partition) + [c for c, _, _ in order], "RANK()")
     columns = list(log.columns)
     at = [columns.index(c) for c, _, _ in order]
     directions = [(a, nf) for _, a, nf in order]
@@ -852,7 +852,7 @@ def rank_fanout(log: Changelog, partition: list[str], order: list[tuple[str, boo
     class Fanout:
         def __init__(self):
             self.keys = []   # the partition's sort keys, sorted
-            self.key = cmp_to_key(_compare(directions))
+            self.key = cmp_to_key(sort_key_comparator(directions))
 
         def process(self, kind, row, pt):
             k = self.key(tuple(row.values[i] for i in at))
@@ -865,7 +865,7 @@ def rank_fanout(log: Changelog, partition: list[str], order: list[tuple[str, boo
             below = len(self.keys) - bisect_right(self.keys, k)
             return [(kind, row, 1 + below, len(self.keys))]
 
-    out = _replay(log, list(partition), Fanout, options or Options(),
+    out = replay_per_key(log, list(partition), Fanout, options or Options(),
                   [("updated", T.LongType(), lambda o: o[2]), ("size", T.LongType(), lambda o: o[3])])
     return out.select(*[F.col(sparksql.name(p)) for p in partition], "_op", "seq",
                       F.slice("_n", 1, F.size("_n") - 1).alias("_n"), "updated", "size")

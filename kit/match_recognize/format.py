@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import re
 
-from ..match_recognize import spec as S
-from .expressions import INTERVAL_UNITS
-from .lexer import RESERVED
+from . import spec as S
+from .spec import INTERVAL_UNITS, RESERVED
 
 __all__ = ["to_sql"]
 

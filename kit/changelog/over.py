@@ -56,8 +56,8 @@ from functools import cmp_to_key
 from pyspark.sql import types as T
 
 from ..errors import KitError
-from .changelog import ADDS, ALL, DELETE, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options
-from .rank import _check_columns, _compare, _replay
+from . import ADDS, ALL, DELETE, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options
+from .rank import check_columns, sort_key_comparator, replay_per_key
 
 __all__ = ["over_aggregate", "NonTimeRangeUnboundedPrecedingFunction",
            "NonTimeRowsUnboundedPrecedingFunction", "FUNCTIONS"]
@@ -129,7 +129,7 @@ class _NonTimeUnboundedPrecedingOver:
 
     def __init__(self, sort_at: list, directions: list, aggs: _Aggs, update_before: bool):
         self.sort_at, self.aggs, self.update_before = sort_at, aggs, update_before
-        self.key = cmp_to_key(_compare(directions))
+        self.key = cmp_to_key(sort_key_comparator(directions))
         self.keys, self.rows, self.out = [], [], []
 
     def _find(self, row) -> tuple:
@@ -300,7 +300,7 @@ def _output_type(function: str, arg_type):
 
 def _check(log, partition, order, calls, frame, options):
     """A KitError, with Flink's message where Flink has one, for what cannot run."""
-    _check_columns(log, list(partition) + [c for c, _, _ in order]
+    check_columns(log, list(partition) + [c for c, _, _ in order]
                    + [a for _, a, _ in calls if a is not None], "OVER")
     if len(order) != 1:
         raise KitError("The window can only be ordered by a single time column. (Flink: an OVER "
@@ -358,7 +358,7 @@ def over_aggregate(log: Changelog, partition: list[str], order: list[tuple[str, 
     sort_at, directions = [index[order[0][0]]], [order[0][1:]]
     extra = [(name, _output_type(f, types.get(a)), lambda o, k=k: o[2][k])
              for k, (f, a, name) in enumerate(calls)]
-    df = _replay(log, list(partition), lambda: function(sort_at, directions, aggs, options.update_before),
+    df = replay_per_key(log, list(partition), lambda: function(sort_at, directions, aggs, options.update_before),
                  options, extra)
     mode = ALL if options.update_before else ALL - {UPDATE_BEFORE}
     return Changelog(df, tuple(columns + [n for _, _, n in calls]), mode, log.upsert_key)

@@ -24,7 +24,7 @@ Local-global aggregation (``TWO_PHASE``, and ``AUTO``) needs mini-batches: witho
 from __future__ import annotations
 
 from ..errors import KitError
-from .changelog import Options
+from ..changelog import Options
 
 __all__ = ["DYNAMIC_OPTIONS", "dynamic_options", "idle_state_retention"]
 
@@ -96,5 +96,5 @@ def _positive(config: dict, key: str) -> int:
 
 def _millis(value, key: str) -> int:
     """``value`` (Flink's ``'5 s'``, a Duration, a timedelta or ms) in milliseconds."""
-    from ..sql.temporal import duration_option
+    from .temporal import duration_option
     return duration_option(value, key).to_milliseconds()

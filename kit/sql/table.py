@@ -39,8 +39,8 @@ from .. import sparksql
 from ..errors import KitError
 from ..spark import replay_tasks
 from ..stream import rows_of
-from . import plan as P
-from .changelog import (ALL, DELETE, INSERT, INSERT_ONLY, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options,
+from .planner import logical as P
+from ..changelog import (ALL, DELETE, INSERT, INSERT_ONLY, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options,
                         from_stream, mode_text)
 
 __all__ = ["DynamicTable", "SINKS"]
@@ -64,7 +64,7 @@ class DynamicTable:
     @cached_property
     def log(self) -> Changelog:
         """The root operator's changelog, its columns named and typed as the batch query's."""
-        run = _Run(self)
+        run = PlanRun(self)
         log = run.node(self.root, update_before=self.sink == "retract")
         self._expired, self._late = run.expired, run.late
         if len(log.columns) != len(self.columns):
@@ -120,7 +120,7 @@ class DynamicTable:
         """The table after arrival ``at`` (None: after the last), sorted by its columns."""
         if at is not None and not isinstance(at, int):
             raise KitError(f"snapshot(at=...) takes an arrival number (seq); got {at!r}")
-        from .changelog import snapshot
+        from ..changelog import snapshot
         return snapshot(self.log, at, one=_tasks(self.streams) == 1)
 
     def final(self) -> DataFrame:
@@ -172,19 +172,19 @@ class DynamicTable:
     def explain(self, physical: bool = True) -> str:
         """The plan as Flink's ``EXPLAIN CHANGELOG_MODE INSERT INTO <sink> <query>`` prints it:
         Flink's physical nodes (scan, watermark assigner, exchanges, operators, sink), each
-        with the row kinds it emits after the update-before decision (``kit.dynamic.modes``).
+        with the row kinds it emits after the update-before decision (``kit.sql.planner.physical``).
         ``physical=False``: the kit's own operator tree (one Calc per SELECT list and per
         aggregate's arguments), with the same decision."""
         if physical:
-            from .modes import table_plan
+            from .planner.physical import table_plan
             return table_plan(self).tree()
-        modes = _Run(self, plan_only=True).modes(self.root, update_before=self.sink == "retract")
+        modes = PlanRun(self, plan_only=True).modes(self.root, update_before=self.sink == "retract")
         return P.explain_tree(self.root, lambda n: f", changelogMode=[{mode_text(modes[id(n)])[1:-1]}]")
 
     def messages(self) -> list:
-        """Per operator, the rows of each kind it sends when run (``kit.dynamic.modes.messages``):
+        """Per operator, the rows of each kind it sends when run (``kit.sql.planner.physical.messages``):
         the messages the update-before decision saves show against the other sink."""
-        from .modes import messages
+        from .planner.physical import messages
         return messages(self)
 
     def _producer(self) -> str:
@@ -234,7 +234,7 @@ def _streams(root: P.Node) -> list:
     return out
 
 
-class _Run:
+class PlanRun:
     """One run of a plan: each node's changelog, from the sources up."""
 
     def __init__(self, table: DynamicTable, plan_only: bool = False):
@@ -251,7 +251,7 @@ class _Run:
         if len(streams) == 1:
             columns = P.stream_columns(streams[0])
             return {id(streams[0]): from_stream(streams[0], columns, [f"_s{i}" for i in range(len(columns))])}
-        from .join import merge
+        from ..changelog.join import merge
         options = self.table.options.extra
         logs = merge(streams, options.get("interleave", "event_time"), options.get("clock"))
         return {id(s): log for s, log in zip(streams, logs)}
@@ -271,7 +271,7 @@ class _Run:
             df = df.selectExpr("_op", *n.select, "seq", "_n", "_pt")
             return Changelog(df, tuple(n.columns), log.mode, _through(n, log.upsert_key), log.in_order, log.ticks)
         if isinstance(n, P.GroupAggregate):
-            from .aggregate import group_aggregate
+            from ..changelog.aggregate import group_aggregate
             chained = self._chained(n, update_before)
             if chained is not None:
                 return chained
@@ -286,19 +286,19 @@ class _Run:
                     " AS key", "timestamp_millis(last_write_pt) AS last_write", "timestamp_millis(pt) AS proctime"))
             return out
         if isinstance(n, P.Rank):
-            from .rank import rank_strategy, top_n
+            from ..changelog.rank import rank_strategy, top_n
             log = self.node(n.input, True)
             strategy = rank_strategy(log, list(n.partition), self._monotonic(n))
             return top_n(log, list(n.partition), list(n.order), n.end, n.row_number,
                          self._with(update_before), offset=n.start, strategy=strategy)
         if isinstance(n, P.Deduplicate):
-            from .rank import deduplicate
+            from ..changelog.rank import deduplicate
             log = self.node(n.input, True)
             marks = self.table._arrival_marks() if n.time and n.keep == "first" else None
             out = deduplicate(log, list(n.keys), n.keep, self._with(update_before), time=n.time,
                               marks=marks)
             if marks is not None:
-                from .rank import late_rows
+                from ..changelog.rank import late_rows
                 late = late_rows(log, n.time, marks)
                 fields = ", ".join(f"{sparksql.string(name)}, {c}" for c, name in zip(n.input.columns, n.names))
                 self.late.append(late.selectExpr(f"{sparksql.string(n.label())} AS operator", "seq",
@@ -310,12 +310,12 @@ class _Run:
             return out.with_df(df.selectExpr("_op", *out.columns, n.row_number, "seq", "_n", "_pt"),
                                columns=tuple(out.columns) + (n.row_number,))
         if isinstance(n, P.Over):
-            from .over import over_aggregate
+            from ..changelog.over import over_aggregate
             log = self.node(n.input, True)
             return over_aggregate(log, list(n.partition), list(n.order), list(n.calls), n.frame,
                                   self._with(update_before))
         if isinstance(n, P.Join):
-            from .join import join
+            from ..changelog.join import join
             left, right = self.node(n.left, True), self.node(n.right, True)
             return join(left, right, n.how, list(n.left_keys), list(n.right_keys), n.condition,
                         self._with(update_before))
@@ -331,7 +331,7 @@ class _Run:
         """``n`` and the group aggregates below it, fused (``aggregate.chain``), when each
         reads the one below through Calcs that only copy what it reads and the lowest reads
         Calcs of one stream; None otherwise, or where the fused pass does not apply."""
-        from .aggregate import chain
+        from ..changelog.aggregate import chain
         levels, node = [], n
         while True:
             inputs, below, filtered = _copied(node.input)

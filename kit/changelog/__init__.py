@@ -94,7 +94,7 @@ class AggCall:
 
 @dataclass(frozen=True)
 class Options:
-    """The query configuration the operators follow (Flink's option names in ``kit.dynamic.options``).
+    """The query configuration the operators follow (Flink's option names in ``kit.sql.options``).
 
     - ``ttl_ms``: ``table.exec.state.ttl`` (0: state is kept forever), on processing time;
     - ``update_before``: whether consumers need ``-U`` messages (a retract sink, or an

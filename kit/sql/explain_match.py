@@ -35,13 +35,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..sql.expressions import ExpressionParser
-from ..sql.match_recognize import parse_match_recognize
-from . import flink
-from .errors import MatchRecognizeError
-from .matcher import SEMANTICS, run_partition
-from .measures import trace as _evaluate
-from .program import labels_of
+from .expressions import ExpressionParser
+from .match_recognize import parse_match_recognize
+from ..match_recognize import flink
+from ..match_recognize.errors import MatchRecognizeError
+from ..match_recognize.matcher import SEMANTICS, run_partition
+from ..match_recognize.measures import trace as _evaluate
+from ..match_recognize.program import labels_of
 
 __all__ = ["ExplainError", "explain"]
 
