@@ -37,7 +37,7 @@ Median and worst of each:
   event to the new output in the widget's output area (a new Vega SVG drawn, or the
   error line) with the status line ("computing...") gone.
 - **cold start**: a fresh Python process (IPython loaded first, as in a kernel), with the
-  class archive ``make lab`` builds (``kit.archive``; built first when missing): ``import
+  class archive ``make lab`` builds (``kit.tools.archive``; built first when missing): ``import
   kit``, the Spark session, then notebook 00's cells in order up to its first ``kit.viz``
   chart, that chart formatted to its mimebundle. Real Flink 2.3 needs 7.6 s to its first
   result here.
@@ -788,8 +788,8 @@ def _cold_start() -> dict:
     nb = next(iter(sorted(NOTEBOOKS.glob("00_*.ipynb"))), None)
     if nb is None:
         return {"error": "no notebook 00"}
-    # the class archive make lab builds (kit.archive): written first when missing, not timed
-    subprocess.run([sys.executable, "-m", "kit.archive"], cwd=ROOT, capture_output=True, timeout=900)
+    # the class archive make lab builds (kit.tools.archive): written first when missing, not timed
+    subprocess.run([sys.executable, "-m", "kit.tools.archive"], cwd=ROOT, capture_output=True, timeout=900)
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", COLD, str(nb)], cwd=NOTEBOOKS, capture_output=True, text=True,
                           timeout=600)
