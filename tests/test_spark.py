@@ -141,3 +141,20 @@ def test_a_session_maps_the_class_archive_that_fits_it(spark, tmp_path, monkeypa
     assert java.class_archive_options(jar).startswith(f"-XX:ArchiveClassesAtExit={tmp_path / 'part'} ")
     assert "-XX:SharedArchiveFile" in spark.conf.get("spark.driver.extraJavaOptions") or not java.class_archive(
         importlib.import_module("kit.jvm").jar()).exists()
+
+
+def test_what_preload_names_is_imported_in_the_background_as_a_session_starts(tmp_path, monkeypatch):
+    """kit/__init__.py names the charts (kit.viz), which kit.spark may not import itself."""
+    import threading
+
+    module = importlib.import_module("kit.spark")
+    (tmp_path / "kit_preload_probe.py").write_text("LOADED = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(module, "_PRELOAD", [])
+    module.preload("kit_preload_probe", "kit_preload_probe", "kit_no_such_module")
+    assert module._PRELOAD == ["kit_preload_probe", "kit_no_such_module"]
+    module._preload()
+    for thread in threading.enumerate():
+        if thread.name == "kit-preload":
+            thread.join(30)
+    assert sys.modules.pop("kit_preload_probe").LOADED
