@@ -50,7 +50,7 @@ Connect server without the plugin, or a cluster whose executors did not load the
 the Python twins, which give the same rows (``kit.spark.adopt`` says so once).
 
 Which sessions can run them is recorded per session (``attach``, ``attached``); a session
-not recorded yet is handed to the function ``on_new_session`` registered first
+not recorded yet is first handed to the function registered with ``on_new_session``
 (``kit.spark`` registers its ``adopt``, which records it), so that a session the kit did not
 start is adopted when a fast path first asks about it.
 """
@@ -69,8 +69,8 @@ from pathlib import Path
 from ..java import cache_dir
 from . import bridge
 
-__all__ = ["jar", "available", "attach", "attached", "unavailable", "on_new_session", "FAST_PATHS", "late_scan", "order_scan",
-           "arrival_scan", "window_operator", "window_scan",
+__all__ = ["jar", "available", "attach", "attached", "unavailable", "on_new_session", "FAST_PATHS", "late_scan",
+           "order_scan", "arrival_scan", "window_operator", "window_scan",
            "group_aggregate", "mini_batch_group_aggregate", "chain", "mini_batch_chain"]
 
 _SOURCES = sorted(Path(__file__).parent.glob("*.java"))
