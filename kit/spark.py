@@ -16,7 +16,7 @@ setting                                            why
 log4j at ERROR, JVM output to ``LOG_FILE``         no JVM warnings in notebook cells
 PySpark's query-error loggers off                  no Java stack traces for a failed query
 ``spark.jars = <the kit's Java helpers>``          per-partition folds without a sort (``kit.jvm``)
-the class archive, when built (``kit.archive``)    ~2 s off a session's start and first queries
+the class archive, when built (``kit.java``)       ~2 s off a session's start and first queries
 ``PYSPARK_PYTHON = sys.executable``                workers run on the same interpreter
 the driver's heap reserved at start (``-Xms``)     as Flink's TaskManagers: a full GC does not
                                                    shrink it for the next big job to regrow
@@ -68,10 +68,12 @@ from pathlib import Path
 
 from . import jvm
 from .errors import KitError
-from .java import _cache_dir, ensure_java
+from .java import cache_dir, class_archive_options, ensure_java
 from .jvm.bridge import connect as _connect
+from .jvm.bridge import key as _key
+from .jvm.bridge import reason as _reason
 
-__all__ = ["spark", "adopt", "ClusterWarning", "LOG_FILE", "log_file", "replay_tasks", "known_rows"]
+__all__ = ["spark", "adopt", "preload", "ClusterWarning", "LOG_FILE", "log_file", "replay_tasks", "known_rows"]
 
 LOG_FILE: Path | None = None   # the session's log, made by log_file()
 _LOG4J = Path(__file__).with_name("log4j2.properties")
@@ -207,20 +209,18 @@ def _remote(url: str):
 def _local(master: str):
     from pyspark.sql import SparkSession
 
-    from . import archive   # not imported with the kit: python -m kit.archive runs it
-
     ensure_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     global LOG_FILE
     LOG_FILE = None   # a new session, a new log
     log = log_file()
-    helpers = jvm.jar()   # why it did not build goes to the log
+    helpers = jvm.jar(log_file)   # why it did not build goes to the log
     conf = _conf(master)
-    conf["spark.driver.extraJavaOptions"] += " " + archive.options(helpers)
+    conf["spark.driver.extraJavaOptions"] += " " + class_archive_options(helpers)
     if helpers is not None:
         conf["spark.jars"] = str(helpers)
     if master.startswith("local"):   # workers run this interpreter: forked with the kit loaded
-        conf["spark.python.daemon.module"] = "kit.daemon"
+        conf["spark.python.daemon.module"] = DAEMON
         # Python workers talk to the JVM over Unix sockets, not TCP on localhost: there a
         # task's few small Arrow batches waited 20-40 ms for TCP's delayed acknowledgements
         if hasattr(socket, "AF_UNIX"):
@@ -228,7 +228,7 @@ def _local(master: str):
     builder = SparkSession.builder.master(master)
     for key, value in conf.items():
         builder = builder.config(key, value)
-    _preload_charts()
+    _preload()
     try:
         with _stderr_to(log):
             session = builder.getOrCreate()
@@ -244,16 +244,26 @@ def _local(master: str):
     return session
 
 
-def _preload_charts() -> None:
-    """Import the chart libraries (altair, vl-convert: seconds) in a thread while the JVM
-    starts, so that the first chart does not wait for them."""
+DAEMON = "kit.tools.daemon"   # the local session's Python daemon (spark.python.daemon.module)
+_PRELOAD: list[str] = []   # modules preload() names
 
+
+def preload(*modules: str) -> None:
+    """Have each local session the kit starts import ``modules`` in a thread while its JVM
+    starts, so that their first use does not wait for them: the face (``kit/__init__.py``)
+    names the charts (``kit.viz``: altair, vl-convert, seconds)."""
+    _PRELOAD.extend(m for m in modules if m not in _PRELOAD)
+
+
+def _preload() -> None:
     def load():
-        try:
-            importlib.import_module("kit.viz")
-        except Exception:   # drawn later, the import raises again, where it is seen
-            pass
-    threading.Thread(target=load, name="kit-preload-charts", daemon=True).start()
+        for name in list(_PRELOAD):
+            try:
+                importlib.import_module(name)
+            except Exception:   # used later, the import raises again, where it is seen
+                pass
+    if _PRELOAD:
+        threading.Thread(target=load, name="kit-preload", daemon=True).start()
 
 
 def spark(master: str | None = None):
@@ -334,11 +344,6 @@ _probe_namespace = {"__name__": "__kit_probe__", "DEPENDENCIES": _DEPENDENCIES}
 exec(compile(_PROBE, "<kit adopt probe>", "exec"), _probe_namespace)
 
 
-def _key(session) -> str:
-    """One key per Spark application (classic) or Connect session."""
-    return f"connect:{session.session_id}" if _connect(session) else session.sparkContext.applicationId
-
-
 def adopt(session):
     """``session`` with the kit's settings, its executors checked and given the kit and its
     Java helpers (module doc); once per application or Connect session. Returns ``session``."""
@@ -360,7 +365,7 @@ def adopt(session):
             jvm.attached(session, "Spark Connect's client has no JVM to call them in, and this server runs no "
                                   f"{jvm.bridge.PLUGIN} plugin (kit.jvm.bridge) to reach its own")
         elif key not in _MADE_LOCALLY:   # whose jar _local recorded
-            jvm.attach(session)
+            jvm.attach(session, log_file)
         if connect:
             # The server's warning for a window over one partition (the kit numbers a stream's
             # arrivals so, on purpose), which Connect turns into a Python warning per query.
@@ -424,13 +429,6 @@ def _check_executors(session, tasks: int) -> None:
         _ship_kit(session)
 
 
-def _reason(error: Exception) -> str:
-    """The line of a Spark error that says what went wrong: no Java stack trace."""
-    lines = [line.strip() for line in str(error).splitlines() if line.strip() and not line.startswith("\tat ")]
-    errors = [line for line in lines if re.match(r"\w+(Error|Exception)\b", line)]
-    return (errors[-1] if errors else lines[0] if lines else type(error).__name__)[:400]
-
-
 def _kit_fingerprint() -> str:
     return _probe_namespace["fingerprint"](str(Path(__file__).parent))
 
@@ -441,7 +439,7 @@ def kit_zip() -> Path:
     to executors that lack the kit. ``zipfile.PyZipFile`` writes the bytecode where zipimport
     looks first, so a Python worker does not compile the kit each time it imports it."""
     tag = f"py{sys.version_info[0]}{sys.version_info[1]}"
-    target = _cache_dir() / f"kit-{_kit_fingerprint()}-{tag}.zip"
+    target = cache_dir() / f"kit-{_kit_fingerprint()}-{tag}.zip"
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -492,3 +490,6 @@ def known_rows(df) -> int | None:
     jdf = getattr(df, "_jdf", None)
     count = jdf.queryExecution().optimizedPlan().stats().rowCount() if jdf is not None else None
     return int(count.get()) if count is not None and count.isDefined() else None
+
+
+jvm.on_new_session(adopt)   # a session a fast path asks about first is adopted then

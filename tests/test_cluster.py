@@ -7,7 +7,7 @@ leg starts its session the way a cluster user does (``SparkSession.builder.maste
 the kit's jar reaches the executors by adoption; the Connect leg gets ``kit.spark("sc://...")``.
 Both drivers run in child processes, next to the local reference in this one. Each also reads
 the SQL engine's view of E.g.1 (kit.engine): on Connect through the kit's relation plugin,
-which the Connect server kit.cluster starts loads (kit.jvm.bridge).
+which the Connect server kit.tools.cluster starts loads (kit.jvm.bridge).
 """
 
 import importlib
@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 import kit
-from kit.cluster import Cluster
+from kit.tools.cluster import Cluster
 from kit.errors import KitError
 
 DRIVER_TIMEOUT = 240   # seconds for a child driver to run every pipeline
@@ -90,7 +90,7 @@ def pipelines() -> dict:
 
 def engine(session, folder: Path) -> dict:
     """The SQL engine's view of E.g.1 (kit.engine), read in ``session``'s JVM: on Spark Connect
-    through the kit's plugin (kit.jvm.bridge), which the Connect server kit.cluster starts runs."""
+    through the kit's plugin (kit.jvm.bridge), which the Connect server kit.tools.cluster starts runs."""
     from kit.engine import codegen, eg1, rows
     from kit.engine.plan import stable_ids
 
@@ -288,7 +288,7 @@ def test_demo_compares_a_run_with_the_stored_outputs_as_nbval_does():
     import nbformat
     from nbformat.v4 import new_code_cell, new_notebook, new_output
 
-    from kit.demo import differences
+    from kit.tools.demo import differences
 
     def notebook(*outputs):
         return new_notebook(cells=[new_code_cell("print(rows)", outputs=list(outputs[0])),

@@ -1,4 +1,4 @@
-"""The "kit" altair renderer and the offline HTML of ``python -m kit.demo``."""
+"""The "kit" altair renderer and the offline HTML of ``python -m kit.tools.demo``."""
 
 import json
 import re
@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import kit.viz  # noqa: F401  (enables the renderer)
-from kit import demo
+from kit.tools import demo
 from kit.viz import render
 
 VEGA = render.MIMETYPE
@@ -91,7 +91,7 @@ def test_nothing_in_a_chart_output_loads_from_the_network():
     assert "<script" not in text and "src=" not in text
 
 
-# -- the HTML of `python -m kit.demo` ------------------------------------------------
+# -- the HTML of `python -m kit.tools.demo` ------------------------------------------------
 
 def _notebook_with_two_charts_and_a_widget() -> nbformat.NotebookNode:
     """An executed notebook as nbclient leaves it (no kernel needed to build it)."""

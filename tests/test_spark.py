@@ -39,9 +39,9 @@ def test_python_workers_run_on_this_interpreter(spark):
 
 
 def test_python_workers_start_with_the_kit_loaded(spark):
-    """Forked by kit.daemon, which imported the kit's operators once: a worker that Spark
+    """Forked by kit.tools.daemon, which imported the kit's operators once: a worker that Spark
     started after stopping an idle one does not import them again."""
-    assert spark.conf.get("spark.python.daemon.module") == "kit.daemon"
+    assert spark.conf.get("spark.python.daemon.module") == "kit.tools.daemon"
 
     def loaded(batches):
         import sys as worker_sys
@@ -50,7 +50,7 @@ def test_python_workers_start_with_the_kit_loaded(spark):
 
     import pyarrow as pa
 
-    from kit.daemon import _PRELOADED as PRELOADED
+    from kit.tools.daemon import PRELOADED
     assert spark.range(2, numPartitions=2).mapInArrow(loaded, "ok boolean").collect() == [(True,), (True,)]
 
 
@@ -122,22 +122,39 @@ def test_old_session_logs_go_when_a_session_starts(tmp_path, monkeypatch):
 def test_a_session_maps_the_class_archive_that_fits_it(spark, tmp_path, monkeypatch):
     """No archive: no options (a session never records one: that costs it ~3.5 s). The
     archive of this Java, PySpark and jar: mapped, and those of other keys removed.
-    build()'s child records one where it is told to."""
-    from kit import archive
+    kit.tools.archive's child records one where it is told to."""
+    from kit import java
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    monkeypatch.delenv("KIT_CLASS_ARCHIVE_RECORD", raising=False)
+    monkeypatch.delenv(java.CLASS_ARCHIVE_RECORD, raising=False)
     jar = Path("/jars/a.jar")
-    assert archive.options(jar) == ""
-    fits, other = archive.path(jar), archive.path(Path("/jars/b.jar"))
+    assert java.class_archive_options(jar) == ""
+    fits, other = java.class_archive(jar), java.class_archive(Path("/jars/b.jar"))
     assert fits.parent == tmp_path / "flink-kit" and fits != other
     fits.parent.mkdir()
     fits.write_bytes(b"classes")
     other.write_bytes(b"classes of another jar")
-    used = archive.options(jar)
+    used = java.class_archive_options(jar)
     assert f"-XX:SharedArchiveFile={fits} " in used and "-Xshare:auto" in used and not other.exists()
     assert "-Xlog:all=warning:stderr" in used, "the JVM's warnings go to the session's log"
     monkeypatch.setenv("KIT_CLASS_ARCHIVE_RECORD", str(tmp_path / "part"))
-    assert archive.options(jar).startswith(f"-XX:ArchiveClassesAtExit={tmp_path / 'part'} ")
-    assert "-XX:SharedArchiveFile" in spark.conf.get("spark.driver.extraJavaOptions") or not archive.path(
+    assert java.class_archive_options(jar).startswith(f"-XX:ArchiveClassesAtExit={tmp_path / 'part'} ")
+    assert "-XX:SharedArchiveFile" in spark.conf.get("spark.driver.extraJavaOptions") or not java.class_archive(
         importlib.import_module("kit.jvm").jar()).exists()
+
+
+def test_what_preload_names_is_imported_in_the_background_as_a_session_starts(tmp_path, monkeypatch):
+    """kit/__init__.py names the charts (kit.viz), which kit.spark may not import itself."""
+    import threading
+
+    module = importlib.import_module("kit.spark")
+    (tmp_path / "kit_preload_probe.py").write_text("LOADED = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(module, "_PRELOAD", [])
+    module.preload("kit_preload_probe", "kit_preload_probe", "kit_no_such_module")
+    assert module._PRELOAD == ["kit_preload_probe", "kit_no_such_module"]
+    module._preload()
+    for thread in threading.enumerate():
+        if thread.name == "kit-preload":
+            thread.join(30)
+    assert sys.modules.pop("kit_preload_probe").LOADED

@@ -1,4 +1,4 @@
-"""``python -m kit.demo --store``: the outputs a notebook keeps, for reading it before running it.
+"""``python -m kit.tools.demo --store``: the outputs a notebook keeps, for reading it before running it.
 
 nbval compares a fresh run's outputs with the stored ones, every mimetype but images and
 widget views: what ``stored`` adds must be PNGs only, and leave the rest byte for byte.
@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 import kit.viz  # noqa: F401  (the "kit" renderer)
-from kit import demo
+from kit.tools import demo
 
 VEGA = "application/vnd.vega.v5+json"
 VIEW = "application/vnd.jupyter.widget-view+json"
@@ -181,7 +181,7 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_the_notebooks_are_stored_for_reading_before_running(path):
-    """Stored by `make notebooks` (python -m kit.demo --store notebooks): run it after
+    """Stored by `make notebooks` (python -m kit.tools.demo --store notebooks): run it after
     changing a notebook or what it draws."""
     nb = nbformat.read(path, as_version=4)
     outputs = [out for cell in nb.cells for out in cell.get("outputs", [])]

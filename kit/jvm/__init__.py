@@ -45,9 +45,14 @@ gets it when the kit adopts it (``attach``: added to the driver's class loader a
 ``SparkContext.addJar``, fetched by every executor), and a one-task job checks that the
 executors load it. On Spark Connect, whose client has no JVM, the classes run in the server's,
 reached through the kit's relation plugin (``kit.jvm.bridge``), when the server was started
-with this jar and the plugin (``kit.cluster`` starts it so). A session without them -- a Connect
-server without the plugin, or a cluster whose executors did not load the jar -- takes the
-Python twins, which give the same rows (``kit.spark.adopt`` says so once).
+with this jar and the plugin (``kit.tools.cluster`` starts it so). A session without them -- a
+Connect server without the plugin, or a cluster whose executors did not load the jar -- takes
+the Python twins, which give the same rows (``kit.spark.adopt`` says so once).
+
+Which sessions can run them is recorded per session (``attach``, ``attached``); a session
+not recorded yet is first handed to the function registered with ``on_new_session``
+(``kit.spark`` registers its ``adopt``, which records it), so that a session the kit did not
+start is adopted when a fast path first asks about it.
 """
 
 from __future__ import annotations
@@ -55,15 +60,17 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
+import sys
 import tempfile
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
-from ..java import _cache_dir
+from ..java import cache_dir
 from . import bridge
 
-__all__ = ["jar", "available", "attach", "attached", "unavailable", "FAST_PATHS", "late_scan", "order_scan",
-           "arrival_scan", "window_operator", "window_scan",
+__all__ = ["jar", "available", "attach", "attached", "unavailable", "on_new_session", "FAST_PATHS", "late_scan",
+           "order_scan", "arrival_scan", "window_operator", "window_scan",
            "group_aggregate", "mini_batch_group_aggregate", "chain", "mini_batch_chain"]
 
 _SOURCES = sorted(Path(__file__).parent.glob("*.java"))
@@ -71,7 +78,8 @@ _PACKAGE = "flinkkit"
 # what runs a Python twin without the jar (the table above)
 FAST_PATHS = ("the stream's arrival scan", "the windows' fast path and compiled operator",
               "the temporal join's late check", "the group aggregate")
-_UNAVAILABLE: dict[str, str | None] = {}   # by kit.spark._key: why a session cannot run the classes (None: it can)
+_UNAVAILABLE: dict[str, str | None] = {}   # by bridge.key: why a session cannot run the classes (None: it can)
+_NEW_SESSION: list[Callable] = []   # on_new_session's function
 
 
 def _pyspark_jars() -> Path:
@@ -80,16 +88,17 @@ def _pyspark_jars() -> Path:
     return Path(pyspark.__file__).parent / "jars"
 
 
-def jar() -> Path | None:
-    """The jar of the kit's Java classes, compiled on first use; None (the reason in the
-    Spark log file) when they cannot be built: the kit then runs their Python twins."""
+def jar(log: Callable[[], Path] | None = None) -> Path | None:
+    """The jar of the kit's Java classes, compiled on first use; None when they cannot be
+    built (the compiler's output appended to the file ``log()`` names, the session's log;
+    without ``log``, to stderr): the kit then runs their Python twins."""
     import pyspark
 
     digest = hashlib.sha256(pyspark.__version__.encode())
     for source in _SOURCES:
         digest.update(source.read_bytes())
     sources = digest.hexdigest()[:16]
-    for cached in sorted(_cache_dir().glob(f"jvm-{sources}-*.jar")):
+    for cached in sorted(cache_dir().glob(f"jvm-{sources}-*.jar")):
         if cached.name == f"jvm-{sources}-{_digest(cached)}.jar":
             return cached
         cached.unlink(missing_ok=True)   # changed since it was built: built anew below
@@ -106,17 +115,19 @@ def jar() -> Path | None:
             failed = str(e)
         classes = sorted((Path(out) / _PACKAGE).glob("*.class"))
         if failed or not classes:
-            from ..spark import log_file
-
-            with open(log_file(), "a") as log:
-                log.write(f"flink-kit: the Java helpers did not compile; Python twins run instead.\n{failed}\n")
+            why = f"flink-kit: the Java helpers did not compile; Python twins run instead.\n{failed}\n"
+            if log is None:
+                sys.stderr.write(why)
+            else:
+                with open(log(), "a") as out:
+                    out.write(why)
             return None
-        _cache_dir().mkdir(parents=True, exist_ok=True)
-        tmp = _cache_dir() / f"jvm-{sources}.{os.getpid()}.tmp"
+        cache_dir().mkdir(parents=True, exist_ok=True)
+        tmp = cache_dir() / f"jvm-{sources}.{os.getpid()}.tmp"
         with zipfile.ZipFile(tmp, "w") as z:
             for c in classes:
                 z.write(c, f"{_PACKAGE}/{c.name}")
-        target = _cache_dir() / f"jvm-{sources}-{_digest(tmp)}.jar"
+        target = cache_dir() / f"jvm-{sources}-{_digest(tmp)}.jar"
         tmp.replace(target)
     return target
 
@@ -130,7 +141,7 @@ def available(spark, name: str) -> bool:
     """Whether ``spark`` runs in a JVM the kit reaches (classic Spark, or a Connect server
     with the kit's plugin: ``kit.jvm.bridge``) that has the class ``name`` (a session started
     with an older jar may lack it), and its executors load the jar (a session not adopted yet
-    is adopted first)."""
+    is adopted first: ``on_new_session``)."""
     if not bridge.reachable(spark) or unavailable(spark) is not None:
         return False
     from py4j.java_gateway import JavaClass
@@ -139,40 +150,43 @@ def available(spark, name: str) -> bool:
 
 
 def unavailable(spark) -> str | None:
-    """Why ``spark``'s executors cannot run the kit's classes, or None when they can."""
-    from ..spark import _key, adopt
-
-    key = _key(spark)
+    """Why ``spark``'s executors cannot run the kit's classes, or None when they can (a
+    session not recorded yet is first handed to ``on_new_session``'s function)."""
+    key = bridge.key(spark)
     if key not in _UNAVAILABLE:
-        adopt(spark)   # which calls attach() or attached()
-    return _UNAVAILABLE.get(key)
+        for adopt in _NEW_SESSION:
+            adopt(spark)   # which calls attach() or attached()
+    return _UNAVAILABLE.get(key, "the kit has not adopted this session (kit.spark.adopt)")
+
+
+def on_new_session(adopt: Callable) -> None:
+    """Have ``adopt(spark)`` record (``attach``, ``attached``) a session ``unavailable`` is
+    asked about before either did: ``kit.spark`` registers its ``adopt``."""
+    _NEW_SESSION[:] = [adopt]
 
 
 def attached(spark, why: str | None) -> None:
     """Record that ``spark`` can run the kit's classes (``why`` None) or why not."""
-    from ..spark import _key
-
-    _UNAVAILABLE[_key(spark)] = why
+    _UNAVAILABLE[bridge.key(spark)] = why
 
 
-def attach(spark) -> None:
+def attach(spark, log: Callable[[], Path] | None = None) -> None:
     """Give a classic session the jar: on the driver's class loader (the one PySpark's calls
     resolve classes with) and, with ``SparkContext.addJar``, to every executor, unless it has
     it (``spark.jars``); then check, with a two-task job, that the executors load it. A Spark
-    Connect server with the kit's plugin must have been started with this very jar."""
+    Connect server with the kit's plugin must have been started with this very jar. Why the
+    jar did not build goes to ``log`` (as ``jar``'s)."""
     from py4j.protocol import Py4JError
 
-    helpers = jar()
+    helpers = jar(log)
     if helpers is None:
-        from ..spark import log_file
-
-        return attached(spark, f"the Java helpers did not compile (why: {log_file()})")
+        return attached(spark, f"the Java helpers did not compile (why: {log() if log else 'on stderr'})")
     context, jvm = bridge.session(spark).sparkContext(), bridge.jvm(spark)
     added = str(context.listJars().mkString("\n")).splitlines()   # spark://host:port/jars/<name>.jar
     if not any(url.endswith(f"/{helpers.name}") for url in added):
         if bridge.connect(spark):
             return attached(spark, f"the Spark Connect server runs another build of the kit's Java helpers: "
-                                   f"start it with --jars {helpers} (as kit.cluster does)")
+                                   f"start it with --jars {helpers} (as kit.tools.cluster does)")
         loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
         try:
             loader.addURL(jvm.java.io.File(str(helpers)).toURI().toURL())
@@ -183,9 +197,7 @@ def attach(spark) -> None:
     try:
         late_scan(spark.range(0, 2, 1, 2), 0).collect()
     except Exception as e:
-        from ..spark import _reason
-
-        return attached(spark, f"the executors did not load {helpers.name} ({_reason(e)})")
+        return attached(spark, f"the executors did not load {helpers.name} ({bridge.reason(e)})")
     attached(spark, None)
 
 

@@ -18,7 +18,7 @@ that runs its Java helpers (``kit.jvm``), run unchanged on both.
 ``frame(jdf, spark)``  ``DataFrame(jdf, spark)``              a Connect DataFrame of that Dataset
 =====================  =====================================  ======================================
 
-The plugin is there when the server was started with it: ``kit.cluster`` starts its Connect
+The plugin is there when the server was started with it: ``kit.tools.cluster`` starts its Connect
 server so (``spark.connect.extensions.relation.classes=flinkkit.Bridge`` and the kit's jar);
 on a Connect server without it ``reachable`` is False and the kit takes its Connect paths
 (the plan text of ``kit.explain``; notebook cells that need the JVM are skipped).
@@ -36,17 +36,18 @@ on that DataFrame names it.
 
 from __future__ import annotations
 
+import re
 import threading
 import weakref
 from collections import deque
 
 from ..errors import KitError
 
-__all__ = ["connect", "reachable", "require", "jvm", "session", "dataset", "frame", "PLUGIN"]
+__all__ = ["connect", "key", "reachable", "require", "jvm", "session", "dataset", "frame", "reason", "PLUGIN"]
 
 PLUGIN = "flinkkit.Bridge"   # the relation plugin's class (spark.connect.extensions.relation.classes)
 _TYPE = "type.googleapis.com/flinkkit."
-_GATEWAYS: dict = {}         # by kit.spark._key: the Connect session's JavaGateway, or None without the plugin
+_GATEWAYS: dict = {}         # by key: the Connect session's JavaGateway, or None without the plugin
 _LOCK = threading.Lock()
 _DATASETS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # a Connect DataFrame's (dataset)
 
@@ -54,6 +55,11 @@ _DATASETS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # a Connect
 def connect(spark) -> bool:
     """Whether ``spark`` is a Spark Connect session."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def key(spark) -> str:
+    """One key per Spark application (classic) or Connect session."""
+    return f"connect:{spark.session_id}" if connect(spark) else spark.sparkContext.applicationId
 
 
 def reachable(spark) -> bool:
@@ -68,7 +74,7 @@ def require(spark, what: str) -> None:
     if not reachable(spark):
         raise KitError(f"{what} is read in the JVM, and this Spark Connect server runs no {PLUGIN} plugin: "
                        f"start it with the kit's jar and spark.connect.extensions.relation.classes={PLUGIN} "
-                       "(kit.cluster does), or use a classic session")
+                       "(kit.tools.cluster does), or use a classic session")
 
 
 def jvm(spark):
@@ -105,19 +111,28 @@ def frame(jdf, spark):
     return DataFrame(_request("Plan", jdf._target_id.encode()), spark)
 
 
+def reason(error: Exception) -> str:
+    """The line of an error from Spark's JVM that says what went wrong: no Java stack trace.
+
+    >>> reason(RuntimeError("Job aborted.\\nNoClassDefFoundError: flinkkit/LateScan\\n\\tat flinkkit.X(X.java:1)"))
+    'NoClassDefFoundError: flinkkit/LateScan'
+    """
+    lines = [line.strip() for line in str(error).splitlines() if line.strip() and not line.startswith("\tat ")]
+    errors = [line for line in lines if re.match(r"\w+(Error|Exception)\b", line)]
+    return (errors[-1] if errors else lines[0] if lines else type(error).__name__)[:400]
+
+
 def _required(spark):
     require(spark, "this")
     return _gateway(spark)
 
 
 def _gateway(spark):
-    from ..spark import _key
-
-    key = _key(spark)
+    name = key(spark)
     with _LOCK:
-        if key not in _GATEWAYS:
-            _GATEWAYS[key] = _open(spark)
-        return _GATEWAYS[key]
+        if name not in _GATEWAYS:
+            _GATEWAYS[name] = _open(spark)
+        return _GATEWAYS[name]
 
 
 def _open(spark):

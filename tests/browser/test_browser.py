@@ -1,6 +1,6 @@
 """Headless Chromium: the first notebook in real JupyterLab (run it, move the slider, see
 the chart change; no cell errors, nothing fetched from beyond 127.0.0.1), and the HTML
-of ``python -m kit.demo`` (charts drawn with no network).
+of ``python -m kit.tools.demo`` (charts drawn with no network).
 
 Chromium is Debian's package (``sh tests/browser/ensure-chromium.sh``) driven by
 Playwright's Python API; no browser is downloaded. Without Chromium the test is skipped,
@@ -16,7 +16,7 @@ import pytest
 
 import kit.viz  # noqa: F401  (the "kit" renderer)
 from browsing import CHROMIUM_ARGS, ROOT, chromium, jupyterlab, local_page  # noqa: F401 (a fixture)
-from kit.demo import to_html
+from kit.tools.demo import to_html
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(150)]
 

@@ -2,7 +2,7 @@
 without running them.
 
 - untrusted (a notebook from a checkout is): every chart is drawn, every widget shows the
-  picture of its first state ``python -m kit.demo --store`` made (the line "run the notebook
+  picture of its first state ``python -m kit.tools.demo --store`` made (the line "run the notebook
   to move the controls" is drawn in it), not the text ``bind(<lambda>, delay=0)``; and
   opening the notebook does not mark it modified (JupyterLab's vega renderer adds a PNG to a
   chart output that has none);
@@ -20,7 +20,7 @@ import nbformat
 import pytest
 
 from browsing import ROOT, chromium, jupyterlab, local_page  # noqa: F401 (a fixture)
-from kit.demo import STATIC_LINE
+from kit.tools.demo import STATIC_LINE
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(420)]
 

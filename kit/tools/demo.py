@@ -1,8 +1,8 @@
 """Run notebooks headless: HTML copies with charts drawn offline, or stored outputs.
 
-    python -m kit.demo notebooks build      # make demo: HTML copies in build/
-    python -m kit.demo --store notebooks    # make notebooks: outputs stored in place
-    python -m kit.demo --cluster notebooks build   # make demo CLUSTER=1: on a cluster and on Connect
+    python -m kit.tools.demo notebooks build      # make demo: HTML copies in build/
+    python -m kit.tools.demo --store notebooks    # make notebooks: outputs stored in place
+    python -m kit.tools.demo --cluster notebooks build   # make demo CLUSTER=1: on a cluster and on Connect
 
 Each ``notebooks/*.ipynb`` runs top to bottom in a fresh kernel on this interpreter
 (nbclient), from the notebooks directory, and becomes ``build/<name>.html``:
@@ -41,7 +41,7 @@ nothing is added that a fresh run does not give, but PNGs.
 
 ``--cluster`` runs every notebook twice more: on a standalone cluster (``SPARK_MASTER``) and on
 Spark Connect (``SPARK_REMOTE``), those ``make cluster`` started (``build/cluster``) or else a
-local one (``kit.cluster``) started for the run and stopped after it. The HTML copies go to
+local one (``kit.tools.cluster``) started for the run and stopped after it. The HTML copies go to
 ``build/standalone/`` and ``build/connect/``; a cell whose outputs differ from the ones stored
 in the notebook (local mode's, which nbval checks) is named, as nbval compares them (stderr
 aside), and the command exits 1.
@@ -70,7 +70,7 @@ from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 from nbconvert import HTMLExporter
 
-from kit.viz.render import html_page_script
+from ..viz.render import html_page_script
 
 __all__ = ["STATIC_LINE", "STATUS_LINE", "WIDGET_PICTURE_LINE", "main", "run", "store", "stored", "to_html"]
 
@@ -390,7 +390,7 @@ def _renumber_widgets(nb: nbformat.NotebookNode, name: str) -> nbformat.Notebook
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kit.demo", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m kit.tools.demo", description=__doc__.split("\n")[0])
     parser.add_argument("--store", action="store_true",
                         help="run the notebooks (directories or .ipynb files) and store their "
                              "outputs in place, for reading before running")
@@ -408,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
     notebooks, build = (list(args.paths) + [Path("notebooks"), Path("build")][len(args.paths):])
     paths = sorted(notebooks.glob("*.ipynb"))
     if not paths:
-        print(f"kit.demo: no notebooks in {notebooks}/", file=sys.stderr)
+        print(f"kit.tools.demo: no notebooks in {notebooks}/", file=sys.stderr)
         return 1
     if args.cluster:
         return _on_cluster(paths, build)
@@ -434,7 +434,7 @@ def _demo(paths: list[Path], build: Path, compare: bool = False) -> int:
         target.write_text(to_html(nb, title=path.stem), encoding="utf-8")
         print(f"{path} -> {target}")
     for message in failed:
-        print(f"kit.demo: {message}", file=sys.stderr)
+        print(f"kit.tools.demo: {message}", file=sys.stderr)
     return 1 if failed else 0
 
 
@@ -497,7 +497,7 @@ def _first_line_apart(a: list, b: list) -> str:
 
 def _on_cluster(paths: list[Path], build: Path) -> int:
     """Every notebook on a standalone cluster and on Spark Connect (module doc)."""
-    from kit.cluster import Cluster
+    from .cluster import Cluster
 
     made = None
     if (Path("build/cluster") / "cluster.json").exists():   # make cluster's
@@ -510,7 +510,7 @@ def _on_cluster(paths: list[Path], build: Path) -> int:
         for name, variable, url in (("standalone", "SPARK_MASTER", cluster.master_url),
                                     ("connect", "SPARK_REMOTE", cluster.connect_url)):
             os.environ[variable] = url   # what each notebook's kernel starts with
-            print(f"kit.demo: on {name} ({variable}={url})")
+            print(f"kit.tools.demo: on {name} ({variable}={url})")
             failed |= _demo(paths, build / name, compare=True)
             del os.environ[variable]
     finally:
@@ -523,7 +523,7 @@ def _on_cluster(paths: list[Path], build: Path) -> int:
 def _store_all(targets: list[Path]) -> int:
     paths = [p for t in targets for p in (sorted(t.glob("*.ipynb")) if t.is_dir() else [t])]
     if not paths:
-        print(f"kit.demo: no notebooks in {', '.join(map(str, targets))}", file=sys.stderr)
+        print(f"kit.tools.demo: no notebooks in {', '.join(map(str, targets))}", file=sys.stderr)
         return 1
     failed = []
     for path in paths:
@@ -533,7 +533,7 @@ def _store_all(targets: list[Path]) -> int:
         except NotebookFailed as exc:
             failed.append(f"{exc} (left as it was)")
     for message in failed:
-        print(f"kit.demo: {message}", file=sys.stderr)
+        print(f"kit.tools.demo: {message}", file=sys.stderr)
     return 1 if failed else 0
 
 

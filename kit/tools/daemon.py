@@ -4,16 +4,19 @@ with what the kit's tasks use imported once, before it forks a worker per task.
 A forked worker starts with numpy, pandas, pyarrow and the kit's operators already
 loaded, so the first task after Spark stopped an idle worker (it does after a minute)
 does not spend a second importing them: a widget moved after a pause redraws as fast as
-one moved at once. Set by ``kit.spark`` (``spark.python.daemon.module``) for local
-sessions only, whose workers run this interpreter.
+one moved at once. Spark runs it (``python -m kit.tools.daemon``) for the local sessions
+``kit.spark`` starts (``spark.python.daemon.module = kit.spark.DAEMON``), whose workers run
+this interpreter.
 """
 
 import importlib
 
-_PRELOADED = ("numpy", "pandas", "pyarrow", "pyarrow.compute", "pyspark.worker", "pyspark.sql.pandas.serializers",
-              "kit.windows.operator", "kit.match_recognize.operator", "kit.replay.interleave")
+__all__ = ["PRELOADED"]
 
-for _name in _PRELOADED:
+PRELOADED = ("numpy", "pandas", "pyarrow", "pyarrow.compute", "pyspark.worker", "pyspark.sql.pandas.serializers",
+             "kit.windows.operator", "kit.match_recognize.operator", "kit.replay.interleave")
+
+for _name in PRELOADED:
     try:
         importlib.import_module(_name)
     except Exception:   # a task that needs it imports it again, and fails there, where it is seen

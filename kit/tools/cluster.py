@@ -2,8 +2,8 @@
 each its own process started from the Spark that pip installed -- what ``make cluster``
 starts, the cluster test runs on and the benchmarks compare local mode with.
 
-    python -m kit.cluster start [FOLDER]    # make cluster: prints the URLs to use
-    python -m kit.cluster stop [FOLDER]     # make cluster-stop
+    python -m kit.tools.cluster start [FOLDER]    # make cluster: prints the URLs to use
+    python -m kit.tools.cluster stop [FOLDER]     # make cluster-stop
 
     kit.spark(master="spark://127.0.0.1:<port>")   # or SPARK_MASTER=...
     kit.spark(master="sc://127.0.0.1:<port>")      # or SPARK_REMOTE=...
@@ -42,10 +42,10 @@ import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from .errors import KitError
-from .java import ensure_java
-from .jvm import jar
-from .jvm.bridge import PLUGIN
+from ..errors import KitError
+from ..java import ensure_java
+from ..jvm import jar
+from ..jvm.bridge import PLUGIN
 
 __all__ = ["Cluster", "free_port"]
 
@@ -99,7 +99,7 @@ class Cluster:
         ``KitError``."""
         if (self.folder / "cluster.json").exists():
             raise KitError(f"a cluster was started in {self.folder} already: stop it first "
-                           f"(python -m kit.cluster stop {self.folder})")
+                           f"(python -m kit.tools.cluster stop {self.folder})")
         ensure_java()
         self.folder.mkdir(parents=True, exist_ok=True)
         (self.folder / "work").mkdir(exist_ok=True)
@@ -254,7 +254,7 @@ def _tail(path: Path, lines: int = 20) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kit.cluster", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m kit.tools.cluster", description=__doc__.split("\n")[0])
     parser.add_argument("action", choices=["start", "stop"])
     parser.add_argument("folder", nargs="?", default="build/cluster", type=Path)
     parser.add_argument("--workers", type=int, default=2)
@@ -273,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         cluster = Cluster(args.folder, workers=args.workers, cores=args.cores, memory=args.memory,
                           connect_cores=args.connect_cores).start()
     except KitError as e:
-        print(f"kit.cluster: {e}", file=sys.stderr)
+        print(f"kit.tools.cluster: {e}", file=sys.stderr)
         return 1
     print(f"SPARK_MASTER={cluster.master_url}\nSPARK_REMOTE={cluster.connect_url}\n"
           f"logs and state: {cluster.folder}; stop with: make cluster-stop")

@@ -1,0 +1,5 @@
+"""``python -m benchmarks.redraw``: parts of the redraw benchmark (``--help``)."""
+
+from . import main
+
+main()
