@@ -2,10 +2,10 @@
 
 ``tests/golden/flink-2.3/changelog_mode.json`` (``tests/golden/make_changelog_mode.py``) holds
 Flink's optimized physical plan of each query of a corpus into each kind of sink, and the
-planner's errors. ``kit.sql.planner.physical.physical_plan`` must give the same nodes with the same
-changelog modes, node for node, on the normalization ``modes.compared`` documents (Calc nodes
-left out of both: where Flink puts them depends on its projection pushdown; a Calc passes its
-input's mode on). Plans only: no Spark job, except the one test that counts messages.
+planner's errors. ``kit.sql.planner.physical_plan`` must give the same nodes with the same
+changelog modes, node for node, on the normalization ``kit.sql.planner.explain.compared``
+documents (Calc nodes left out of both: where Flink puts them depends on its projection
+pushdown; a Calc passes its input's mode on). Plans only: no Spark job, except the one test that counts messages.
 """
 
 import json
@@ -17,7 +17,8 @@ import pytest
 
 import kit
 from kit import Duration, KitError, WatermarkStrategy
-from kit.sql.planner import physical as modes
+from kit.changelog import mode_text
+from kit.sql import planner
 
 GOLDEN = json.loads((Path(__file__).parent / "golden" / "flink-2.3" / "changelog_mode.json").read_text())
 SINKS = {"select": None, "retract": "retract", "upsert": "upsert", "append": "append",
@@ -64,11 +65,11 @@ def test_every_node_has_flinks_changelog_mode(streams, name, kind):
     tables = {t: streams[t] for t in q["tables"]}
     if "error" in flink:
         with pytest.raises(KitError) as raised:
-            modes.physical_plan(q["query"], SINKS[kind], **tables)
+            planner.physical_plan(q["query"], SINKS[kind], **tables)
         assert _flink_message(flink["error"]) in _kit_message(raised.value)
         return
-    kit_plan = modes.explain_changelog_mode(q["query"], SINKS[kind], **tables)
-    assert modes.compared(kit_plan) == modes.compared(flink["plan"]), f"kit:\n{kit_plan}\nflink:\n{flink['plan']}"
+    kit_plan = planner.explain_changelog_mode(q["query"], SINKS[kind], **tables)
+    assert planner.compared(kit_plan) == planner.compared(flink["plan"]), f"kit:\n{kit_plan}\nflink:\n{flink['plan']}"
 
 
 @pytest.mark.parametrize("error", GOLDEN["errors"], ids=[e["name"] for e in GOLDEN["errors"]])
@@ -76,7 +77,7 @@ def test_what_flink_cannot_run_continuously_fails_with_its_message(streams, erro
     q = error["query"]
     tables = {t: s for t, s in streams.items() if re.search(rf"\b{t}\b", q)}
     with pytest.raises(KitError) as raised:
-        modes.physical_plan(q, SINKS[error["sink"]], **tables)
+        planner.physical_plan(q, SINKS[error["sink"]], **tables)
     assert _flink_message(error["error"]) in _kit_message(raised.value)
     assert "(Flink 2.3's planner" in str(raised.value)      # and why
 
@@ -85,12 +86,12 @@ def test_the_update_before_decision_follows_the_seed(streams):
     """Seed 004, 2.4.2 on E.g.2: into an upsert sink the outer aggregate sends [UA] only; it
     still needs [UB,UA] from the inner one (it is COUNT_RETRACT), which therefore sends UB."""
     q = QUERIES["word_freq"]["query"]
-    upsert = modes.physical_plan(q, "upsert", words=streams["words"])
-    retract = modes.physical_plan(q, "retract", words=streams["words"])
+    upsert = planner.physical_plan(q, "upsert", words=streams["words"])
+    retract = planner.physical_plan(q, "retract", words=streams["words"])
     aggs = [n for n in upsert.walk() if n.name == "GroupAggregate"]
-    assert [modes.mode_text(n.mode) for n in aggs] == ["[I,UA,D]", "[I,UB,UA]"]
+    assert [mode_text(n.mode) for n in aggs] == ["[I,UA,D]", "[I,UB,UA]"]
     assert "COUNT_RETRACT" in aggs[0].detail and "COUNT_RETRACT" not in aggs[1].detail
-    assert [modes.mode_text(n.mode) for n in retract.walk() if n.name == "GroupAggregate"] == [
+    assert [mode_text(n.mode) for n in retract.walk() if n.name == "GroupAggregate"] == [
         "[I,UB,UA,D]", "[I,UB,UA]"]
 
 
@@ -101,13 +102,13 @@ CALCS_DIFFER = {"join_two_aggregates", "union_all"}
 
 
 def test_the_plans_equal_flinks_with_their_calcs(streams):
-    """With every node, Calcs included (the kit's projection pushdown, ``modes._Pruner``)."""
+    """With every node, Calcs included (the kit's projection pushdown, ``kit.sql.planner.prune``)."""
     differ = set()
     for name, kind in PLANS:
         q, flink = QUERIES[name], QUERIES[name]["plans"][kind]
         if "plan" in flink:
-            kit_plan = modes.explain_changelog_mode(q["query"], SINKS[kind], **{t: streams[t] for t in q["tables"]})
-            if modes.compared(kit_plan, drop=()) != modes.compared(flink["plan"], drop=()):
+            kit_plan = planner.explain_changelog_mode(q["query"], SINKS[kind], **{t: streams[t] for t in q["tables"]})
+            if planner.compared(kit_plan, drop=()) != planner.compared(flink["plan"], drop=()):
                 differ.add(name)
     assert differ == CALCS_DIFFER
 
@@ -115,7 +116,7 @@ def test_the_plans_equal_flinks_with_their_calcs(streams):
 def test_a_dynamic_table_explains_itself_as_flink_does(streams):
     q = QUERIES["word_freq"]
     t = kit.sql(q["query"], words=streams["words"], sink="upsert")
-    assert modes.compared(t.explain()) == modes.compared(q["plans"]["upsert"]["plan"])
+    assert planner.compared(t.explain()) == planner.compared(q["plans"]["upsert"]["plan"])
     assert t.explain(physical=False).startswith("Calc(")
 
 
@@ -197,8 +198,8 @@ def test_the_dynamic_goldens_plans_have_the_same_modes(spark, scenario, key):
     config = scenario.get("config") or {}
     if flink.startswith("EXPLAIN failed"):
         with pytest.raises(KitError):
-            modes.physical_plan(query, sink, config, **streams)
+            planner.physical_plan(query, sink, config, **streams)
         return
     drop = ("Calc", "WatermarkAssigner")
-    assert modes.compared(modes.explain_changelog_mode(query, sink, config, **streams), drop) == \
-        modes.compared(flink, drop)
+    assert planner.compared(planner.explain_changelog_mode(query, sink, config, **streams), drop) == \
+        planner.compared(flink, drop)

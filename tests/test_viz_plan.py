@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 import kit
-from kit.sql.planner import physical as modes
+from kit.sql import planner
 from kit.changelog import mode_text
 from kit.engine import STAGES, from_text
 from kit.errors import KitError
@@ -159,7 +159,7 @@ def test_explain_text_alone_is_drawn_as_spark_connect_gives_it(e):
 
 def test_each_streaming_node_shows_its_changelog_mode(words, jobs):  # noqa: F811
     for sink in ("retract", "upsert", None):
-        root = modes.physical_plan(CASCADE, sink, words=words)
+        root = planner.physical_plan(CASCADE, sink, words=words)
         n, _, chart = jobs(lambda: kit.viz.plan(root))
         assert n == 0, "a plan without messages runs nothing"
         drawn = layers(chart)
@@ -177,7 +177,7 @@ def test_each_streaming_node_shows_its_changelog_mode(words, jobs):  # noqa: F81
             assert nodes["kind"][0] == "sink"
         assert carried[aggregates[1]][0] == "+I -U +U"            # the inner one sends -U for every sink
         assert carried[len(nodes) - 1] == ("+I", "#888888")       # the scan
-    upsert = layers(kit.viz.plan(modes.physical_plan(CASCADE, "upsert", words=words)))
+    upsert = layers(kit.viz.plan(planner.physical_plan(CASCADE, "upsert", words=words)))
     assert upsert["nodes"]["info"][1] == "[I,UA,D]" and upsert["nodes"]["kind"][1] == "emits updates without -U"
     assert upsert["labels"]["label"].tolist()[0] == "+I +U -D"
 
@@ -199,7 +199,7 @@ def test_the_edges_carry_the_messages_retract_beside_upsert(words):
     assert on_edges(upsert)[:2] == [("GroupAggregate", "+I 3 +U 2 -D 1"), ("Exchange", "+I 2 -U 2 +U 2")]
     assert on_edges(upsert)[-1] == ("TableSourceScan", "+I")              # a scan's rows are not counted
     # the same counts given by hand (as DynamicTable.messages() gives them), on the plan modes made
-    root = modes.table_plan(tables[1])
+    root = planner.table_plan(tables[1])
     outer, inner = (n.flink_label() for n in root.walk() if n.name == "GroupAggregate")
     messages = [{"node": outer, "changelogMode": "[I,UA,D]", "+I": 3, "-U": 0, "+U": 2, "-D": 1},
                 {"node": inner, "changelogMode": "[I,UB,UA]", "+I": 2, "-U": 2, "+U": 2, "-D": 0}]
@@ -220,7 +220,7 @@ def test_bad_input_says_what_it_takes(e, words):
     with pytest.raises(KitError, match="plan draws kit.explain"):
         kit.viz.plan("SELECT 1")
     with pytest.raises(KitError, match="stage is for an Explanation"):
-        kit.viz.plan(modes.physical_plan(CASCADE, "retract", words=words), "optimized")
+        kit.viz.plan(planner.physical_plan(CASCADE, "retract", words=words), "optimized")
     with pytest.raises(KitError, match="stage is for an Explanation"):
         kit.viz.plan(e.stages["optimized"], "physical")
     with pytest.raises(KitError, match="messages are counted for a continuous query"):

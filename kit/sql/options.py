@@ -17,6 +17,10 @@ The legacy ``withIdleStateRetentionTime(min, max)`` of the seed is
 and at most ``max``; Flink 2.3 has only the TTL, which is what the kit runs (``max``;
 ``min`` must not exceed it).
 
+A duration (the TTL, the mini-batch latency, a temporal join's retention) is written as
+Flink writes it, ``'2 h'``, ``'30 min'``, ``'10 s'``, ``'500 ms'``, or given as a Duration, a
+timedelta or milliseconds: ``duration_option``.
+
 Local-global aggregation (``TWO_PHASE``, and ``AUTO``) needs mini-batches: without them Flink
 2.3 keeps the plan one-phase, and so does the kit.
 """
@@ -25,8 +29,9 @@ from __future__ import annotations
 
 from ..errors import KitError
 from ..changelog import Options
+from ..time import Duration, to_duration
 
-__all__ = ["DYNAMIC_OPTIONS", "dynamic_options", "idle_state_retention"]
+__all__ = ["DYNAMIC_OPTIONS", "dynamic_options", "idle_state_retention", "duration_option"]
 
 TTL = "table.exec.state.ttl"
 MINI_BATCH = "table.exec.mini-batch.enabled"
@@ -76,6 +81,22 @@ def idle_state_retention(minimum, maximum) -> dict:
     return {TTL: hi}
 
 
+_UNITS = {"ms": 1, "s": 1000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def duration_option(value, key: str):
+    """A duration option of ``kit.sql``'s config (Flink's ``'2 h'``, ``'30 min'``, ``'10 s'``,
+    ``'500 ms'``; a Duration, a timedelta or an int of milliseconds) as a ``Duration``."""
+    if isinstance(value, str):
+        number, _, unit = value.strip().partition(" ")
+        if not number.isdigit() or unit.strip() not in _UNITS:
+            raise KitError(f"{key}={value!r}: write a number and a unit of {list(_UNITS)}, e.g. '2 h'")
+        return Duration(int(number) * _UNITS[unit.strip()])
+    # an int is milliseconds, as a unit-less value of a Flink option is
+    return to_duration(value, "kit.sql config", key, bare_ms=True, like="Duration",
+                       kinds="a Duration, a timedelta, an int of milliseconds or a string such as '2 h'")
+
+
 def _flag(config: dict, key: str) -> bool:
     value = config.get(key, False)
     if isinstance(value, str) and value.lower() in ("true", "false"):
@@ -96,5 +117,4 @@ def _positive(config: dict, key: str) -> int:
 
 def _millis(value, key: str) -> int:
     """``value`` (Flink's ``'5 s'``, a Duration, a timedelta or ms) in milliseconds."""
-    from .temporal import duration_option
     return duration_option(value, key).to_milliseconds()

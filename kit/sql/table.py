@@ -39,8 +39,8 @@ from .. import sparksql
 from ..errors import KitError
 from ..spark import replay_tasks
 from ..stream import rows_of
-from .planner import logical as P
-from ..changelog import (ALL, DELETE, INSERT, INSERT_ONLY, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options,
+from .planner import logical as P, table_plan
+from ..changelog import (ALL, DELETE, INSERT, INSERT_ONLY, KINDS, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options,
                         from_stream, mode_text)
 
 __all__ = ["DynamicTable", "SINKS"]
@@ -172,20 +172,31 @@ class DynamicTable:
     def explain(self, physical: bool = True) -> str:
         """The plan as Flink's ``EXPLAIN CHANGELOG_MODE INSERT INTO <sink> <query>`` prints it:
         Flink's physical nodes (scan, watermark assigner, exchanges, operators, sink), each
-        with the row kinds it emits after the update-before decision (``kit.sql.planner.physical``).
+        with the row kinds it emits after the update-before decision (``kit.sql.planner``).
         ``physical=False``: the kit's own operator tree (one Calc per SELECT list and per
         aggregate's arguments), with the same decision."""
         if physical:
-            from .planner.physical import table_plan
             return table_plan(self).tree()
         modes = PlanRun(self, plan_only=True).modes(self.root, update_before=self.sink == "retract")
         return P.explain_tree(self.root, lambda n: f", changelogMode=[{mode_text(modes[id(n)])[1:-1]}]")
 
     def messages(self) -> list:
-        """Per operator, the rows of each kind it sends when run (``kit.sql.planner.physical.messages``):
-        the messages the update-before decision saves show against the other sink."""
-        from .planner.physical import messages
-        return messages(self)
+        """What each operator of the plan sends downstream when it runs: one dict per operator
+        (top first) with ``node`` (Flink's label), ``changelogMode`` and the number of rows of
+        each kind (``+I``, ``-U``, ``+U``, ``-D``). Each operator runs with the update-before
+        decision of the plan (it sends ``-U`` only when its consumer needs them), so the same
+        query into a retract and an upsert sink shows the messages the decision saves. Runs
+        Spark jobs: one per operator."""
+        out = []
+        for node in table_plan(self).walk():
+            kit_node = node.attrs.get("kit")
+            if kit_node is None:
+                continue
+            log = PlanRun(self).node(kit_node, update_before=UPDATE_BEFORE in node.mode)
+            counts = {r["_op"]: r["count"] for r in log.df.groupBy("_op").count().collect()}
+            out.append({"node": node.flink_label(), "changelogMode": mode_text(node.mode),
+                        **{k: int(counts.get(k, 0)) for k in KINDS}})
+        return out
 
     def _producer(self) -> str:
         node = self.root

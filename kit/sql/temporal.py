@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from .cursor import Cursor
 from .errors import SqlError
 from .lexer import Token, tokenize
+from .options import DYNAMIC_OPTIONS, duration_option
 
 __all__ = ["TemporalCall", "VersionedView", "find_temporal_joins", "versioned_view"]
 
@@ -494,25 +495,6 @@ def _keys(call: TemporalCall, left: list, right: list) -> list:
     return pairs
 
 
-_UNITS = {"ms": 1, "s": 1000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
-
-
-def duration_option(value, key: str):
-    """A duration option of ``kit.sql``'s config (Flink's ``'2 h'``, ``'30 min'``, ``'10 s'``,
-    ``'500 ms'``; a Duration, a timedelta or an int of milliseconds) as a ``Duration``."""
-    from ..errors import KitError
-    from ..time import Duration, to_duration
-
-    if isinstance(value, str):
-        number, _, unit = value.strip().partition(" ")
-        if not number.isdigit() or unit.strip() not in _UNITS:
-            raise KitError(f"{key}={value!r}: write a number and a unit of {list(_UNITS)}, e.g. '2 h'")
-        return Duration(int(number) * _UNITS[unit.strip()])
-    # an int is milliseconds, as a unit-less value of a Flink option is
-    return to_duration(value, "kit.sql config", key, bare_ms=True, like="Duration",
-                       kinds="a Duration, a timedelta, an int of milliseconds or a string such as '2 h'")
-
-
 def join_options(config: dict) -> dict:
     """``kit.sql``'s ``config`` as the temporal joins' options (``plan``'s keywords)."""
     from ..replay.interleave import INTERLEAVINGS
@@ -525,7 +507,6 @@ def join_options(config: dict) -> dict:
     known = ("table.exec.state.ttl", "kit.join.interleave", "kit.join.clock", STEP_BUDGET, MAX_THREADS)
     unknown = [k for k in config if k not in known]   # (match_options and dynamic_options took theirs out)
     if unknown:
-        from .options import DYNAMIC_OPTIONS
         raise KitError(f"unknown config key(s) {unknown}; known: {list(known) + list(DYNAMIC_OPTIONS)}")
     options = {}
     if "table.exec.state.ttl" in config:

@@ -32,6 +32,7 @@ import pandas as pd
 
 from .. import sparksql
 from ..sql.planner import logical as P
+from ..sql.table import DynamicTable, PlanRun
 from ..changelog import ADDS, DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE
 from ..errors import KitError
 from .marks import LATE_COLOR, RING, X, Kind, check_title, legend, title_params
@@ -110,8 +111,6 @@ def changelog_timeline(result, max_rows: int = 500, width: int = 640, lane_heigh
 def _panels(result) -> list:
     """[(panel title, changelog DataFrame with ``_op``, the columns, ``seq``, ``_n``), key
     columns or ()] for ``result`` (its cascade's tables too) or a list of results."""
-    from .table import DynamicTable, PlanRun
-
     results = result if isinstance(result, (list, tuple)) else [result]
     if not results or not all(isinstance(r, DynamicTable) for r in results):
         raise KitError("changelog_timeline draws a continuous query's result (kit.sql(...) over kit.stream(...)) "
@@ -187,8 +186,6 @@ def table_history(result, max_rows: int = 2000) -> "TableHistory":
     ``max_rows``: input rows and changes brought to the driver at most (the first ones);
     more raise an error: a table of thousands of rows is not for looking at.
     """
-    from .table import DynamicTable
-
     if not isinstance(result, DynamicTable):
         raise KitError("table_history shows a continuous query's result (kit.sql(...) over kit.stream(...)); "
                        f"got {type(result).__name__}")

@@ -15,7 +15,7 @@ What it takes:
   browser, with no Python or Spark. A ``RuleLog`` (``e.rules``) or a ``PlanNode`` alone draw
   the same way. On Spark Connect (an ``Explanation`` of text only) a stage is drawn from
   Spark's explain text (estimates from ``mode="cost"``); there is no rule log to step through.
-- a continuous query: ``kit.sql(...)``'s ``DynamicTable`` or ``kit.sql.planner.physical.physical_plan``'s
+- a continuous query: ``kit.sql(...)``'s ``DynamicTable`` or ``kit.sql.planner.physical_plan``'s
   ``PhysicalNode``: Flink's physical nodes, each with its changelog mode (``[I,UB,UA]``, as
   ``EXPLAIN CHANGELOG_MODE`` writes it) and filled by what it emits (inserts only; updates
   with update-before; updates without), each edge labelled with the row kinds it carries,
@@ -51,6 +51,8 @@ import pandas as pd
 
 from ..changelog import INSERT, KINDS as ROW_KINDS, UPDATE_AFTER, UPDATE_BEFORE, mode_text
 from ..errors import KitError
+from ..sql.planner import PhysicalNode, table_plan
+from ..sql.table import DynamicTable
 from .changelog import KINDS as CHANGE_KINDS, LABELS
 from .marks import Kind, check_title, legend, title_params
 
@@ -108,8 +110,6 @@ def plan(source, stage: str | None = None, messages=None, column_width: int = 20
     do not count them for a ``DynamicTable``); ``column_width``: pixels per leaf column
     (arguments are cut to fit); ``title``: the chart's title instead of the default.
     """
-    from ..sql.planner.physical import PhysicalNode
-    from .table import DynamicTable
     from ..engine import Explanation, PlanNode, RuleLog
 
     check_title("plan", title)
@@ -323,9 +323,6 @@ def _from_text(text: str):
 
 
 def _streaming(sources, stage, messages, column_width, title):
-    from ..sql.planner.physical import table_plan
-    from .table import DynamicTable
-
     if stage is not None:
         raise KitError("plan: stage is for an Explanation (kit.explain's batch plans); a continuous query has "
                        "one physical plan")

@@ -1,0 +1,224 @@
+"""The constructs ``kit.sql`` runs outside dynamic tables, as placeholders the planner reads.
+
+Window TVFs, MATCH_RECOGNIZE, temporal (``FOR SYSTEM_TIME AS OF``) and interval joins, an
+ORDER BY on the time attribute and an OVER aggregate ordered by it have no node in
+``logical``'s operator tree. ``Special.rewrite`` splices the query so the logical planner can
+read it: a window TVF or a MATCH_RECOGNIZE becomes a placeholder table with its output's
+columns, a temporal join a regular join, a sort is taken off (``Special.sort``); the
+builders it leaves put Flink's nodes (``Match``, ``TemporalJoin``, ``IntervalJoin``, the
+window TVF's scan) back when ``physical.Converter`` meets a placeholder. For example::
+
+    SELECT * FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(ts), INTERVAL '10' MINUTES))
+    ->  SELECT * FROM __kit_special_0
+
+An OVER aggregate ordered by a time attribute, which the logical planner refuses, is routed
+(``flink_error`` raises ``TimeOver``) to ``time_over``, Flink's insert-only OverAggregate.
+"""
+
+from __future__ import annotations
+
+import re
+from types import SimpleNamespace
+
+import sqlglot
+from sqlglot import exp
+
+from ...errors import KitError
+from ..interval import find_interval_joins
+from ..lexer import tokenize
+from ..query import find_match_recognize
+from ..temporal import find_temporal_joins
+from ..windows import find_windows
+from . import logical as P
+from .physical import PhysicalNode, exchange, join_needs, scan
+
+__all__ = ["Special", "TimeOver", "flink_error", "time_over"]
+
+
+class Special:
+    """The constructs kit.sql runs outside dynamic tables (window TVFs, MATCH_RECOGNIZE,
+    temporal and interval joins, a sort on time, OVER on time): each becomes a placeholder
+    table the dynamic planner reads (or a join it plans), and its Flink nodes replace it."""
+
+    def __init__(self, query: str, streams: dict, plan):
+        self.query, self.streams = query, {k.lower(): (k, v) for k, v in streams.items()}
+        self.plan = plan               # (query, streams) -> its PhysicalNode: the planner, for a subquery
+        self.tables = dict(streams)    # what the dynamic planner sees: streams and placeholders
+        self.builders = {}
+        self.windows = {}              # placeholder of a window TVF -> (WindowCall, stream)
+        self.sort = None
+
+    def rewrite(self) -> str:
+        q = self.query
+        tokens = tokenize(q)
+        edits = []      # (start offset, end offset, replacement)
+        for start, (m, end, spec) in find_match_recognize(q, tokens, ()).items():
+            edits.append((tokens[start].start, tokens[end - 1].end, self._match(q, tokens, start, m, spec)))
+        for i, (end, call) in find_windows(q, tokens).items():
+            edits.append((tokens[i].start, tokens[end - 1].end, self._window(call)))
+        for call in find_temporal_joins(q, tokens).values():
+            # FOR SYSTEM_TIME AS OF <time>: a regular join to the dynamic planner, a TemporalJoin here
+            first = next(j for j in range(call.start, call.end) if tokens[j].is_word("FOR"))
+            time_end = next(j for j in range(first, len(tokens)) if tokens[j].is_word("AS") and j > first + 3)
+            edits.append((tokens[first].start, tokens[time_end].start, ""))
+            self.builders[("join", self._name(call.table))] = self._temporal
+        for call in find_interval_joins(q, tokens, lambda n: self.streams.get(n.lower(), (None, None))[1]).values():
+            self.builders[("join", self._name(call.right))] = self._interval
+        out, at = "", 0
+        for s, e, text in sorted(edits):
+            out += q[at:s] + text
+            at = e
+        out += q[at:]
+        return self._order_by(out)
+
+    def _name(self, table):
+        return self.streams.get(table.lower(), (table, None))[0]
+
+    def _placeholder(self, columns, time, build) -> str:
+        name = f"__kit_special_{len(self.builders)}"
+        self.tables[name] = SimpleNamespace(source=SimpleNamespace(columns=list(columns)), time=time, proctime=None)
+        self.builders[name] = build
+        return name
+
+    def _base(self, table: str):
+        key = table.lower()
+        if key not in self.streams:
+            cte = _cte(self.query, table)
+            if cte is not None and P.updating(cte):
+                raise KitError("The window function requires the timecol is a time attribute type, but is "
+                               f"TIMESTAMP(3). (Flink 2.3's planner: {table} is an updating query, whose columns "
+                               "are no time attributes any more: a window needs a stream's event time)")
+            raise KitError(f"table {table} is not a kit.Stream: a window TVF or MATCH_RECOGNIZE reads a table "
+                           "passed to kit.sql")
+        name, s = self.streams[key]
+        columns = P.stream_columns(s)
+        return name, s, columns
+
+    # -- MATCH_RECOGNIZE: partition columns and measures (ONE ROW PER MATCH), insert-only
+
+    def _match(self, q, tokens, start, m, spec) -> str:
+        source = q[tokens[start].start:tokens[m - 1].end].strip()
+        columns = [*spec.partition_by, *[x.alias for x in spec.measures]]
+
+        def build(_node):
+            if source.startswith("("):
+                child = self.plan(source[1:-1], {n: s for n, s in self.streams.values()})
+            else:
+                name, s, cols = self._base(source)
+                child = scan(name, s, cols, cols)
+            order = ", ".join(f"{o.column} {'ASC' if o.ascending else 'DESC'}" for o in spec.order_by)
+            measures = ", ".join(f"FINAL({x.expr}) AS {x.alias}" for x in spec.measures)
+            detail = (f"partitionBy=[{', '.join(spec.partition_by)}], orderBy=[{order}], measures=[{measures}], "
+                      f"rowsPerMatch=[{spec.rows_per_match}]")
+            node = PhysicalNode("Match", detail, [exchange(list(spec.partition_by), {}, child)],
+                                attrs={"fixed": True, "out": list(_node.columns)})
+            return node, {}, None
+        return self._placeholder(columns, None, build)
+
+    # -- window TVF: its table with window_start, window_end, window_time
+
+    def _window(self, call) -> str:
+        name, s, cols = self._base(call.table)
+        columns = cols + ["window_start", "window_end", "window_time"]
+
+        def build(node):
+            return scan(name, s, list(node.columns[:len(cols)]), cols), {}, None
+        placeholder = self._placeholder(columns, "window_time", build)
+        self.windows[placeholder] = (call, s)
+        return placeholder
+
+    # -- temporal and interval joins over the planned regular join
+
+    def _temporal(self, n, left, right, names):
+        detail = f"joinType=[{'InnerJoin' if n.how == 'inner' else 'LeftOuterJoin'}], where=[{n.shown_condition}], " \
+                 f"select=[{', '.join(n.names)}]"
+        node = PhysicalNode("TemporalJoin", detail, [exchange(n.left_keys, names, left),
+                                                     exchange(n.right_keys, names, right)],
+                            attrs=join_needs(n, times=True))
+        return node, names, None
+
+    def _interval(self, n, left, right, names):
+        how = {"inner": "InnerJoin", "left": "LeftOuterJoin", "right": "RightOuterJoin", "full": "FullOuterJoin"}
+        detail = f"joinType=[{how[n.how]}], where=[{n.shown_condition}], select=[{', '.join(n.names)}]"
+        node = PhysicalNode("IntervalJoin", detail, [exchange(n.left_keys, names, left),
+                                                     exchange(n.right_keys, names, right)],
+                            attrs=join_needs(n, times=True))
+        return node, names, None
+
+    # -- ORDER BY: only the time attribute, ascending (TemporalSort)
+
+    def _order_by(self, text: str) -> str:
+        try:
+            tree = sqlglot.parse_one(text, read="spark")
+        except sqlglot.errors.ParseError:
+            return text
+        order = tree.args.get("order") if isinstance(tree, exp.Select) else None
+        if order is None:
+            return text
+        if tree.args.get("limit"):
+            raise KitError("ORDER BY ... LIMIT over a stream: a Top-N the kit plans from ROW_NUMBER() only")
+        items = order.expressions
+        times = {s.time.lower() for _, s in self.streams.values() if s.time}
+        first = items[0]
+        if not (isinstance(first.this, exp.Column) and first.this.name.lower() in times and not first.args.get("desc")):
+            raise KitError("Sort on a non-time-attribute field is not supported. (Flink 2.3's planner: a stream "
+                           "is sorted only by its event-time attribute, ascending, as rows pass the watermark; sort "
+                           "the result, final() or changelog(), instead)")
+        self.sort = ", ".join(f"{o.this.name} {'DESC' if o.args.get('desc') else 'ASC'}" for o in items)
+        tree.set("order", None)
+        return tree.sql(dialect="spark")
+
+
+def _cte(query: str, name: str) -> str | None:
+    """The query of WITH ``name`` in ``query``, or None."""
+    try:
+        tree = sqlglot.parse_one(re.sub(r"TABLE\s*\(\s*(TUMBLE|HOP|CUMULATE|SESSION)\b.*", "x", query,
+                                        flags=re.S | re.I), read="spark")
+    except sqlglot.errors.ParseError:
+        return None
+    with_ = tree.args.get("with_") or tree.args.get("with")
+    for cte in (with_.expressions if with_ is not None else []):
+        if cte.alias_or_name.lower() == name.lower():
+            return cte.this.sql(dialect="spark")
+    return None
+
+
+def flink_error(error: KitError, text: str, special) -> KitError:
+    """The kit planner's refusal as Flink's planner words it, where Flink refuses too."""
+    message = str(error)
+    if "OVER window ordered by a time attribute" in message or "a stream runs only BETWEEN" in message:
+        times = {s.time.lower() for _, s in special.streams.values() if getattr(s, "time", None)}
+        windows = list(sqlglot.parse_one(text, read="spark").find_all(exp.Window))
+        if windows and all(w.args.get("order") and w.args["order"].expressions[0].this.name.lower() in times
+                           for w in windows):
+            return TimeOver(text, special)
+    return error
+
+
+class TimeOver(KitError):
+    """Raised to route an OVER aggregate ordered by a time attribute (not a kit dynamic table)."""
+
+    def __init__(self, text, special):
+        super().__init__("an OVER aggregate ordered by a time attribute")
+        self.text, self.special = text, special
+
+
+def time_over(text: str, special) -> PhysicalNode:
+    """``SELECT ..., agg OVER (PARTITION BY p ORDER BY t ...) FROM stream``: Flink's OverAggregate
+    on the time attribute (insert-only: each row's result is final when the watermark passes it)."""
+    tree = sqlglot.parse_one(text, read="spark")
+    table = tree.find(exp.Table)
+    name, s, cols = special._base(table.name)
+    windows = list(tree.find_all(exp.Window))
+    w = windows[0]
+    partition = [p.name for p in w.args.get("partition_by") or []]
+    order = w.args["order"].expressions[0]
+    spec = w.args.get("spec")
+    frame = spec.sql(dialect="spark") if spec is not None else "RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW"
+    calls = ", ".join(f"{x.this.sql(dialect='spark')} AS w0$o{i}" for i, x in enumerate(windows))
+    node = PhysicalNode("OverAggregate", f"{'partitionBy=[' + ', '.join(partition) + '], ' if partition else ''}"
+                        f"orderBy=[{order.this.name} ASC], window=[ {frame}], select=[{', '.join(cols)}, {calls}]",
+                        [exchange(partition, {}, scan(name, s, cols, cols))],
+                        attrs={"time_ordered": True, "fixed": True})
+    return PhysicalNode("Calc", f"select=[{', '.join(e.alias_or_name for e in tree.expressions)}]", [node],
+                        attrs={"fixed": True})
