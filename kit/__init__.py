@@ -10,7 +10,7 @@ import importlib
 
 from . import errors
 from .errors import KitError
-from .spark import spark
+from .spark import preload as _preload, spark
 from .sql import SqlError, sql
 from .sql.explain_match import explain as explain_match
 from .stream import Stream
@@ -23,6 +23,7 @@ __version__ = "0.1.0"
 
 stream = DataStream.of   # kit.stream(df, time=..., ...): a stream with the DataStream API
 errors.install()   # the kit's errors from running queries as KitErrors
+_preload("kit.viz")   # the charts (altair, vl-convert: seconds) load while a local session's JVM starts
 _LAZY = ("data", "engine", "joins", "viz", "widgets")
 
 

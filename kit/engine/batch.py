@@ -31,7 +31,7 @@ default) a sort-merge join may still become a broadcast at run time, once the sh
 measured the real sizes (``spark.sql.adaptive.autoBroadcastJoinThreshold``).
 
 On Spark Connect the client has no JVM: on a server with the kit's plugin (``kit.jvm.bridge``;
-the one ``kit.cluster`` starts) ``explain`` reads the server's plans as above. On other
+the one ``kit.tools.cluster`` starts) ``explain`` reads the server's plans as above. On other
 Connect servers it degrades to the text Connect returns (``DataFrame.explain(mode="extended")``
 and ``mode="cost"`` for the estimates), one string per stage in ``texts``, ``stages`` and
 ``joins`` empty, ``rules`` None, and says so in ``notes``.
@@ -329,7 +329,7 @@ def _sections(text: str) -> dict:
 JVM_CELL = "# needs the JVM"   # a notebook cell's first line: skipped where the JVM is out of reach (skip_jvm_cells)
 _SKIPPED = ("Skipped: this cell reads JVM objects (plan nodes, optimizer rules, metrics, generated code or row "
             f"bytes), and this Spark Connect server does not let a client reach them (it runs no {bridge.PLUGIN} "
-            "plugin; the Connect server kit.cluster starts does). kit.explain gives Spark's plan text here "
+            "plugin; the Connect server kit.tools.cluster starts does). kit.explain gives Spark's plan text here "
             "(Explanation.texts). Use that server or a local or standalone-cluster session to see this cell.")
 
 

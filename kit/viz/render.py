@@ -33,7 +33,7 @@ counters ``param_<n>``/``view_<n>`` in altair 5, which change with what ran befo
 renumbered ``param_1``, ``view_1``... in order of appearance, so re-running a notebook or
 a cell gives byte-identical JSON: no random ids, timestamps or paths.
 
-Exported HTML: nbconvert shows vega mimetypes as their text/plain; ``kit.demo`` turns them
+Exported HTML: nbconvert shows vega mimetypes as their text/plain; ``kit.tools.demo`` turns them
 into ``<div>``s drawn by one inlined copy of ``vl_convert.javascript_bundle()`` per page
 (:func:`html_page_script`).
 """
