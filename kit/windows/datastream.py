@@ -67,7 +67,7 @@ Rows are in key order, each key's in the order Flink emits them (``_order``); Fl
 interleaves the keys, which ``fired_after`` and ``cause`` place on the stream.
 
 Timers. Each clock's timers sit in one heap per operator, ordered by time alone, as in
-Flink's ``HeapPriorityQueueSet`` (``operator._TimerHeap``): timers at the same time fire in the
+Flink's ``HeapPriorityQueueSet`` (``operator.TimerHeap``): timers at the same time fire in the
 order the heap leaves them, and every key of the operator moves them. A stream replayed as
 one operator (``window_all``, timers of two clocks, a small stream in Python) fires them in
 Flink's order at parallelism 1; keys replayed apart (in parallel, or by the JVM twin) each
