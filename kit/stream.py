@@ -526,7 +526,7 @@ class Arrivals:
         self._prepared = prepared(s)
         self._times = ["_g"] + (["_p"] if isinstance(s.proctime, str) else [])
         self._chunks = ""
-        summary = self.prefix_scan("summary", self._prepared.select(*self._times), T.StructType([
+        summary = self._scan("summary", self._prepared.select(*self._times), T.StructType([
             T.StructField("_chunk", T.IntegerType()), T.StructField("_n", T.LongType()),
             T.StructField("_max", T.LongType()), T.StructField("_pmax", T.LongType())])).collect()
         seq, wm, pt, chunks, self.offsets = 0, None, None, [], []   # offsets: each chunk's first seq
@@ -544,7 +544,7 @@ class Arrivals:
         self.last_proctime = (epoch_ms(clock.start) + (seq - 1) * clock.step.millis if isinstance(clock, Clock) and seq
                               else pt if isinstance(clock, str) else None)
 
-    def prefix_scan(self, mode: str, df: DataFrame, schema: T.StructType, grids: str = "") -> DataFrame:
+    def _scan(self, mode: str, df: DataFrame, schema: T.StructType, grids: str = "") -> DataFrame:
         from . import jvm
 
         s, names = self.stream, df.columns
@@ -559,7 +559,7 @@ class Arrivals:
         the row emits), in ms; rows in no particular order."""
         df = sparksql.select(self._prepared, *map(sparksql.name, dict.fromkeys([*columns, "_ts", *self._times])))
         long = T.LongType()
-        out = self.prefix_scan("annotate", df, T.StructType(df.schema.fields + [
+        out = self._scan("annotate", df, T.StructType(df.schema.fields + [
             T.StructField("seq", long, False), T.StructField("_wm", long), T.StructField("_pt", long)]))
         return sparksql.select(out, *map(sparksql.name, columns), "seq", "_ts", "_wm", "_pt",
                                *(["_g AS _own"] if own else []))
@@ -573,5 +573,5 @@ class Arrivals:
         long = T.LongType()
         schema = T.StructType([T.StructField("_c", T.IntegerType()), T.StructField("_i", long),
                                *[T.StructField(c, long) for c in ("seq", "own", "before", "pt")]])
-        return self.prefix_scan("first", self._prepared.select(*self._times), schema,
+        return self._scan("first", self._prepared.select(*self._times), schema,
                           grids="/".join(f"{name}:{','.join(map(str, grid))}" for name, grid in grids.items()))

@@ -202,14 +202,14 @@ def _side_of(s: Stream, side: int, one: bool) -> DataFrame:
         F.expr("coalesce(_ts <= _wmb, false)"))
     values = ", ".join(sparksql.name(c) for c in s.source.columns)
     return df.withColumn("_late", late).selectExpr(
-        f"{side} AS side_rows", "seq AS _seq", "_ts", "_late", f"_wmi AS _{name[0]}w", "_mx", f"{pt} AS _spt",
+        f"{side} AS _side", "seq AS _seq", "_ts", "_late", f"_wmi AS _{name[0]}w", "_mx", f"{pt} AS _spt",
         f"struct({values}) AS _v{name[0]}")
 
 
 def interleaved(left: Stream, right: Stream, interleave: str = "event_time",
                 clock: Clock | None = None, keys=()) -> DataFrame:
     """Both inputs as one DataFrame in merged arrival order, numbered ``_pos``, with
-    ``side_rows``, ``_seq`` (arrival on its side), ``_ts``, ``_late`` (against its own input),
+    ``_side``, ``_seq`` (arrival on its side), ``_ts``, ``_late`` (against its own input),
     ``_W`` (operator watermark after the row, NULL = none yet), ``_pt`` (processing time,
     ms: the ``clock`` over merged positions, else the inputs' own, never going back) and
     ``_vl``/``_vr`` (the row's values as a struct, NULL on the other side) and, for each
@@ -246,7 +246,7 @@ def _interleaved(left: Stream, right: Stream, interleave: str, clock: Clock | No
     # each row carries both struct columns (the other side's NULL) and both watermarks
     merged = side_rows(left, LEFT, one).unionByName(side_rows(right, RIGHT, one), allowMissingColumns=True)
     first = {"event_time": ["_mx"], "proctime": ["_spt"], "left_first": [], "right_first": []}[interleave]
-    order = [(c, False) for c in first] + [("side_rows", interleave != "left_first"), ("_seq", False)]
+    order = [(c, False) for c in first] + [("_side", interleave != "left_first"), ("_seq", False)]
     running = {"_L": ("_lw", True), "_R": ("_rw", True), "_P": ("_spt", True)}
     if one:
         out = running_in_one(merged.coalesce(1), running, ", ".join(c + " DESC" * desc for c, desc in order))
@@ -259,7 +259,7 @@ def _interleaved(left: Stream, right: Stream, interleave: str, clock: Clock | No
     key = [f"coalesce(_vl.{q(l)}, " + (f"_vr.{q(r)}" if types[0][l] == types[1][r] else
                                        f"CAST(_vr.{q(r)} AS {types[0][l].simpleString()})")
            + f") AS _k{i}" for i, (l, r) in enumerate(keys)]
-    out = sparksql.select(out, "seq AS _pos", "side_rows", "_seq", "_ts", "_late",
+    out = sparksql.select(out, "seq AS _pos", "_side", "_seq", "_ts", "_late",
                           "CAST(IF(_L IS NULL OR _R IS NULL, NULL, least(_L, _R)) AS BIGINT) AS _W",
                           f"CAST({pt} AS BIGINT) AS _pt", "_vl", "_vr", *key).localCheckpoint(eager=not one)
     _ROWS[out] = rows
@@ -320,14 +320,14 @@ def per_key(merged: DataFrame, keys: list, run, schema, marks: bool = False) -> 
         table = pa.Table.from_batches(batches) if batches else None
         if table is None or not table.num_rows:
             return
-        cols = {c: python_values(table.column(c)) for c in ["_pos", "side_rows", "_seq", "_ts", "_late", "_pt",
+        cols = {c: python_values(table.column(c)) for c in ["_pos", "_side", "_seq", "_ts", "_late", "_pt",
                                                             "_vl", "_vr"] + ["_W"] * in_task + keys}
         rises = _watermarks_of(cols["_pos"], cols["_W"], cols["_pt"]) if in_task else W
         out = []
         for start, length in groups(table, keys):
             arrivals = []
             for i in range(start, start + length):
-                side = cols["side_rows"][i]
+                side = cols["_side"][i]
                 row = cols["_vl"][i] if side == LEFT else cols["_vr"][i]
                 arrivals.append(Arrival(cols["_pos"][i], side, cols["_seq"][i], cols["_ts"][i], row, cols["_late"][i],
                                         cols["_pt"][i], (row.get("op") or "+I") if changelog[side] else "+I"))
