@@ -169,7 +169,7 @@ def test_key_selects_lanes_and_inner_drops_rows_without_version(golden):
 
 
 def test_wrong_arguments_say_what_is_wanted(golden):
-    with pytest.raises(KitError, match="draws a temporal join .* got Stream"):
+    with pytest.raises(KitError, match="draws a temporal join .* got DataStream"):
         kit.viz.version_timeline(golden["orders"])
     with pytest.raises(KitError, match="give one key value"):
         kit.viz.version_timeline(golden["joins"][0], key=("EUR", "GBP"))

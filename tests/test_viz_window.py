@@ -246,7 +246,7 @@ def test_wrong_arguments_are_named(spark):
     stream = kit.stream(pdf, time="ts")
     result = stream.key_by("user").window(TumblingEventTimeWindows.of(Time.seconds(10))).process(
         _counter(), output_type="n bigint")
-    with pytest.raises(KitError, match="window_timeline draws a WindowResult .* got Stream"):
+    with pytest.raises(KitError, match="window_timeline draws a WindowResult .* got DataStream"):
         kit.viz.window_timeline(stream)
     with pytest.raises(KitError, match="title must be a str"):
         kit.viz.window_timeline(result, title=3)
