@@ -19,9 +19,12 @@ Two readers remain, and why. The kit's lexer finds the constructs sqlglot cannot
 gives the continuous planner its resolved tree. When the query holds such a construct, the
 planner's ``Special`` splices a placeholder in its place (``TABLE(TUMBLE(...))`` ->
 ``__kit_special_0``) and sqlglot parses that spliced text, once, into its own ``Statement``
--- a second parse, of another text, only when there is something to splice. A subquery a
-MATCH_RECOGNIZE reads (its DEFINE's in standard SQL, or its input in the planner) is read as
-a text of its own.
+-- a second parse, of another text, only when there is something to splice. Other texts read
+on their own: a subquery in a MATCH_RECOGNIZE's DEFINE or MEASURES (standard SQL) and, in
+the planner, a MATCH_RECOGNIZE's subquery input; and, on the way to an error only, the WITH
+query a window TVF reads (``planner.rewrite``: does it update?). The text entry points
+(``parse_match_recognize``, ``clauses``, ``physical_plan``...) make a ``Statement`` of
+their text, once.
 
 One tree for all of Flink SQL would end both. Two ways:
 

@@ -172,7 +172,8 @@ class Special:
 
 
 def _cte(query: str, name: str) -> str | None:
-    """The query of WITH ``name`` in ``query``, or None."""
+    """The query of WITH ``name`` in ``query``, or None. Only on the way to an error: it parses
+    the text up to the first window TVF, which sqlglot cannot read (module doc of ``statement``)."""
     try:
         tree = sqlglot.parse_one(re.sub(r"TABLE\s*\(\s*(TUMBLE|HOP|CUMULATE|SESSION)\b.*", "x", query,
                                         flags=re.S | re.I), read="spark")
