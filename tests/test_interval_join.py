@@ -361,9 +361,9 @@ class _FakeStream:
 
 def _found(query):
     from kit.sql.interval import find_interval_joins
-    from kit.sql.lexer import tokenize
+    from kit.sql.statement import Statement
     streams = {"orders": _FakeStream("t", ["t", "oid", "id"]), "ships": _FakeStream("st", ["st", "sid", "id"])}
-    return list(find_interval_joins(query, tokenize(query), lambda n: streams.get(n.lower())).values())
+    return list(find_interval_joins(Statement(query), lambda n: streams.get(n.lower())).values())
 
 
 @pytest.mark.parametrize("query, how, keys, bounds", [

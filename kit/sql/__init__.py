@@ -74,7 +74,7 @@ from ..spark import spark as session
 from ..stream import Stream, check_column_names
 from .errors import SqlError, position
 from ..match_recognize.format import to_sql
-from .lexer import delimited_to_backquoted, tokenize
+from .lexer import delimited_to_backquoted
 from .match_recognize import match_options, parse_match_recognize, resolve_subqueries, subqueries_of
 from .query import Resolver, Rewritten, clauses, rewrite
 from .temporal import join_options, plan as plan_temporal
@@ -83,6 +83,7 @@ from ..joins.interval import IntervalJoin, LINK_LEFT, LINK_RIGHT
 from ..joins.lookup import LookupTable
 from ..joins.versioned import VERSION, TemporalTableFunction
 from .options import dynamic_options
+from .statement import Statement
 from .table import SINKS, DynamicTable
 from .planner import logical as dynamic_plan
 from .windows import find_group_window, find_windows, groups_by_window, validate, windowed
@@ -140,19 +141,20 @@ def sql(query: str, semantics: str = "flink", aggregates: dict | None = None, co
     if semantics == "standard":   # delimited identifiers ("Name"), which Flink's SQL rejects
         query = delimited_to_backquoted(query)
     aggregates = {name.upper(): function for name, function in (aggregates or {}).items()}
-    run = _Run(session(), query, semantics, aggregates)
+    statement = Statement(query)                 # the query, read once: every reader below gets it
+    run = _Run(session(), statement, semantics, aggregates)
     run.match_options, config = match_options(config or {})
     dynamic, config = dynamic_options(config)
     run.options = join_options(config)
     if sink not in SINKS:
         raise KitError(f"sink={sink!r} is not one of {list(SINKS)}")
-    if continuous(query, tables):
-        return _continuous(run, query, tables, dynamic, sink)
+    if continuous(statement, tables):
+        return _continuous(run, statement, tables, dynamic, sink)
     keep = run.keeps_views()
     try:
         for name, table in tables.items():
             run.register(name, table)
-        result = run.sql(rewrite(query, run, aggregates))
+        result = run.sql(rewrite(statement, run, aggregates))
     finally:
         if not keep:
             run.drop()
@@ -172,8 +174,8 @@ def sql(query: str, semantics: str = "flink", aggregates: dict | None = None, co
     return result
 
 
-def continuous(query: str, tables: dict) -> bool:
-    """Whether ``query`` is a continuous query over streams that ``kit.changelog`` runs: it
+def continuous(statement: Statement, tables: dict) -> bool:
+    """Whether ``statement`` is a continuous query over streams that ``kit.changelog`` runs: it
     reads only ``kit.Stream``s, has an operator that updates what it emitted (GROUP BY,
     DISTINCT, Top-N, a join: ``dynamic.plan.updating``) and none of what the rewrite runs
     itself (MATCH_RECOGNIZE, window TVFs and group windows, temporal and interval joins).
@@ -182,31 +184,31 @@ def continuous(query: str, tables: dict) -> bool:
     streams = {name.lower(): t for name, t in tables.items() if isinstance(t, Stream)}
     if not streams or len(streams) != len(tables):
         return False
-    tokens = tokenize(query)
+    tokens = statement.tokens
     named = {t.value.lower() for t in tokens if t.kind == "IDENT"}
     if not named & set(streams):
         return False
     special = any(t.is_word("MATCH_RECOGNIZE", "SYSTEM_TIME", "LATERAL") for t in tokens)
-    return dynamic_plan.updating(query) and not (special or find_windows(query, tokens) or find_group_window(query, tokens)
-                or groups_by_window(tokens) or find_interval_joins(query, tokens, lambda n: streams.get(n.lower())))
+    return dynamic_plan.updating(statement) and not (special or find_windows(statement) or find_group_window(statement)
+                or groups_by_window(tokens) or find_interval_joins(statement, lambda n: streams.get(n.lower())))
 
 
-def _continuous(run, query: str, tables: dict, options, sink: str) -> DynamicTable:
+def _continuous(run, statement: Statement, tables: dict, options, sink: str) -> DynamicTable:
     """``query`` planned as a tree of changelog operators; its batch twin (the same query over
     the streams' rows, as Spark SQL) gives the result's names and types and checks the query."""
     streams = {name: t for name, t in tables.items()}
     for name, s in streams.items():
         run.tables[name.lower()] = s.df.select(*dynamic_plan.stream_columns(s))
     try:
-        batch = run.sql(rewrite(query, run, {}))
+        batch = run.sql(rewrite(statement, run, {}))
         retention = run.options.get("retention")
         options = replace(options, ttl_ms=retention.ttl.to_milliseconds() if retention else 0,
                           extra={k: v for k, v in run.options.items() if k in ("interleave", "clock")})
         try:
-            root, _ = dynamic_plan.plan(query, streams)
+            root, _ = dynamic_plan.plan(statement, streams)
         except KitError as error:
-            raise SqlError(str(error), 1, 1, query) from None
-        return DynamicTable(root, batch, options, sink, query)
+            raise SqlError(str(error), 1, 1, statement.text) from None
+        return DynamicTable(root, batch, options, sink, statement)
     finally:
         if not run.keeps_views():
             run.drop()
@@ -215,8 +217,8 @@ def _continuous(run, query: str, tables: dict, options, sink: str) -> DynamicTab
 class _Run(Resolver):
     """One ``sql`` call: its views on the session, the matcher calls and the error mapping."""
 
-    def __init__(self, spark, query, semantics, aggregates):
-        self.spark, self.query, self.semantics = spark, query, semantics
+    def __init__(self, spark, statement: Statement, semantics, aggregates):
+        self.spark, self.statement, self.query, self.semantics = spark, statement, statement.text, semantics
         self.aggregates = aggregates
         self.tag = uuid.uuid4().hex[:8]
         self.views = {}            # registered name, lower case -> internal view (made when first named)
@@ -316,7 +318,7 @@ class _Run(Resolver):
 
     def temporal(self, call):
         if id(call) not in self.joins:
-            join, qualifier, columns = plan_temporal(call, self.tables, self.query, **self.options)
+            join, qualifier, columns = plan_temporal(call, self.tables, self.statement, **self.options)
             left, right = join.views()
             if columns is not None:              # a versioned view's own columns (its rownum is 1)
                 have = {c.lower(): c for c in right.columns}
@@ -338,7 +340,7 @@ class _Run(Resolver):
             left, right = join.views()
             if call.how != "inner":                # the pairs that meet all of ON (module doc of sql.interval)
                 views = (self._temp_view(left, call.left, call.left), self._temp_view(right, call.right, call.right))
-                met = self.sql(true_pairs(call, self.query, tokenize(self.query), *views))
+                met = self.sql(true_pairs(call, self.statement, *views))
                 left, right = join.views(met.toDF(LINK_LEFT, LINK_RIGHT))
             self.interval_joins.append(join)
             self.joins[id(call)] = (self._temp_view(left, call.left, call.left),
@@ -374,7 +376,7 @@ class _Run(Resolver):
         if offset is not None:
             offset = rewritten.source_offset(offset)
         else:
-            offset = _named_offset(error, self.query, rewritten)
+            offset = _named_offset(error, self.statement, rewritten)
         line, column = position(self.query, offset)
         return SqlError(message, line, column, self.query)
 
@@ -385,7 +387,7 @@ class _Run(Resolver):
         referring to them."""
         if type(self.spark).__module__.startswith("pyspark.sql.connect"):
             return True
-        first = next(t for t in tokenize(self.query) if t.kind != "OP" or t.value != "(")
+        first = next(t for t in self.statement.tokens if t.kind != "OP" or t.value != "(")
         return not first.is_word(*_QUERIES)
 
     def drop(self):
@@ -447,7 +449,7 @@ def _spark_offset(error, text):
     return starts[min(line, len(starts)) - 1] + pos
 
 
-def _named_offset(error, query, rewritten) -> int:
+def _named_offset(error, statement: Statement, rewritten) -> int:
     """Where the user wrote the object an error names (``objectName``), else the start of
     the statement."""
     start = rewritten.pieces[0][1] if rewritten.pieces else 0
@@ -455,7 +457,7 @@ def _named_offset(error, query, rewritten) -> int:
     for key in ("objectName", "relationName", "routineName", "expression"):
         name = params.get(key, "").strip('`"').split("`.`")[-1].lower()
         if name:
-            for tok in tokenize(query):
+            for tok in statement.tokens:
                 if tok.start >= start and tok.kind == "IDENT" and tok.value.lower() == name:
                     return tok.start
     return start

@@ -43,6 +43,7 @@ from .cursor import Cursor
 from .errors import SqlError
 from .expressions import ExpressionParser
 from .lexer import Token
+from .statement import Statement
 from .temporal import table_alias, join_condition, join_kind, where_of
 
 __all__ = ["IntervalCall", "find_interval_joins"]
@@ -72,9 +73,10 @@ class IntervalCall:
         return f" {l}.__kit_l = {r}.__kit_l AND {l}.__kit_r = {r}.__kit_r AND ("
 
 
-def find_interval_joins(query: str, tokens: list, stream) -> dict:
+def find_interval_joins(statement: Statement, stream) -> dict:
     """{index of ON / WHERE: IntervalCall} for each interval join; ``stream(name)`` gives
     the ``kit.Stream`` a table name stands for, or None."""
+    query, tokens = statement.text, statement.tokens
     found = {}
     for i, tok in enumerate(tokens):
         if tok.is_word("FROM"):
@@ -228,10 +230,11 @@ def _analyse(query, tokens, call: IntervalCall, left, right) -> IntervalCall | N
     return call
 
 
-def true_pairs(call: IntervalCall, query: str, tokens: list, left_view: str, right_view: str):
+def true_pairs(call: IntervalCall, statement: Statement, left_view: str, right_view: str):
     """The phase-one query of an outer join: the candidate pairs that meet the whole ON
     condition, as a ``query.Rewritten`` (errors map back to the condition)."""
     from .query import Rewritten
+    query, tokens = statement.text, statement.tokens
     first, end = call.cond
     l, r = sparksql.name(call.left_alias), sparksql.name(call.right_alias)
     out = Rewritten(query)

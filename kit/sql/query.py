@@ -31,8 +31,9 @@ from .cursor import Cursor
 from .errors import SqlError
 from .expressions import ExpressionParser
 from .interval import find_interval_joins
-from .lexer import Token, tokenize
+from .lexer import Token
 from .match_recognize import MatchRecognizeParser
+from .statement import Statement
 from .temporal import find_temporal_joins
 from .windows import find_group_window, find_windows, groups_by_window
 
@@ -109,25 +110,26 @@ class Resolver:
         raise NotImplementedError
 
 
-def clauses(query: str, aggregates=()) -> list:
+def clauses(query: Statement | str, aggregates=()) -> list:
     """Every MATCH_RECOGNIZE clause of ``query`` as a ``MatchRecognize``, in text order."""
-    tokens = tokenize(query)
-    found = find_match_recognize(query, tokens, aggregates)
+    found = find_match_recognize(Statement.of(query), aggregates)
     return [found[r][2] for r in sorted(found, key=lambda r: found[r][0])]
 
 
-def rewrite(query: str, resolver: Resolver, aggregates=()) -> Rewritten:
+def rewrite(query: Statement | str, resolver: Resolver, aggregates=()) -> Rewritten:
     """``query`` as Spark SQL (see the module doc); MATCH_RECOGNIZE clauses run on the way."""
-    tokens = tokenize(query)
+    statement = Statement.of(query)
+    tokens = statement.tokens
     hi = len(tokens) - 1                          # the EOF token
     while hi > 0 and tokens[hi - 1].kind == "OP" and tokens[hi - 1].value == ";":
         hi -= 1
     fold = getattr(resolver, "semantics", None) == "standard"   # standard SQL's unquoted names
-    return _Renderer(query, tokens, find_match_recognize(query, tokens, aggregates, fold), resolver).render(0, hi)
+    return _Renderer(statement, find_match_recognize(statement, aggregates, fold), resolver).render(0, hi)
 
 
-def find_match_recognize(query, tokens, aggregates, fold=False) -> dict:
+def find_match_recognize(statement: Statement, aggregates, fold=False) -> dict:
     """{index of the table ref's first token: (MATCH_RECOGNIZE index, end index, spec)}."""
+    query, tokens = statement.text, statement.tokens
     found = {}
     for m, tok in enumerate(tokens):
         if not tok.is_word("MATCH_RECOGNIZE"):
@@ -192,18 +194,19 @@ def _ctes(tokens) -> dict:
 class _Renderer:
     """Walks tokens once, copying the text between rewrites verbatim."""
 
-    def __init__(self, query, tokens, found, resolver):
+    def __init__(self, statement, found, resolver):
+        query, tokens = statement.text, statement.tokens
         self.query, self.tokens, self.found, self.resolver = query, tokens, found, resolver
         self.types = _cast_types(query, tokens)
-        self.windows = find_windows(query, tokens)
+        self.windows = find_windows(statement)
         self.per_window = groups_by_window(tokens)
-        self.group_window = find_group_window(query, tokens)
+        self.group_window = find_group_window(statement)
         self.ctes = _ctes(tokens)
-        self.temporal = find_temporal_joins(query, tokens)
+        self.temporal = find_temporal_joins(statement)
         self.temporal_left = {c.left_index: c for c in self.temporal.values()}
         self.temporal_cond = {c.cond_word: c for c in self.temporal.values() if c.cond}
         self.temporal_end = {c.cond[1]: c for c in self.temporal.values() if c.cond}
-        self.interval = find_interval_joins(query, tokens, resolver.stream)   # by ON / WHERE
+        self.interval = find_interval_joins(statement, resolver.stream)   # by ON / WHERE
         self.interval_tables = {i: (c, k) for c in self.interval.values()
                                 for k, i in enumerate((c.left_index, c.right_index))}
         self.temporal_end.update({c.cond[1]: c for c in self.interval.values()})   # closes it too

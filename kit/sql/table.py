@@ -40,6 +40,7 @@ from ..errors import KitError
 from ..spark import replay_tasks
 from ..stream import rows_of
 from .planner import logical as P, table_plan
+from .statement import Statement
 from ..changelog import (ALL, DELETE, INSERT, INSERT_ONLY, KINDS, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options,
                         from_stream, mode_text)
 
@@ -51,10 +52,13 @@ SINKS = ("retract", "upsert")
 class DynamicTable:
     """A continuous query's result (see the module doc)."""
 
-    def __init__(self, root: P.Node, batch: DataFrame, options: Options, sink: str = "retract", query: str = ""):
+    def __init__(self, root: P.Node, batch: DataFrame, options: Options, sink: str = "retract",
+                 query: Statement | str = ""):
         if sink not in SINKS:
             raise KitError(f"sink={sink!r} is not one of {list(SINKS)}")
-        self.root, self.batch, self.options, self.sink, self.query = root, batch, options, sink, query
+        self.root, self.batch, self.options, self.sink = root, batch, options, sink
+        self.statement = Statement.of(query)     # kit.sql's read of the query: explain() reads it again
+        self.query = self.statement.text
         self.columns = list(batch.columns)
         self._types = [f.dataType.simpleString() for f in batch.schema.fields]
         self.streams = _streams(root)

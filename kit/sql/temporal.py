@@ -34,8 +34,9 @@ from dataclasses import dataclass, field, replace
 
 from .cursor import Cursor
 from .errors import SqlError
-from .lexer import Token, tokenize
+from .lexer import Token
 from .options import DYNAMIC_OPTIONS, duration_option
+from .statement import Statement
 
 __all__ = ["TemporalCall", "VersionedView", "find_temporal_joins", "versioned_view"]
 
@@ -67,8 +68,9 @@ class TemporalCall:
     left_index: int | None = None
 
 
-def find_temporal_joins(query: str, tokens: list) -> dict:
+def find_temporal_joins(statement: Statement) -> dict:
     """{index of the right table's first token: TemporalCall} for each temporal join."""
+    query, tokens = statement.text, statement.tokens
     found = {}
     for i, tok in enumerate(tokens):
         if tok.is_word("SYSTEM_TIME") and i >= 2 and tokens[i - 1].is_word("FOR"):
@@ -234,10 +236,10 @@ _SHAPE = ("a versioned view is a deduplication: SELECT ... FROM (SELECT *, ROW_N
           "key ORDER BY time DESC) AS rownum FROM t) WHERE rownum = 1")
 
 
-def versioned_view(query: str, name: str) -> VersionedView | None:
-    """The ``WITH`` query named ``name`` as a ``VersionedView``; None when ``query`` has no
+def versioned_view(statement: Statement, name: str) -> VersionedView | None:
+    """The ``WITH`` query named ``name`` as a ``VersionedView``; None when the query has no
     such ``WITH`` query; a ``SqlError`` when it is not a deduplication."""
-    tokens = tokenize(query)
+    query, tokens = statement.text, statement.tokens
     if not tokens[0].is_word("WITH"):
         return None
     cur = Cursor(query, tokens, 1)
@@ -355,7 +357,7 @@ def _left_table(tokens, call: TemporalCall):
         call.left_index, call.left = best
 
 
-def plan(call: TemporalCall, tables: dict, query: str, interleave=None, clock=None, retention=None):
+def plan(call: TemporalCall, tables: dict, statement: Statement, interleave=None, clock=None, retention=None):
     """The join ``call`` asks for, checked as Flink checks it: ``(TemporalJoin, left
     qualifier, the right side's columns)``; ``tables`` maps lower-case names to what
     ``kit.sql`` was given; the options come from ``join_options``."""
@@ -365,7 +367,7 @@ def plan(call: TemporalCall, tables: dict, query: str, interleave=None, clock=No
     from .errors import SqlError
 
     def error(message, tok):
-        return SqlError(message, tok.line, tok.column, query)
+        return SqlError(message, tok.line, tok.column, statement.text)
 
     what = "Temporal table function join" if call.lateral else "Temporal table join"
     allowed = ("inner",) if call.lateral else ("inner", "left")
@@ -377,7 +379,7 @@ def plan(call: TemporalCall, tables: dict, query: str, interleave=None, clock=No
                     call.time_token)
     left = tables.get(call.left.lower())
     right = tables.get(call.table.lower())
-    view = versioned_view(query, call.table) if right is None and not call.lateral else None
+    view = versioned_view(statement, call.table) if right is None and not call.lateral else None
     if view is not None:
         right = _deduplicated(view, tables, error)
     if not isinstance(left, Stream) and not isinstance(right, Stream) and not call.lateral:

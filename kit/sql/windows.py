@@ -51,6 +51,7 @@ from pyspark.sql import types as T
 from .cursor import Cursor
 from .errors import SqlError
 from .expressions import ExpressionParser
+from .statement import Statement
 
 __all__ = ["WindowCall", "find_group_window", "find_windows", "groups_by_window", "validate", "windowed"]
 
@@ -76,9 +77,10 @@ class WindowCall:
     kind_token: object = field(default=None, repr=False)
 
 
-def find_windows(query: str, tokens: list) -> dict:
+def find_windows(statement: Statement) -> dict:
     """{index of ``TABLE``: (index after the closing parenthesis, WindowCall)} for each
     window TVF of the query; a window aggregation over HOP needs size a multiple of slide."""
+    query, tokens = statement.text, statement.tokens
     found = {}
     for i, tok in enumerate(tokens[:-2]):
         nxt = tokens[i + 1]
@@ -325,12 +327,13 @@ def _session_replay(df: DataFrame, call: WindowCall) -> DataFrame:
     return grouped.groupBy(*(call.partition or ["_kit_all"])).applyInPandas(replay, schema).drop("_kit_all")
 
 
-def find_group_window(query: str, tokens: list):
+def find_group_window(statement: Statement):
     """The legacy group window of a query, ``GROUP BY TUMBLE(cTime, INTERVAL '1' HOUR), ...``
     (or ``HOP(time, slide, size)``, ``SESSION(time, gap)``): ``(WindowCall without its table,
     {index: (end index, replacement)})`` -- the call itself becomes ``window_start,
     window_end, window_time`` and ``TUMBLE_START(...)``, ``TUMBLE_END(...)``, ``TUMBLE_ROWTIME(...)``
     become ``window_start``, ``window_end``, ``window_time`` -- or None."""
+    query, tokens = statement.text, statement.tokens
     call, replace, aux = None, {}, []
     grouping = False
     for i, tok in enumerate(tokens[:-1]):

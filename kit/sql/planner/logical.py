@@ -61,13 +61,13 @@ import itertools
 import re
 from dataclasses import dataclass, field
 
-import sqlglot
 from sqlglot import exp
 from sqlglot.errors import OptimizeError, ParseError
 from sqlglot.optimizer.qualify import qualify
 
 from ...errors import KitError
 from ...changelog import AggCall
+from ..statement import Statement
 
 __all__ = ["Node", "Source", "Calc", "GroupAggregate", "Rank", "Deduplicate", "Over", "Join", "Union",
            "plan", "updating", "explain_tree", "stream_columns"]
@@ -821,22 +821,22 @@ def _rank_bound(cond, column: str, scope: _Scope):
     return {"<=": (1, n), "<": (1, n - 1), "=": (n, n), ">=": (n, None), ">": (n + 1, None)}[op]
 
 
-def updating(query: str) -> bool:
+def updating(query: Statement | str) -> bool:
     """Whether ``query`` has an operator that keeps state and may update what it emitted
     (GROUP BY, an aggregate, DISTINCT, a ranking OVER, a join): where a batch answer and
     Flink's changelog part. False for what sqlglot cannot read (Spark reports it)."""
-    try:
-        tree = sqlglot.parse_one(query, read="spark")
-    except ParseError:
+    tree = Statement.of(query).tree
+    if tree is None:
         return False
     return any(isinstance(n, (exp.Group, exp.AggFunc, exp.Window, exp.Join)) or
                (isinstance(n, exp.Select) and n.args.get("distinct") is not None) for n in tree.walk())
 
 
-def parse(query: str, schema: dict) -> exp.Expression:
-    """``query`` parsed and qualified against ``schema`` ({table: {column: type}})."""
+def parse(query: Statement | str, schema: dict) -> exp.Expression:
+    """``query``'s tree (a copy: qualifying changes it) qualified against ``schema`` ({table:
+    {column: type}})."""
     try:
-        tree = sqlglot.parse_one(query, read="spark")
+        tree = Statement.of(query).mutable()
     except ParseError as error:
         raise KitError(f"cannot read the query: {error.errors[0]['description'] if error.errors else error}")
     try:
@@ -846,7 +846,7 @@ def parse(query: str, schema: dict) -> exp.Expression:
         raise KitError(str(error)) from None
 
 
-def plan(query: str, streams: dict) -> tuple[Node, list]:
+def plan(query: Statement | str, streams: dict) -> tuple[Node, list]:
     """The operator tree of ``query`` over ``streams`` ({name: kit.Stream}) and its output
     names. The aggregates' types are left to the run (``AggCall.type`` None): Spark gives them."""
     schema = {name: {c: "STRING" for c in stream_columns(s)} for name, s in streams.items()}

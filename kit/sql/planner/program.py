@@ -21,12 +21,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import sqlglot
 from sqlglot import exp
 
 from ...errors import KitError
 from ...changelog import Options
 from ..options import dynamic_options
+from ..statement import Statement
 from . import logical as P
 from .changelog_mode import infer
 from .optimize import optimize
@@ -41,19 +41,21 @@ SINK_KINDS = ("retract", "upsert", "append", None)
 
 @dataclass
 class Planned:
-    """``query`` over ``streams`` planned to Flink's physical nodes (no sink yet)."""
-    query: str
+    """``query`` (a ``Statement``, or its text) over ``streams`` planned to Flink's physical
+    nodes (no sink yet)."""
+    query: Statement | str
     streams: dict
     node: PhysicalNode = None
     names: list = None
 
     def __post_init__(self):
+        self.query = Statement.of(self.query)
         special = Special(self.query, self.streams, lambda query, streams: Planned(query, streams).node)
-        text = special.rewrite()
+        spliced = special.rewrite()
         try:
-            root, names = P.plan(text, special.tables)
+            root, names = P.plan(spliced, special.tables)
         except KitError as error:
-            raise flink_error(error, text, special) from None
+            raise flink_error(error, spliced, special) from None
         converter = Converter(special.builders, special.windows)
         node, _, _ = converter.node(root)
         node = Pruner().prune(node, list(root.columns))     # the sink reads every column
@@ -64,7 +66,7 @@ class Planned:
         self.node = node
 
 
-def physical_plan(query: str, sink: str | None = "retract", config=None, **streams) -> PhysicalNode:
+def physical_plan(query: Statement | str, sink: str | None = "retract", config=None, **streams) -> PhysicalNode:
     """The physical plan of ``INSERT INTO <sink> query`` (``sink`` None: the bare query) over
     ``streams`` (``kit.Stream``s by the names the query uses), each node with the changelog
     mode Flink 2.3 gives it (``changelog_mode``); ``config``: Flink's options by name, as
@@ -73,12 +75,13 @@ def physical_plan(query: str, sink: str | None = "retract", config=None, **strea
     if sink not in SINK_KINDS:
         raise KitError(f"sink={sink!r} is not one of {list(SINK_KINDS)}")
     options = config if isinstance(config, Options) else dynamic_options(config or {})[0]
+    statement = Statement.of(query)               # text: read here, once
     try:
-        planned = Planned(query, streams)
+        planned = Planned(statement, streams)
         node, fields = optimize(planned.node, options), ", ".join(planned.names)
     except TimeOver as route:
-        node = time_over(route.text, route.special)
-        fields = _fields(query)
+        node = time_over(route.statement, route.special)
+        fields = _fields(statement)
     if sink is not None:
         node = PhysicalNode("Sink", f"table=[default_catalog.default_database.{sink}_sink], fields=[{fields}]",
                             [node])
@@ -86,12 +89,10 @@ def physical_plan(query: str, sink: str | None = "retract", config=None, **strea
     return node
 
 
-def _fields(query: str) -> str:
-    try:
-        tree = sqlglot.parse_one(query, read="spark")
-        return ", ".join(e.alias_or_name for e in tree.expressions) if isinstance(tree, exp.Select) else ""
-    except Exception:   # noqa: BLE001 - only a label
-        return ""
+def _fields(statement: Statement) -> str:
+    """The sink's field names: the SELECT list's (only a label: empty where there is none)."""
+    tree = statement.tree
+    return ", ".join(e.alias_or_name for e in tree.expressions) if isinstance(tree, exp.Select) else ""
 
 
 def table_plan(table) -> PhysicalNode:
@@ -104,4 +105,4 @@ def table_plan(table) -> PhysicalNode:
         for child in n.inputs:
             walk(child)
     walk(table.root)
-    return physical_plan(table.query, table.sink, table.options, **streams)
+    return physical_plan(table.statement, table.sink, table.options, **streams)

@@ -25,8 +25,8 @@ from sqlglot import exp
 
 from ...errors import KitError
 from ..interval import find_interval_joins
-from ..lexer import tokenize
 from ..query import find_match_recognize
+from ..statement import Statement
 from ..temporal import find_temporal_joins
 from ..windows import find_windows
 from . import logical as P
@@ -40,36 +40,40 @@ class Special:
     temporal and interval joins, a sort on time, OVER on time): each becomes a placeholder
     table the dynamic planner reads (or a join it plans), and its Flink nodes replace it."""
 
-    def __init__(self, query: str, streams: dict, plan):
-        self.query, self.streams = query, {k.lower(): (k, v) for k, v in streams.items()}
+    def __init__(self, statement: Statement, streams: dict, plan):
+        self.statement, self.query = statement, statement.text
+        self.streams = {k.lower(): (k, v) for k, v in streams.items()}
         self.plan = plan               # (query, streams) -> its PhysicalNode: the planner, for a subquery
         self.tables = dict(streams)    # what the dynamic planner sees: streams and placeholders
         self.builders = {}
         self.windows = {}              # placeholder of a window TVF -> (WindowCall, stream)
         self.sort = None
 
-    def rewrite(self) -> str:
-        q = self.query
-        tokens = tokenize(q)
+    def rewrite(self) -> Statement:
+        """The query the logical planner reads: the user's ``Statement`` itself when there is
+        nothing to splice, else the spliced text's, read once (module doc of ``statement``)."""
+        q, tokens = self.query, self.statement.tokens
         edits = []      # (start offset, end offset, replacement)
-        for start, (m, end, spec) in find_match_recognize(q, tokens, ()).items():
+        for start, (m, end, spec) in find_match_recognize(self.statement, ()).items():
             edits.append((tokens[start].start, tokens[end - 1].end, self._match(q, tokens, start, m, spec)))
-        for i, (end, call) in find_windows(q, tokens).items():
+        for i, (end, call) in find_windows(self.statement).items():
             edits.append((tokens[i].start, tokens[end - 1].end, self._window(call)))
-        for call in find_temporal_joins(q, tokens).values():
+        for call in find_temporal_joins(self.statement).values():
             # FOR SYSTEM_TIME AS OF <time>: a regular join to the dynamic planner, a TemporalJoin here
             first = next(j for j in range(call.start, call.end) if tokens[j].is_word("FOR"))
             time_end = next(j for j in range(first, len(tokens)) if tokens[j].is_word("AS") and j > first + 3)
             edits.append((tokens[first].start, tokens[time_end].start, ""))
             self.builders[("join", self._name(call.table))] = self._temporal
-        for call in find_interval_joins(q, tokens, lambda n: self.streams.get(n.lower(), (None, None))[1]).values():
+        for call in find_interval_joins(self.statement, lambda n: self.streams.get(n.lower(), (None, None))[1]).values():
             self.builders[("join", self._name(call.right))] = self._interval
+        if not edits:
+            return self._order_by(self.statement)
         out, at = "", 0
         for s, e, text in sorted(edits):
             out += q[at:s] + text
             at = e
         out += q[at:]
-        return self._order_by(out)
+        return self._order_by(Statement(out))
 
     def _name(self, table):
         return self.streams.get(table.lower(), (table, None))[0]
@@ -147,14 +151,11 @@ class Special:
 
     # -- ORDER BY: only the time attribute, ascending (TemporalSort)
 
-    def _order_by(self, text: str) -> str:
-        try:
-            tree = sqlglot.parse_one(text, read="spark")
-        except sqlglot.errors.ParseError:
-            return text
+    def _order_by(self, statement: Statement) -> Statement:
+        tree = statement.tree
         order = tree.args.get("order") if isinstance(tree, exp.Select) else None
         if order is None:
-            return text
+            return statement
         if tree.args.get("limit"):
             raise KitError("ORDER BY ... LIMIT over a stream: a Top-N the kit plans from ROW_NUMBER() only")
         items = order.expressions
@@ -165,12 +166,14 @@ class Special:
                            "is sorted only by its event-time attribute, ascending, as rows pass the watermark; sort "
                            "the result, final() or changelog(), instead)")
         self.sort = ", ".join(f"{o.this.name} {'DESC' if o.args.get('desc') else 'ASC'}" for o in items)
+        tree = statement.mutable()
         tree.set("order", None)
-        return tree.sql(dialect="spark")
+        return Statement(tree.sql(dialect="spark"), tree)    # the tree stands for its text: no parse
 
 
 def _cte(query: str, name: str) -> str | None:
-    """The query of WITH ``name`` in ``query``, or None."""
+    """The query of WITH ``name`` in ``query``, or None. Only on the way to an error: it parses
+    the text up to the first window TVF, which sqlglot cannot read (module doc of ``statement``)."""
     try:
         tree = sqlglot.parse_one(re.sub(r"TABLE\s*\(\s*(TUMBLE|HOP|CUMULATE|SESSION)\b.*", "x", query,
                                         flags=re.S | re.I), read="spark")
@@ -183,30 +186,31 @@ def _cte(query: str, name: str) -> str | None:
     return None
 
 
-def flink_error(error: KitError, text: str, special) -> KitError:
-    """The kit planner's refusal as Flink's planner words it, where Flink refuses too."""
+def flink_error(error: KitError, statement: Statement, special) -> KitError:
+    """The kit planner's refusal of ``statement`` (the query it read) as Flink's planner words
+    it, where Flink refuses too."""
     message = str(error)
     if "OVER window ordered by a time attribute" in message or "a stream runs only BETWEEN" in message:
         times = {s.time.lower() for _, s in special.streams.values() if getattr(s, "time", None)}
-        windows = list(sqlglot.parse_one(text, read="spark").find_all(exp.Window))
+        windows = list(statement.tree.find_all(exp.Window))
         if windows and all(w.args.get("order") and w.args["order"].expressions[0].this.name.lower() in times
                            for w in windows):
-            return TimeOver(text, special)
+            return TimeOver(statement, special)
     return error
 
 
 class TimeOver(KitError):
     """Raised to route an OVER aggregate ordered by a time attribute (not a kit dynamic table)."""
 
-    def __init__(self, text, special):
+    def __init__(self, statement, special):
         super().__init__("an OVER aggregate ordered by a time attribute")
-        self.text, self.special = text, special
+        self.statement, self.special = statement, special
 
 
-def time_over(text: str, special) -> PhysicalNode:
+def time_over(statement: Statement, special) -> PhysicalNode:
     """``SELECT ..., agg OVER (PARTITION BY p ORDER BY t ...) FROM stream``: Flink's OverAggregate
     on the time attribute (insert-only: each row's result is final when the watermark passes it)."""
-    tree = sqlglot.parse_one(text, read="spark")
+    tree = statement.tree
     table = tree.find(exp.Table)
     name, s, cols = special._base(table.name)
     windows = list(tree.find_all(exp.Window))
