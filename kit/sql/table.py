@@ -292,13 +292,13 @@ class PlanRun:
             return top_n(log, list(n.partition), list(n.order), n.end, n.row_number,
                          self._with(update_before), offset=n.start, strategy=strategy)
         if isinstance(n, P.Deduplicate):
-            from ..changelog.rank import deduplicate
+            from ..changelog.deduplicate import deduplicate
             log = self.node(n.input, True)
             marks = self.table._arrival_marks() if n.time and n.keep == "first" else None
             out = deduplicate(log, list(n.keys), n.keep, self._with(update_before), time=n.time,
                               marks=marks)
             if marks is not None:
-                from ..changelog.rank import late_rows
+                from ..changelog.deduplicate import late_rows
                 late = late_rows(log, n.time, marks)
                 fields = ", ".join(f"{sparksql.string(name)}, {c}" for c, name in zip(n.input.columns, n.names))
                 self.late.append(late.selectExpr(f"{sparksql.string(n.label())} AS operator", "seq",
