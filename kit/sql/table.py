@@ -331,7 +331,7 @@ class PlanRun:
         """``n`` and the group aggregates below it, fused (``aggregate.chain``), when each
         reads the one below through Calcs that only copy what it reads and the lowest reads
         Calcs of one stream; None otherwise, or where the fused pass does not apply."""
-        from ..changelog.aggregate import chain
+        from ..changelog.aggregate_compiled import chain
         levels, node = [], n
         while True:
             inputs, below, filtered = _copied(node.input)
