@@ -39,14 +39,16 @@ class Function(KeyedOperator):
     def __init__(self, make):
         self.make = make
 
-    def process_element(self, row, ctx):
+    def function(self, ctx):
+        """The key's function: made at its first message."""
         held = ctx.state("function")
-        function = held.value()
-        if function is None:
-            function = self.make()
-            held.update(function)
+        if held.value() is None:
+            held.update(self.make())
+        return held.value()
+
+    def process_element(self, row, ctx):
         at = ctx.at
-        for j, o in enumerate(function.process(row[-2], Row(at, row[:-2]), row[-1])):
+        for j, o in enumerate(self.function(ctx).process(row[-2], Row(at, row[:-2]), row[-1])):
             ctx.output((o, at, j))
 
 
