@@ -23,8 +23,8 @@ task's by key and arrival, ``replay`` runs one ``mapInArrow`` per task, cuts its
 into runs of equal keys (``kit.arrow.groups``), runs a fresh operator over each run with a
 dict-backed state, and turns what the operators output into Arrow batches (``tuples``, or
 the caller's ``output``). An operator that reads a key's rows at once (a matcher over numpy
-columns) may have ``process_rows(table, ctx)``: the replay then hands it the key's run of
-the Arrow table instead of stepping it row by row.
+columns) is a ``Rows``: the replay hands it the key's run of the Arrow table instead of
+stepping it row by row.
 
 A count per key, emitted when the watermark passes ``t + 10``:
 
@@ -53,8 +53,8 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from .. import sparksql
 from ..arrow import column, groups, python_values
 
-__all__ = ["ValueState", "ListState", "MapState", "KeyedOperator", "Context", "run_key", "spread", "replay",
-           "tuples"]
+__all__ = ["ValueState", "ListState", "MapState", "KeyedOperator", "Rows", "Context", "run_key", "run_task", "spread",
+           "replay", "tuples"]
 
 MIN_TIME, MAX_TIME = -(2 ** 63), 2 ** 63 - 1
 
@@ -127,6 +127,19 @@ class KeyedOperator:
         pass
 
 
+class Rows(KeyedOperator):
+    """An operator that reads its key's rows at once, in the replay only (a matcher over
+    numpy columns, a pass over the whole stream): ``run(rows, key)`` over the key's run of
+    the task's Arrow table, its outputs."""
+
+    def __init__(self, run):
+        self.run = run
+
+    def process_rows(self, table: pa.Table, ctx: Context):
+        for out in self.run(table, ctx.key):
+            ctx.output(out)
+
+
 class Context:
     """What an operator sees of its key in the replay: state, time, timers, output."""
     __slots__ = ("key", "watermark", "processing_time", "at", "_state", "_event", "_proc", "_out")
@@ -188,38 +201,43 @@ def spread(df: DataFrame, keys: list, tasks: int, *order) -> DataFrame:
     return df.sortWithinPartitions(*cols, *order)
 
 
+def run_task(table: pa.Table, keys: list, operator, columns: list = (), watermark: str = None,
+             proctime: str = None, shared: tuple = ()):
+    """``operator(key values, *shared)`` (a fresh ``KeyedOperator``) over each run of equal
+    ``keys`` in ``table`` (sorted by key, then arrival), one run after the other: yields each
+    key's outputs. A row is the tuple of ``columns``' values, the clocks those of the
+    ``watermark`` and ``proctime`` columns, if named."""
+    names = list(dict.fromkeys([*keys, *columns, *filter(None, [watermark, proctime])]))
+    cols = {c: python_values(table.column(c)) for c in names}
+    rows = list(zip(*[cols[c] for c in columns]))
+    for start, length in groups(table, keys):
+        key, out, end = [cols[k][start] for k in keys], [], start + length
+        op = operator(key, *shared)
+        if isinstance(op, Rows):
+            op.process_rows(table.slice(start, length), Context(key, op.state, out))
+        else:
+            run_key(op, key, rows[start:end] if columns else [()] * length,
+                    watermark and cols[watermark][start:end], proctime and cols[proctime][start:end], out, start)
+        yield out
+
+
 def replay(df: DataFrame, keys: list, operator, schema, columns: list = (), output=None, watermark: str = None,
            proctime: str = None, task=None) -> DataFrame:
-    """``operator(key values)`` (a fresh ``KeyedOperator`` per key) over each key of ``df``
-    (``spread``: sorted by key and arrival in its tasks), in one ``mapInArrow`` per task; a
-    row is the tuple of ``columns``' values, the clocks those of the ``watermark`` and
-    ``proctime`` columns, if named. ``output(table, outputs)`` turns a task's outputs into
-    Arrow batches of ``schema`` (default ``tuples(schema)``: tuples in its order).
+    """``run_task`` over each task of ``df`` (``spread``: sorted by key and arrival in its
+    tasks), in one ``mapInArrow`` per task. ``output(table, outputs)`` turns a task's outputs
+    into Arrow batches of ``schema`` (default ``tuples(schema)``: tuples in its order).
     ``task(table)``, if given, is called with each task's table first: what it returns is
     handed to ``operator`` as its second argument (data the task's keys share)."""
     output = output or tuples(schema)
-    names = list(dict.fromkeys([*keys, *columns, *filter(None, [watermark, proctime])]))
 
     def per_task(batches):
         batches = list(batches)
         table = pa.Table.from_batches(batches) if batches else None
         if table is None or not table.num_rows:
             return
-        cols = {c: python_values(table.column(c)) for c in names}
-        rows = list(zip(*[cols[c] for c in columns])) if columns else None
         shared = () if task is None else (task(table),)
-        out = []
-        for start, length in groups(table, keys):
-            key = [cols[k][start] for k in keys]
-            op = operator(key, *shared)
-            if hasattr(op, "process_rows"):
-                ctx = Context(key, op.state, out)
-                op.process_rows(table.slice(start, length), ctx)
-                continue
-            end = start + length
-            run_key(op, key, rows[start:end] if rows is not None else [()] * length,
-                    watermark and cols[watermark][start:end], proctime and cols[proctime][start:end], out, start)
-        yield from output(table, out)
+        yield from output(table, [o for out in run_task(table, keys, operator, columns, watermark, proctime, shared)
+                                  for o in out])
 
     return df.mapInArrow(per_task, schema)
 
