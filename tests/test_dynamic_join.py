@@ -135,7 +135,7 @@ def test_merge_two_streams_is_the_joins_interleaving(spark):
     for interleave in ("event_time", "left_first", "right_first"):
         logs = merge([left, right], interleave)
         got = [(r.seq, 0, r.a) for r in logs[0].df.collect()] + [(r.seq, 1, r.b) for r in logs[1].df.collect()]
-        pos = {(r.side_rows, r._seq): r._pos for r in interleaved(left, right, interleave).collect()}
+        pos = {(r._side, r._seq): r._pos for r in interleaved(left, right, interleave).collect()}
         want = [(pos[0, i], 0, a) for i, a in enumerate([1, 2, 3, 4])]
         want += [(pos[1, i], 1, b) for i, b in enumerate("xyz")]
         assert sorted(got) == sorted(want), interleave

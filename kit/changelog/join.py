@@ -87,7 +87,7 @@ __all__ = ["HOWS", "merge", "join", "mode_of", "upsert_key_of"]
 
 HOWS = ("inner", "left", "right", "full")
 _OUTER = {"inner": (False, False), "left": (True, False), "right": (False, True), "full": (True, True)}
-_PAIRS = 2      # the ``side_rows`` of the rows that list the pairs ``condition`` lets match
+_PAIRS = 2      # the ``_side`` of the rows that list the pairs ``condition`` lets match
 
 
 # -- one arrival order for several streams ------------------------------------------------
@@ -122,13 +122,13 @@ def merge(streams: list, interleave: str = "event_time", clock: Clock | None = N
     parts = []
     for i, s in enumerate(streams):     # replay's own sides: seq, running max of event time, proctime
         part = side_rows(s, i, one)
-        parts.append(part.selectExpr("side_rows", "_seq", "_mx", "_spt",
+        parts.append(part.selectExpr("_side", "_seq", "_mx", "_spt",
                                      f"{'_vl' if i == LEFT else '_vr'} AS _v{i}"))
     merged = parts[0]
     for part in parts[1:]:
         merged = merged.unionByName(part, allowMissingColumns=True)
     first = {"event_time": ["_mx"], "proctime": ["_spt"], "left_first": [], "right_first": []}[interleave]
-    order = [(c, False) for c in first] + [("side_rows", interleave != "left_first"), ("_seq", False)]
+    order = [(c, False) for c in first] + [("_side", interleave != "left_first"), ("_seq", False)]
     running = {"_P": ("_spt", True)}
     if one:
         merged = running_in_one(merged.coalesce(1), running, ", ".join(c + " DESC" * desc for c, desc in order))
@@ -136,11 +136,11 @@ def merge(streams: list, interleave: str = "event_time", clock: Clock | None = N
         merged = prefix_scan(merged.orderBy(*[F.desc(c) if desc else c for c, desc in order]).localCheckpoint(), running)
     pt = f"{epoch_ms(clock.start)} + seq * {clock.step.millis}" if clock else "_P"
     values = [f"_v{i}" for i in range(len(streams))]
-    merged = merged.selectExpr("side_rows", "seq", f"CAST({pt} AS BIGINT) AS _pt", *values)
+    merged = merged.selectExpr("_side", "seq", f"CAST({pt} AS BIGINT) AS _pt", *values)
     logs = []
     for i, s in enumerate(streams):
         columns = list(s.source.columns)
-        df = merged.where(f"side_rows = {i}").selectExpr(
+        df = merged.where(f"_side = {i}").selectExpr(
             "'+I' AS _op", *[f"_v{i}.{sparksql.name(c)} AS {sparksql.name(c)}" for c in columns],
             "seq", "CAST(array() AS ARRAY<INT>) AS _n", "_pt")
         logs.append(Changelog(df, tuple(columns)))
@@ -234,7 +234,7 @@ class _Spec:
         return cls(left, right, how, left_keys, right_keys, condition, options, *names)
 
     def sides(self) -> list:
-        """Each input's rows as ``side_rows``, ``_op``, keys ``_k0..`` (the right one cast to the
+        """Each input's rows as ``_side``, ``_op``, keys ``_k0..`` (the right one cast to the
         left one's type), ``seq``, ``_n``, ``_pt`` and values as struct ``_vl`` / ``_vr``."""
         q = sparksql.name
         types = [{f.name: f.dataType for f in log.df.schema.fields} for log in (self.left, self.right)]
@@ -245,7 +245,7 @@ class _Spec:
             key = [f"CAST({q(k)} AS {c}) AS _k{i}" if c else f"{q(k)} AS _k{i}"
                    for i, (k, c) in enumerate(zip(keys, cast))]
             values = ", ".join(q(c) for c in log.columns)
-            out.append(log.df.selectExpr(f"{side} AS side_rows", "_op", *key, "seq", "_n", "_pt",
+            out.append(log.df.selectExpr(f"{side} AS _side", "_op", *key, "seq", "_n", "_pt",
                                          f"struct({values}) AS _v{'l' if side == LEFT else 'r'}"))
         return out
 
@@ -313,7 +313,7 @@ def _fast(spec: _Spec) -> DataFrame:
 
 class JoinFunction(Function):
     """Flink's ``StreamingJoinOperator`` for one key, its one state the key's ``_Join``
-    (``make()``). A row is ``(side_rows, _op, seq, _n, _pt, _vl, _vr)``: a pair
+    (``make()``). A row is ``(_side, _op, seq, _n, _pt, _vl, _vr)``: a pair
     ``condition`` lets match (``_PAIRS``), or a message of one side."""
 
     def __init__(self, make, null_key: bool):
@@ -339,7 +339,7 @@ def _replayed(spec: _Spec) -> DataFrame:
     left, right = spec.sides()
     rows = left.unionByName(right, allowMissingColumns=True)
     if spec.condition is not None:
-        pairs = spec.pairs(left, right).selectExpr(f"{_PAIRS} AS side_rows", "CAST(NULL AS STRING) AS _op", *keys,
+        pairs = spec.pairs(left, right).selectExpr(f"{_PAIRS} AS _side", "CAST(NULL AS STRING) AS _op", *keys,
                                                    "CAST(-1 AS BIGINT) AS seq", "CAST(array() AS ARRAY<INT>) AS _n",
                                                    "CAST(NULL AS BIGINT) AS _pt", "_vl", "_vr")
         rows = rows.unionByName(pairs)
@@ -351,9 +351,9 @@ def _replayed(spec: _Spec) -> DataFrame:
     def make():
         return _Join(outer, unique, ttl, width, None if not has_condition else set())
 
-    return replay(spread(rows, keys, options.tasks, "seq", "_n", "side_rows"), keys,
+    return replay(spread(rows, keys, options.tasks, "seq", "_n", "_side"), keys,
                   lambda key: JoinFunction(make, any(k is None for k in key)), _output_schema(spec),
-                  ["side_rows", "_op", "seq", "_n", "_pt", "_vl", "_vr"])
+                  ["_side", "_op", "seq", "_n", "_pt", "_vl", "_vr"])
 
 
 def _unique_key(log: Changelog) -> list | None:

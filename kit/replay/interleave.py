@@ -54,10 +54,12 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from .. import sparksql
+from ..arrow import python_values
 from ..errors import KitError
 from ..spark import replay_tasks
 from ..stream import Stream, prefix_scan, epoch_ms, null_time_error, prepared, rows_of
 from ..time import Clock, Duration, WatermarkStrategy
+from .keyed import KeyedOperator, ListState, replay as replay_keys, spread
 
 __all__ = ["LEFT", "RIGHT", "MIN_TIME", "MAX_TIME", "INTERLEAVINGS", "Arrival", "Watermarks",
            "check_inputs", "replay", "interleaved", "watermarks"]
@@ -202,14 +204,14 @@ def _side_of(s: Stream, side: int, one: bool) -> DataFrame:
         F.expr("coalesce(_ts <= _wmb, false)"))
     values = ", ".join(sparksql.name(c) for c in s.source.columns)
     return df.withColumn("_late", late).selectExpr(
-        f"{side} AS side_rows", "seq AS _seq", "_ts", "_late", f"_wmi AS _{name[0]}w", "_mx", f"{pt} AS _spt",
+        f"{side} AS _side", "seq AS _seq", "_ts", "_late", f"_wmi AS _{name[0]}w", "_mx", f"{pt} AS _spt",
         f"struct({values}) AS _v{name[0]}")
 
 
 def interleaved(left: Stream, right: Stream, interleave: str = "event_time",
                 clock: Clock | None = None, keys=()) -> DataFrame:
     """Both inputs as one DataFrame in merged arrival order, numbered ``_pos``, with
-    ``side_rows``, ``_seq`` (arrival on its side), ``_ts``, ``_late`` (against its own input),
+    ``_side``, ``_seq`` (arrival on its side), ``_ts``, ``_late`` (against its own input),
     ``_W`` (operator watermark after the row, NULL = none yet), ``_pt`` (processing time,
     ms: the ``clock`` over merged positions, else the inputs' own, never going back) and
     ``_vl``/``_vr`` (the row's values as a struct, NULL on the other side) and, for each
@@ -246,7 +248,7 @@ def _interleaved(left: Stream, right: Stream, interleave: str, clock: Clock | No
     # each row carries both struct columns (the other side's NULL) and both watermarks
     merged = side_rows(left, LEFT, one).unionByName(side_rows(right, RIGHT, one), allowMissingColumns=True)
     first = {"event_time": ["_mx"], "proctime": ["_spt"], "left_first": [], "right_first": []}[interleave]
-    order = [(c, False) for c in first] + [("side_rows", interleave != "left_first"), ("_seq", False)]
+    order = [(c, False) for c in first] + [("_side", interleave != "left_first"), ("_seq", False)]
     running = {"_L": ("_lw", True), "_R": ("_rw", True), "_P": ("_spt", True)}
     if one:
         out = running_in_one(merged.coalesce(1), running, ", ".join(c + " DESC" * desc for c, desc in order))
@@ -259,7 +261,7 @@ def _interleaved(left: Stream, right: Stream, interleave: str, clock: Clock | No
     key = [f"coalesce(_vl.{q(l)}, " + (f"_vr.{q(r)}" if types[0][l] == types[1][r] else
                                        f"CAST(_vr.{q(r)} AS {types[0][l].simpleString()})")
            + f") AS _k{i}" for i, (l, r) in enumerate(keys)]
-    out = sparksql.select(out, "seq AS _pos", "side_rows", "_seq", "_ts", "_late",
+    out = sparksql.select(out, "seq AS _pos", "_side", "_seq", "_ts", "_late",
                           "CAST(IF(_L IS NULL OR _R IS NULL, NULL, least(_L, _R)) AS BIGINT) AS _W",
                           f"CAST({pt} AS BIGINT) AS _pt", "_vl", "_vr", *key).localCheckpoint(eager=not one)
     _ROWS[out] = rows
@@ -296,6 +298,29 @@ def _watermarks_of(pos: list, W: list, pt: list) -> Watermarks:
     return Watermarks([p for _, (p, _) in rises], [w for w, _ in rises], [t for _, (_, t) in rises], len(pos), end)
 
 
+class Joined(KeyedOperator):
+    """A two-input operator over one key's arrivals at once: ``run(key values, arrivals,
+    watermarks)`` at the end of input, its outputs. A row is ``_ARRIVAL``'s columns;
+    ``changelog``: which sides are changelogs (``op`` from the row)."""
+    state = (ListState("arrivals"),)
+
+    def __init__(self, run, changelog: dict, rises):
+        self.run, self.changelog, self.rises = run, changelog, rises
+
+    def process_element(self, row, ctx):
+        pos, side, seq, ts, late, pt, vl, vr = row
+        value = vl if side == LEFT else vr
+        ctx.state("arrivals").add(Arrival(pos, side, seq, ts, value, late, pt,
+                                          (value.get("op") or "+I") if self.changelog[side] else "+I"))
+
+    def end_of_input(self, ctx):
+        for out in self.run(ctx.key, ctx.state("arrivals").get(), self.rises):
+            ctx.output(out)
+
+
+_ARRIVAL = ["_pos", "_side", "_seq", "_ts", "_late", "_pt", "_vl", "_vr"]
+
+
 def per_key(merged: DataFrame, keys: list, run, schema, marks: bool = False) -> DataFrame:
     """``run(key values, arrivals, watermarks)`` once per key of ``merged``
     (``interleaved(...)``), its output rows (tuples in ``schema``'s order) as a DataFrame: the
@@ -304,37 +329,15 @@ def per_key(merged: DataFrame, keys: list, run, schema, marks: bool = False) -> 
     from a changelog input's row). ``watermarks``: with ``marks``, the operator watermark's
     rises (``watermarks(merged)``), else None; a task that holds every row finds them there
     unless they were collected before (no job of their own)."""
-    import pyarrow as pa
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    from ..arrow import groups, python_values
-
-    arrow = to_arrow_schema(schema, timezone="UTC")
     changelog = {LEFT: "op" in merged.schema["_vl"].dataType.names, RIGHT: "op" in merged.schema["_vr"].dataType.names}
     n = tasks(merged) if keys else 1
     W = (_WATERMARKS.get(merged) if n == 1 else watermarks(merged)) if marks else None
-    in_task = marks and W is None
 
-    def per_task(batches):
-        batches = list(batches)
-        table = pa.Table.from_batches(batches) if batches else None
-        if table is None or not table.num_rows:
-            return
-        cols = {c: python_values(table.column(c)) for c in ["_pos", "side_rows", "_seq", "_ts", "_late", "_pt",
-                                                            "_vl", "_vr"] + ["_W"] * in_task + keys}
-        rises = _watermarks_of(cols["_pos"], cols["_W"], cols["_pt"]) if in_task else W
-        out = []
-        for start, length in groups(table, keys):
-            arrivals = []
-            for i in range(start, start + length):
-                side = cols["side_rows"][i]
-                row = cols["_vl"][i] if side == LEFT else cols["_vr"][i]
-                arrivals.append(Arrival(cols["_pos"][i], side, cols["_seq"][i], cols["_ts"][i], row, cols["_late"][i],
-                                        cols["_pt"][i], (row.get("op") or "+I") if changelog[side] else "+I"))
-            out.extend(run([cols[k][start] for k in keys], arrivals, rises))
-        if out:
-            yield pa.RecordBatch.from_arrays([pa.array(list(c), type=arrow.field(i).type)
-                                              for i, c in enumerate(zip(*out))], schema=arrow)
+    def rises(table):   # the task holds every row
+        return _watermarks_of(*(python_values(table.column(c)) for c in ("_pos", "_W", "_pt")))
 
-    spread = merged.coalesce(1) if n == 1 else merged.repartition(n, *keys)
-    return spread.sortWithinPartitions(*keys, "_pos").mapInArrow(per_task, schema)
+    def operator(key, found=W):
+        return Joined(run, changelog, found)
+
+    return replay_keys(spread(merged, keys, n, "_pos"), keys, operator, schema, _ARRIVAL,
+                       task=rises if marks and W is None else None)
