@@ -326,9 +326,10 @@ class JoinFunction(Function):
         if side == _PAIRS:
             op.allowed.add((_frozen(vl), _frozen(vr)))
             return
+        output = ctx.output
         for j, (out, values) in enumerate(op.process(side, kind, tuple((vl if side == LEFT else vr).values()), pt,
                                                       self.null_key)):
-            ctx.output((out, *values, seq, [*n, j], pt))
+            output((out, *values, seq, [*n, j], pt))
 
 
 def _replayed(spec: _Spec) -> DataFrame:

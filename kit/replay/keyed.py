@@ -142,12 +142,13 @@ class Rows(KeyedOperator):
 
 class Context:
     """What an operator sees of its key in the replay: state, time, timers, output."""
-    __slots__ = ("key", "watermark", "processing_time", "at", "_state", "_event", "_proc", "_out")
+    __slots__ = ("key", "watermark", "processing_time", "at", "output", "_state", "_event", "_proc")
 
     def __init__(self, key, state: tuple, out: list):
         self.key, self.watermark, self.processing_time, self.at = key, MIN_TIME, None, None
+        self.output = out.append   # ctx.output(value): one output
         self._state = {d.name: d.new() for d in state}
-        self._event, self._proc, self._out = [], [], out
+        self._event, self._proc = [], []
 
     def state(self, name: str):
         return self._state[name]
@@ -159,9 +160,6 @@ class Context:
     def register_processing_time_timer(self, t: int):
         if t not in self._proc:
             heapq.heappush(self._proc, t)
-
-    def output(self, value):
-        self._out.append(value)
 
     def advance(self, operator: KeyedOperator, watermark=None, processing_time=None):
         """Move the clocks forward, firing the timers they pass (processing time first)."""
@@ -180,14 +178,16 @@ def run_key(operator: KeyedOperator, key: list, rows, watermarks=None, proctimes
     the clocks in force at each row, if given), then the end of input: what it output (added
     to ``out``). ``at``: the first row's place in its task's table."""
     out = [] if out is None else out
-    ctx = Context(key, operator.state, out)
-    timed = watermarks is not None or proctimes is not None
-    for i, row in enumerate(rows):
-        if timed:
+    ctx, step = Context(key, operator.state, out), operator.process_element
+    if watermarks is None and proctimes is None:
+        for ctx.at, row in enumerate(rows, at):
+            step(row, ctx)
+    else:
+        for i, row in enumerate(rows):
             ctx.advance(operator, None if watermarks is None else watermarks[i],
                         None if proctimes is None else proctimes[i])
-        ctx.at = at + i
-        operator.process_element(row, ctx)
+            ctx.at = at + i
+            step(row, ctx)
     ctx.advance(operator, MAX_TIME)
     operator.end_of_input(ctx)
     return out
@@ -235,9 +235,10 @@ def replay(df: DataFrame, keys: list, operator, schema, columns: list = (), outp
         table = pa.Table.from_batches(batches) if batches else None
         if table is None or not table.num_rows:
             return
-        shared = () if task is None else (task(table),)
-        yield from output(table, [o for out in run_task(table, keys, operator, columns, watermark, proctime, shared)
-                                  for o in out])
+        shared, outs = () if task is None else (task(table),), []
+        for out in run_task(table, keys, operator, columns, watermark, proctime, shared):
+            outs += out
+        yield from output(table, outs)
 
     return df.mapInArrow(per_task, schema)
 
@@ -250,9 +251,8 @@ def tuples(schema, nan_is_null: bool | None = None):
     def batches(table, out):
         if not out:
             return
-        cols = [list(c) for c in zip(*out)]
-        yield pa.RecordBatch.from_arrays(
-            [pa.array(c, type=arrow.field(i).type) if nan_is_null is None
-             else column(c, f.dataType, arrow.field(i).type, nan_is_null) for i, (c, f) in enumerate(zip(cols, schema))],
-            schema=arrow)
+        yield pa.RecordBatch.from_arrays(   # a column at a time: one column's values held at once
+            [pa.array(list(c), type=arrow.field(i).type) if nan_is_null is None
+             else column(list(c), f.dataType, arrow.field(i).type, nan_is_null)
+             for i, (c, f) in enumerate(zip(zip(*out), schema))], schema=arrow)
     return batches
