@@ -1,6 +1,6 @@
-"""Arrow in and out of the operators that run Python per group (MATCH_RECOGNIZE, windows).
+"""Arrow in and out of the operators that run Python per key (``kit.replay.keyed``).
 
-Both run inside one ``mapInArrow`` per task: the task's rows arrive sorted by the group
+The replay driver runs one ``mapInArrow`` per task: the task's rows arrive sorted by the
 keys, ``groups`` splits them into runs of equal keys, ``python_values`` gives a column as
 plain Python values, and ``column`` turns the values an operator produced back into an
 Arrow column of the output's Spark type.

@@ -16,7 +16,8 @@ from pyspark.sql import types as T
 
 import kit
 from goldens import load
-from kit.changelog.aggregate import chain, group_aggregate
+from kit.changelog.aggregate import group_aggregate
+from kit.changelog.aggregate_compiled import chain
 from kit.changelog import ALL, AggCall, Changelog, Options, from_stream, ordered, snapshot
 from kit.changelog.minibatch import bucket, hash_code, map_order, row_hash, task_load
 from kit.sql.options import dynamic_options
@@ -386,7 +387,7 @@ def test_chain_over_parquet_dictionaries(spark, rows, split, depth, star, prefix
     other. ``star``: the first level counts rows alone, so each chunk's inputs are its keys.
     ``prefixes``: each task reads the chunks before its own itself, else a first job counts
     them. (The examples: ids a b, then b c; keys met again in a row group of each chunk.)"""
-    from kit.changelog import aggregate
+    from kit.changelog import aggregate_compiled
     with tempfile.TemporaryDirectory() as folder:
         paths = [f"{folder}/dictionary", f"{folder}/plain"]
         for path, dictionary in zip(paths, ("true", "false")):
@@ -398,7 +399,7 @@ def test_chain_over_parquet_dictionaries(spark, rows, split, depth, star, prefix
         before = {k: spark.conf.get(k, None) for k in files}
         for k, v in files.items():
             spark.conf.set(k, v)
-        limit, aggregate.PREFIX_CHUNKS = aggregate.PREFIX_CHUNKS, 1000 if prefixes else 0
+        limit, aggregate_compiled.PREFIX_CHUNKS = aggregate_compiled.PREFIX_CHUNKS, 1000 if prefixes else 0
         try:
             s = kit.stream(spark.read.parquet(*paths), time="t")
             log = from_stream(s, ["user", "v"])
@@ -419,7 +420,7 @@ def test_chain_over_parquet_dictionaries(spark, rows, split, depth, star, prefix
                 [(r["_op"], [r[c] for c in expected.columns], r["seq"], list(r["_n"]))
                  for r in ordered(expected.df).collect()]
         finally:
-            aggregate.PREFIX_CHUNKS = limit
+            aggregate_compiled.PREFIX_CHUNKS = limit
             for k, v in before.items():
                 spark.conf.unset(k) if v is None else spark.conf.set(k, v)
 
@@ -514,13 +515,13 @@ def test_mini_batch_chain_stops_its_thread_when_read_in_part(spark):
 def test_chain_falls_back_past_the_summary_limit(spark, monkeypatch):
     """More distinct first-level inputs before the last chunk than ``SUMMARY_LIMIT``: no fused
     pass (the per-level one runs); the count of each chunk stops past the limit."""
-    from kit.changelog import aggregate
+    from kit.changelog import aggregate_compiled
     df = spark.sparkContext.parallelize([(u, i) for i, u in enumerate("abcdab")], 2).toDF("user string, t bigint")
     s = kit.stream(df, time="t")
     log, levels = from_stream(s, ["user"]), [(["user"], [count("n")], None)]
-    monkeypatch.setattr(aggregate, "PREFIX_CHUNKS", 0)   # no task reads the chunks before its own: counted first
+    monkeypatch.setattr(aggregate_compiled, "PREFIX_CHUNKS", 0)   # no task reads the chunks before its own: counted first
     for limit, fused in ((2, False), (3, True)):   # chunk 0 holds a, b, c
-        monkeypatch.setattr(aggregate, "SUMMARY_LIMIT", limit)
+        monkeypatch.setattr(aggregate_compiled, "SUMMARY_LIMIT", limit)
         assert (chain(log, levels, Options(tasks=2), (s, {"user": "user"})) is not None) == fused
 
 

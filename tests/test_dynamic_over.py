@@ -15,7 +15,7 @@ from kit.changelog import (ALL, UPDATE_BEFORE, AggCall, Changelog, Options, from
                                    ordered)
 from kit.changelog.over import (NonTimeRangeUnboundedPrecedingFunction,
                               NonTimeRowsUnboundedPrecedingFunction, _Aggs, over_aggregate)
-from kit.changelog.rank import _Row
+from kit.changelog.replay import Row
 from kit.errors import KitError
 
 from changelogs import table_at
@@ -162,7 +162,7 @@ def run(cls, calls: list, messages: list) -> list:
     ordered by column 0; ``calls``' arguments index the values."""
     f = cls([0], [ASC], _Aggs(calls, [a for _, a, _ in calls]), True)
     return [(k, r.values, v) for i, (kind, values) in enumerate(messages)
-            for k, r, v in f.process(kind, _Row(i, values))]
+            for k, r, v in f.process(kind, Row(i, values))]
 
 
 def test_range_unchanged_accumulator_sends_the_row_alone():

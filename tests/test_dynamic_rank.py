@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 import kit
 from kit.changelog import ALL, Changelog, Options, from_stream, ordered, snapshot
-from kit.changelog.rank import (AppendOnlyTopNFunction, RetractableTopNFunction, _Row, deduplicate,
-                              rank_fanout, top_n)
+from kit.changelog.deduplicate import deduplicate
+from kit.changelog.rank import AppendOnlyTopNFunction, RetractableTopNFunction, rank_fanout, top_n
+from kit.changelog.replay import Row
 from kit.errors import KitError
 
 from changelogs import table_at
@@ -189,7 +190,7 @@ def run(function, messages: list) -> list:
     """``(kind, values, rank)`` of every output of ``function`` over ``(kind, values)``."""
     out = []
     for i, (kind, values) in enumerate(messages):
-        out += [(k, r.values, rank) for k, r, rank in function.process(kind, _Row(i, values))]
+        out += [(k, r.values, rank) for k, r, rank in function.process(kind, Row(i, values))]
     return out
 
 
@@ -265,7 +266,7 @@ def test_retractable_keeps_the_top_n(messages, n, start, rank):
     f = topn(RetractableTopNFunction, n, start=start, rank=rank)
     table, present = [], []
     for i, (kind, values) in enumerate(messages):
-        _apply(table, [(k, r.values, x) for k, r, x in f.process(kind, _Row(i, values))])
+        _apply(table, [(k, r.values, x) for k, r, x in f.process(kind, Row(i, values))])
         present = present + [values] if kind in ("+I", "+U") else [p for p in present if p != values]
         top = sorted(present, key=lambda v: -v[1])   # stable: arrival among ties
         expected = [v + ((r,) if rank else ()) for r, v in enumerate(top, 1) if start <= r <= n]

@@ -76,10 +76,12 @@ from pyspark.sql import types as T
 from .. import sparksql
 from ..errors import KitError
 from ..replay.interleave import INTERLEAVINGS, LEFT, RIGHT, running_in_one, side_rows
+from ..replay.keyed import replay, spread
 from ..spark import replay_tasks
 from ..stream import Stream, prefix_scan, epoch_ms, rows_of
 from ..time import Clock
 from . import (ADDS, ALL, DELETE, INSERT, INSERT_ONLY, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options)
+from .replay import Function
 
 __all__ = ["HOWS", "merge", "join", "mode_of", "upsert_key_of"]
 
@@ -309,15 +311,31 @@ def _fast(spec: _Spec) -> DataFrame:
 
 # -- the reference: a replay per join key ---------------------------------------------------
 
+class JoinFunction(Function):
+    """Flink's ``StreamingJoinOperator`` for one key, its one state the key's ``_Join``
+    (``make()``). A row is ``(_side, _op, seq, _n, _pt, _vl, _vr)``: a pair
+    ``condition`` lets match (``_PAIRS``), or a message of one side."""
+
+    def __init__(self, make, null_key: bool):
+        super().__init__(make)
+        self.null_key = null_key
+
+    def process_element(self, row, ctx):
+        op = self.function(ctx)
+        side, kind, seq, n, pt, vl, vr = row
+        if side == _PAIRS:
+            op.allowed.add((_frozen(vl), _frozen(vr)))
+            return
+        output = ctx.output
+        for j, (out, values) in enumerate(op.process(side, kind, tuple((vl if side == LEFT else vr).values()), pt,
+                                                      self.null_key)):
+            output((out, *values, seq, [*n, j], pt))
+
+
 def _replayed(spec: _Spec) -> DataFrame:
     """Both inputs spread over ``options.tasks`` tasks by key, sorted by key and arrival,
-    each key replayed by ``_Join`` in one ``mapInArrow``; the pairs ``condition`` lets
-    match (if any) come first in each key."""
-    import pyarrow as pa
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    from ..arrow import groups, python_values
-
+    each key replayed by ``JoinFunction``; the pairs ``condition`` lets match (if any)
+    come first in each key."""
     keys, options = spec.keys, spec.options
     left, right = spec.sides()
     rows = left.unionByName(right, allowMissingColumns=True)
@@ -326,39 +344,17 @@ def _replayed(spec: _Spec) -> DataFrame:
                                                    "CAST(-1 AS BIGINT) AS seq", "CAST(array() AS ARRAY<INT>) AS _n",
                                                    "CAST(NULL AS BIGINT) AS _pt", "_vl", "_vr")
         rows = rows.unionByName(pairs)
-    schema = _output_schema(spec)
-    arrow = to_arrow_schema(schema, timezone="UTC")
     outer = _OUTER[spec.how]
     unique = [_unique_key(spec.left), _unique_key(spec.right)]
     ttl, has_condition = options.ttl_ms, spec.condition is not None
     width = [len(spec.left.columns), len(spec.right.columns)]
 
-    def per_task(batches):
-        batches = list(batches)
-        table = pa.Table.from_batches(batches) if batches else None
-        if table is None or not table.num_rows:
-            return
-        cols = {c: python_values(table.column(c)) for c in ["_side", "_op", "seq", "_n", "_pt", "_vl", "_vr"] + keys}
-        out = []
-        for start, length in groups(table, keys):
-            null_key = any(cols[k][start] is None for k in keys)
-            op = _Join(outer, unique, ttl, width, None if not has_condition else set())
-            for i in range(start, start + length):
-                side = cols["_side"][i]
-                if side == _PAIRS:
-                    op.allowed.add((_frozen(cols["_vl"][i]), _frozen(cols["_vr"][i])))
-                    continue
-                row = tuple((cols["_vl"] if side == LEFT else cols["_vr"])[i].values())
-                outputs = op.process(side, cols["_op"][i], row, cols["_pt"][i], null_key)
-                n = list(cols["_n"][i])
-                out.extend((kind, *values, cols["seq"][i], n + [j], cols["_pt"][i])
-                           for j, (kind, values) in enumerate(outputs))
-        if out:
-            yield pa.RecordBatch.from_arrays([pa.array(list(c), type=arrow.field(i).type)
-                                              for i, c in enumerate(zip(*out))], schema=arrow)
+    def make():
+        return _Join(outer, unique, ttl, width, None if not has_condition else set())
 
-    spread = rows.coalesce(1) if options.tasks <= 1 or not keys else rows.repartition(options.tasks, *keys)
-    return spread.sortWithinPartitions(*keys, "seq", "_n", "_side").mapInArrow(per_task, schema)
+    return replay(spread(rows, keys, options.tasks, "seq", "_n", "_side"), keys,
+                  lambda key: JoinFunction(make, any(k is None for k in key)), _output_schema(spec),
+                  ["_side", "_op", "seq", "_n", "_pt", "_vl", "_vr"])
 
 
 def _unique_key(log: Changelog) -> list | None:

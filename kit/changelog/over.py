@@ -57,7 +57,8 @@ from pyspark.sql import types as T
 
 from ..errors import KitError
 from . import ADDS, ALL, DELETE, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options
-from .rank import check_columns, sort_key_comparator, replay_per_key
+from .rank import sort_key_comparator
+from .replay import check_columns, replay_per_key
 
 __all__ = ["over_aggregate", "NonTimeRangeUnboundedPrecedingFunction",
            "NonTimeRowsUnboundedPrecedingFunction", "FUNCTIONS"]

@@ -2,7 +2,8 @@
 
 ``match_recognize(table, spec)`` spreads the input over tasks by the PARTITION BY columns,
 sorts each task's rows by PARTITION BY then ORDER BY in the JVM, and runs the matcher
-(``matcher.run_partition``) once per group in a ``mapInArrow``: the columns reach the
+(``matcher.run_partition``) once per group, on the replay driver (``kit.replay.keyed``, as
+a ``Rows`` operator: the matcher reads a group's rows at once): the columns reach the
 matcher as numpy arrays, never as per-row pandas objects, and the output is built as
 Arrow columns. Partitions are independent, so the same plan scales out on a cluster.
 An input whose row count is known without a job (a stream's arrival count, Spark's
@@ -42,8 +43,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from ..arrow import column, groups
+from ..arrow import column
 from ..errors import KitError, fail
+from ..replay.keyed import Rows, replay
 from ..spark import known_rows, replay_tasks
 from ..stream import Stream
 from .errors import MatchRecognizeError, MatchRuntimeError
@@ -268,33 +270,29 @@ class _Plan:
         arrow = to_arrow_schema(schema, timezone="UTC")
         nulls = list(arrow)[len(out_schema) + 1:]   # after _kit_order: NULL in the output rows
 
-        def per_task(batches):
-            batches = list(batches)
-            if not batches:
+        def match(group, _):
+            """One PARTITION BY group's rows, matched: its output batches."""
+            try:
+                result = run_partition({c: _numpy(group.column(c)) for c in inputs}, spec, semantics,
+                                       aggregates=aggregates, rowtime=rowtime, **limits)
+            except KitError as e:  # e.g. SKIP TO FIRST onto the match's first row: Flink fails the job
+                where = ", ".join(f"{c}={group.column(c)[0].as_py()!r}" for c in partition_by)
+                yield _error_row(group, arrow, _runtime(e).in_partition(where or "all rows"))
                 return
-            table = pa.Table.from_batches(batches)
-            for start, length in groups(table, partition_by):
-                group = table.slice(start, length)
-                try:
-                    result = run_partition({c: _numpy(group.column(c)) for c in inputs}, spec, semantics,
-                                           aggregates=aggregates, rowtime=rowtime, **limits)
-                except KitError as e:  # e.g. SKIP TO FIRST onto the match's first row: Flink fails the job
-                    where = ", ".join(f"{c}={group.column(c)[0].as_py()!r}" for c in partition_by)
-                    yield _error_row(group, arrow, _runtime(e).in_partition(where or "all rows"))
-                    continue
-                out = emit(group, result, arrow)
-                n = len(out[0]) if out else 0
-                out += [pa.array(range(n), pa.int64())] + [pa.nulls(n, f.type) for f in nulls]
-                yield from pa.Table.from_arrays(out, schema=arrow).to_batches()   # emission order
-                if keep:
-                    kind = arrow.field(_DETAILS).type
-                    rows = pa.StructArray.from_arrays(
-                        [pa.concat_arrays(c.chunks) if isinstance(c, pa.ChunkedArray) else c
-                         for c in _details(group, result, all_inputs)], fields=list(kind.value_type))
-                    yield _group_row(group, arrow, {_DETAILS: pa.ListArray.from_arrays(
-                        pa.array([0, len(rows)], pa.int32()), rows, type=kind)})
+            out = emit(group, result, arrow)
+            n = len(out[0]) if out else 0
+            out += [pa.array(range(n), pa.int64())] + [pa.nulls(n, f.type) for f in nulls]
+            yield from pa.Table.from_arrays(out, schema=arrow).to_batches()   # emission order
+            if keep:
+                kind = arrow.field(_DETAILS).type
+                rows = pa.StructArray.from_arrays(
+                    [pa.concat_arrays(c.chunks) if isinstance(c, pa.ChunkedArray) else c
+                     for c in _details(group, result, all_inputs)], fields=list(kind.value_type))
+                yield _group_row(group, arrow, {_DETAILS: pa.ListArray.from_arrays(
+                    pa.array([0, len(rows)], pa.int32()), rows, type=kind)})
 
-        matched = self._sorted(columns).mapInArrow(per_task, schema)
+        matched = replay(self._sorted(columns), partition_by, lambda key: Rows(match), schema,
+                         output=lambda table, batches: batches)
         internal = ("_kit_order", _ERROR, _RAISED, _DETAILS)
         if eager:
             # kept by the job that first reads it: the check for errors computes and keeps the

@@ -54,10 +54,12 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from .. import sparksql
+from ..arrow import python_values
 from ..errors import KitError
 from ..spark import replay_tasks
 from ..stream import Stream, prefix_scan, epoch_ms, null_time_error, prepared, rows_of
 from ..time import Clock, Duration, WatermarkStrategy
+from .keyed import KeyedOperator, ListState, replay as replay_keys, spread
 
 __all__ = ["LEFT", "RIGHT", "MIN_TIME", "MAX_TIME", "INTERLEAVINGS", "Arrival", "Watermarks",
            "check_inputs", "replay", "interleaved", "watermarks"]
@@ -296,6 +298,29 @@ def _watermarks_of(pos: list, W: list, pt: list) -> Watermarks:
     return Watermarks([p for _, (p, _) in rises], [w for w, _ in rises], [t for _, (_, t) in rises], len(pos), end)
 
 
+class Joined(KeyedOperator):
+    """A two-input operator over one key's arrivals at once: ``run(key values, arrivals,
+    watermarks)`` at the end of input, its outputs. A row is ``_ARRIVAL``'s columns;
+    ``changelog``: which sides are changelogs (``op`` from the row)."""
+    state = (ListState("arrivals"),)
+
+    def __init__(self, run, changelog: dict, rises):
+        self.run, self.changelog, self.rises = run, changelog, rises
+
+    def process_element(self, row, ctx):
+        pos, side, seq, ts, late, pt, vl, vr = row
+        value = vl if side == LEFT else vr
+        ctx.state("arrivals").add(Arrival(pos, side, seq, ts, value, late, pt,
+                                          (value.get("op") or "+I") if self.changelog[side] else "+I"))
+
+    def end_of_input(self, ctx):
+        for out in self.run(ctx.key, ctx.state("arrivals").get(), self.rises):
+            ctx.output(out)
+
+
+_ARRIVAL = ["_pos", "_side", "_seq", "_ts", "_late", "_pt", "_vl", "_vr"]
+
+
 def per_key(merged: DataFrame, keys: list, run, schema, marks: bool = False) -> DataFrame:
     """``run(key values, arrivals, watermarks)`` once per key of ``merged``
     (``interleaved(...)``), its output rows (tuples in ``schema``'s order) as a DataFrame: the
@@ -304,37 +329,15 @@ def per_key(merged: DataFrame, keys: list, run, schema, marks: bool = False) -> 
     from a changelog input's row). ``watermarks``: with ``marks``, the operator watermark's
     rises (``watermarks(merged)``), else None; a task that holds every row finds them there
     unless they were collected before (no job of their own)."""
-    import pyarrow as pa
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    from ..arrow import groups, python_values
-
-    arrow = to_arrow_schema(schema, timezone="UTC")
     changelog = {LEFT: "op" in merged.schema["_vl"].dataType.names, RIGHT: "op" in merged.schema["_vr"].dataType.names}
     n = tasks(merged) if keys else 1
     W = (_WATERMARKS.get(merged) if n == 1 else watermarks(merged)) if marks else None
-    in_task = marks and W is None
 
-    def per_task(batches):
-        batches = list(batches)
-        table = pa.Table.from_batches(batches) if batches else None
-        if table is None or not table.num_rows:
-            return
-        cols = {c: python_values(table.column(c)) for c in ["_pos", "_side", "_seq", "_ts", "_late", "_pt",
-                                                            "_vl", "_vr"] + ["_W"] * in_task + keys}
-        rises = _watermarks_of(cols["_pos"], cols["_W"], cols["_pt"]) if in_task else W
-        out = []
-        for start, length in groups(table, keys):
-            arrivals = []
-            for i in range(start, start + length):
-                side = cols["_side"][i]
-                row = cols["_vl"][i] if side == LEFT else cols["_vr"][i]
-                arrivals.append(Arrival(cols["_pos"][i], side, cols["_seq"][i], cols["_ts"][i], row, cols["_late"][i],
-                                        cols["_pt"][i], (row.get("op") or "+I") if changelog[side] else "+I"))
-            out.extend(run([cols[k][start] for k in keys], arrivals, rises))
-        if out:
-            yield pa.RecordBatch.from_arrays([pa.array(list(c), type=arrow.field(i).type)
-                                              for i, c in enumerate(zip(*out))], schema=arrow)
+    def rises(table):   # the task holds every row
+        return _watermarks_of(*(python_values(table.column(c)) for c in ("_pos", "_W", "_pt")))
 
-    spread = merged.coalesce(1) if n == 1 else merged.repartition(n, *keys)
-    return spread.sortWithinPartitions(*keys, "_pos").mapInArrow(per_task, schema)
+    def operator(key, found=W):
+        return Joined(run, changelog, found)
+
+    return replay_keys(spread(merged, keys, n, "_pos"), keys, operator, schema, _ARRIVAL,
+                       task=rises if marks and W is None else None)

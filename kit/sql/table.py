@@ -307,13 +307,13 @@ class PlanRun:
             return top_n(log, list(n.partition), list(n.order), n.end, n.row_number,
                          self._with(update_before), offset=n.start, strategy=strategy)
         if isinstance(n, P.Deduplicate):
-            from ..changelog.rank import deduplicate
+            from ..changelog.deduplicate import deduplicate
             log = self.node(n.input, True)
             marks = self.table._arrival_marks() if n.time and n.keep == "first" else None
             out = deduplicate(log, list(n.keys), n.keep, self._with(update_before), time=n.time,
                               marks=marks)
             if marks is not None:
-                from ..changelog.rank import late_rows
+                from ..changelog.deduplicate import late_rows
                 late = late_rows(log, n.time, marks)
                 fields = ", ".join(f"{sparksql.string(name)}, {c}" for c, name in zip(n.input.columns, n.names))
                 self.late.append(late.selectExpr(f"{sparksql.string(n.label())} AS operator", "seq",
@@ -346,7 +346,7 @@ class PlanRun:
         """``n`` and the group aggregates below it, fused (``aggregate.chain``), when each
         reads the one below through Calcs that only copy what it reads and the lowest reads
         Calcs of one stream; None otherwise, or where the fused pass does not apply."""
-        from ..changelog.aggregate import chain
+        from ..changelog.aggregate_compiled import chain
         levels, node = [], n
         while True:
             inputs, below, filtered = _copied(node.input)

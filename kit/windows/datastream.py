@@ -94,8 +94,9 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from .. import sparksql
-from ..arrow import column, groups, python_values
+from ..arrow import column, python_values
 from ..errors import KitError, fail_sql
+from ..replay.keyed import KeyedOperator, ListState, Rows, replay as replay_keys, run_task
 from ..spark import replay_tasks
 from ..stream import Arrivals, Stream, kit_name
 from ..time import millis
@@ -476,14 +477,16 @@ class WindowResult:
         crossings = None if whole_stream or engine == "python-first" else self._crossings
         crossing = None if crossings is None else (lambda t: crossings.get(t, MAX_TIME))
 
-        def replayed(table):
-            """``(key, elements, KeyResult)`` of each key: alone, or all in one operator."""
-            if not whole_stream:
-                for key, elements in keyed_elements(table, keys, values, inner):
-                    final = None if end is None or elements[-1].seq >= end[0] else end[1]
-                    yield key, elements, run_key(key, elements, spec, final_proctime=final, crossing=crossing)
-                return
-            runs = list(keyed_elements(table, keys, values, inner))   # in arrival order
+        inner_keys, row = [inner(k) for k in keys], [inner(c) for c in values] + ELEMENT
+
+        def run(key, elements):
+            final = None if end is None or elements[-1].seq >= end[0] else end[1]
+            yield key, elements, run_key(key, elements, spec, final_proctime=final, crossing=crossing)
+
+        def run_all(table, _):
+            """Every key in one operator, in arrival order (``table`` sorted by ``seq``)."""
+            runs = [o for out in run_task(table, inner_keys, keyed_windows(keys, values, lambda *run: [run]), row)
+                    for o in out]
             own = dict(zip(python_values(table.column("seq")), python_values(table.column("_own"))))
             results = replay([(key, e) for key, run in runs for e in run], spec, lambda e: own[e.seq])
             by_key = {}
@@ -492,13 +495,10 @@ class WindowResult:
             for key, elements in by_key.items():
                 yield key, elements, results[key]
 
-        def per_task(batches):
-            batches = list(batches)
-            if not batches:
-                return
-            table = pa.Table.from_batches(batches)
+        def tagged(table, replayed):
+            """``(key, elements, KeyResult)`` of each key as rows tagged by kind."""
             rows = {kind: [] for kind in columns}
-            for key, elements, result in replayed(table):
+            for key, elements, result in replayed:
                 head = [key if len(keys) == 1 else dict(zip(keys, key))] if keys else []
                 for f in result.firings:
                     placed = whole_stream and f.watermark == MAX_TIME   # the end of input: no clock
@@ -518,18 +518,19 @@ class WindowResult:
                 if kind_rows:
                     yield _batch(kind, kind_rows, arrow, fields)
 
-        kinds = list(columns) if kind is None else [kind]
+        schema, kinds = T.StructType(fields), list(columns) if kind is None else [kind]
         if whole_stream:   # in arrival order, with the watermark each arrival emits
             s, scan = self.stream, self._arrivals
             rows = (scan.rows(self._inner(values), own=True) if scan is not None else
                     s.unordered().select(*self._inner(values), "seq", *self._time_columns(),
                                          s.own_watermark().alias("_own")))
-            return (self._one(rows).sortWithinPartitions("seq").mapInArrow(per_task, T.StructType(fields)),
-                    list(columns))
+            return (replay_keys(self._one(rows).sortWithinPartitions("seq"), [], lambda key: Rows(run_all), schema,
+                                output=tagged), list(columns))
         compiled_run = compiled.run(self, self._spread, fields, kinds) if engine == "auto" else None
         if compiled_run is not None:
             return compiled_run, kinds
-        return self._spread(values).mapInArrow(per_task, T.StructType(fields)), list(columns)
+        return (replay_keys(self._spread(values), inner_keys, keyed_windows(keys, values, run), schema, row, tagged),
+                list(columns))
 
     @cached_property
     def _crossings(self) -> dict | None:
@@ -644,8 +645,10 @@ class WindowResult:
         """Run the operator on the driver over the first rows to see what the function returns."""
         sample = (self.stream.unordered().select("*", *self._time_columns()).orderBy("seq").limit(1000)
                   .orderBy(*self._inner(self.keys), "seq").toArrow())
-        for key, elements in keyed_elements(sample, list(self.keys), self.values, self.inner.__getitem__):
-            for f in run_key(key, elements, self.spec).firings:
+        keys, values, inner = list(self.keys), self.values, self.inner.__getitem__
+        operator = keyed_windows(keys, values, lambda key, elements: run_key(key, elements, self.spec).firings)
+        for firings in run_task(sample, [inner(k) for k in keys], operator, [inner(c) for c in values] + ELEMENT):
+            for f in firings:
                 if f.outputs:
                     return _infer(f.outputs[0])
         raise KitError("cannot tell the output columns: the window function produced nothing on the "
@@ -689,17 +692,33 @@ def _batch(kind: str, rows: list, arrow: pa.Schema, fields: list) -> pa.RecordBa
          else pa.nulls(n, arrow.field(f.name).type) for f in fields], schema=arrow)
 
 
-def keyed_elements(table: pa.Table, keys: list, values: list, inner=lambda c: c):
-    """``(key, elements)`` for each key of ``table`` (sorted by key, then arrival ``seq``;
-    columns ``values`` -- named ``inner(c)`` in ``table`` -- and ``seq``, ``_ts``, ``_wm``,
-    ``_pt``): a key is a value, a tuple for several columns, None without keys; each
-    element's value a ``Row`` of ``values``."""
-    cols = {c: python_values(table.column(inner(c))) for c in dict.fromkeys([*values, *keys])}
-    own = {c: python_values(table.column(c)) for c in ("seq", "_ts", "_wm", "_pt")}
+class KeyedWindow(KeyedOperator):
+    """The window operator over one key's elements, all at once at the end of input: its
+    timers run inside ``run(key, elements)`` (``run_key``: each element carries the
+    watermark it met), its outputs are what ``run`` yields. A row is ``values``, then
+    ``seq``, ``_ts``, ``_wm``, ``_pt`` (``ELEMENT``); ``element_row`` makes a value's ``Row``."""
+    state = (ListState("elements"),)
+
+    def __init__(self, key, element_row, run):
+        self.key, self.element_row, self.run = key, element_row, run
+
+    def process_element(self, row, ctx):
+        seq, ts, wm, pt = row[-4:]
+        ctx.state("elements").add(Element(seq, ts, MIN_TIME if wm is None else wm, pt, self.element_row(*row[:-4])))
+
+    def end_of_input(self, ctx):
+        for out in self.run(self.key, ctx.state("elements").get()):
+            ctx.output(out)
+
+
+ELEMENT = ["seq", "_ts", "_wm", "_pt"]
+
+
+def keyed_windows(keys: list, values: list, run):
+    """``operator`` for ``kit.replay.keyed``: a ``KeyedWindow`` per key (a value, a tuple for
+    several key columns, None without keys)."""
     element_row = Row(*values)
-    for start, length in groups(table, [inner(k) for k in keys]):
-        key = (None if not keys else cols[keys[0]][start] if len(keys) == 1
-               else tuple(cols[k][start] for k in keys))
-        yield key, [Element(own["seq"][i], own["_ts"][i], MIN_TIME if own["_wm"][i] is None else own["_wm"][i],
-                            own["_pt"][i], element_row(*[cols[c][i] for c in values]))
-                    for i in range(start, start + length)]
+
+    def operator(key):
+        return KeyedWindow(None if not keys else key[0] if len(keys) == 1 else tuple(key), element_row, run)
+    return operator

@@ -42,6 +42,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from ..arrow import column, python_values
 from ..errors import KitError
+from ..replay.keyed import replay, tuples
 from .assigners import MAX_TIME
 from .operator import TimerHeap, run_key, timer_clocks
 from .placement import first_at_least
@@ -154,7 +155,7 @@ def _window(window) -> tuple:
 def _logs(result) -> dict:
     """``{key: log}``: each key replayed alone once more, logging its heap (``run_key``), the
     keys spread over tasks as the replay spreads them; windows as their bounds."""
-    from .datastream import keyed_elements
+    from .datastream import ELEMENT, keyed_windows
 
     keys, values, spec, inner = list(result.keys), result.values, result.spec, result.inner.__getitem__
     end, crossings = result._end, result._crossings
@@ -163,31 +164,21 @@ def _logs(result) -> dict:
     schema = T.StructType([T.StructField("_k", key_type), T.StructField("_i", T.LongType()),
                            T.StructField("_op", T.StringType()), *[T.StructField(c, T.LongType())
                                                                    for c in ("_t", "_ws", "_we", "_f")]])
-    arrow = to_arrow_schema(schema, timezone="UTC")
 
-    def per_task(batches):
-        batches = list(batches)
-        if not batches:
-            return
-        table = pa.Table.from_batches(batches)
-        out = []
-        for key, elements in keyed_elements(table, keys, values, inner):
-            log = []
-            final = None if end is None or elements[-1].seq >= end[0] else end[1]
-            run_key(key, elements, spec, final_proctime=final, crossing=crossing, log=log)
-            head = key if len(keys) == 1 else dict(zip(keys, key))
-            for i, entry in enumerate(log):
-                if entry[0] == "element":
-                    out.append((head, i, "element", entry[1], None, None, None))
-                else:
-                    out.append((head, i, entry[0], entry[1], *_window(entry[2]), entry[3]))
-        if out:
-            cols = list(zip(*out))
-            yield pa.RecordBatch.from_arrays(
-                [column(list(c), f.dataType, arrow.field(f.name).type) for c, f in zip(cols, schema.fields)],
-                schema=arrow)
+    def run(key, elements):
+        log = []
+        final = None if end is None or elements[-1].seq >= end[0] else end[1]
+        run_key(key, elements, spec, final_proctime=final, crossing=crossing, log=log)
+        head = key if len(keys) == 1 else dict(zip(keys, key))
+        for i, entry in enumerate(log):
+            if entry[0] == "element":
+                yield head, i, "element", entry[1], None, None, None
+            else:
+                yield head, i, entry[0], entry[1], *_window(entry[2]), entry[3]
 
-    table = result._spread(values).mapInArrow(per_task, schema).orderBy("_k", "_i").toArrow()
+    replayed = replay(result._spread(values), [inner(k) for k in keys], keyed_windows(keys, values, run), schema,
+                      [inner(c) for c in values] + ELEMENT, tuples(schema, nan_is_null=True))
+    table = replayed.orderBy("_k", "_i").toArrow()
     cols = [python_values(table.column(c)) for c in ("_k", "_op", "_t", "_ws", "_we", "_f")]
     logs = {}
     for key, op, t, ws, we, f in zip(*cols):

@@ -1,0 +1,211 @@
+"""The group aggregate in Java (``engine="compiled"``, ``kit/jvm/GroupAggregate.java`` and
+``MiniBatchGroupAggregate.java``), and ``chain``: group aggregates stacked over one stream,
+fused into one Java pass per chunk of arrivals (``kit/jvm/Chain.java``)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from pyspark.sql import DataFrame
+from pyspark.sql import types as T
+
+from .. import jvm, sparksql
+from ..stream import epoch_ms
+from . import ADDS, AggCall, Changelog, Options
+from .aggregate_fast import kinds
+from .group_agg import changelog_mode
+from .mini_batch_agg import bundles, ticks, with_ticks
+
+__all__ = ["not_compiled", "compiled", "chain", "SUMMARY_LIMIT", "PREFIX_CHUNKS"]
+
+_INTEGERS = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+_SIMPLE = (*_INTEGERS, T.StringType, T.BooleanType, T.DateType, T.TimestampType, T.TimestampNTZType)
+
+
+_HASHED = {T.StringType: "s", T.LongType: "l", T.IntegerType: "i", T.ShortType: "h", T.ByteType: "b",
+           T.BooleanType: "z", T.DateType: "D", T.TimestampType: "t"}   # MiniBatchGroupAggregate's type codes
+
+
+def not_compiled(log, keys, calls, options, types) -> str | None:
+    """Why ``flinkkit.GroupAggregate`` (or, with mini-batch, ``MiniBatchGroupAggregate``)
+    cannot run this aggregate (None: it can)."""
+    if options.ttl_ms > 0:
+        return "the state TTL is on"
+    name = "GroupAggregate" if options.mini_batch is None else "MiniBatchGroupAggregate"
+    if not jvm.available(log.df.sparkSession, name):
+        return "the kit's Java classes are not in this Spark session (Spark Connect, or a session started elsewhere)"
+    if options.mini_batch is not None:
+        phase, arg = bundles(calls, options)
+        if any(type(types[k]) not in _HASHED for k in keys):
+            return "a mini-batch key of a type without a modelled BinaryRowData hash"
+        if arg and _HASHED.get(type(types[arg]), "D") in "Dt":   # HASH_CODE: Java's hashCode() of these only
+            return f"split distinct over {arg!r}, a {types[arg].simpleString()}: no modelled HASH_CODE"
+    for name in [*keys, *(c.arg for c in calls if c.arg is not None)]:
+        if not isinstance(types[name], _SIMPLE):
+            return f"column {name!r} is a {types[name].simpleString()}, not an integer, string, boolean, date or time"
+    for c in calls:
+        function, dtype = c.function.upper(), types.get(c.arg)
+        if function in ("SUM", "AVG") and not isinstance(dtype, _INTEGERS):
+            return f"{c.function}({c.arg}) is not of integers"
+        natural = T.LongType() if function in ("COUNT", "SUM") else T.DoubleType() if function == "AVG" else dtype
+        if T._parse_datatype_string(c.type) != natural:
+            return f"{c.function}({c.arg or '*'}) is typed {c.type}, not {natural.simpleString()} (Spark's own)"
+    return None
+
+
+def compiled(log: Changelog, keys, calls, options, types) -> tuple[DataFrame, bool]:
+    """The reference's fold in Java (``kit/jvm/GroupAggregate.java``): the keys spread over
+    ``options.tasks`` tasks (one: no shuffle), each task's messages in ``(seq, _n)`` order
+    (sorted, unless ``log`` is ``in_order`` and one task reads it) and folded with a map of
+    key states; and whether its output is ``in_order`` (one task)."""
+    ticked = options.mini_batch is not None and log.ticks is not None
+    df = _compiled_input(log.with_df(with_ticks(log)) if ticked else log, keys, calls)
+    settings, schema = _settings(keys, calls, options.update_before), _compiled_schema(keys, calls, types)
+    ks = [sparksql.name(k) for k in keys]
+    spread = options.mini_batch is None and bool(ks) and options.tasks > 1
+    df = df.repartition(options.tasks, *ks) if spread else df.coalesce(1)
+    if spread or ticked or not log.in_order:
+        df = df.sortWithinPartitions("seq", "_n")
+    if options.mini_batch is None:
+        return jvm.group_aggregate(df, settings, schema), not spread
+    settings += _mini_batch_settings(keys, calls, options, types) + f";ticked={int(ticked)}"
+    return jvm.mini_batch_group_aggregate(df, settings, schema), True
+
+
+def _mini_batch_settings(keys, calls, options, types) -> str:
+    """``MiniBatchGroupAggregate``'s settings beyond ``GroupAggregate``'s: the bundle size, the
+    latency, the phases, the split (buckets, argument column, its type code) and the keys' type codes."""
+    args = sorted({c.arg for c in calls if c.arg is not None})
+    (latency, size), (phase, arg) = options.mini_batch, bundles(calls, options)
+    split = f"{options.distinct_split}:{len(keys) + args.index(arg)}:{_HASHED[type(types[arg])]}" if arg else ""
+    return (f";size={size};latency={latency};phase={phase};split={split}"
+            f";hash={''.join(_HASHED[type(types[k])] for k in keys)}")
+
+
+def _compiled_input(log: Changelog, keys, calls) -> DataFrame:
+    """The Java folds' input: the keys, the arguments (``_a0``, ... in name order), ``_w``
+    (1 accumulate, -1 retract, 0 a mini-batch watermark: ``with_ticks``), ``seq``, ``_n``, ``_pt``."""
+    args = sorted({c.arg for c in calls if c.arg is not None})
+    return log.df.selectExpr(*map(sparksql.name, keys), *(f"{sparksql.name(a)} AS _a{i}" for i, a in enumerate(args)),
+                             f"CASE WHEN _op IS NULL THEN 0 WHEN _op IN {kinds(ADDS)} THEN 1 ELSE -1 END AS _w",
+                             "seq", "_n", "_pt")
+
+
+def _settings(keys, calls, update_before: bool) -> str:
+    """``GroupAggregate``'s settings: each call's function, its argument's place in
+    ``_compiled_input`` (-1 for ``*``) and whether it is DISTINCT."""
+    args = sorted({c.arg for c in calls if c.arg is not None})
+    functions = ",".join(f"{c.function.lower()}:{-1 if c.arg is None else len(keys) + args.index(c.arg)}:"
+                         f"{int(c.distinct)}" for c in calls)
+    return f"keys={len(keys)};calls={functions};ub={int(update_before)}"
+
+
+def _compiled_schema(keys, calls, types) -> T.StructType:
+    """The Java folds' output: ``_op``, the keys, the calls, ``seq``, ``_n``, ``_pt``."""
+    long = T.LongType()
+    return T.StructType(
+        [T.StructField("_op", T.StringType()), *(T.StructField(k, types[k]) for k in keys),
+         *(T.StructField(c.name, T._parse_datatype_string(c.type)) for c in calls),
+         T.StructField("seq", long), T.StructField("_n", T.ArrayType(T.IntegerType())), T.StructField("_pt", long)])
+
+
+# --------------------------------------------------------------------- chained, arrival-parallel
+
+SUMMARY_LIMIT = 1_000_000   # distinct first-level inputs per chunk, summed, that a chain sends every task
+PREFIX_CHUNKS = 4   # up to this many chunks, each task reads those before its own itself (no first job)
+
+
+def _natural_type(call: AggCall, types: dict) -> str:
+    """The type Spark's batch aggregate gives ``call`` where the Java folds apply (COUNT and
+    SUM of integers BIGINT, AVG DOUBLE, MIN/MAX the column's)."""
+    function = call.function.upper()
+    return "bigint" if function in ("COUNT", "SUM") else "double" if function == "AVG" \
+        else types[call.arg].simpleString()
+
+
+def chain(log: Changelog, levels: list, options: Options, source: tuple | None = None) -> Changelog | None:
+    """Group aggregates each over the changelog of the one before, fused into one pass per
+    chunk of arrivals (``kit/jvm/Chain.java``): ``levels`` bottom-up, ``(keys, calls,
+    inputs)``, the first over ``log`` (insert-only, straight from one stream: its partitions
+    the stream's chunks, in arrival order), each next one reading ``inputs`` (``{its
+    column: a column of the level below}``); ``source``: where the first level reads
+    columns of the stream's source straight, ``(stream, {its column: the source's})``. The
+    source's partitions are the chunks too: for a stream without a processing-time column,
+    the pass reads the first level's inputs there, with no arrival scan, numbering the
+    arrivals itself (each chunk's first ``seq`` from the stream's scan).
+    The changelog of the last level, equal to
+    ``group_aggregate`` applied level by level -- or None where that must run instead:
+
+    - a state TTL; split distinct, unless in mini-batch's local-global phases; the Java
+      classes are not in the session; a level the compiled path does not take (``not_compiled``);
+    - without mini-batch: one chunk that should be spread over ``options.tasks`` tasks by
+      key; counted by a first job (below), chunks whose distinct first-level inputs sum to
+      more than ``SUMMARY_LIMIT``.
+
+    With mini-batch, the levels run in one task over the whole input, as they do one by one
+    (Flink's parallelism 1): each level's changes go to the next as its bundles flush, and
+    read straight from the source, a key Parquet keeps in a dictionary makes its bundle key
+    once per column chunk (``Chain.MiniBatch``).
+
+    Without mini-batch and with several chunks, every task starts from the states the chunks before its own leave
+    (an aggregate's state is a function of its input table): read straight from the source
+    in up to ``PREFIX_CHUNKS`` chunks, each task first reads those chunks itself, folding
+    them into the first level without emitting; otherwise a first job counts each chunk's
+    distinct first-level inputs (in Java, looking a value that Parquet keeps in a dictionary
+    up once per column chunk) for every task. No shuffle by key, so a hot key costs no more
+    than a cold one.
+
+        chunk 0: a b | chunk 1: a      -> chunk 1 starts at {a: 1, b: 1} and {1: 2}
+    """
+    mini_batch = options.mini_batch is not None
+    if not log.insert_only or options.ttl_ms > 0 or not levels \
+            or (options.distinct_split and any(c.distinct for _, calls, _ in levels for c in calls)
+                and not (mini_batch and options.agg_phase != "ONE_PHASE")) \
+            or not jvm.available(log.df.sparkSession, "Chain"):
+        return None
+    types, mode, parts, schema = {f.name: f.dataType for f in log.df.schema.fields}, log.mode, [], None
+    for i, (keys, calls, inputs) in enumerate(levels):
+        if i:
+            types = {name: types[column] for name, column in inputs.items()}
+        calls = [replace(c, type=_natural_type(c, types)) for c in calls]
+        if not_compiled(log, keys, calls, options, types):
+            return None
+        top = i == len(levels) - 1
+        settings = _settings(keys, calls, options.update_before if top else True)
+        if mini_batch:   # the levels above the first read their watermarks among its changes
+            settings += _mini_batch_settings(keys, calls, options, types) + f";ticked={int(i > 0)}"
+        if i:
+            below = [*levels[i - 1][0], *(c.name for c in levels[i - 1][1])]
+            args = sorted({c.arg for c in calls if c.arg is not None})
+            settings += ";in=" + ",".join(str(below.index(inputs[c])) for c in [*keys, *args])
+        parts.append(settings)
+        schema = _compiled_schema(keys, calls, types)
+        types = {f.name: f.dataType for f in schema.fields}
+        mode = changelog_mode(mode, replace(options, update_before=options.update_before if top else True))
+    keys, calls, _ = levels[0]
+    df = _compiled_input(log, keys, calls)
+    chunks, raw = jvm.bridge.dataset(df).rdd().getNumPartitions(), None
+    if source is not None:   # the first level's inputs, straight from the stream's source
+        stream, columns = source
+        args = sorted({c.arg for c in calls if c.arg is not None})
+        raw = sparksql.select(stream.source, *(f"{sparksql.name(columns[c])} AS {sparksql.name(i)}"
+                                               for c, i in zip([*keys, *args], df.columns)))
+    if options.tasks > 1 and chunks == 1 and not mini_batch:
+        return None
+    numbered = raw is not None and not isinstance(stream.proctime, str)   # the arrivals numbered in the pass
+    if numbered:
+        clock = stream.proctime
+        parts[0] += f";offsets={','.join(map(str, stream.arrivals.offsets))}" + (
+            f";clock={epoch_ms(clock.start)}:{clock.step.millis}" if clock is not None else "")
+        df = raw
+    if mini_batch:   # one task reads the chunks in turn
+        out = jvm.mini_batch_chain(df, "|".join(parts), schema)
+    else:
+        if options.tasks == 1 and chunks > 1:   # one task reads the chunks in turn
+            df, chunks = df.coalesce(1), 1
+        out = jvm.chain(df, chunks, "|".join(parts), schema, SUMMARY_LIMIT, numbered and chunks <= PREFIX_CHUNKS)
+    if out is None:
+        return None
+    last_keys, last_calls, _ = levels[-1]
+    return Changelog(out, (*last_keys, *(c.name for c in last_calls)), mode, tuple(last_keys), True,
+                     ticks(log, options.mini_batch[0]) if mini_batch else None)

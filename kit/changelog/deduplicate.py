@@ -1,0 +1,249 @@
+"""Deduplication: Flink's ``ROW_NUMBER() OVER (PARTITION BY keys ORDER BY time ASC|DESC) = 1``
+over an insert-only changelog, as ``StreamExecDeduplicate`` runs it.
+
+``deduplicate`` runs, per key and in arrival order (``kit.changelog.replay``), the function
+Flink picks, or window functions giving the same rows (no state TTL). What each emits for
+one input message (``-U`` only when ``Options.update_before``):
+
+=========================  ============================================================
+Flink function             a message emits
+=========================  ============================================================
+ProcTimeDeduplicate        keep first: ``+I`` the first row per key; keep last: ``+I``
+KeepFirst/LastRow          first, then ``-U old, +U new`` (nothing when the new row
+                           equals the old and no state TTL is set)
+RowTimeDeduplicate         keep last: ``+I`` first, ``-U old, +U new`` when the row's time
+Function                   is not smaller than the kept row's; keep first: ``+I`` once the
+                           watermark passes the first row's time, late rows dropped
+=========================  ============================================================
+
+Every output row carries the ``seq`` and ``_pt`` of the message that caused it and
+``_n = input _n + [j]``.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from .. import sparksql
+from ..errors import KitError, fail
+from ..spark import known_rows
+from . import INSERT, INSERT_ONLY, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options
+from .replay import Row, check_columns, replay_per_key
+
+__all__ = ["deduplicate", "late_rows", "ProcTimeDeduplicateKeepFirstRowFunction",
+           "ProcTimeDeduplicateKeepLastRowFunction", "RowTimeDeduplicateFunction"]
+
+
+class _Deduplicate:
+    """What the deduplicate functions share: the kept row (``row``), the processing time it
+    was written at and the state TTL (``ttl_ms``: a key whose state is older starts afresh)."""
+    row = None
+    written = None
+
+    def __init__(self, update_before: bool, ttl_ms: int, time: int | None = None):
+        self.update_before, self.ttl_ms, self.time = update_before, ttl_ms, time
+
+    def process(self, kind: str, row: Row, pt: int | None) -> list:
+        if self.ttl_ms:
+            if pt is None:
+                raise KitError("the state TTL (table.exec.state.ttl) runs on processing time: "
+                               "give the stream a proctime (kit.stream(..., proctime=...))")
+            if self.written is not None and self.written + self.ttl_ms <= pt:
+                self.row = self.written = None
+        return self.process_element(row, pt)
+
+    def keep(self, row, pt):
+        self.row, self.written = row, pt
+
+    def updated(self, old, new) -> list:
+        """``updateDeduplicateResult``: ``+I`` the first row, else ``-U`` old, ``+U`` new."""
+        if old is None:
+            return [(INSERT, new, None)]
+        before = [(UPDATE_BEFORE, old, None)] if self.update_before else []
+        return before + [(UPDATE_AFTER, new, None)]
+
+
+class ProcTimeDeduplicateKeepFirstRowFunction(_Deduplicate):
+    """The first row of each key, ``+I``; later rows emit nothing."""
+
+    def process_element(self, row, pt):
+        if self.row is not None:
+            return []
+        self.keep(row, pt)
+        return [(INSERT, row, None)]
+
+
+class ProcTimeDeduplicateKeepLastRowFunction(_Deduplicate):
+    """The last row of each key: a row equal to the kept one emits nothing unless a state
+    TTL is set (downstream state must be kept alive)."""
+
+    def process_element(self, row, pt):
+        old = self.row
+        self.keep(row, pt)
+        if old is not None and not self.ttl_ms and old.values == row.values:
+            return []
+        return self.updated(old, row)
+
+
+class RowTimeDeduplicateFunction(_Deduplicate):
+    """The row of the largest event time of each key (keep last: a time not smaller than
+    the kept row's replaces it). Flink 2.3 keeps the first row on event time with another
+    function, insert-only, on watermarks (``_first_on_event_time``)."""
+
+    def process_element(self, row, pt):
+        t = row.values[self.time]
+        if t is None:
+            raise KitError(f"row {row.values} has a NULL event time: a rowtime deduplicate "
+                           "needs one in every row")
+        old = self.row
+        if old is not None:
+            kept = old.values[self.time]
+            if t < kept:
+                return []
+        self.keep(row, pt)
+        return self.updated(old, row)
+
+
+
+def deduplicate(log: Changelog, keys: list[str], keep: str, options: Options,
+                time: str | None = None, engine: str = "auto", marks: DataFrame | None = None) -> Changelog:
+    """Flink's deduplication (``ROW_NUMBER() OVER (PARTITION BY keys ORDER BY time ASC|DESC)
+    = 1``): ``keep`` ``"first"`` or ``"last"`` row per key, by arrival (``time`` None:
+    processing time) or by event time ``time`` (a rowtime column; keeping the first needs
+    ``marks``, the input stream's ``seq``, ``watermark`` (and ``proctime``): ``_first_on_event_time``).
+    ``engine``: ``"auto"`` takes Spark window functions when the state TTL is off,
+    ``"replay"`` always replays."""
+    check_columns(log, list(keys) + ([time] if time else []), "deduplicate")
+    if keep not in ("first", "last"):
+        raise KitError(f"keep must be 'first' or 'last', not {keep!r}")
+    if not log.insert_only:
+        raise KitError("deduplicate reads an insert-only input; over updates, use top_n(..., "
+                       "strategy='retract')")
+    last = keep == "last"
+    if engine not in ("auto", "replay"):
+        raise KitError(f"engine must be 'auto' or 'replay', not {engine!r}")
+    if time is not None and not last:
+        if marks is None:
+            raise KitError("keeping the first row on event time needs the watermarks of the input's one "
+                           "stream (marks=): it waits for the watermark to pass the row's time")
+        if options.ttl_ms:
+            raise KitError("keeping the first row on event time with a state TTL is not modelled; "
+                           "turn table.exec.state.ttl off")
+        return Changelog(_first_on_event_time(log, list(keys), time, marks, options.tasks), log.columns,
+                         INSERT_ONLY, tuple(keys))
+    mode = INSERT_ONLY if not last else frozenset(
+        {INSERT, UPDATE_AFTER} | ({UPDATE_BEFORE} if options.update_before else set()))
+    if engine == "auto" and not options.ttl_ms:
+        df = _deduplicate_fast(log, list(keys), last, time, options.update_before)
+    else:
+        ub, ttl = options.update_before, options.ttl_ms
+        if time is None:
+            function = ProcTimeDeduplicateKeepLastRowFunction if last else ProcTimeDeduplicateKeepFirstRowFunction
+            make = lambda: function(ub, ttl)   # noqa: E731
+        else:
+            at = list(log.columns).index(time)
+            make = lambda: RowTimeDeduplicateFunction(ub, ttl, at)   # noqa: E731
+        df = replay_per_key(log, list(keys), make, options, [])
+    return Changelog(df, log.columns, mode, tuple(keys))
+
+
+def _lateness(log: Changelog, time: str, marks: DataFrame) -> DataFrame:
+    """``log``'s rows with ``_wm`` (the watermark at their arrival) and ``_late``: below it."""
+    t = sparksql.name(time)
+    null = fail(F.lit(f"a row has a NULL event time in {time!r}: a rowtime deduplicate needs one in every row"))
+    rows = log.df.join(marks.selectExpr("seq", "watermark AS _wm"), "seq")
+    return rows.withColumn("_late", F.when(F.col(t).isNull(), null.cast("boolean")).otherwise(F.expr(f"coalesce({t} < _wm, false)")))
+
+
+def late_rows(log: Changelog, time: str, marks: DataFrame) -> DataFrame:
+    """The rows keep-first on event time drops (Flink drops them without a trace): the
+    input's columns, ``seq`` and ``watermark`` (the one each arrived at)."""
+    return _lateness(log, time, marks).where("_late").selectExpr(*map(sparksql.name, log.columns), "seq",
+                                                                 "_wm AS watermark")
+
+
+def _first_on_event_time(log: Changelog, keys, time, marks: DataFrame, tasks: int = 1) -> DataFrame:
+    """Keep first on event time (Flink 2.3's ``RowTimeDeduplicateKeepFirstRowFunction``,
+    insert-only), as real Flink 2.3 runs it (``topn.json``): a row below the watermark it
+    arrives at is dropped (one *at* it is kept); of the others, each key's row of the
+    smallest time (ties: the earlier arrival) is emitted once, as ``+I``, by its timer: at
+    the first rise of the watermark, at or after the row's arrival, to its time or past it
+    (after the last arrival: the end of input). A later row cannot change it: one of a
+    smaller time would be late by then. Emissions of one rise are in time order, then by
+    arrival; ``_n = [place]``.
+
+        k  ts  seq  watermark before     ->  seq  _op  k  ts
+        a  2   0    NULL                     1    +I   a  2    (the watermark rises to 25 after seq 1)
+        b  30  1    -3                       2    +I   b  30   (end of input)
+        a  1   2    25 (late: dropped)
+
+    A row fires at ``max(_at, _next)``: ``_at`` the first rise to its time or past it,
+    ``_next`` the first rise at or after its arrival. Both are searches over the rises,
+    whose watermarks grow with their arrival: the arrivals are cut into ``tasks`` ranges of
+    ``seq`` (buckets), each searched by a window of its own, and a bucket with no answer
+    takes the first rise of the buckets after it (a small summary); a kept row is searched
+    for in the one bucket whose range of rise watermarks holds its time. No window spans
+    all rows, and each search is a running minimum in reverse order (Spark recomputes a
+    frame that ends at UNBOUNDED FOLLOWING for every row: quadratic).
+    """
+    ks, t = [sparksql.name(k) for k in keys], sparksql.name(time)
+    cols = [sparksql.name(c) for c in log.columns]
+    rows = _lateness(log, time, marks).where("NOT _late")
+    kept = rows.withColumn("_r", F.row_number().over(Window.partitionBy(*ks).orderBy(t, "seq", "_n"))).where("_r = 1")
+    size = max(1, -(-(known_rows(marks) or marks.count()) // max(1, tasks)))   # arrivals per bucket
+    # the watermark each arrival leaves (the one the next arrives at; the last's: the end of
+    # input, NULL sorted last); a rise is a step a timer can fire at
+    left = marks.selectExpr("seq - 1 AS seq", "watermark AS _w", "false AS _end")
+    after = marks.selectExpr("seq", "watermark AS _met").join(left, "seq", "left").selectExpr(
+        "seq", f"seq div {size} AS _b", "IF(_end IS NULL, NULL, _w) AS _v",
+        "_end IS NULL OR (_w IS NOT NULL AND (_met IS NULL OR _w > _met)) AS _step")
+    # _next: the first rise from each arrival on, inside its bucket or carried in from the buckets after
+    firsts = after.groupBy("_b").agg(F.min(F.when(F.col("_step"), F.col("seq"))).alias("_first"))
+    carry = firsts.selectExpr("_b", "min(_first) OVER (ORDER BY _b DESC ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
+                                    " AS _carry")
+    nexts = after.join(F.broadcast(carry), "_b").selectExpr(
+        "seq AS _j", "coalesce(min(IF(_step, seq, NULL)) OVER (PARTITION BY _b ORDER BY seq DESC ROWS BETWEEN UNBOUNDED "
+        "PRECEDING AND CURRENT ROW), _carry) AS _next")
+    # _at: each bucket's rises cover the watermarks (its predecessor's highest, its own highest]
+    steps = after.where("_step")
+    bounds = steps.groupBy("_b").agg(F.max("_v").alias("_hi"), F.max(F.col("_v").isNull()).alias("_inf"))
+    bounds = bounds.selectExpr("_b", "IF(_inf, NULL, _hi) AS _hi", "lag(_hi) OVER (ORDER BY _b) AS _lo")
+    placed = kept.join(F.broadcast(bounds), F.expr(f"(_lo IS NULL OR {t} > _lo) AND (_hi IS NULL OR {t} <= _hi)"))
+    both = placed.selectExpr("_b", f"{t} AS _v", "0 AS _kind", "seq AS _j", f"struct({', '.join(cols)}) AS _row") \
+        .unionByName(steps.selectExpr("_b", "_v", "1 AS _kind", "seq AS _j"), allowMissingColumns=True)
+    ahead = "(PARTITION BY _b ORDER BY _v DESC NULLS FIRST, _kind DESC, _j DESC ROWS UNBOUNDED PRECEDING)"
+    fired = both.selectExpr("*", f"min(IF(_kind = 1, _j, NULL)) OVER {ahead} AS _at").where("_kind = 0")
+    fired = fired.join(nexts, "_j").selectExpr("_row", "_v", "_j", "greatest(_at, _next) AS seq")
+    fired = fired.withColumn("_k", F.row_number().over(Window.partitionBy("seq").orderBy("_v", "_j")) - 1)
+    pt = "unix_millis(proctime)" if "proctime" in marks.columns else "CAST(NULL AS BIGINT)"
+    fired = fired.join(marks.selectExpr("seq", f"{pt} AS _pt"), "seq")
+    return fired.selectExpr("'+I' AS _op", *(f"_row.{c}" for c in cols), "seq", "array(CAST(_k AS INT)) AS _n", "_pt")
+
+
+def _deduplicate_fast(log, keys, last, time, update_before) -> DataFrame:
+    """Deduplication with window functions: a row is kept when it is the key's first
+    (by arrival) or, on event time, not older than every earlier row of its key; each kept
+    row after the first updates the one kept before it."""
+    cols = [sparksql.name(c) for c in log.columns]
+    by_arrival = Window.partitionBy(*[F.col(sparksql.name(k)) for k in keys]).orderBy("seq", "_n")
+    df = log.df.withColumn("_v", F.struct(*cols)).withColumn("_first", F.row_number().over(by_arrival) == 1)
+    if time is not None:
+        t = F.col(sparksql.name(time))
+        earlier = by_arrival.rowsBetween(Window.unboundedPreceding, -1)
+        null = fail(F.lit(f"a row has a NULL event time in {time!r}: a rowtime deduplicate needs one in every row"))
+        df = df.withColumn("_bound", F.max(t).over(earlier)).where(
+            F.when(t.isNull(), null.cast("boolean")).otherwise(F.col("_first") | (t >= F.col("_bound"))))
+    elif not last:
+        df = df.where("_first")
+    df = df.withColumn("_old", F.lag("_v").over(by_arrival))
+    first = F.array(F.struct(F.lit(INSERT).alias("k"), F.col("_v").alias("v")))
+    after = F.struct(F.lit(UPDATE_AFTER).alias("k"), F.col("_v").alias("v"))
+    before = F.struct(F.lit(UPDATE_BEFORE).alias("k"), F.col("_old").alias("v"))
+    update = F.array(before, after) if update_before else F.array(after)
+    if time is None:   # keep last by arrival: a row equal to the kept one changes nothing
+        df = df.where(F.col("_first") | ~F.col("_old").eqNullSafe(F.col("_v")))
+    df = df.select("*", F.posexplode(F.when(F.col("_first"), first).otherwise(update)).alias("_j", "_c"))
+    return df.selectExpr(*[f"_c.v.{c}" for c in cols], "_c.k AS _op", "seq",
+                         "concat(_n, array(_j)) AS _n", "_pt")
+

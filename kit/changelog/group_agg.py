@@ -1,0 +1,285 @@
+"""Flink's ``GroupAggFunction``: one key's group aggregate, message by message -- the
+reference the other engines of ``kit.changelog.aggregate`` equal.
+
+A key's state (``State``) holds its accumulators (COUNT, SUM/AVG, MIN/MAX with retraction,
+DISTINCT as a count per value), its record count and the processing time of its last
+write; ``emit`` folds messages into it and gives the changes, ``expired`` the state TTL's
+verdict. ``GroupAggFunction`` runs it per key on the replay driver (``kit.replay.keyed``);
+``reference`` runs that over a changelog on Spark.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
+
+import numpy as np
+from pyspark.sql import DataFrame
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from .. import sparksql
+from ..errors import KitError
+from ..replay.keyed import KeyedOperator, ValueState, replay, spread, tuples
+from . import ADDS, DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options
+
+__all__ = ["changelog_mode", "NO_CLOCK", "Spec", "State", "emit", "expired", "GroupAggFunction", "replay_schema",
+           "reference", "outputs"]
+
+
+def changelog_mode(input_mode: frozenset, options: Options) -> frozenset:
+    """The row kinds a group aggregate emits over an input of ``input_mode``.
+
+    >>> from kit.changelog import INSERT_ONLY, ALL, mode_text
+    >>> mode_text(changelog_mode(INSERT_ONLY, Options())), mode_text(changelog_mode(ALL, Options(update_before=False)))
+    ('[I,UB,UA]', '[I,UA,D]')
+    """
+    mode = {INSERT, UPDATE_AFTER} | ({UPDATE_BEFORE} if options.update_before else set())
+    return frozenset(mode | ({DELETE} if input_mode - {INSERT} else set()))
+
+
+NO_CLOCK = ("the state TTL (table.exec.state.ttl) runs on processing time, but the input has no "
+             "processing-time clock: give the stream one, kit.stream(..., proctime=Clock(start, step)) "
+             "or proctime=<a TIMESTAMP column>")
+
+_EXACT = Context(prec=100)   # decimals of up to 38 digits, summed without rounding
+
+
+class _Count:
+    """COUNT(*) (``star``) or COUNT(x): the rows (with x not NULL) accumulated minus retracted."""
+
+    def __init__(self, star: bool):
+        self.star, self.n = star, 0
+
+    def add(self, v, w: int):
+        if self.star or v is not None:
+            self.n += w
+
+    def value(self):
+        return self.n
+
+
+class _Sum:
+    """SUM(x) or AVG(x) (``avg``): a total and the count of non-NULL values; NULL when none.
+    AVG sums DOUBLEs, or decimals divided as Spark divides them (``_decimal_avg``)."""
+
+    def __init__(self, avg: bool, dtype):
+        self.avg, self.dtype, self.n = avg, dtype, 0
+        self.total = Decimal(0) if isinstance(dtype, T.DecimalType) else 0.0 if avg else 0
+
+    def add(self, v, w: int):
+        if v is None:
+            return
+        if self.avg and not isinstance(self.dtype, T.DecimalType):
+            v = float(v)
+        with localcontext(_EXACT):
+            self.total, self.n = (self.total + v, self.n + 1) if w > 0 else (self.total - v, self.n - 1)
+
+    def value(self):
+        if self.n == 0:
+            return None
+        if not self.avg:
+            return self.total
+        return _decimal_avg(self.total, self.n, self.dtype) if isinstance(self.dtype, T.DecimalType) \
+            else self.total / self.n
+
+
+class _MinMax:
+    """MIN(x) / MAX(x) over a multiset: a count per value (Flink's ``MinWithRetractAggFunction``)."""
+
+    def __init__(self, pick):
+        self.pick, self.counts, self.best = pick, {}, None
+
+    def add(self, v, w: int):
+        if v is None:
+            return
+        n = self.counts.get(v, 0) + w
+        if n:
+            self.counts[v] = n
+        else:
+            del self.counts[v]
+        if w > 0 and (self.best is None or self.pick(v, self.best) == v):
+            self.best = v
+        elif w < 0 and n == 0 and v == self.best:
+            present = [u for u, c in self.counts.items() if c > 0]
+            self.best = self.pick(present) if present else None
+
+    def value(self):
+        return self.best
+
+
+class _Distinct:
+    """A DISTINCT aggregate: a count per value; the inner one sees a value's 0->1 and 1->0."""
+
+    def __init__(self, inner):
+        self.inner, self.counts = inner, {}
+
+    def add(self, v, w: int):
+        if v is None:
+            return
+        before = self.counts.get(v, 0)
+        self.counts[v] = before + w
+        if (before, before + w) in ((0, 1), (1, 0)):
+            self.inner.add(v, w)
+
+    def value(self):
+        return self.inner.value()
+
+
+def _decimal_avg(total: Decimal, n: int, dtype: T.DecimalType) -> Decimal:
+    """Spark's AVG of a decimal(p, s): its sum, a decimal(p + 10, s), divided by the count, a
+    decimal(20, 0), in Spark's decimal division (38 places, then the quotient's scale, both
+    HALF_UP); the cast to the call's type follows."""
+    p, s = min(38, dtype.precision + 10), dtype.scale
+    scale = max(6, s + 21)
+    if p - s + scale > 38:
+        scale = max(38 - (p - s), min(scale, 6))
+    with localcontext(_EXACT):
+        q = (total / n).quantize(Decimal(1).scaleb(-38), ROUND_HALF_UP)
+        return q.quantize(Decimal(1).scaleb(-scale), ROUND_HALF_UP)
+
+
+def _cast(v, dtype):
+    """A value as Spark's CAST to ``dtype`` gives it (integers truncate, decimals round HALF_UP)."""
+    if v is None:
+        return None
+    if isinstance(dtype, T.IntegralType):
+        return int(v)
+    if isinstance(dtype, T.FloatType):
+        return float(np.float32(v))
+    if isinstance(dtype, T.DoubleType):
+        return float(v)
+    if isinstance(dtype, T.DecimalType):
+        with localcontext(_EXACT):
+            return Decimal(v if not isinstance(v, float) else repr(v)).quantize(
+                Decimal(1).scaleb(-dtype.scale), ROUND_HALF_UP)
+    return v
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    """Equal results (NaN equals NaN, as Spark's ``<=>``)."""
+    return all(x == y or (x != x and y != y) for x, y in zip(a, b))
+
+
+@dataclass
+class Spec:
+    """What the replay of one key needs: the aggregates' factories and output types."""
+    calls: list
+    types: dict
+    out_types: list
+    ttl_ms: int
+    update_before: bool
+
+    def accumulators(self) -> list:
+        made = []
+        for c in self.calls:
+            function = c.function.upper()
+            dtype = self.types.get(c.arg)
+            acc = (_Count(c.arg is None) if function == "COUNT" else
+                   _Sum(function == "AVG", dtype) if function in ("SUM", "AVG") else
+                   _MinMax(min if function == "MIN" else max))
+            made.append(_Distinct(acc) if c.distinct else acc)
+        return made
+
+
+class State:
+    """A key's accumulators, its record count (COUNT(*)) and the time of its last write."""
+
+    def __init__(self, spec: Spec):
+        self.spec, self.accs, self.count, self.written = spec, spec.accumulators(), 0, None
+
+    def add(self, args: tuple, w: int):
+        self.count += w
+        for acc, v in zip(self.accs, args):
+            acc.add(v, w)
+
+    def value(self) -> tuple:
+        return tuple(_cast(a.value(), t) for a, t in zip(self.accs, self.spec.out_types))
+
+
+def emit(spec: Spec, state: State, first: bool, prev: tuple, messages: list, now) -> tuple:
+    """Fold ``messages`` (``(w, args)``) into ``state``; the changes ``[(kind, values)]``
+    (Flink's ``processElement`` for one message, ``finishBundle`` for a bundle's) and the
+    state to keep (None: cleared)."""
+    for w, args in messages:
+        state.add(args, w)
+    new = state.value()
+    if state.count == 0:
+        return ([] if first else [(DELETE, prev)]), None
+    state.written = now
+    if first:
+        return [(INSERT, new)], state
+    if spec.ttl_ms <= 0 and _same(prev, new):
+        return [], state
+    return ([(UPDATE_BEFORE, prev)] if spec.update_before else []) + [(UPDATE_AFTER, new)], state
+
+
+def expired(spec: Spec, state: State | None, now) -> bool:
+    if state is None or spec.ttl_ms <= 0:
+        return False
+    if now is None:
+        raise KitError(NO_CLOCK)
+    return now - state.written >= spec.ttl_ms
+
+
+class GroupAggFunction(KeyedOperator):
+    """Flink's ``GroupAggFunction`` for one key, its one state the key's ``State`` (None:
+    none yet). A row is ``(_op, seq, _n, _pt, *args)``; it outputs rows of the replay
+    (``replay_schema``): the changes and the expirations (``_op`` NULL)."""
+    state = (ValueState("acc"),)
+
+    def __init__(self, spec: Spec, args: list):
+        self.spec, self.args = spec, args
+
+    def process_element(self, row, ctx):
+        spec, acc, key = self.spec, ctx.state("acc"), ctx.key
+        op, seq, n, pt = row[:4]
+        w, state = 1 if op in ADDS else -1, acc.value()
+        if expired(spec, state, pt):
+            ctx.output([None, *key, *[None] * len(spec.calls), seq, None, pt, state.written])
+            acc.update(state := None)
+        if state is None and w < 0:
+            return
+        first, state = state is None, state or State(spec)
+        prev = state.value()
+        changes, state = emit(spec, state, first, prev, [(w, tuple(None if i is None else row[i] for i in self.args))],
+                               pt)
+        acc.update(state)
+        for j, (kind, values) in enumerate(changes):
+            ctx.output([kind, *key, *values, seq, [*n, j], pt, None])
+
+
+def replay_schema(keys, calls, options, types) -> tuple:
+    """The replay's ``Spec`` and the Spark and Arrow schemas of its rows: ``_op`` (NULL for
+    an expiration), keys, results, ``seq``, ``_n``, ``_pt``, ``_last_write``."""
+    out_types = [T._parse_datatype_string(c.type) for c in calls]
+    spec = Spec(list(calls), types, out_types, options.ttl_ms, options.update_before)
+    long = T.LongType()
+    schema = T.StructType(
+        [T.StructField("_op", T.StringType())] + [T.StructField(k, types[k]) for k in keys]
+        + [T.StructField(c.name, t) for c, t in zip(calls, out_types)]
+        + [T.StructField("seq", long), T.StructField("_n", T.ArrayType(T.IntegerType())),
+           T.StructField("_pt", long), T.StructField("_last_write", long)])
+    return spec, schema, to_arrow_schema(schema, timezone="UTC")
+
+
+def reference(log: Changelog, keys, calls, options, types) -> tuple:
+    """Each key replayed in Python (``GroupAggFunction``), spread over ``options.tasks`` tasks by key."""
+    spec, schema, _ = replay_schema(keys, calls, options, types)
+    read = list(dict.fromkeys(c.arg for c in calls if c.arg))
+    args = [4 + read.index(c.arg) if c.arg else None for c in calls]
+    df = spread(log.df, keys, options.tasks, "seq", "_n")
+    replayed = replay(df, keys, lambda key: GroupAggFunction(spec, args), schema, ["_op", "seq", "_n", "_pt", *read],
+                      tuples(schema, nan_is_null=True))
+    return outputs(replayed, keys, calls, options)
+
+
+def outputs(replayed: DataFrame, keys, calls, options) -> tuple:
+    """A replay's rows (``replay_schema``) as the changelog and the state expirations."""
+    names = [*map(sparksql.name, keys), *(sparksql.name(c.name) for c in calls)]
+    changes = replayed.where("_op IS NOT NULL").selectExpr("_op", *names, "seq", "_n", "_pt")
+    if options.ttl_ms <= 0:
+        return changes, None
+    expired = replayed.where("_op IS NULL").selectExpr(*map(sparksql.name, keys), "seq",
+                                                       "_last_write AS last_write_pt", "_pt AS pt")
+    return changes, expired

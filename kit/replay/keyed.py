@@ -1,0 +1,258 @@
+"""One operator per key, every key of a DataFrame replayed on Spark (layer 4, the driver).
+
+An operator decides how one key's rows change; a driver decides where and when it runs.
+The operator is Flink's ``KeyedProcessFunction`` in small (``KeyedOperator``): its state
+declared up front (``ValueState``, ``ListState``, ``MapState``: names and kinds, as Flink's
+state descriptors), a step per element, a step per timer, and the end of input::
+
+    class KeyedOperator:
+        state = ()                            # descriptors: what the driver keeps per key
+        def process_element(self, row, ctx)   # one row, in arrival order
+        def on_timer(self, timestamp, ctx)    # a timer the watermark (or the clock) passed
+        def end_of_input(self, ctx)           # after the final watermark fired every timer
+
+``ctx`` gives the ``key``, the ``watermark`` and ``processing_time`` in force, the state
+(``ctx.state("name")``), the timer service (``ctx.register_event_time_timer(t)``,
+``ctx.register_processing_time_timer(t)``) and ``ctx.output(value)``; in the replay also
+``at``, the row's place in its task's Arrow table. Before each row, the timers the row's
+watermark (or processing time) passed fire, earliest first; at the end of input the final
+watermark (+inf) fires the event-time ones.
+
+This module is the replay driver: ``spread`` puts the rows over tasks by key and sorts each
+task's by key and arrival, ``replay`` runs one ``mapInArrow`` per task, cuts its Arrow table
+into runs of equal keys (``kit.arrow.groups``), runs a fresh operator over each run with a
+dict-backed state, and turns what the operators output into Arrow batches (``tuples``, or
+the caller's ``output``). An operator that reads a key's rows at once (a matcher over numpy
+columns) is a ``Rows``: the replay hands it the key's run of the Arrow table instead of
+stepping it row by row.
+
+A count per key, emitted when the watermark passes ``t + 10``:
+
+>>> class Count(KeyedOperator):
+...     state = (ValueState("n"),)
+...     def process_element(self, row, ctx):
+...         n = ctx.state("n")
+...         n.update((n.value() or 0) + 1)
+...         ctx.register_event_time_timer(row[0] + 10)
+...     def on_timer(self, timestamp, ctx):
+...         ctx.output((ctx.key[0], timestamp, ctx.state("n").value()))
+>>> run_key(Count(), ["a"], [(1,), (5,), (30,)], watermarks=[0, 4, 29])
+[('a', 11, 2), ('a', 15, 2), ('a', 40, 3)]
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from .. import sparksql
+from ..arrow import column, groups, python_values
+
+__all__ = ["ValueState", "ListState", "MapState", "KeyedOperator", "Rows", "Context", "run_key", "run_task", "spread",
+           "replay", "tuples"]
+
+MIN_TIME, MAX_TIME = -(2 ** 63), 2 ** 63 - 1
+
+
+@dataclass(frozen=True)
+class ValueState:
+    """One value per key (Flink's ``ValueStateDescriptor``): ``value()``, ``update(v)``, ``clear()``."""
+    name: str
+
+    def new(self):
+        return _Value()
+
+
+@dataclass(frozen=True)
+class ListState:
+    """A list per key (Flink's ``ListStateDescriptor``): ``get()``, ``add(v)``, ``update(vs)``, ``clear()``."""
+    name: str
+
+    def new(self):
+        return _List()
+
+
+@dataclass(frozen=True)
+class MapState:
+    """A map per key (Flink's ``MapStateDescriptor``): a dict (``get``, ``[k] = v``, ``items()``...)."""
+    name: str
+
+    def new(self):
+        return {}
+
+
+class _Value:
+    __slots__ = ("v",)
+
+    def __init__(self):
+        self.v = None
+
+    def value(self):
+        return self.v
+
+    def update(self, v):
+        self.v = v
+
+    def clear(self):
+        self.v = None
+
+
+class _List(list):
+    def get(self):
+        return self
+
+    def add(self, v):
+        self.append(v)
+
+    def update(self, values):
+        self[:] = values
+
+
+class KeyedOperator:
+    """The operator interface (see the module): declare ``state``, override the steps."""
+    state: tuple = ()
+
+    def process_element(self, row, ctx: Context):
+        pass
+
+    def on_timer(self, timestamp: int, ctx: Context):
+        pass
+
+    def end_of_input(self, ctx: Context):
+        pass
+
+
+class Rows(KeyedOperator):
+    """An operator that reads its key's rows at once, in the replay only (a matcher over
+    numpy columns, a pass over the whole stream): ``run(rows, key)`` over the key's run of
+    the task's Arrow table, its outputs."""
+
+    def __init__(self, run):
+        self.run = run
+
+    def process_rows(self, table: pa.Table, ctx: Context):
+        for out in self.run(table, ctx.key):
+            ctx.output(out)
+
+
+class Context:
+    """What an operator sees of its key in the replay: state, time, timers, output."""
+    __slots__ = ("key", "watermark", "processing_time", "at", "output", "_state", "_event", "_proc")
+
+    def __init__(self, key, state: tuple, out: list):
+        self.key, self.watermark, self.processing_time, self.at = key, MIN_TIME, None, None
+        self.output = out.append   # ctx.output(value): one output
+        self._state = {d.name: d.new() for d in state}
+        self._event, self._proc = [], []
+
+    def state(self, name: str):
+        return self._state[name]
+
+    def register_event_time_timer(self, t: int):
+        if t not in self._event:
+            heapq.heappush(self._event, t)
+
+    def register_processing_time_timer(self, t: int):
+        if t not in self._proc:
+            heapq.heappush(self._proc, t)
+
+    def advance(self, operator: KeyedOperator, watermark=None, processing_time=None):
+        """Move the clocks forward, firing the timers they pass (processing time first)."""
+        if processing_time is not None:
+            self.processing_time = processing_time
+            while self._proc and self._proc[0] <= processing_time:
+                operator.on_timer(heapq.heappop(self._proc), self)
+        if watermark is not None and watermark > self.watermark:
+            self.watermark = watermark
+            while self._event and self._event[0] <= watermark:
+                operator.on_timer(heapq.heappop(self._event), self)
+
+
+def run_key(operator: KeyedOperator, key: list, rows, watermarks=None, proctimes=None, out=None, at=0) -> list:
+    """``operator`` over one key's ``rows`` in arrival order (``watermarks`` / ``proctimes``:
+    the clocks in force at each row, if given), then the end of input: what it output (added
+    to ``out``). ``at``: the first row's place in its task's table."""
+    out = [] if out is None else out
+    ctx, step = Context(key, operator.state, out), operator.process_element
+    if watermarks is None and proctimes is None:
+        for ctx.at, row in enumerate(rows, at):
+            step(row, ctx)
+    else:
+        for i, row in enumerate(rows):
+            ctx.advance(operator, None if watermarks is None else watermarks[i],
+                        None if proctimes is None else proctimes[i])
+            ctx.at = at + i
+            step(row, ctx)
+    ctx.advance(operator, MAX_TIME)
+    operator.end_of_input(ctx)
+    return out
+
+
+def spread(df: DataFrame, keys: list, tasks: int, *order) -> DataFrame:
+    """``df`` over ``tasks`` tasks by ``keys`` (one task, with no shuffle, for one task or no
+    keys), each task's rows sorted by ``keys`` then ``order`` (arrival)."""
+    cols = [F.col(sparksql.name(k)) for k in keys]
+    df = df.repartition(tasks, *cols) if tasks > 1 and keys else df.coalesce(1)
+    return df.sortWithinPartitions(*cols, *order)
+
+
+def run_task(table: pa.Table, keys: list, operator, columns: list = (), watermark: str = None,
+             proctime: str = None, shared: tuple = ()):
+    """``operator(key values, *shared)`` (a fresh ``KeyedOperator``) over each run of equal
+    ``keys`` in ``table`` (sorted by key, then arrival), one run after the other: yields each
+    key's outputs. A row is the tuple of ``columns``' values, the clocks those of the
+    ``watermark`` and ``proctime`` columns, if named."""
+    names = list(dict.fromkeys([*keys, *columns, *filter(None, [watermark, proctime])]))
+    cols = {c: python_values(table.column(c)) for c in names}
+    rows = list(zip(*[cols[c] for c in columns]))
+    for start, length in groups(table, keys):
+        key, out, end = [cols[k][start] for k in keys], [], start + length
+        op = operator(key, *shared)
+        if isinstance(op, Rows):
+            op.process_rows(table.slice(start, length), Context(key, op.state, out))
+        else:
+            run_key(op, key, rows[start:end] if columns else [()] * length,
+                    watermark and cols[watermark][start:end], proctime and cols[proctime][start:end], out, start)
+        yield out
+
+
+def replay(df: DataFrame, keys: list, operator, schema, columns: list = (), output=None, watermark: str = None,
+           proctime: str = None, task=None) -> DataFrame:
+    """``run_task`` over each task of ``df`` (``spread``: sorted by key and arrival in its
+    tasks), in one ``mapInArrow`` per task. ``output(table, outputs)`` turns a task's outputs
+    into Arrow batches of ``schema`` (default ``tuples(schema)``: tuples in its order).
+    ``task(table)``, if given, is called with each task's table first: what it returns is
+    handed to ``operator`` as its second argument (data the task's keys share)."""
+    output = output or tuples(schema)
+
+    def per_task(batches):
+        batches = list(batches)
+        table = pa.Table.from_batches(batches) if batches else None
+        if table is None or not table.num_rows:
+            return
+        shared, outs = () if task is None else (task(table),), []
+        for out in run_task(table, keys, operator, columns, watermark, proctime, shared):
+            outs += out
+        yield from output(table, outs)
+
+    return df.mapInArrow(per_task, schema)
+
+
+def tuples(schema, nan_is_null: bool | None = None):
+    """``output`` for ``replay``: each output a tuple in ``schema``'s order, its values as
+    Arrow gives them (``nan_is_null`` None), or as ``kit.arrow.column`` converts them."""
+    arrow = to_arrow_schema(schema, timezone="UTC")
+
+    def batches(table, out):
+        if not out:
+            return
+        yield pa.RecordBatch.from_arrays(   # a column at a time: one column's values held at once
+            [pa.array(list(c), type=arrow.field(i).type) if nan_is_null is None
+             else column(list(c), f.dataType, arrow.field(i).type, nan_is_null)
+             for i, (c, f) in enumerate(zip(zip(*out), schema))], schema=arrow)
+    return batches
