@@ -80,7 +80,7 @@ from ..replay.keyed import replay, spread
 from ..spark import replay_tasks
 from ..stream import Stream, prefix_scan, epoch_ms, rows_of
 from ..time import Clock
-from . import (ADDS, ALL, DELETE, INSERT, INSERT_ONLY, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options)
+from . import ADDS, ALL, DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options
 from .replay import Function
 
 __all__ = ["HOWS", "merge", "join", "mode_of", "upsert_key_of"]
