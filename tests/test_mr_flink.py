@@ -438,16 +438,18 @@ _QUANTIFIERS = [(1, 1, True), (1, None, True), (0, None, True), (0, 1, True), (2
                 (1, 2, True), (1, None, False), (0, None, False), (1, 3, False)]
 
 
-def _random_spec(draw, head=False):
+def random_spec(draw, head=False, aggregates=False):
     """A random pattern of A, B, C; ``head``: A once without DEFINE, then B with one (without
-    WITHIN the generated runner then starts partial matches inline, B's first row from numpy)."""
+    WITHIN the generated runner then starts partial matches inline, B's first row from numpy);
+    ``aggregates``: DEFINE may read SUM, MAX or COUNT over a variable's rows so far."""
     n = draw(st.integers(2 if head else 1, 3))
     items = [q(v, *draw(st.sampled_from(_QUANTIFIERS))) for v in _VARS[:n]]
     if head:
         items[0] = q("A", 1, 1)
     column = st.builds(Column, st.just("price"), st.sampled_from(_VARS[:n] + (None,)))
     value = st.one_of(column, st.builds(Nav, st.sampled_from(("FIRST", "LAST")), column, st.integers(0, 2)),
-                      st.builds(Literal, st.integers(8, 12), st.just("BIGINT")))
+                      st.builds(Literal, st.integers(8, 12), st.just("BIGINT")),
+                      *[st.builds(Aggregate, st.sampled_from(("SUM", "MAX", "COUNT")), column)] * aggregates)
     condition = st.one_of(
         st.builds(Binary, st.sampled_from(("<", ">", "<=", ">=", "=")), value, value),
         st.builds(IsNull, value, st.booleans()))
@@ -477,8 +479,8 @@ def test_within_expires_the_partial_matches_a_plain_start_began():
 @given(st.data(), st.lists(st.integers(8, 12), min_size=0, max_size=14))
 def test_generated_runner_equals_the_reference_runner(head, data, prices):
     """``flink.run_blocks`` (the generated loop over blocks) finds the same matches in the
-    same order as ``flink.run`` (the state table over rows and labels), errors included."""
-    spec = _random_spec(data.draw, head)
+    same order as ``flink.NFA`` (the state table over rows and labels), errors included."""
+    spec = random_spec(data.draw, head)
     cols = ticker(prices)
     try:
         fast = run_partition(cols, spec, "flink")

@@ -38,8 +38,15 @@ class Budget:
 
     def __init__(self, pattern, rows: int, limit: int | None = None, reads: list | None = None):
         self.pattern, self.reads = pattern, reads if reads is not None else [0]
+        self.per_row = STEPS_PER_ROW if limit is None else 0
         self.limit = limit if limit is not None else DEFAULT_STEPS + STEPS_PER_ROW * rows
         self.left = self.limit
+
+    def add_rows(self, rows: int):
+        """``rows`` more in the partition (a stream's key, released in batches): a default
+        limit grows as if they had been there from the start."""
+        self.limit += self.per_row * rows
+        self.left += self.per_row * rows
 
     def spend(self, steps: int):
         """Count ``steps`` more; TooManyThreads once they and the reads pass the limit."""

@@ -31,9 +31,15 @@ so are matches still waiting for them):
     row; SKIP TO NEXT ROW those starting at or before its first row; SKIP TO FIRST/LAST v
     those starting before that row of ``v`` -- and fails if ``v`` has no row in the match,
     or if that row is the match's first row ("Could not skip to first element of a match.").
-WITHIN ``w`` (ms of the time column): before each row at time ``t`` partial matches that
-started at ``s`` are dropped when ``t - s >= w`` (the 2.3 runtime) or ``t - s > w`` (the
-documentation); at the end of input all are dropped, which releases waiting matches.
+WITHIN ``w`` (ms of the time column): before each row at time ``t`` (and, in a stream, at
+each watermark ``t``) partial matches that started at ``s`` are dropped when ``t - s >= w``
+(the 2.3 runtime) or ``t - s > w`` (the documentation); at the end of input all are dropped,
+which releases waiting matches.
+
+``NFA`` keeps all this between calls, so a key's rows can be fed as they are released
+(``cep.CepOperator``) or all at once (the reference for a whole partition), and
+``run_blocks`` is the same runner generated for one pattern (the fast path; property tests
+keep them equal).
 
 Documented behaviour (``semantics="flink"``) vs the 2.3 runtime (``"flink-2.3"``):
   ============================  ==================  =====================
@@ -55,7 +61,7 @@ from .expressions import variables_of, walk
 from .spec import (ONE_ROW, STANDARD_AGGREGATES, Aggregate, AfterMatch, Alternation, Anchor, Classifier, Concat, Empty,
                    Exclusion, Label, MatchNumber, Nav, Permute, Quantified, Semantics)
 
-__all__ = ["validate", "compile_nfa", "run", "run_blocks", "default_after_match"]
+__all__ = ["validate", "compile_nfa", "NFA", "run_blocks", "default_after_match"]
 
 FINAL = -1
 
@@ -231,12 +237,12 @@ class _Matches:
             waiting[:] = [w for w in waiting if w[0] >= floor]
             self.emitted.append((tuple(R), L))
 
-    def expire(self, r):
-        """WITHIN, before row ``r``: drop the partial matches started too long ago."""
+    def expire(self, t):
+        """WITHIN, at time ``t`` (before a row at ``t``, or a watermark): drop the partial
+        matches started too long ago."""
         partial, times = self.partial, self.times
         if not partial:
             return
-        t = times[r]
         if self.inclusive:
             keep = [p for p in partial if t - times[p[0]] <= self.within_ms]
         else:
@@ -250,7 +256,12 @@ class _Matches:
         if self.within_ms is not None:
             self.partial.clear()
             self.release()
-        return self.emitted
+        return self.drain()
+
+    def drain(self):
+        """The matches emitted since the last drain."""
+        emitted, self.emitted = self.emitted, []
+        return emitted
 
 
 def _table(states, conditions):
@@ -261,48 +272,77 @@ def _table(states, conditions):
             for var, take, proceed, not_take, _ in states]
 
 
-def run(elements, conditions, times, nrows, after_match, within_ms=None, within_inclusive=False,
-        *, budget):
-    """Matches of one partition in emission order, each ``(R, L)``: the reference runner.
+class NFA:
+    """Flink's ``NFA`` with its ``NFAState``, resumable: the partial matches, the completed
+    ones waiting, AFTER MATCH's floor and WITHIN stay between calls, so a key's rows can be
+    fed as they are released (``cep.CepOperator``) or all at once, with the same matches.
+    ``conditions[var](R, L, m, F)`` is a variable's compiled DEFINE (True classifies the row;
+    none: always true); the rows are those of the columns it reads (``times``: WITHIN's, epoch
+    ms), which may grow; ``budget`` (``budget.Budget``) is spent one step per partial match per
+    row."""
 
-    ``conditions[var](R, L, m, F)`` is the compiled DEFINE condition (True classifies the
-    row); ``times`` the time column (epoch ms) for WITHIN. A partial match is
-    ``(start, state, L)``: variables are unique, so a row's condition is evaluated at most
-    once per partial match, and with strict contiguity its rows are ``range(start, r + 1)``.
-    ``budget`` (``budget.Budget``) is spent one step per partial match per row.
-    """
-    states, start_state = compile_nfa(elements)
-    table = _table(states, conditions)
-    out = _Matches(after_match, times, within_ms, within_inclusive)
-    for r in range(nrows):
-        if within_ms is not None:
-            out.expire(r)
-        new_partial = []
-        out.partial.append((r, start_state, ()))
-        budget.spend(len(out.partial))
-        for start, state, L in out.partial:
-            R1 = range(start, r + 1)
-            while state is not None:   # a concatenation: PROCEEDs form a chain
-                var, condition, take, proceed, not_take, ends = table[state]
-                L1 = L + (var,)
-                ok = condition is None or condition(R1, L1, 0, None) is True
-                state = None if not_take and ok else proceed
-                if ok:
-                    if take == FINAL:
-                        out.complete(start, R1, L1)
-                        break
-                    new_partial.append((start, take, L1))
-                    if ends:
-                        out.complete(start, R1, L1)
-        out.partial[:] = new_partial
-        if out.waiting:
-            out.release()
-    return out.finish()
+    def __init__(self, elements, conditions, times, after_match, within_ms=None, within_inclusive=False,
+                 *, budget):
+        states, self.start_state = compile_nfa(elements)
+        self.table = _table(states, conditions)
+        self.matches = _Matches(after_match, times, within_ms, within_inclusive)
+        self.rows, self.budget, self.within_ms = 0, budget, within_ms
+
+    def advance(self, nrows: int) -> list:
+        """Feed rows ``self.rows`` .. ``nrows - 1``: the matches emitted meanwhile, each
+        ``(R, L)``. A partial match is ``(start, state, L)``: variables are unique, so a row's
+        condition is evaluated at most once per partial match, and with strict contiguity its
+        rows are ``range(start, r + 1)``."""
+        out, table, start_state, within = self.matches, self.table, self.start_state, self.within_ms is not None
+        for r in range(self.rows, nrows):
+            if within:
+                out.expire(out.times[r])
+            new_partial = []
+            out.partial.append((r, start_state, ()))
+            self.budget.spend(len(out.partial))
+            for start, state, L in out.partial:
+                R1 = range(start, r + 1)
+                while state is not None:   # a concatenation: PROCEEDs form a chain
+                    var, condition, take, proceed, not_take, ends = table[state]
+                    L1 = L + (var,)
+                    ok = condition is None or condition(R1, L1, 0, None) is True
+                    state = None if not_take and ok else proceed
+                    if ok:
+                        if take == FINAL:
+                            out.complete(start, R1, L1)
+                            break
+                        new_partial.append((start, take, L1))
+                        if ends:
+                            out.complete(start, R1, L1)
+            out.partial[:] = new_partial
+            if out.waiting:
+                out.release()
+        self.rows = max(self.rows, nrows)
+        return out.drain()
+
+    def advance_time(self, t: int) -> list:
+        """Flink's ``advanceTime`` at time ``t`` (a watermark, ms): WITHIN drops the partial
+        matches that expired; the matches that releases."""
+        if self.within_ms is not None:
+            self.matches.expire(t)
+        return self.matches.drain()
+
+    def expires(self):
+        """With WITHIN, the time at which the oldest open partial match expires; else None."""
+        out = self.matches
+        if self.within_ms is None or not out.partial:
+            return None
+        return out.times[min(p[0] for p in out.partial)] + self.within_ms + (1 if out.inclusive else 0)
+
+    def finish(self) -> list:
+        """End of input: the matches still to come (open partial matches are dropped)."""
+        return self.matches.finish()
 
 
 def run_blocks(elements, defines: dict, env, times, nrows, after_match, within_ms=None,
                within_inclusive=False, *, budget):
-    """``run``, generated for one pattern: the same matches, several times faster.
+    """``NFA`` fed a whole partition, generated for one pattern: the same matches, several
+    times faster.
 
     ``defines``: the DEFINE expression per variable (``env`` resolves their columns). A
     partial match is ``(start, state, B)`` where ``B`` holds its blocks ``(variable, first
@@ -361,7 +401,7 @@ def run_blocks(elements, defines: dict, env, times, nrows, after_match, within_m
 
     # the head: with a start state without DEFINE nor PROCEED, whose row alone completes no
     # match, the partial match started at r - 1 is (r - 1, take0, ((V, r - 1),)) unless AFTER
-    # MATCH dropped it; row r runs it inline after the others (last, as in ``run``), not
+    # MATCH dropped it; row r runs it inline after the others (last, as in ``NFA``), not
     # from the list; its TAKE's condition comes from numpy when it can (``ok``), and then
     # rows where no partial match is alive are skipped up to the next start that passes it
     var0, take0, proceed0, _, _ = states[start_state]
@@ -385,7 +425,7 @@ def run_blocks(elements, defines: dict, env, times, nrows, after_match, within_m
     else:
         starts = ["start = r"] + chain(start_state, set())
     loop = ["    for r in range(nrows):"] + ([
-        "        out.expire(r)",
+        "        out.expire(out.times[r])",
         "        partial = out.partial"] if within_ms is not None else [])
     if ok is not None:   # nothing waits when no partial match is alive (release emitted it)
         loop = ["    r = 1", "    while r < nrows:", "        if not partial:",

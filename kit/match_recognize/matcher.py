@@ -48,7 +48,7 @@ from .measures import Measures, prepare_columns
 from .program import check_size, compile_pattern, labels_of
 from .spec import ONE_ROW, AfterMatch, Aggregate, Classifier, Column, MatchNumber, Nav
 
-__all__ = ["Match", "PartitionResult", "run_partition", "SEMANTICS"]
+__all__ = ["Match", "PartitionResult", "Partition", "run_partition", "SEMANTICS"]
 
 #: Flink as documented, the SQL standard (as Trino implements it), and the Flink 2.3 runtime
 #: where it differs from its docs (AVG typing, WITHIN boundary, default AFTER MATCH).
@@ -93,62 +93,96 @@ def run_partition(columns: dict, spec, semantics: str = "flink", aggregates: dic
     condition saw, the row being classified last) -- the seed's evaluation tables.
     ``step_budget``: the most steps the matcher may take (None: ``budget.py``'s default).
     """
-    if semantics not in SEMANTICS:
-        raise MatchRecognizeError("MATCH_RECOGNIZE", f"unknown semantics {semantics!r}; "
-                                                     f"choose one of {', '.join(SEMANTICS)}")
-    check_size(spec.pattern)
     lists, stamps = prepare_columns(columns)
-    nrows = len(next(iter(lists.values()))) if lists else 0
-    is_flink = semantics != "standard"
-    elements = flink.validate(spec, semantics) if is_flink else None
-    variables = [e[0] for e in elements] if is_flink else labels_of(spec.pattern)
-    subsets = spec.subset_map
-    for name, expr in spec.define:
-        if name not in variables:
-            raise MatchRecognizeError("DEFINE", f"{name} is not a variable of the PATTERN",
-                                      getattr(expr, "pos", None))
-    common = dict(variables=variables, subsets=subsets, aggregates=aggregates,
-                  timestamp_columns=stamps, rowtime=rowtime, proctime=proctime,
-                  avg_truncates=semantics == "flink-2.3")
-    define_env = Env(lists, clause="DEFINE", **common)
-    budget = Budget(spec.pattern, nrows, step_budget, define_env.reads)
-    measures = Measures(spec, Env(lists, clause="MEASURES", **common))
-    number = [1]
     # Flink's matches are contiguous blocks of unique variables: its DEFINEs read blocks
     # (``run_blocks``), unless a trace wants every evaluation's rows and labels
-    blocks = is_flink and trace is None
-    conditions = {}
-    for var, expr in ([] if blocks else spec.define):
-        conditions[var] = compile_fast(expr, define_env, var)
-    if trace is not None:
-        for var in variables:
-            conditions[var] = _traced(var, conditions.get(var), trace)
-    after = spec.after_match or (flink.default_after_match(semantics) if is_flink
-                                 else AfterMatch("PAST LAST ROW"))
-    if after.var is not None and after.var not in variables and after.var not in subsets:
-        raise MatchRecognizeError("AFTER MATCH", f"unknown pattern variable {after.var}", after.pos)
-    times = None
-    if spec.within_ms is not None:
-        time_col = rowtime or (spec.order_by[0].column if spec.order_by else None)
-        if time_col is None:
-            raise MatchRecognizeError("WITHIN", "WITHIN needs the time column: pass rowtime= or "
-                                                "ORDER BY it", spec.pos)
-        times = define_env.column(time_col)
+    blocks = semantics != "standard" and trace is None
+    p = Partition(lists, stamps, spec, semantics, aggregates, rowtime=rowtime, proctime=proctime,
+                  step_budget=step_budget, trace=trace, blocks=blocks)
+    if semantics == "standard":
+        return _standard(spec, p.conditions, [1], p.measures, p.after, p.rows, p.times,
+                         spec.subset_map, max_threads, p.budget, full_history=trace is not None)
+    if blocks:
+        found = flink.run_blocks(p.elements, dict(spec.define), p.define_env, p.times, p.rows, p.after,
+                                 spec.within_ms, within_inclusive=semantics == "flink", budget=p.budget)
+    else:   # the reference: every row released at once
+        nfa = p.nfa()
+        found = nfa.advance(p.rows) + nfa.finish()
+    matches, rows = [], []
+    for i, (R, L) in enumerate(found, 1):
+        match, row = p.one_row(i, R, L)
+        matches.append(match)
+        rows.append(row)
+    return PartitionResult(rows, matches, p.measures.names)
 
-    if is_flink:
-        if blocks:
-            found = flink.run_blocks(elements, dict(spec.define), define_env, times, nrows, after,
-                                     spec.within_ms, within_inclusive=semantics == "flink", budget=budget)
-        else:
-            found = flink.run(elements, conditions, times, nrows, after, spec.within_ms,
-                              within_inclusive=semantics == "flink", budget=budget)
-        matches, rows = [], []
-        for i, (R, L) in enumerate(found, 1):
-            matches.append(Match(i, R, L, (False,) * len(R), R[0]))
-            rows.append(measures.one_row(R, L, i))
-        return PartitionResult(rows, matches, measures.names)
-    return _standard(spec, conditions, number, measures, after, nrows, times,
-                     subsets, max_threads, budget, full_history=trace is not None)
+
+class Partition:
+    """``spec`` checked and compiled against one partition's columns (plain lists, as
+    ``measures.prepare_columns`` gives them; ``stamps``: the TIMESTAMP ones): the pattern's
+    elements (Flink's semantics), the DEFINE conditions (none when ``blocks``: ``run_blocks``
+    compiles its own), the MEASURES, AFTER MATCH, WITHIN's time column and the step budget.
+    What is compiled reads the lists by reference: ``extend`` adds rows (a stream's key,
+    released a batch at a time: ``cep.CepOperator``)."""
+
+    def __init__(self, lists: dict, stamps, spec, semantics: str = "flink", aggregates: dict | None = None,
+                 *, rowtime: str | None = None, proctime: str | None = None, step_budget: int | None = None,
+                 trace: list | None = None, blocks: bool = False):
+        if semantics not in SEMANTICS:
+            raise MatchRecognizeError("MATCH_RECOGNIZE", f"unknown semantics {semantics!r}; "
+                                                         f"choose one of {', '.join(SEMANTICS)}")
+        check_size(spec.pattern)
+        self.lists, self.spec, self.semantics = lists, spec, semantics
+        self.rows = len(next(iter(lists.values()))) if lists else 0
+        is_flink = semantics != "standard"
+        self.elements = flink.validate(spec, semantics) if is_flink else None
+        variables = [e[0] for e in self.elements] if is_flink else labels_of(spec.pattern)
+        subsets = spec.subset_map
+        for name, expr in spec.define:
+            if name not in variables:
+                raise MatchRecognizeError("DEFINE", f"{name} is not a variable of the PATTERN",
+                                          getattr(expr, "pos", None))
+        common = dict(variables=variables, subsets=subsets, aggregates=aggregates,
+                      timestamp_columns=stamps, rowtime=rowtime, proctime=proctime,
+                      avg_truncates=semantics == "flink-2.3")
+        self.define_env = Env(lists, clause="DEFINE", **common)
+        self.budget = Budget(spec.pattern, self.rows, step_budget, self.define_env.reads)
+        self.measures = Measures(spec, Env(lists, clause="MEASURES", **common))
+        self.conditions = {}
+        for var, expr in ([] if blocks else spec.define):
+            self.conditions[var] = compile_fast(expr, self.define_env, var)
+        if trace is not None:
+            for var in variables:
+                self.conditions[var] = _traced(var, self.conditions.get(var), trace)
+        after = spec.after_match or (flink.default_after_match(semantics) if is_flink
+                                     else AfterMatch("PAST LAST ROW"))
+        if after.var is not None and after.var not in variables and after.var not in subsets:
+            raise MatchRecognizeError("AFTER MATCH", f"unknown pattern variable {after.var}", after.pos)
+        self.after, self.times = after, None
+        if spec.within_ms is not None:
+            time_col = rowtime or (spec.order_by[0].column if spec.order_by else None)
+            if time_col is None:
+                raise MatchRecognizeError("WITHIN", "WITHIN needs the time column: pass rowtime= or "
+                                                    "ORDER BY it", spec.pos)
+            self.times = self.define_env.column(time_col)
+
+    def nfa(self) -> flink.NFA:
+        """Flink's NFA over these rows (and those ``extend`` adds), at row 0."""
+        return flink.NFA(self.elements, self.conditions, self.times, self.after, self.spec.within_ms,
+                         within_inclusive=self.semantics == "flink", budget=self.budget)
+
+    def extend(self, columns: dict):
+        """Add rows: ``columns`` (name -> values, every column of the lists), prepared as the
+        first were; a default step budget grows with them."""
+        lists, _ = prepare_columns(columns)
+        for name, values in lists.items():
+            self.lists[name].extend(values)
+        added = len(next(iter(lists.values()))) if lists else 0
+        self.rows += added
+        self.budget.add_rows(added)
+
+    def one_row(self, number: int, R, L) -> tuple:
+        """Match ``number`` (rows ``R``, variables ``L``) and its ONE ROW PER MATCH measures."""
+        return Match(number, R, L, (False,) * len(R), R[0]), self.measures.one_row(R, L, number)
 
 
 def _traced(var, condition, out):

@@ -18,6 +18,16 @@ passes them and drops those already behind it: a row is *late* when its time is 
 below the watermark it met (the goldens' tie rule). The kit drops them from matching as
 Flink does, but returns them in ``MatchResult.late`` with the watermark that made them late.
 
+Flink's semantics have a per-element form, ``cep.CepOperator`` (a ``KeyedOperator``: rows
+buffered until the watermark releases them to a resumable NFA), which a live driver runs;
+the replay has a key's on-time rows at hand, so it runs the whole-partition fast path
+(``flink.run_blocks``), whose matches are the operator's (``tests/test_mr_cep.py``).
+semantics="standard" (the SQL standard, as Trino: batch only) stays a whole-partition
+``Rows`` operator: NEXT() reads rows after the one being classified and the anchor ``$``
+the partition's last row, which a stream has not released, and its matcher tries one start
+row at a time to the end of its threads, where Flink's NFA moves every partial match one row
+at a time.
+
 Output (``MatchResult.rows``), ordered by partition, then match, then row:
 
 - ONE ROW PER MATCH: the PARTITION BY columns, then the measures;
