@@ -218,10 +218,6 @@ class TimerHeap:
             if self.log is not None:
                 self.log.append(("delete", time, window, timer.floor))
 
-    def head(self):
-        """The earliest timer's time, or None."""
-        return self.queue[1].time if len(self.queue) > 1 else None
-
     def poll_until(self, limit: int):
         """The head timer if its time is at or before ``limit`` (removed), else None."""
         if len(self.queue) < 2 or self.queue[1].time > limit:
@@ -320,7 +316,8 @@ class _Operator:
         self.result = KeyResult()
         self.fired_seqs, self.evicted_seqs, self.dropped_seqs = set(), set(), set()
         self.seen = []            # the seqs of the elements, in arrival order
-        self.wakes = [None, None]   # see WindowOperator.wake
+        self.wakes = [None, None]   # see _wake
+        self.timer_firings = None   # a list that gets its timer firings too (_Keys.fire stamps them)
         self.current = None       # (cause, timer, fired_after, timer floor) of what is being processed
         # The floors of the timers registered now, for their placement on the whole stream
         # (kit/windows/placement.py). An event-time timer fires after the first arrival whose
@@ -533,8 +530,11 @@ class _Operator:
         cause, timer, after, floor = self.current
         pane = self.panes.get(window, 0)
         self.panes[window] = pane + 1
-        self.result.firings.append(Firing(window, outputs, self.kind(window), pane, cause, timer,
-                                          self.watermark, self.proctime, after, fired, floor))
+        firing = Firing(window, outputs, self.kind(window), pane, cause, timer, self.watermark, self.proctime, after,
+                        fired, floor)
+        self.result.firings.append(firing)
+        if self.timer_firings is not None and cause != "element":
+            self.timer_firings.append(firing)
 
     def kind(self, window) -> str:
         """early (before the window's end), on-time (the first timer firing at or after it)
@@ -638,12 +638,14 @@ class WindowOperator(KeyedOperator):
     the key's clocks move to those the element met, firing the heaps' timers up to them,
     then the element is processed. The earliest timer of each heap is registered with
     ``ctx`` (``_wake``), and ``on_timer`` moves the clocks to ``ctx``'s: a driver that wakes
-    a key only at its registered timers fires them in time. ``end_of_input`` outputs the
-    key's ``KeyResult``. The key is ``ctx.key``'s value (a tuple for several, None for none).
+    a key only at its registered timers fires them in time (the replay gives the driver no
+    clocks, each element carrying its own: there it wakes the key at the end of input only).
+    ``end_of_input`` outputs the key's ``KeyResult``. The key is ``ctx.key``'s value (a tuple
+    for several, None for none); the instance holds no key's state, so one serves every key.
 
     ``end``: ``(seq, proctime)`` of the stream's last arrival: at the end of input the clock
     runs to its time (the arrivals after this key's last one moved it). ``crossing``,
-    ``log``: see ``run_key``."""
+    ``log`` (one key's: an instance per key then): see ``run_key``."""
     state = (ValueState("operator"),)
 
     def __init__(self, spec: WindowSpec, end: tuple | None = None, crossing=None, log: list | None = None):
@@ -664,7 +666,7 @@ class WindowOperator(KeyedOperator):
         return op
 
     def process_element(self, e: Element, ctx):
-        op = self.operator(ctx)
+        op = ctx.state("operator").value() or self.operator(ctx)
         op.advance_watermark(e.watermark)
         op.advance_processing_time(e.proctime)
         op.seen.append(e.seq)
@@ -698,7 +700,7 @@ class _Keys:
 
     def __init__(self, spec: WindowSpec):
         self.spec, self.ops, self.timers = spec, {}, (TimerHeap(), TimerHeap())
-        self.watermark, self.last, self.wakes = MIN_TIME, None, [None, None]
+        self.watermark, self.last, self.wakes, self.timer_firings = MIN_TIME, None, [None, None], []
 
     def process(self, key, e: Element, own):
         """The processing clock moves to ``e``'s time, ``e`` is processed, then its own
@@ -708,7 +710,7 @@ class _Keys:
         op = self.ops.get(key)
         if op is None:
             op = self.ops[key] = _Operator(key, self.spec, self.timers)
-            op.watermark = self.watermark
+            op.watermark, op.timer_firings = self.watermark, self.timer_firings
         op.advance_processing_time(e.proctime)
         op.seen.append(e.seq)
         op.process(e)
@@ -722,18 +724,19 @@ class _Keys:
 
     def fire(self, limit: int, event_time: bool, after, now=None):
         """Every key's timers of one clock up to ``limit``, after the arrival ``after``."""
-        counts = [(op, len(op.result.firings)) for op in self.ops.values()]
-        for op in self.ops.values():
-            if event_time:
-                op.watermark = max(op.watermark, limit)
-            if now is not None:
+        self.timer_firings.clear()
+        if event_time:
+            for op in self.ops.values():
+                if op.watermark < limit:
+                    op.watermark = limit
+        if now is not None:
+            for op in self.ops.values():
                 op.proctime = now
         _fire_timers(self.timers[0 if event_time else 1], limit, event_time)
-        for op, n in counts:
-            for f in op.result.firings[n:]:
-                f.fired_after = after
-                if not event_time:
-                    f.watermark = self.watermark
+        for f in self.timer_firings:
+            f.fired_after = after
+            if not event_time:
+                f.watermark = self.watermark
         if not event_time:
             for op in self.ops.values():
                 op.proctime = limit if op.proctime is None else max(op.proctime, limit)
@@ -794,11 +797,11 @@ def _wake(ctx, timers: tuple, wakes: list):
     yet passed (then kept there): the driver wakes the key (``on_timer``) by the time one of
     the heap's timers is due, with a registration only when the heap's head moves before
     every pending one."""
-    for i, register in ((0, ctx.register_event_time_timer), (1, ctx.register_processing_time_timer)):
-        t = timers[i].head()
-        if t is not None and (wakes[i] is None or t < wakes[i]):
-            wakes[i] = t
-            register(t)
+    for i in 0, 1:
+        queue = timers[i].queue
+        if len(queue) > 1 and (wakes[i] is None or queue[1].time < wakes[i]):
+            wakes[i] = queue[1].time
+            (ctx.register_processing_time_timer if i else ctx.register_event_time_timer)(wakes[i])
 
 
 def _passed(ctx, wakes: list):
