@@ -58,3 +58,70 @@ def test_a_rows_operator_reads_its_keys_rows_at_once(spark):
         yield key[0], sum(table.column("v").to_pylist())
     out = replay(spread(df, ["k"], 2, "v"), ["k"], lambda key: Rows(total), schema)
     assert sorted(map(tuple, out.collect())) == [("a", 4), ("b", 2)]
+
+
+def test_the_window_operator_steps_per_element_and_fires_when_the_watermark_passes():
+    """The window operator on the driver: each element a step, its windows' timers registered
+    with the driver, which wakes it (``on_timer``) at the step where the watermark passes
+    them; the same result as the reference (``kit.windows.operator.run_key``)."""
+    from kit.time import Time
+    from kit.windows.assigners import MAX_TIME, MIN_TIME, TumblingEventTimeWindows
+    from kit.windows.functions import Contents
+    from kit.windows.operator import Element, WindowOperator, WindowSpec, run_key as window_run_key
+
+    assigner = TumblingEventTimeWindows.of(Time.milliseconds(10))
+    spec = WindowSpec(assigner, assigner.default_trigger(), Contents("reduce", lambda a, b: a + b))
+    marks = [MIN_TIME, 0, 4, 11]
+    elements = [Element(seq, ts, wm, None, v) for seq, (ts, wm, v) in enumerate(zip([1, 5, 12, 25], marks, [1, 2, 4, 8]))]
+    steps = []
+
+    class Watched(WindowOperator):
+        def process_element(self, e, ctx):
+            super().process_element(e, ctx)
+            steps.append(("element", e.seq, len(self.operator(ctx).result.firings)))
+
+        def on_timer(self, timestamp, ctx):
+            super().on_timer(timestamp, ctx)
+            steps.append(("timer", timestamp, ctx.watermark, len(self.operator(ctx).result.firings)))
+
+    result, = run_key(Watched(spec), ["a"], elements, watermarks=marks)
+    assert steps == [("element", 0, 0), ("element", 1, 0), ("element", 2, 0),
+                     ("timer", 9, 11, 1),   # the watermark 11 passed [0, 10)'s end: it fired before the element
+                     ("element", 3, 1), ("timer", 19, MAX_TIME, 1)]   # the end of input: end_of_input fires
+    firings = [(f.window.start, f.outputs, f.cause, f.watermark, f.seqs) for f in result.firings]
+    assert firings == [(0, [3], "event-time timer", 11, [0, 1]), (10, [4], "event-time timer", MAX_TIME, [2]),
+                       (20, [8], "event-time timer", MAX_TIME, [3])]
+    reference = window_run_key("a", elements, spec)
+    assert [(f.window, f.outputs, f.cause, f.watermark) for f in reference.firings] == \
+        [(f.window, f.outputs, f.cause, f.watermark) for f in result.firings]
+    assert reference.fates == result.fates
+
+
+def test_the_window_operators_state_pickles_between_elements():
+    """A live driver keeps the key's state between batches: the ``WindowOperator``'s one value
+    (user functions in it) survives cloudpickle mid-stream, and the key goes on the same."""
+    from pyspark import cloudpickle
+
+    from kit.replay.keyed import MAX_TIME, Context
+    from kit.time import Time
+    from kit.windows.assigners import EventTimeSessionWindows
+    from kit.windows.functions import Contents
+    from kit.windows.operator import Element, WindowOperator, WindowSpec, run_key as window_run_key
+
+    assigner = EventTimeSessionWindows.with_gap(Time.milliseconds(5))
+    spec = WindowSpec(assigner, assigner.default_trigger(), Contents("list"),
+                      ("process", lambda key, ctx, values: [(key, ctx.window().start, sum(values))]))
+    elements = [Element(seq, ts, wm, None, ts) for seq, (ts, wm) in enumerate([(1, 0), (3, 0), (20, 2), (9, 19), (22, 19)])]
+    op, out = WindowOperator(spec), []
+    ctx = Context(["a"], op.state, out)
+    for i, e in enumerate(elements):
+        if i == 2:
+            state = ctx.state("operator")
+            state.update(cloudpickle.loads(cloudpickle.dumps(state.value())))
+        op.process_element(e, ctx)
+    ctx.advance(op, MAX_TIME)
+    op.end_of_input(ctx)
+    reference = window_run_key("a", elements, spec)
+    assert [f.outputs for f in out[0].firings] == [f.outputs for f in reference.firings] == [
+        [("a", 1, 4)], [("a", 20, 42)]]
+    assert out[0].fates == reference.fates

@@ -11,12 +11,14 @@
 
 Each key's elements are replayed through the reference ``WindowOperator``
 (``operator.py``) in arrival order: the JVM spreads the keys over tasks and sorts each
-task's rows by key and arrival, and one ``mapInArrow`` per task replays its keys with
-the values as plain Python values (``window_all``: one task) -- or, when every part of the
+task's rows by key and arrival, and one ``mapInArrow`` per task runs the replay driver
+(``kit.replay.keyed``), which steps each key's ``KeyedWindow`` element by element, the
+values as plain Python values (``window_all``: one task) -- or, when every part of the
 window is built in, its Java twin replays them (``compiled.py``), with the same rows.
 Timers of two clocks (``operator.timer_clocks``: e.g. ``ProcessingTimeTrigger`` on
 event-time windows, whose state the watermark cleans up) fire in an order that every key's
-arrivals decide, so such a window replays the whole stream in one task instead.
+arrivals decide, so such a window replays the whole stream in one task instead, through
+one ``WholeStreamWindow`` (a small keyed stream too: one task either way).
 ``result.df`` columns:
 
 =================  ===========================================================
@@ -94,9 +96,9 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from .. import sparksql
-from ..arrow import column, python_values
+from ..arrow import column
 from ..errors import KitError, fail_sql
-from ..replay.keyed import KeyedOperator, ListState, Rows, replay as replay_keys, run_task
+from ..replay.keyed import ListState, MapState, replay as replay_keys, run_task
 from ..spark import replay_tasks
 from ..stream import Arrivals, Stream, kit_name
 from ..time import millis
@@ -104,7 +106,7 @@ from .assigners import MAX_TIME, MIN_TIME, GlobalWindows, WindowAssigner
 from .evictors import CountEvictor, Evictor
 from . import compiled, fast
 from .functions import Contents, SqlAggregate
-from .operator import Element, WindowSpec, replay, run_key, timer_clocks
+from .operator import Element, WholeStreamWindowOperator, WindowOperator, WindowSpec, timer_clocks
 from .placement import first_at_least, fires_on_timers, place_timers
 from .timer_order import in_flink_order
 from .triggers import CountTrigger, PurgingTrigger, Trigger
@@ -479,22 +481,6 @@ class WindowResult:
 
         inner_keys, row = [inner(k) for k in keys], [inner(c) for c in values] + ELEMENT
 
-        def run(key, elements):
-            final = None if end is None or elements[-1].seq >= end[0] else end[1]
-            yield key, elements, run_key(key, elements, spec, final_proctime=final, crossing=crossing)
-
-        def run_all(table, _):
-            """Every key in one operator, in arrival order (``table`` sorted by ``seq``)."""
-            runs = [o for out in run_task(table, inner_keys, keyed_windows(keys, values, lambda *run: [run]), row)
-                    for o in out]
-            own = dict(zip(python_values(table.column("seq")), python_values(table.column("_own"))))
-            results = replay([(key, e) for key, run in runs for e in run], spec, lambda e: own[e.seq])
-            by_key = {}
-            for key, run in runs:
-                by_key.setdefault(key, []).extend(run)
-            for key, elements in by_key.items():
-                yield key, elements, results[key]
-
         def tagged(table, replayed):
             """``(key, elements, KeyResult)`` of each key as rows tagged by kind."""
             rows = {kind: [] for kind in columns}
@@ -524,13 +510,14 @@ class WindowResult:
             rows = (scan.rows(self._inner(values), own=True) if scan is not None else
                     s.unordered().select(*self._inner(values), "seq", *self._time_columns(),
                                          s.own_watermark().alias("_own")))
-            return (replay_keys(self._one(rows).sortWithinPartitions("seq"), [], lambda key: Rows(run_all), schema,
-                                output=tagged), list(columns))
+            whole = WholeStreamWindow(spec, Row(*values), [values.index(k) for k in keys])
+            return (replay_keys(self._one(rows).sortWithinPartitions("seq"), [], lambda key: whole, schema,
+                                row + ["_own"], tagged), list(columns))
         compiled_run = compiled.run(self, self._spread, fields, kinds) if engine == "auto" else None
         if compiled_run is not None:
             return compiled_run, kinds
-        return (replay_keys(self._spread(values), inner_keys, keyed_windows(keys, values, run), schema, row, tagged),
-                list(columns))
+        per_key = keyed_windows(values, spec, lambda *result: [result], end=end, crossing=crossing)
+        return replay_keys(self._spread(values), inner_keys, per_key, schema, row, tagged), list(columns)
 
     @cached_property
     def _crossings(self) -> dict | None:
@@ -646,7 +633,7 @@ class WindowResult:
         sample = (self.stream.unordered().select("*", *self._time_columns()).orderBy("seq").limit(1000)
                   .orderBy(*self._inner(self.keys), "seq").toArrow())
         keys, values, inner = list(self.keys), self.values, self.inner.__getitem__
-        operator = keyed_windows(keys, values, lambda key, elements: run_key(key, elements, self.spec).firings)
+        operator = keyed_windows(values, self.spec, lambda key, elements, result: result.firings)
         for firings in run_task(sample, [inner(k) for k in keys], operator, [inner(c) for c in values] + ELEMENT):
             for f in firings:
                 if f.outputs:
@@ -692,33 +679,61 @@ def _batch(kind: str, rows: list, arrow: pa.Schema, fields: list) -> pa.RecordBa
          else pa.nulls(n, arrow.field(f.name).type) for f in fields], schema=arrow)
 
 
-class KeyedWindow(KeyedOperator):
-    """The window operator over one key's elements, all at once at the end of input: its
-    timers run inside ``run(key, elements)`` (``run_key``: each element carries the
-    watermark it met), its outputs are what ``run`` yields. A row is ``values``, then
-    ``seq``, ``_ts``, ``_wm``, ``_pt`` (``ELEMENT``); ``element_row`` makes a value's ``Row``."""
-    state = (ListState("elements"),)
+def _element(element_row, row, n: int) -> Element:
+    """The ``Element`` of a replay row: ``n`` values, then ``seq``, ``_ts``, ``_wm``, ``_pt``."""
+    seq, ts, wm, pt = row[n:n + 4]
+    return Element(seq, ts, MIN_TIME if wm is None else wm, pt, element_row(*row[:n]))
 
-    def __init__(self, key, element_row, run):
-        self.key, self.element_row, self.run = key, element_row, run
+
+class KeyedWindow(WindowOperator):
+    """The ``WindowOperator`` on the replay's rows: ``values``, then ``seq``, ``_ts``,
+    ``_wm``, ``_pt`` (``ELEMENT``); ``element_row`` makes a value's ``Row``. It keeps the
+    key's elements (for their rows: late, fates); at the end of input its outputs are what
+    ``emit(key, elements, result)`` gives."""
+    state = WindowOperator.state + (ListState("elements"),)
+
+    def __init__(self, spec, element_row, emit, **options):
+        super().__init__(spec, **options)
+        self.element_row, self.emit, self.n = element_row, emit, len(element_row)
 
     def process_element(self, row, ctx):
-        seq, ts, wm, pt = row[-4:]
-        ctx.state("elements").add(Element(seq, ts, MIN_TIME if wm is None else wm, pt, self.element_row(*row[:-4])))
+        e = _element(self.element_row, row, self.n)
+        ctx.state("elements").add(e)
+        super().process_element(e, ctx)
 
     def end_of_input(self, ctx):
-        for out in self.run(self.key, ctx.state("elements").get()):
+        result = self.finish(ctx)
+        for out in self.emit(self.operator(ctx).key, ctx.state("elements").get(), result):
             ctx.output(out)
+
+
+class WholeStreamWindow(WholeStreamWindowOperator):
+    """The ``WholeStreamWindowOperator`` on the replay's rows in arrival order: ``values``,
+    ``ELEMENT``, then ``_own`` (the watermark the arrival emits); the key is the values at
+    ``keys`` (indexes). At the end of input it outputs ``(key, elements, result)`` per key."""
+    state = WholeStreamWindowOperator.state + (MapState("elements"),)
+
+    def __init__(self, spec, element_row, keys: list):
+        super().__init__(spec)
+        self.element_row, self.n, self.key_at = element_row, len(element_row), keys
+
+    def process_element(self, row, ctx):
+        key = row[self.key_at[0]] if len(self.key_at) == 1 else tuple(row[i] for i in self.key_at)
+        e = _element(self.element_row, row, self.n)
+        ctx.state("elements").setdefault(key, []).append(e)
+        super().process_element((key, e, row[-1]), ctx)
+
+    def end_of_input(self, ctx):
+        elements = ctx.state("elements")
+        for key, result in self.finish(ctx).items():
+            ctx.output((key, elements[key], result))
 
 
 ELEMENT = ["seq", "_ts", "_wm", "_pt"]
 
 
-def keyed_windows(keys: list, values: list, run):
-    """``operator`` for ``kit.replay.keyed``: a ``KeyedWindow`` per key (a value, a tuple for
-    several key columns, None without keys)."""
-    element_row = Row(*values)
-
-    def operator(key):
-        return KeyedWindow(None if not keys else key[0] if len(keys) == 1 else tuple(key), element_row, run)
-    return operator
+def keyed_windows(values: list, spec, emit, **options):
+    """``operator`` for ``kit.replay.keyed``: one ``KeyedWindow`` (``options``: ``end``,
+    ``crossing``) for every key, its state kept by the driver."""
+    operator = KeyedWindow(spec, Row(*values), emit, **options)
+    return lambda key: operator

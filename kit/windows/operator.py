@@ -1,8 +1,10 @@
 """Flink's ``WindowOperator`` (and ``EvictingWindowOperator``) for one key, in pure Python.
 
-This is the reference the Spark execution must equal. ``run_key(key, elements, spec)``
-replays one key's elements in arrival order. Before each element the watermark it met
-(``Element.watermark``) and its processing time are applied: event-time timers up to the
+This is the reference the Spark execution must equal: ``WindowOperator``, a
+``kit.replay.keyed.KeyedOperator`` that the replay driver steps element by element
+(``run_key(key, elements, spec)``: one key; ``WholeStreamWindowOperator`` and ``replay``:
+every key in one operator, as Flink at parallelism 1). Before each element the watermark it
+met (``Element.watermark``) and its processing time are applied: event-time timers up to the
 watermark fire first, then processing-time timers up to the clock. Then the element:
 
 1. assign windows (by event time, or by processing time);
@@ -31,19 +33,20 @@ window at the end) or ``no window``.
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ..errors import KitError
+from ..replay import keyed
+from ..replay.keyed import KeyedOperator, ValueState
 from .assigners import MAX_TIME, MIN_TIME, GlobalWindow, GlobalWindows, java_long
 from .evictors import TimestampedValue
 from .functions import Contents
 from .state import StateStore
 from .triggers import PurgingTrigger, Trigger
 
-__all__ = ["Element", "WindowSpec", "Firing", "KeyResult", "run_key", "replay", "timer_clocks", "FATES",
-           "MAX_FIRINGS_AT_END"]
+__all__ = ["Element", "WindowSpec", "Firing", "KeyResult", "WindowOperator", "WholeStreamWindowOperator", "run_key",
+           "replay", "timer_clocks", "FATES", "MAX_FIRINGS_AT_END"]
 
 FATES = ("fired", "late", "evicted", "expired", "pending", "no window")
 MAX_FIRINGS_AT_END = 100_000   # timer firings of one window at the end of input before they count as endless
@@ -312,6 +315,9 @@ class _Operator:
         self.ctx = _Context(self)
         self.result = KeyResult()
         self.fired_seqs, self.evicted_seqs, self.dropped_seqs = set(), set(), set()
+        self.seen = []            # the seqs of the elements, in arrival order
+        self.wakes = [None, None]   # see _wake
+        self.timer_firings = None   # a list that gets its timer firings too (_Keys.fire stamps them)
         self.current = None       # (cause, timer, fired_after, timer floor) of what is being processed
         # The floors of the timers registered now, for their placement on the whole stream
         # (kit/windows/placement.py). An event-time timer fires after the first arrival whose
@@ -524,8 +530,11 @@ class _Operator:
         cause, timer, after, floor = self.current
         pane = self.panes.get(window, 0)
         self.panes[window] = pane + 1
-        self.result.firings.append(Firing(window, outputs, self.kind(window), pane, cause, timer,
-                                          self.watermark, self.proctime, after, fired, floor))
+        firing = Firing(window, outputs, self.kind(window), pane, cause, timer, self.watermark, self.proctime, after,
+                        fired, floor)
+        self.result.firings.append(firing)
+        if self.timer_firings is not None and cause != "element":
+            self.timer_firings.append(firing)
 
     def kind(self, window) -> str:
         """early (before the window's end), on-time (the first timer firing at or after it)
@@ -606,34 +615,6 @@ def _not_again(fired: tuple, last: tuple | None, clock: str) -> tuple:
     return fired
 
 
-def run_key(key, elements, spec: WindowSpec, end_of_input: bool = True, final_proctime=None,
-            crossing=None, log: list | None = None) -> KeyResult:
-    """Replay one key's ``elements`` (in arrival order) through the window operator; at the
-    end of input the clock runs to ``final_proctime`` (ms, the stream's last). ``crossing(t)``:
-    the first watermark of the whole stream at or above ``t`` (or ``MAX_TIME``), what
-    ``context.current_watermark()`` gives inside an event-time timer's firing; without it,
-    the watermark this key's next arrival met (the key alone knows no other). ``log``: a list
-    that gets what changed the heap of the clock ``timer_clocks(spec)`` names (one, or none),
-    ``("element", seq)`` before each element's changes (``TimerHeap.log``), for
-    ``kit.windows.timer_order``."""
-    clocks = timer_clocks(spec)
-    if log is not None and len(clocks) > 1:
-        raise KitError("a heap log is for windows with timers of one clock; these have both")
-    timers = (TimerHeap(log if "event" in clocks else None), TimerHeap(log if "processing" in clocks else None))
-    op = _Operator(key, spec, timers=timers, crossing=crossing)
-    op.seen = []
-    for e in elements:
-        op.advance_watermark(e.watermark)
-        op.advance_processing_time(e.proctime)
-        op.seen.append(e.seq)
-        if log is not None:
-            log.append(("element", e.seq))
-        op.process(e)
-    if end_of_input:
-        return op.finish(final_proctime)
-    return op.result
-
-
 def timer_clocks(spec: WindowSpec) -> set:
     """The clocks whose timers can change what ``spec``'s windows do: those the trigger
     answers (``on_event_time``, ``on_processing_time`` overridden; a timer of another clock
@@ -648,51 +629,206 @@ def timer_clocks(spec: WindowSpec) -> set:
     return clocks
 
 
-def replay(arrivals, spec: WindowSpec, own_watermark) -> dict:
-    """The whole stream through one operator, as Flink runs it: ``arrivals`` are ``(key,
-    Element)`` in arrival order, ``own_watermark(element)`` the watermark an element emits
-    (or None). Before each arrival the processing clock moves to its time (timers of every
-    key fire); after it, its watermark is emitted and every key's event-time timers up to
-    it fire. The keys share one heap per clock (``TimerHeap``), so timers at the same time
-    fire in Flink's order across keys too. Returns ``{key: KeyResult}``; timer firings carry
-    the arrival after which they fired and the exact watermark -- what ``run_key`` +
-    ``placement`` must reproduce.
-    """
-    ops, watermark, last = {}, MIN_TIME, None
-    timers = (TimerHeap(), TimerHeap())
 
-    def fire(limit, event_time, after, now=None):
-        counts = [(op, len(op.result.firings)) for op in ops.values()]
-        for op in ops.values():
-            if event_time:
-                op.watermark = max(op.watermark, limit)
-            if now is not None:
-                op.proctime = now
-        _fire_timers(timers[0 if event_time else 1], limit, event_time)
-        for op, n in counts:
-            for f in op.result.firings[n:]:
-                f.fired_after = after
-                if not event_time:
-                    f.watermark = watermark
-        if not event_time:
-            for op in ops.values():
-                op.proctime = limit if op.proctime is None else max(op.proctime, limit)
 
-    for key, e in arrivals:
-        if e.proctime is not None:
-            fire(e.proctime, False, last)
-        op = ops.get(key)
+class WindowOperator(KeyedOperator):
+    """Flink's ``WindowOperator`` on the driver's interface (``kit.replay.keyed``). Its state is
+    one value per key, the key's ``_Operator`` (windows, contents, trigger state and a timer
+    heap per clock; cloudpickle pickles it). ``process_element(e, ctx)``, an ``Element``:
+    the key's clocks move to those the element met, firing the heaps' timers up to them,
+    then the element is processed. The earliest timer of each heap is registered with
+    ``ctx`` (``_wake``), and ``on_timer`` moves the clocks to ``ctx``'s: a driver that wakes
+    a key only at its registered timers fires them in time (the replay gives the driver no
+    clocks, each element carrying its own: there it wakes the key at the end of input only).
+    ``end_of_input`` outputs the key's ``KeyResult``. The key is ``ctx.key``'s value (a tuple
+    for several, None for none); the instance holds no key's state, so one serves every key.
+
+    ``end``: ``(seq, proctime)`` of the stream's last arrival: at the end of input the clock
+    runs to its time (the arrivals after this key's last one moved it). ``crossing``,
+    ``log`` (one key's: an instance per key then): see ``run_key``."""
+    state = (ValueState("operator"),)
+
+    def __init__(self, spec: WindowSpec, end: tuple | None = None, crossing=None, log: list | None = None):
+        clocks = timer_clocks(spec)
+        if log is not None and len(clocks) > 1:
+            raise KitError("a heap log is for windows with timers of one clock; these have both")
+        self.spec, self.end, self.crossing, self.log = spec, end, crossing, log
+        self.logs = tuple(log if clock in clocks else None for clock in ("event", "processing"))
+
+    def operator(self, ctx) -> _Operator:
+        """The key's ``_Operator``, made at its first element."""
+        state = ctx.state("operator")
+        op = state.value()
         if op is None:
-            op = ops[key] = _Operator(key, spec, timers)
-            op.seen = []
-            op.watermark = watermark
+            key = ctx.key[0] if len(ctx.key) == 1 else tuple(ctx.key) if ctx.key else None
+            op = _Operator(key, self.spec, tuple(map(TimerHeap, self.logs)), self.crossing)
+            state.update(op)
+        return op
+
+    def process_element(self, e: Element, ctx):
+        op = ctx.state("operator").value() or self.operator(ctx)
+        op.advance_watermark(e.watermark)
+        op.advance_processing_time(e.proctime)
+        op.seen.append(e.seq)
+        if self.log is not None:
+            self.log.append(("element", e.seq))
+        op.process(e)
+        _wake(ctx, op.timers, op.wakes)
+
+    def on_timer(self, timestamp: int, ctx):
+        if ctx.watermark == MAX_TIME:   # the end of input: finish() runs the clock first
+            return
+        op = self.operator(ctx)
+        _passed(ctx, op.wakes)
+        op.advance_watermark(ctx.watermark)
+        op.advance_processing_time(ctx.processing_time)
+        _wake(ctx, op.timers, op.wakes)
+
+    def finish(self, ctx) -> KeyResult:
+        """The end of input (``_Operator.finish``), the clock run to the stream's last
+        processing time unless the key's last element was the stream's last."""
+        op, end = self.operator(ctx), self.end
+        return op.finish(None if end is None or op.last_seq >= end[0] else end[1])
+
+    def end_of_input(self, ctx):
+        ctx.output(self.finish(ctx))
+
+
+class _Keys:
+    """Every key's ``_Operator`` in one task, sharing one heap per clock (the state of a
+    ``WholeStreamWindowOperator``): the stream's watermark and its last arrival."""
+
+    def __init__(self, spec: WindowSpec):
+        self.spec, self.ops, self.timers = spec, {}, (TimerHeap(), TimerHeap())
+        self.watermark, self.last, self.wakes, self.timer_firings = MIN_TIME, None, [None, None], []
+
+    def process(self, key, e: Element, own):
+        """The processing clock moves to ``e``'s time, ``e`` is processed, then its own
+        watermark ``own`` (None: none) is emitted."""
+        if e.proctime is not None:
+            self.fire(e.proctime, False, self.last)
+        op = self.ops.get(key)
+        if op is None:
+            op = self.ops[key] = _Operator(key, self.spec, self.timers)
+            op.watermark, op.timer_firings = self.watermark, self.timer_firings
         op.advance_processing_time(e.proctime)
         op.seen.append(e.seq)
         op.process(e)
-        own = own_watermark(e)
-        if own is not None and own > watermark:
-            watermark = own
-            fire(watermark, True, e.seq, e.proctime)
-        last = e.seq
-    fire(MAX_TIME, True, None)
-    return {key: op.fates() for key, op in ops.items()}
+        self.last = e.seq
+        self.emit_watermark(own, e.proctime)
+
+    def emit_watermark(self, watermark, now=None):
+        if watermark is not None and watermark > self.watermark:
+            self.watermark = watermark
+            self.fire(watermark, True, self.last, now)
+
+    def fire(self, limit: int, event_time: bool, after, now=None):
+        """Every key's timers of one clock up to ``limit``, after the arrival ``after``."""
+        self.timer_firings.clear()
+        if event_time:
+            for op in self.ops.values():
+                if op.watermark < limit:
+                    op.watermark = limit
+        if now is not None:
+            for op in self.ops.values():
+                op.proctime = now
+        _fire_timers(self.timers[0 if event_time else 1], limit, event_time)
+        for f in self.timer_firings:
+            f.fired_after = after
+            if not event_time:
+                f.watermark = self.watermark
+        if not event_time:
+            for op in self.ops.values():
+                op.proctime = limit if op.proctime is None else max(op.proctime, limit)
+
+    def finish(self) -> dict:
+        self.fire(MAX_TIME, True, None)
+        return {key: op.fates() for key, op in self.ops.items()}
+
+
+class WholeStreamWindowOperator(KeyedOperator):
+    """The whole stream through one ``WindowOperator``, as Flink runs it at parallelism 1: a
+    driver runs it as one key (``()``) over rows ``(key, Element, own)`` in arrival order
+    (``own``: the watermark the element emits, or None). Its state is one value, every key's
+    ``_Operator`` and the heaps they share (``_Keys``). Before each element the processing
+    clock moves to its time (every key's timers fire); after it, its watermark is emitted and
+    every key's event-time timers up to it fire, so timers at one time fire in Flink's order
+    across keys too. ``end_of_input`` outputs ``(key, KeyResult)`` for each key; timer firings
+    carry the arrival after which they fired and the exact watermark -- what ``run_key`` +
+    ``placement`` must reproduce."""
+    state = (ValueState("keys"),)
+
+    def __init__(self, spec: WindowSpec):
+        self.spec = spec
+
+    def keys(self, ctx) -> _Keys:
+        state = ctx.state("keys")
+        if state.value() is None:
+            state.update(_Keys(self.spec))
+        return state.value()
+
+    def process_element(self, row, ctx):
+        keys = self.keys(ctx)
+        keys.process(*row)
+        _wake(ctx, keys.timers, keys.wakes)
+
+    def on_timer(self, timestamp: int, ctx):
+        if ctx.watermark == MAX_TIME:   # the end of input: finish()
+            return
+        keys = self.keys(ctx)
+        _passed(ctx, keys.wakes)
+        if ctx.processing_time is not None:
+            keys.fire(ctx.processing_time, False, keys.last)
+        keys.emit_watermark(ctx.watermark, ctx.processing_time)
+        _wake(ctx, keys.timers, keys.wakes)
+
+    def finish(self, ctx) -> dict:
+        """``{key: KeyResult}``: the final watermark fires every key's event-time timers."""
+        return self.keys(ctx).finish()
+
+    def end_of_input(self, ctx):
+        for key_result in self.finish(ctx).items():
+            ctx.output(key_result)
+
+
+def _wake(ctx, timers: tuple, wakes: list):
+    """Registers with ``ctx`` the earliest timer of each heap in ``timers`` (event time,
+    processing time) when it comes before ``wakes[i]``, the earliest time registered and not
+    yet passed (then kept there): the driver wakes the key (``on_timer``) by the time one of
+    the heap's timers is due, with a registration only when the heap's head moves before
+    every pending one."""
+    for i in 0, 1:
+        queue = timers[i].queue
+        if len(queue) > 1 and (wakes[i] is None or queue[1].time < wakes[i]):
+            wakes[i] = queue[1].time
+            (ctx.register_processing_time_timer if i else ctx.register_event_time_timer)(wakes[i])
+
+
+def _passed(ctx, wakes: list):
+    """Forgets the registered times that ``ctx``'s clocks passed (their timers fired)."""
+    if wakes[0] is not None and wakes[0] <= ctx.watermark:
+        wakes[0] = None
+    if wakes[1] is not None and ctx.processing_time is not None and wakes[1] <= ctx.processing_time:
+        wakes[1] = None
+
+
+def run_key(key, elements, spec: WindowSpec, end: tuple | None = None, crossing=None,
+            log: list | None = None) -> KeyResult:
+    """Replay one key's ``elements`` (in arrival order) through the ``WindowOperator``, run by
+    ``kit.replay.keyed.run_key``. ``end``: ``(seq, proctime)`` of the stream's last arrival,
+    the processing time the clock runs to at the end of input. ``crossing(t)``: the first
+    watermark of the whole stream at or above ``t`` (or ``MAX_TIME``), what
+    ``context.current_watermark()`` gives inside an event-time timer's firing; without it,
+    the watermark this key's next arrival met (the key alone knows no other). ``log``: a list
+    that gets what changed the heap of the clock ``timer_clocks(spec)`` names (one, or none),
+    ``("element", seq)`` before each element's changes (``TimerHeap.log``), for
+    ``kit.windows.timer_order``."""
+    return keyed.run_key(WindowOperator(spec, end, crossing, log), [key], elements)[0]
+
+
+def replay(arrivals, spec: WindowSpec, own_watermark) -> dict:
+    """The whole stream through one operator (``WholeStreamWindowOperator``): ``arrivals``
+    are ``(key, Element)`` in arrival order, ``own_watermark(element)`` the watermark an
+    element emits (or None). Returns ``{key: KeyResult}``."""
+    rows = [(key, e, own_watermark(e)) for key, e in arrivals]
+    return dict(keyed.run_key(WholeStreamWindowOperator(spec), [], rows))

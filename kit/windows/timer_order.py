@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections import deque
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame, Row, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -44,7 +44,7 @@ from ..arrow import column, python_values
 from ..errors import KitError
 from ..replay.keyed import replay, tuples
 from .assigners import MAX_TIME
-from .operator import TimerHeap, run_key, timer_clocks
+from .operator import TimerHeap, timer_clocks
 from .placement import first_at_least
 from .triggers import ContinuousEventTimeTrigger, ContinuousProcessingTimeTrigger, PurgingTrigger, Trigger
 
@@ -153,30 +153,31 @@ def _window(window) -> tuple:
 
 
 def _logs(result) -> dict:
-    """``{key: log}``: each key replayed alone once more, logging its heap (``run_key``), the
+    """``{key: log}``: each key replayed alone once more, logging its heap (``KeyedWindow``'s ``log``), the
     keys spread over tasks as the replay spreads them; windows as their bounds."""
-    from .datastream import ELEMENT, keyed_windows
+    from .datastream import ELEMENT, KeyedWindow
 
     keys, values, spec, inner = list(result.keys), result.values, result.spec, result.inner.__getitem__
     end, crossings = result._end, result._crossings
     crossing = None if crossings is None else (lambda t: crossings.get(t, MAX_TIME))
-    key_type = result._key_type()
+    key_type, element_row = result._key_type(), Row(*values)
     schema = T.StructType([T.StructField("_k", key_type), T.StructField("_i", T.LongType()),
                            T.StructField("_op", T.StringType()), *[T.StructField(c, T.LongType())
                                                                    for c in ("_t", "_ws", "_we", "_f")]])
 
-    def run(key, elements):
+    def operator(key):
         log = []
-        final = None if end is None or elements[-1].seq >= end[0] else end[1]
-        run_key(key, elements, spec, final_proctime=final, crossing=crossing, log=log)
-        head = key if len(keys) == 1 else dict(zip(keys, key))
-        for i, entry in enumerate(log):
-            if entry[0] == "element":
-                yield head, i, "element", entry[1], None, None, None
-            else:
-                yield head, i, entry[0], entry[1], *_window(entry[2]), entry[3]
 
-    replayed = replay(result._spread(values), [inner(k) for k in keys], keyed_windows(keys, values, run), schema,
+        def emit(key, elements, result):
+            head = key if len(keys) == 1 else dict(zip(keys, key))
+            for i, entry in enumerate(log):
+                if entry[0] == "element":
+                    yield head, i, "element", entry[1], None, None, None
+                else:
+                    yield head, i, entry[0], entry[1], *_window(entry[2]), entry[3]
+        return KeyedWindow(spec, element_row, emit, end=end, crossing=crossing, log=log)
+
+    replayed = replay(result._spread(values), [inner(k) for k in keys], operator, schema,
                       [inner(c) for c in values] + ELEMENT, tuples(schema, nan_is_null=True))
     table = replayed.orderBy("_k", "_i").toArrow()
     cols = [python_values(table.column(c)) for c in ("_k", "_op", "_t", "_ws", "_we", "_f")]
