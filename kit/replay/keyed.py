@@ -128,8 +128,9 @@ class KeyedOperator:
 
 
 class Rows(KeyedOperator):
-    """An operator that reads its key's rows at once, in the replay only (a matcher over
-    numpy columns, a pass over the whole stream): ``run(rows, key)`` over the key's run of
+    """An operator that reads its key's rows at once, in the replay only (MATCH_RECOGNIZE's
+    matchers over numpy columns, the fast path next to ``CepOperator``; the standard
+    semantics, which has no streaming form): ``run(rows, key)`` over the key's run of
     the task's Arrow table, its outputs."""
 
     def __init__(self, run):
