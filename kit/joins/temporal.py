@@ -194,17 +194,15 @@ class _Retention:
 
 class _Dedup:
     """The deduplication in front of one key's right input (``RowTimeDeduplicateFunction``):
-    ``keep`` ``"last"`` or ``"first"`` row by time, None for no deduplication. Its state, the
+    ``keep`` the ``"last"`` or the ``"first"`` row by time. Its state, the
     key's current row, is ``(time, processing time of its last write)``."""
 
-    def __init__(self, keep: str | None, retention: StateRetention | None):
+    def __init__(self, keep: str, retention: StateRetention | None):
         self.keep = keep
         self.ttl = retention.ttl.millis if retention is not None and retention.ttl.millis > 0 else None
 
     def passes(self, a: Arrival, current) -> bool:
         """Whether right arrival ``a`` leaves the deduplication (and becomes the ``current`` row)."""
-        if self.keep is None:
-            return True
         time, written = current.value() or (None, None)
         if self.ttl is not None:
             if a.proctime is None:
@@ -269,47 +267,56 @@ class TemporalRowTimeJoinOperator(KeyedOperator):
                  retention: StateRetention | None = None, deduplicate: str | None = None):
         _check(how)
         self.W, self.how, self.condition, self.retention = watermarks, how, condition, retention
-        self.dedup = _Dedup(deduplicate, retention)
+        self.ttl = retention is not None and retention.enabled
+        self.dedup = _Dedup(deduplicate, retention) if deduplicate else None
 
     def process_element(self, a: Arrival, ctx):
-        self._expire(ctx, a.proctime, a.pos)
-        ctx.state("pos").update(a.pos)
-        if a.side != LEFT and not self.dedup.passes(a, ctx.state("current")):
+        state = ctx.state
+        if self.ttl:
+            self._expire(ctx, a.proctime, a.pos)
+        state("pos").update(a.pos)
+        if a.side == LEFT:
+            index = state("next_left_index")
+            i = index.value() or 0
+            state("left")[i] = a
+            index.update(i + 1)
+        elif self.dedup is not None and not self.dedup.passes(a, state("current")):
             ctx.output(Fate(a, "deduplicated", a.pos))
             return
-        if a.side == LEFT:
-            index = ctx.state("next_left_index")
-            i = index.value() or 0
-            ctx.state("left")[i] = a
-            index.update(i + 1)
         else:
-            right = ctx.state("right")
+            right = state("right")
             if a.time in right:
                 ctx.output(Fate(right[a.time], "replaced", a.pos))
             right[a.time] = a
-        registered = ctx.state("registered_timer")            # registerSmallestTimer
+        registered = state("registered_timer")                # registerSmallestTimer
         if registered.value() is None or registered.value() > a.time:
-            ctx.state("timers").pop(registered.value(), None)  # deleteEventTimeTimer
-            self._register(ctx, a.time)
-        _cleanup(ctx, self.retention).register(a.proctime)
+            timers = state("timers")
+            timers.pop(registered.value(), None)               # deleteEventTimeTimer
+            self._register(ctx, registered, timers, a.time)
+        if self.ttl:
+            _cleanup(ctx, self.retention).register(a.proctime)
 
-    def _register(self, ctx, t: int):
-        ctx.state("registered_timer").update(t)
-        ctx.state("timers")[t] = True
+    @staticmethod
+    def _register(ctx, registered, timers, t: int):
+        registered.update(t)
+        timers[t] = True
         ctx.register_event_time_timer(t)
 
     def on_timer(self, timestamp: int, ctx):
-        timers = ctx.state("timers")
-        if timers.pop(timestamp, None) is None:               # deleted
+        if ctx.state("timers").pop(timestamp, None) is None:   # deleted
             return
-        pos, w, now = self.W.next_rise(ctx.state("pos").value(), timestamp)
-        self._expire(ctx, now, pos)           # (a state cleanup leaves the event timers in place)
+        last = ctx.state("pos")
+        pos, w, now = self.W.next_rise(last.value(), timestamp)
+        if self.ttl:
+            self._expire(ctx, now, pos)       # (a state cleanup leaves the event timers in place)
         self._fire(ctx, timestamp, pos, w, now)
-        ctx.state("pos").update(pos)
+        last.update(pos)
 
     def _fire(self, ctx, timer: int, pos: int, w: int, now):
-        ctx.state("registered_timer").clear()
-        left, right = ctx.state("left"), ctx.state("right")
+        state, output = ctx.state, ctx.output
+        registered = state("registered_timer")
+        registered.clear()
+        left, right = state("left"), state("right")
         times = sorted(right)
         batch = None                          # the first left row this firing emits
         for k in [k for k, a in left.items() if a.time <= w]:
@@ -319,21 +326,23 @@ class TemporalRowTimeJoinOperator(KeyedOperator):
             fate = _joins(a, version, self.condition)
             if fate == "joined" or self.how == "left":
                 batch = a.pos if batch is None else batch
-                ctx.output(Fate(a, fate, pos, w, version, timer, batch))
-                ctx.output(Emitted(a, version if fate == "joined" else None, pos, w, timer))
+                output(Fate(a, fate, pos, w, version, timer, batch))
+                output(Emitted(a, version if fate == "joined" else None, pos, w, timer))
             else:
-                ctx.output(Fate(a, fate, pos, w, version))
+                output(Fate(a, fate, pos, w, version))
         keep = bisect.bisect_right(times, w) - 1          # the newest version <= w stays
         for t in times[:max(keep, 0)]:
-            ctx.output(Fate(right.pop(t), "cleaned", pos, w))
+            output(Fate(right.pop(t), "cleaned", pos, w))
         waiting = min((a.time for a in left.values()), default=MAX_TIME)
         if waiting < MAX_TIME:
-            self._register(ctx, waiting)
+            self._register(ctx, registered, state("timers"), waiting)
         if waiting < MAX_TIME or right:
-            _cleanup(ctx, self.retention).register(now)
+            if self.ttl:
+                _cleanup(ctx, self.retention).register(now)
         else:
-            _cleanup(ctx, self.retention).clear()
-            ctx.state("next_left_index").clear()
+            if self.ttl:
+                _cleanup(ctx, self.retention).clear()
+            state("next_left_index").clear()
 
     def _expire(self, ctx, now, pos: int):
         """The state-retention timers due at processing time ``now`` clear the key's state."""

@@ -48,10 +48,10 @@ scans over their partitions.
 from __future__ import annotations
 
 import weakref
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -93,15 +93,15 @@ class Watermarks:
     processing time ``end``."""
 
     def __init__(self, positions, values, proctimes, n: int, end: int | None = None):
-        self.positions = np.append(np.asarray(positions, dtype=np.int64), n)
-        self.values = np.append(np.asarray(values, dtype=np.int64), np.int64(MAX_TIME))
+        self.positions = [int(p) for p in positions] + [n]       # plain ints: bisect, not numpy
+        self.values = [int(v) for v in values] + [MAX_TIME]
         self.proctimes = list(proctimes) + [end]
         self.n = n
 
     def after(self, pos: int) -> int:
         """The watermark once arrival ``pos`` is processed (``pos >= n``: end of input)."""
-        i = int(np.searchsorted(self.positions, pos, side="right")) - 1
-        return MIN_TIME if i < 0 else int(self.values[i])
+        i = bisect_right(self.positions, pos) - 1
+        return MIN_TIME if i < 0 else self.values[i]
 
     def before(self, pos: int) -> int:
         """The watermark in force when arrival ``pos`` comes."""
@@ -111,9 +111,8 @@ class Watermarks:
         """``(position, watermark, proctime)`` of the first rise at or after arrival ``pos``
         to a watermark ``>= threshold``: when a timer at ``threshold`` registered while
         processing ``pos`` fires. ``(n, MAX_TIME, last proctime)`` at the end of input."""
-        i = max(int(np.searchsorted(self.positions, pos, side="left")),
-                int(np.searchsorted(self.values, threshold, side="left")))
-        return int(self.positions[i]), int(self.values[i]), self.proctimes[i]
+        i = max(bisect_left(self.positions, pos), bisect_left(self.values, threshold))
+        return self.positions[i], self.values[i], self.proctimes[i]
 
 
 def replay(left: list, right: list, sides: str, left_watermark: WatermarkStrategy,
