@@ -377,8 +377,8 @@ def lookups(left: Stream, table: LookupTable, left_keys, table_keys, misses: boo
                                 width if misses else None)
 
     keys = [] if coupled else key_columns
-    spread_ = spread(keyed, keys, replay_tasks(keyed.sparkSession, rows_of([left])), "seq")
-    return raising(replay(spread_, keys, operator, with_error, [*carry, "seq", "_pt", *key_columns], output,
+    tasks = spread(keyed, keys, replay_tasks(keyed.sparkSession, rows_of([left])), "seq")
+    return raising(replay(tasks, keys, operator, with_error, [*carry, "seq", "_pt", *key_columns], output,
                           task=session), _ERROR)
 
 
@@ -419,12 +419,13 @@ class LookupJoinRunner(KeyedOperator):
         session = self.session
         if session.error is not None:
             return
-        lookups = ctx.state("lookups")
-        if lookups.value() is None:
-            lookups.update(LookupReplay(session.read, self.cache, self.updates))
+        lookups = ctx.state("lookups").value()
+        if lookups is None:
+            lookups = LookupReplay(session.read, self.cache, self.updates)
+            ctx.state("lookups").update(lookups)
         head, now = row[:self.carry + 1], row[self.carry + 1]
         try:
-            result = lookups.value().lookup(row[self.carry + 2:], now)
+            result = lookups.lookup(row[self.carry + 2:], now)
         except KitError as e:
             session.error = str(e)
             ctx.output(_Failed(session.error))
