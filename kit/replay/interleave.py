@@ -64,7 +64,7 @@ from ..time import Clock, Duration, WatermarkStrategy
 from .keyed import KeyedOperator, replay as replay_keys, spread
 
 __all__ = ["LEFT", "RIGHT", "MIN_TIME", "MAX_TIME", "INTERLEAVINGS", "Arrival", "Watermarks",
-           "check_inputs", "replay", "interleaved", "watermarks"]
+           "check_inputs", "replay", "interleaved", "watermarks", "TwoInput", "per_key"]
 
 LEFT, RIGHT = 0, 1
 MIN_TIME, MAX_TIME = -(1 << 63), (1 << 63) - 1
