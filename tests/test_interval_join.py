@@ -80,6 +80,50 @@ def test_run_key_validation():
         run_key(upd, W3, B, "inner")
 
 
+
+def test_the_operator_steps_one_arrival_at_a_time_on_the_replay_driver():
+    """``RowTimeIntervalJoin`` stepped by ``kit.replay.keyed.run_key``, each arrival with the
+    watermark in force: a probe outputs its pairs at once; a cleanup timer fires before the
+    first arrival whose watermark passed it, its outputs placed at the rise that did."""
+    from kit.joins.interval import RowTimeIntervalJoin
+    from kit.replay import keyed
+
+    arrivals, W = replay([(10, "o1"), (20, "o2"), (40, "o3")], [(12, "s1"), (30, "s2")], "LRLRL", SQL0, SQL0)
+    out, log = [], []
+
+    class Logged(RowTimeIntervalJoin):
+        def process_element(self, a, ctx):
+            n = len(out)
+            super().process_element(a, ctx)
+            log.append((a.row, ctx.watermark, [(o.left, o.right, o.emitted_pos, o.watermark) for o in out[n:]]))
+
+        def on_timer(self, timestamp, ctx):
+            n = len(out)
+            super().on_timer(timestamp, ctx)
+            log.append((f"timer {timestamp}", ctx.watermark,
+                        [(o.left, o.right, o.emitted_pos, o.watermark) for o in out[n:]]))
+
+    keyed.run_key(Logged(B, "left", W), ["k"], arrivals, [W.before(a.pos) for a in arrivals], out=out)
+    assert log == [
+        ("o1", MIN_TIME, []),                          # cached, left-cache timer 10 + 4 + 1 = 15
+        ("s1", MIN_TIME, [("o1", "s1", 1, MIN_TIME)]),  # joins o1; right-cache timer 13
+        ("o2", 10, []),
+        ("s2", 12, []),
+        ("timer 13", 20, []),                          # o3 comes under 20: timers 13, 15 fire first
+        ("timer 15", 20, []),                          # o1 removed (joined); timer 25 for o2
+        ("o3", 20, []),
+        ("timer 25", MAX_TIME, [("o2", None, 4, 30)]),  # end of input: placed at the rise to 30 (pos 4)
+        ("timer 31", MAX_TIME, []),
+        ("timer 45", MAX_TIME, [("o3", None, 5, MAX_TIME)]),
+    ]
+    assert [(o.left, o.right) for o in out] == pairs_and_pads(run(
+        [(10, "o1"), (20, "o2"), (40, "o3")], [(12, "s1"), (30, "s2")], "LRLRL", how="left", wm=(SQL0, SQL0)))
+
+
+def pairs_and_pads(result):
+    return [(o.left, o.right) for o in result.outputs]
+
+
 # -- joining ---------------------------------------------------------------------------
 
 def test_inner_inclusive_edges():

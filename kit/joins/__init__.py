@@ -1,5 +1,6 @@
-"""Flink's joins over time (seed 002), replayed on Spark over two interleaved inputs
-(``replay.py``):
+"""Flink's joins over time (seed 002), replayed on Spark: their operators run per key on the
+replay driver (``kit.replay.keyed``), a two-input one's over both inputs interleaved
+(``kit.replay.interleave``):
 
 - ``temporal_join`` / ``FOR SYSTEM_TIME AS OF o.rowtime``: the event-time temporal join
   against a versioned table, and by processing time the temporal table function join

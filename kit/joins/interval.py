@@ -21,7 +21,8 @@ A strict edge is Flink's inclusive edge one millisecond in: ``l.time < r.time + 
     operator time     T   = max(W, 0)  where W = min(left watermark, right watermark)
 
 (``lower``/``upper`` after strict edges are moved in: ``IntervalBounds.left_lower`` /
-``left_upper``) and ``allowedLateness = 0`` (SQL). ``run_key`` replays that operator for one key:
+``left_upper``) and ``allowedLateness = 0`` (SQL). ``RowTimeIntervalJoin`` is that operator,
+a step per arrival of a key (``run_key`` steps it over one key's arrivals):
 
 * a left row at ``t`` joins the cached right rows in ``[t - rrs, t + lrs]`` (a right row
   at ``t`` the cached left rows in ``[t - lrs, t + rrs]``), if the other side's
@@ -106,17 +107,18 @@ Where this differs from a real Flink job (documented, deliberate):
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Callable, NamedTuple
 
 from ..errors import KitError
 from ..time import Duration, millis
+from ..replay import keyed
 from ..replay.interleave import LEFT, MAX_TIME, MIN_TIME, RIGHT, Arrival, Watermarks, check_inputs, per_key, replay  # noqa: F401
+from ..replay.keyed import KeyedOperator, MapState, ValueState
 
-__all__ = ["IntervalBounds", "Output", "IntervalJoinResult", "run_key", "merge_order", "HOWS",
-           "IntervalJoin", "interval_join"]
+__all__ = ["IntervalBounds", "Output", "Dropped", "IntervalJoinResult", "RowTimeIntervalJoin", "run_key",
+           "merge_order", "HOWS", "IntervalJoin", "interval_join"]
 
 HOWS = ("inner", "left", "right", "full")
 JOINED, LEFT_UNMATCHED, RIGHT_UNMATCHED = "joined", "left_unmatched", "right_unmatched"
@@ -194,10 +196,16 @@ class Output(NamedTuple):
     order: tuple
 
 
+class Dropped(NamedTuple):
+    """A row Flink discards without a trace, and why (``IntervalJoinResult.dropped``)."""
+    arrival: Arrival
+    reason: str
+
+
 class IntervalJoinResult(NamedTuple):
-    """``outputs`` in emission order; ``dropped``: ``(arrival, reason)`` of the rows Flink
-    discards without a trace (too late to be cached and joined nothing, on a side that is
-    not null-padded; or cleared by Flink's cleanup with no time above 0)."""
+    """``outputs`` in emission order; ``dropped``: the ``Dropped`` rows (too late to be
+    cached and joined nothing, on a side that is not null-padded; or cleared by Flink's
+    cleanup with no time above 0)."""
     outputs: list
     dropped: list
 
@@ -215,39 +223,56 @@ class _Cached:
         self.arrival, self.matched = arrival, matched
 
 
-class _Operator:
-    """``TimeIntervalJoin`` for one key, with its timer service."""
+CACHE, TIMER = ("left_cache", "right_cache"), ("left_timer", "right_timer")   # state names by side
 
-    def __init__(self, bounds: IntervalBounds, how: str, condition, watermarks: Watermarks,
-                 allowed_lateness: int, min_cleanup_interval: int):
+
+class RowTimeIntervalJoin(KeyedOperator):
+    """Flink's ``RowTimeIntervalJoin`` (``TimeIntervalJoin``): a step per ``Arrival`` of a key,
+    its side in the row (module doc). State per key: each side's cache (time -> rows, with
+    whether each joined), its cleanup timer, the two expiration times, the outputs so far.
+    A cleanup timer fires when the watermark the key sees reaches it; ``watermarks`` (every
+    key's rises) place it: after the first rise to reach it (``Watermarks.next_rise``; a
+    cleanup timer is always ahead of the watermark). Outputs ``Output`` and ``Dropped``
+    values, each passed through ``row(key, value)`` if given."""
+    state = (MapState(CACHE[LEFT]), MapState(CACHE[RIGHT]), ValueState(TIMER[LEFT]), ValueState(TIMER[RIGHT]),
+             MapState("expiration"), ValueState("outputs"), ValueState("pos"))
+
+    def __init__(self, bounds: IntervalBounds, how: str, watermarks: Watermarks, condition=None,
+                 allowed_lateness: Duration = Duration(0), min_cleanup_interval: Duration = Duration(0), row=None):
+        if not isinstance(bounds, IntervalBounds):
+            raise KitError(f"bounds must be an IntervalBounds(lower, upper); got {bounds!r}")
+        if how not in HOWS:
+            raise KitError(f"how={how!r} is not one of " + ", ".join(map(repr, HOWS)))
+        if condition is not None and not callable(condition):
+            raise KitError(f"condition must be a function (left_row, right_row) -> bool; got {condition!r}")
+        self.lateness = millis(allowed_lateness, "run_key", "allowed_lateness")
+        if self.lateness < 0:
+            raise KitError(f"allowed_lateness must be >= 0 ms; got {self.lateness}")
+        self.min_cleanup = max(0, millis(min_cleanup_interval, "run_key", "min_cleanup_interval"))
         self.size = {LEFT: bounds.left_relative_size, RIGHT: bounds.right_relative_size}
         self.outer = {LEFT: how in ("left", "full"), RIGHT: how in ("right", "full")}
-        self.condition = condition
-        self.W = watermarks
-        self.lateness = allowed_lateness
-        self.min_cleanup = max(0, min_cleanup_interval)
-        self.cache = {LEFT: {}, RIGHT: {}}           # side -> {time: [_Cached, ...]}
-        self.expiration = {LEFT: 0, RIGHT: 0}        # Flink's leftExpirationTime / rightExpirationTime
-        self.cache_timer = {LEFT: None, RIGHT: None}  # timer cleaning that side's cache
-        self.timers = []                             # heap of (fire_pos, timestamp, fire_watermark)
-        self.pending = set()                         # registered timestamps (Flink dedups per key)
-        self.outputs, self.dropped = [], []
-        self.emit_at = (0, 0, 0, MIN_TIME)           # (pos, phase, timer, watermark) of current output
+        self.condition, self.W, self.row = condition, watermarks, row
 
     # -- output ---------------------------------------------------------------------
-    def _emit(self, left: Arrival | None, right: Arrival | None, kind: str):
-        pos, phase, timer, wm = self.emit_at
-        self.outputs.append(Output(
+    def _output(self, ctx, value):
+        ctx.output(value if self.row is None else self.row(ctx.key, value))
+
+    def _emit(self, ctx, at: tuple, left: Arrival | None, right: Arrival | None, kind: str):
+        """One output, ``at`` ``(pos, phase, timer, watermark)``."""
+        pos, phase, timer, wm = at
+        count = ctx.state("outputs")
+        index = count.value() or 0
+        count.update(index + 1)
+        self._output(ctx, Output(
             left.row if left else None, right.row if right else None, pos, wm, kind,
             left.seq if left else None, right.seq if right else None,
-            left.time if left else None, right.time if right else None,
-            (pos, phase, timer, len(self.outputs))))
+            left.time if left else None, right.time if right else None, (pos, phase, timer, index)))
 
-    def _pad(self, side: int, arrival: Arrival):
+    def _pad(self, ctx, at: tuple, side: int, arrival: Arrival):
         if side == LEFT:
-            self._emit(arrival, None, LEFT_UNMATCHED)
+            self._emit(ctx, at, arrival, None, LEFT_UNMATCHED)
         else:
-            self._emit(None, arrival, RIGHT_UNMATCHED)
+            self._emit(ctx, at, None, arrival, RIGHT_UNMATCHED)
 
     # -- Flink's helpers ------------------------------------------------------------
     def _expiration_time(self, operator_time: int, size: int) -> int:
@@ -255,113 +280,57 @@ class _Operator:
             return operator_time - size - self.lateness - 1
         return MAX_TIME
 
-    def _register_cleanup(self, side: int, row_time: int, at_pos: int):
+    def _register_cleanup(self, ctx, side: int, row_time: int):
         ts = row_time + self.size[side] + self.min_cleanup + self.lateness + 1
-        self.cache_timer[side] = ts
-        if ts not in self.pending:
-            self.pending.add(ts)
-            fire_pos, fire_wm, _ = self.W.next_rise(at_pos, ts)
-            heapq.heappush(self.timers, (fire_pos, ts, fire_wm))
+        ctx.state(TIMER[side]).update(ts)
+        ctx.register_event_time_timer(ts)
 
     # -- an arriving row ------------------------------------------------------------
-    def process(self, a: Arrival):
+    def process_element(self, a: Arrival, ctx):
+        self._check(a, ctx)
         side, other = a.side, 1 - a.side
-        watermark = self.W.before(a.pos)
+        watermark = ctx.watermark
         operator_time = max(watermark, 0)
-        self.emit_at = (a.pos, 0, 0, watermark)
+        at = (a.pos, 0, 0, watermark)
         t = a.time
         low, high = t - self.size[other], t + self.size[side]  # window on the other side's times
         joined = False
-        if self.expiration[other] < high:
-            self.expiration[other] = expired = self._expiration_time(operator_time, self.size[other])
-            cache = self.cache[other]
+        expiration = ctx.state("expiration")
+        if expiration.get(other, 0) < high:
+            expiration[other] = expired = self._expiration_time(operator_time, self.size[other])
+            cache = ctx.state(CACHE[other])
             for other_time in sorted(cache):
                 entries = cache[other_time]
                 if low <= other_time <= high:
                     for e in entries:
                         pair = (a, e.arrival) if side == LEFT else (e.arrival, a)
                         if self.condition is None or self.condition(pair[0].row, pair[1].row):
-                            self._emit(pair[0], pair[1], JOINED)
+                            self._emit(ctx, at, pair[0], pair[1], JOINED)
                             joined = True
                             e.matched = True
                 if other_time <= expired:             # eager cleanup while joining
                     if self.outer[other]:
                         for e in entries:
                             if not e.matched:
-                                self._pad(other, e.arrival)
+                                self._pad(ctx, at, other, e.arrival)
                     del cache[other_time]
         if operator_time < high:
-            self.cache[side].setdefault(t, []).append(_Cached(a, joined))
-            if self.cache_timer[side] is None:
-                self._register_cleanup(side, t, a.pos)
+            ctx.state(CACHE[side]).setdefault(t, []).append(_Cached(a, joined))
+            if ctx.state(TIMER[side]).value() is None:
+                self._register_cleanup(ctx, side, t)
         elif not joined:
             if self.outer[side]:
-                self._pad(side, a)
+                self._pad(ctx, at, side, a)
             else:
-                self.dropped.append((a, f"too late: operator time {operator_time} >= {high} "
-                                        f"(time {t} + {self.size[side]}); no cached row joined it "
-                                        "and no later row can"))
+                self._output(ctx, Dropped(a, f"too late: operator time {operator_time} >= {high} "
+                                             f"(time {t} + {self.size[side]}); no cached row joined it "
+                                             "and no later row can"))
 
-    # -- timers -----------------------------------------------------------------------
-    def fire_until(self, pos: int):
-        """Fire the timers due at watermark rises before arrival ``pos``."""
-        while self.timers and self.timers[0][0] < pos:
-            fire_pos, ts, fire_wm = heapq.heappop(self.timers)
-            self.pending.discard(ts)
-            self.emit_at = (fire_pos, 1, ts, fire_wm)
-            operator_time = max(fire_wm, 0)
-            for side in (RIGHT, LEFT):                # Flink: right cache first, then left
-                if self.cache_timer[side] == ts:
-                    self.expiration[side] = self._expiration_time(operator_time, self.size[side])
-                    self._remove_expired(side, self.expiration[side], fire_pos)
-
-    def _remove_expired(self, side: int, expired: int, fire_pos: int):
-        cache, earliest = self.cache[side], -1
-        for row_time in sorted(cache):
-            if row_time <= expired:
-                if self.outer[side]:
-                    for e in cache[row_time]:
-                        if not e.matched:
-                            self._pad(side, e.arrival)
-                del cache[row_time]
-            elif row_time < earliest or earliest < 0:
-                earliest = row_time
-        if earliest > 0:
-            self._register_cleanup(side, earliest, fire_pos)
-        else:
-            self.cache_timer[side] = None
-            for entries in cache.values():            # Flink clears them (only times <= 0 left)
-                for e in entries:
-                    self.dropped.append((e.arrival, "cleared: Flink's cleanup found no cached time "
-                                                    "above 0 and cleared the cache"))
-            cache.clear()
-
-
-def run_key(arrivals: list, watermarks: Watermarks, bounds: IntervalBounds, how: str = "inner",
-            condition: Callable[[Any, Any], bool] | None = None, *, allowed_lateness: Duration = Duration(0),
-            min_cleanup_interval: Duration = Duration(0)) -> IntervalJoinResult:
-    """Flink's event-time interval join over ONE key's ``arrivals`` (in merged arrival
-    order, from ``replay``/``interleaved``); ``watermarks`` are the operator watermark's
-    rises over all keys. ``how``: inner, left, right or full; ``condition(left_row,
-    right_row)`` an optional extra non-equi condition. ``allowed_lateness`` (0 in SQL) and
-    ``min_cleanup_interval`` (``table.exec.interval-join.min-cleanup-interval``, 0 since
-    Flink 1.18) are the operator's other two parameters."""
-    if not isinstance(bounds, IntervalBounds):
-        raise KitError(f"bounds must be an IntervalBounds(lower, upper); got {bounds!r}")
-    if how not in HOWS:
-        raise KitError(f"how={how!r} is not one of " + ", ".join(map(repr, HOWS)))
-    if condition is not None and not callable(condition):
-        raise KitError(f"condition must be a function (left_row, right_row) -> bool; got {condition!r}")
-    allowed_lateness = millis(allowed_lateness, "run_key", "allowed_lateness")
-    if allowed_lateness < 0:
-        raise KitError(f"allowed_lateness must be >= 0 ms; got {allowed_lateness}")
-    min_cleanup_interval = millis(min_cleanup_interval, "run_key", "min_cleanup_interval")
-    op = _Operator(bounds, how, condition, watermarks, allowed_lateness, min_cleanup_interval)
-    last = -1
-    for a in arrivals:
-        if a.pos <= last or a.pos >= watermarks.n:
-            raise KitError(f"arrivals must be in increasing merged position below {watermarks.n}; "
-                           f"got pos {a.pos} after {last}")
+    def _check(self, a: Arrival, ctx):
+        last = ctx.state("pos")
+        if a.pos <= (-1 if last.value() is None else last.value()) or a.pos >= self.W.n:
+            raise KitError(f"arrivals must be in increasing merged position below {self.W.n}; "
+                           f"got pos {a.pos} after {last.value()}")
         if a.side not in (LEFT, RIGHT):
             raise KitError(f"arrival at pos {a.pos} has side {a.side!r}; expected LEFT (0) or RIGHT (1)")
         if a.time is None:
@@ -370,11 +339,55 @@ def run_key(arrivals: list, watermarks: Watermarks, bounds: IntervalBounds, how:
         if a.op != "+I":
             raise KitError(f"arrival at pos {a.pos} ({a.row!r}) is a {a.op} change; the interval "
                            "join (like Flink's) consumes insert-only inputs")
-        last = a.pos
-        op.fire_until(a.pos)
-        op.process(a)
-    op.fire_until(watermarks.n + 1)
-    return IntervalJoinResult(op.outputs, op.dropped)
+        last.update(a.pos)
+
+    # -- timers -----------------------------------------------------------------------
+    def on_timer(self, timestamp: int, ctx):
+        """A cleanup timer, fired right after the first watermark rise to reach it."""
+        fire_pos, fire_wm, _ = self.W.next_rise(0, timestamp)
+        at = (fire_pos, 1, timestamp, fire_wm)
+        operator_time = max(fire_wm, 0)
+        for side in (RIGHT, LEFT):                    # Flink: right cache first, then left
+            if ctx.state(TIMER[side]).value() == timestamp:
+                expired = ctx.state("expiration")[side] = self._expiration_time(operator_time, self.size[side])
+                self._remove_expired(ctx, at, side, expired)
+
+    def _remove_expired(self, ctx, at: tuple, side: int, expired: int):
+        cache, earliest = ctx.state(CACHE[side]), -1
+        for row_time in sorted(cache):
+            if row_time <= expired:
+                if self.outer[side]:
+                    for e in cache[row_time]:
+                        if not e.matched:
+                            self._pad(ctx, at, side, e.arrival)
+                del cache[row_time]
+            elif row_time < earliest or earliest < 0:
+                earliest = row_time
+        if earliest > 0:
+            self._register_cleanup(ctx, side, earliest)
+        else:
+            ctx.state(TIMER[side]).clear()
+            for entries in cache.values():            # Flink clears them (only times <= 0 left)
+                for e in entries:
+                    self._output(ctx, Dropped(e.arrival, "cleared: Flink's cleanup found no cached time "
+                                                          "above 0 and cleared the cache"))
+            cache.clear()
+
+
+def run_key(arrivals: list, watermarks: Watermarks, bounds: IntervalBounds, how: str = "inner",
+            condition: Callable[[Any, Any], bool] | None = None, *, allowed_lateness: Duration = Duration(0),
+            min_cleanup_interval: Duration = Duration(0)) -> IntervalJoinResult:
+    """Flink's event-time interval join over ONE key's ``arrivals`` (in merged arrival
+    order, from ``replay``/``interleaved``): ``RowTimeIntervalJoin`` stepped through them
+    (``keyed.run_key``, each with the watermark in force), then the end of input;
+    ``watermarks`` are the operator watermark's rises over all keys. ``how``: inner, left,
+    right or full; ``condition(left_row, right_row)`` an optional extra non-equi condition.
+    ``allowed_lateness`` (0 in SQL) and ``min_cleanup_interval``
+    (``table.exec.interval-join.min-cleanup-interval``, 0 since Flink 1.18) are the
+    operator's other two parameters."""
+    operator = RowTimeIntervalJoin(bounds, how, watermarks, condition, allowed_lateness, min_cleanup_interval)
+    out = keyed.run_key(operator, [], arrivals, [watermarks.before(a.pos) for a in arrivals])
+    return IntervalJoinResult([o for o in out if type(o) is Output], [o for o in out if type(o) is Dropped])
 
 
 # -- on Spark ---------------------------------------------------------------------------
@@ -417,8 +430,8 @@ class IntervalJoin:
     Runs as the temporal join does (``versioned.TemporalJoin``): both inputs merged
     (``replay.interleaved``), the operator watermark's rises collected once
     (``replay.watermarks``; found by the task itself when one task holds every row), rows
-    spread over tasks by key and sorted by merged position, and one ``mapInArrow`` per task
-    calling ``run_key`` for each of its keys.
+    spread over tasks by key and sorted by merged position, and ``RowTimeIntervalJoin`` run
+    per key on the replay driver (``interleave.per_key``), a step per arrival.
 
     Order: Flink's emission order, ``merge_order`` -- by the merged position after which a
     row left, elements before the timers fired by the watermark they raised, timers by
@@ -482,18 +495,20 @@ class IntervalJoin:
         def edge(w):
             return None if w in (MIN_TIME, MAX_TIME) else w
 
-        def run(key, arrivals, marks):                 # run_key refuses changelog rows
-            result = run_key(arrivals, marks, bounds, how, _never if None in key else None)
-            for o in result.outputs:
+        def row(key, o):
+            if type(o) is Output:
                 pos, phase, timer, index = o.order
-                yield (o.kind, pos, edge(o.watermark), phase, timer, index, o.left_seq, o.right_seq,
-                       o.left_time, o.right_time, None, *key, o.left, o.right)
-            for a, reason in result.dropped:
-                mine = (a.seq, a.time, a.row)
-                l, r = (mine, (None,) * 3) if a.side == LEFT else ((None,) * 3, mine)
-                yield (DROPPED, None, None, None, None, None, l[0], r[0], l[1], r[1], reason, *key, l[2], r[2])
+                return (o.kind, pos, edge(o.watermark), phase, timer, index, o.left_seq, o.right_seq,
+                        o.left_time, o.right_time, None, *key, o.left, o.right)
+            a, reason = o
+            mine = (a.seq, a.time, a.row)
+            l, r = (mine, (None,) * 3) if a.side == LEFT else ((None,) * 3, mine)
+            return (DROPPED, None, None, None, None, None, l[0], r[0], l[1], r[1], reason, *key, l[2], r[2])
 
-        return per_key(merged, keys, run, schema, marks=True)
+        def operator(key, marks):                       # it refuses changelog rows
+            return RowTimeIntervalJoin(bounds, how, marks, _never if None in key else None, row=row)
+
+        return per_key(merged, keys, operator, schema, marks=True)
 
     def _ordered(self, frame):
         from pyspark.sql import functions as F

@@ -58,9 +58,10 @@ types) fails the query with a message naming the table and its database, a
 ``KitRuntimeError`` without a worker traceback (``kit.errors``).
 
 Determinism: Flink caches per subtask; the kit answers as one subtask would (parallelism
-1). Without ``max_rows`` keys are independent (entries and updates are per key), so each
-task replays its keys, sorted by key and arrival; with ``max_rows`` eviction couples the
-keys and one task replays the whole stream in arrival order.
+1). The lookups run on the replay driver (``kit.replay.keyed``), a ``LookupJoinRunner`` per
+key: without ``max_rows`` keys are independent (entries and updates are per key), each
+key's rows in arrival order; with ``max_rows`` eviction couples the keys, and one runner
+takes the whole stream in arrival order.
 
 The semantics, without Spark (a dict as the database)::
 
@@ -79,6 +80,7 @@ from __future__ import annotations
 
 import sqlite3
 import sys
+import weakref
 from collections import OrderedDict, deque
 from contextlib import closing
 from dataclasses import dataclass, field, fields
@@ -96,12 +98,15 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from ..arrow import column, python_values
+from ..arrow import column
 from ..errors import KitError, raising
-from ..stream import Stream, epoch_ms
+from ..replay.keyed import KeyedOperator, ValueState, replay, spread
+from ..spark import replay_tasks
+from ..stream import Stream, epoch_ms, rows_of
 from ..time import Duration, to_duration
 
-__all__ = ["LookupCache", "LookupTable", "LookupReplay", "Lookup", "Update", "lookup_join", "lookups"]
+__all__ = ["LookupCache", "LookupTable", "LookupReplay", "LookupJoinRunner", "Lookup", "Update", "lookup_join",
+           "lookups"]
 
 _META = ("seq", "match_index", "proctime", "cache", "looked_up_at")
 _OPS = ("+I", "+U", "-D")
@@ -331,7 +336,6 @@ def lookups(left: Stream, table: LookupTable, left_keys, table_keys, misses: boo
                           T.StructField("cache", T.StringType()), T.StructField("looked_up_at", T.TimestampType())])
     with_error = T.StructType(out.fields + [T.StructField(_ERROR, T.StringType())])
     arrow = to_arrow_schema(with_error, timezone="UTC")
-    columns = keyed.columns
     name, cache, width = table.table, table.cache, len(names)
     types = ", ".join(f"{f.name} {f.dataType.simpleString().upper()}" for f in schema)
 
@@ -347,40 +351,90 @@ def lookups(left: Stream, table: LookupTable, left_keys, table_keys, misses: boo
         return pa.RecordBatch.from_arrays([pa.nulls(1, f.type) for f in arrow][:-1] + [pa.array([message])],
                                           schema=arrow)
 
-    def per_task(batches):
+    def output(table, found: list):
+        """A task's rows found, in batches; or, the database having failed the lookups, the
+        query failing with the kit's message."""
+        if found and type(found[-1]) is _Failed:
+            yield failed(found[-1].message)
+            return
         try:
-            yield from lookup_all(batches)
-        except KitError as e:  # the database failed the lookups: the query fails with the kit's message
+            for i in range(0, len(found), _BATCH_ROWS):
+                yield batch(found[i:i + _BATCH_ROWS])
+        except KitError as e:
             yield failed(str(e))
 
-    def lookup_all(batches):
-        batches = list(batches)
-        if not batches:
-            return
-        data = pa.Table.from_batches(batches)
-        values = {c: python_values(data.column(c)) for c in columns}
-        found = []
-        with closing(_connected(sent, named)) as conn:
-            replay = LookupReplay(_query(conn, name, names, table_keys, named), cache, updates)
-            for i, (seq, now) in enumerate(zip(values["seq"], values["_pt"])):
-                result = replay.lookup(tuple(values[f"_k{k}"][i] for k in range(len(left_keys))), now)
-                head = (*[values[c][i] for c in carry], seq)
-                meta = (now, result.cache, result.looked_up_at)
-                found.extend((*head, *row, m, *meta) for m, row in enumerate(result.rows))
-                if misses and not result.rows:
-                    found.append((*head, *[None] * width, None, *meta))
-                if len(found) >= _BATCH_ROWS:
-                    yield batch(found)
-                    found = []
-        if found:
-            yield batch(found)
+    def session(table):
+        return _Session(sent, named, name, names, table_keys)
 
     key_columns = [f"_k{i}" for i in range(len(left_keys))]
-    if cache is not None and cache.max_rows is not None:  # eviction couples the keys: one pass
-        spread = keyed.repartition(1).sortWithinPartitions("seq")
-    else:
-        spread = keyed.repartition(*key_columns).sortWithinPartitions(*key_columns, "seq")
-    return raising(spread.mapInArrow(per_task, with_error), _ERROR)
+    coupled = cache is not None and cache.max_rows is not None   # eviction couples the keys: one pass
+    by_key = {}
+    for u in updates:
+        by_key.setdefault(u.key, []).append(u)
+
+    def operator(key, shared):
+        return LookupJoinRunner(shared, cache, updates if coupled else by_key.get(tuple(key), ()), len(carry),
+                                width if misses else None)
+
+    keys = [] if coupled else key_columns
+    tasks = spread(keyed, keys, replay_tasks(keyed.sparkSession, rows_of([left])), "seq")
+    return raising(replay(tasks, keys, operator, with_error, [*carry, "seq", "_pt", *key_columns], output,
+                          task=session), _ERROR)
+
+
+class _Failed(NamedTuple):
+    message: str
+
+
+class _Session:
+    """One task's reads of the table: its connection, opened at the first read and closed
+    once the task lets go of it; ``error``: the message the reads stopped at."""
+
+    def __init__(self, sent: bytes, named: str, table: str, columns: list, keys: list):
+        self.sent, self.named, self.table, self.columns, self.keys = sent, named, table, columns, keys
+        self.query, self.error = None, None
+
+    def read(self, key: tuple) -> list:
+        if self.query is None:
+            conn = _connected(self.sent, self.named)
+            weakref.finalize(self, conn.close)
+            self.query = _query(conn, self.table, self.columns, self.keys, self.named)
+        return self.query(key)
+
+
+class LookupJoinRunner(KeyedOperator):
+    """Flink's ``LookupJoinRunner`` for one key of the replay (the whole stream, when
+    ``max_rows`` eviction couples the keys): each left row looks its key up when it is
+    processed, through the key's ``LookupReplay`` (its cache entries and ``updates``, in
+    state). A row is the ``carry`` values, ``seq``, the processing time (ms), the key
+    values; it outputs ``(*carry, seq, *table row, match_index, proctime, cache,
+    looked_up_at)`` per table row found (``width``: with NULL table columns when none),
+    or, the task's ``session`` failing, the message (its lookups stop there)."""
+    state = (ValueState("lookups"),)
+
+    def __init__(self, session: _Session, cache: LookupCache | None, updates, carry: int, width: int | None):
+        self.session, self.cache, self.updates, self.carry, self.width = session, cache, updates, carry, width
+
+    def process_element(self, row, ctx):
+        session = self.session
+        if session.error is not None:
+            return
+        lookups = ctx.state("lookups").value()
+        if lookups is None:
+            lookups = LookupReplay(session.read, self.cache, self.updates)
+            ctx.state("lookups").update(lookups)
+        head, now = row[:self.carry + 1], row[self.carry + 1]
+        try:
+            result = lookups.lookup(row[self.carry + 2:], now)
+        except KitError as e:
+            session.error = str(e)
+            ctx.output(_Failed(session.error))
+            return
+        meta = (now, result.cache, result.looked_up_at)
+        for m, found in enumerate(result.rows):
+            ctx.output((*head, *found, m, *meta))
+        if self.width is not None and not result.rows:
+            ctx.output((*head, *[None] * self.width, None, *meta))
 
 
 def _uniquify(names: list, taken: list) -> list:

@@ -1,7 +1,8 @@
 """Temporal joins: each left row joins the version of the right row valid at its time.
 
-Two operators, run per key over the key's arrivals in merged order (``replay.py``), the
-way Flink 2.3's runtime runs them (seed 002):
+Two operators (``KeyedOperator``s), a step per arrival of a key in merged order
+(``kit.replay.interleave``), the way Flink 2.3's runtime runs them (seed 002);
+``event_time_join`` and ``processing_time_join`` step one through a key's arrivals:
 
 **Event time** (``TemporalRowTimeJoinOperator``, ``FOR SYSTEM_TIME AS OF o.rowtime``).
 Both sides go to state: left rows under a counter (arrival order), right rows under their
@@ -38,6 +39,8 @@ left row joins it at once, when it arrives (a right row arriving just after is m
 on the processing-time clock: with ``ttl > 1 ms``, ``min = ttl`` and ``max = 1.5 * ttl``; a
 key's cleanup timer is registered at ``now + max`` and moved only when ``now + min`` passes
 it; when it fires, the key's state is cleared (left rows waiting in it are never emitted).
+The replay checks that timer at the processing times a key sees: its arrivals' and its
+event timers' (the processing time of the arrival whose watermark fired them).
 
 Orders and rates of one currency, watermark delays covering the disorder::
 
@@ -61,14 +64,16 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from ..errors import KitError
 from ..time import Duration, to_duration
+from ..replay import keyed
 from ..replay.interleave import LEFT, MAX_TIME, Arrival, Watermarks
+from ..replay.keyed import KeyedOperator, MapState, ValueState
 
-__all__ = ["HOWS", "ACCUMULATE", "StateRetention", "Emitted", "Fate", "KeyResult",
-           "event_time_join", "processing_time_join"]
+__all__ = ["HOWS", "ACCUMULATE", "StateRetention", "Emitted", "Fate", "Expiration", "KeyResult",
+           "TemporalRowTimeJoinOperator", "TemporalProcessTimeJoinOperator", "event_time_join", "processing_time_join"]
 
 HOWS = ("inner", "left")
 ACCUMULATE = ("+I", "+U")             # changelog kinds that are a version (not a deletion)
@@ -123,12 +128,21 @@ class Fate:
     (processing time: a ``-U``/``-D`` row removed it), ``expired``, ``kept`` (in state at
     the end, ``pos`` None), ``deduplicated``
     (a versioned view's deduplication dropped it: not newer than the key's current row). ``pos``: merged position when it happened; ``at``: the watermark (event) or processing time then;
-    ``version``: the right arrival a left row met."""
+    ``version``: the right arrival a left row met; ``timer``, ``batch``: the event timer that
+    emitted a left row and the first left row that firing emitted."""
     arrival: Arrival
     fate: str
     pos: int | None
     at: int | None = None
     version: Arrival | None = None
+    timer: int | None = None
+    batch: int | None = None
+
+
+class Expiration(NamedTuple):
+    """State retention cleared a key's state: the cleanup timer, at merged position ``pos``."""
+    timer: int
+    pos: int
 
 
 @dataclass
@@ -180,26 +194,24 @@ class _Retention:
 
 class _Dedup:
     """The deduplication in front of one key's right input (``RowTimeDeduplicateFunction``):
-    ``keep`` ``"last"`` or ``"first"`` row by time, None for no deduplication."""
+    ``keep`` the ``"last"`` or the ``"first"`` row by time. Its state, the
+    key's current row, is ``(time, processing time of its last write)``."""
 
-    def __init__(self, keep: str | None, retention: StateRetention | None):
+    def __init__(self, keep: str, retention: StateRetention | None):
         self.keep = keep
         self.ttl = retention.ttl.millis if retention is not None and retention.ttl.millis > 0 else None
-        self.time = None                  # the key's current row's time
-        self.written = None               # the processing time of its last write
 
-    def passes(self, a: Arrival) -> bool:
-        """Whether right arrival ``a`` leaves the deduplication (and becomes the current row)."""
-        if self.keep is None:
-            return True
+    def passes(self, a: Arrival, current) -> bool:
+        """Whether right arrival ``a`` leaves the deduplication (and becomes the ``current`` row)."""
+        time, written = current.value() or (None, None)
         if self.ttl is not None:
             if a.proctime is None:
                 raise KitError("state retention runs on processing time: give the join a clock "
                                "(clock=Clock(...)) or both inputs proctime=")
-            if self.written is not None and self.written + self.ttl <= a.proctime:
-                self.time = None          # the state expired: the row counts as the first
-        if self.time is None or (a.time >= self.time if self.keep == "last" else a.time < self.time):
-            self.time, self.written = a.time, a.proctime
+            if written is not None and written + self.ttl <= a.proctime:
+                time = None               # the state expired: the row counts as the first
+        if time is None or (a.time >= time if self.keep == "last" else a.time < time):
+            current.update((a.time, a.proctime))
             return True
         return False
 
@@ -221,130 +233,187 @@ def _joins(left: Arrival, version: Arrival | None, condition) -> str:
     return "joined"
 
 
-def event_time_join(arrivals: list, watermarks: Watermarks, how: str = "inner",
-                    condition: Callable | None = None,
-                    retention: StateRetention | None = None, deduplicate: str | None = None) -> KeyResult:
-    """Replay one key's ``arrivals`` (merged order) through ``TemporalRowTimeJoinOperator``;
-    ``deduplicate``: the right input is a versioned view keeping the ``"last"`` (or
-    ``"first"``) row per key by time."""
-    _check(how)
+def _cleanup(ctx, retention: StateRetention | None) -> _Retention:
+    """The key's state-retention timer (kept in its state, made at its first use)."""
+    state = ctx.state("cleanup")
+    ttl = state.value()
+    if ttl is None:
+        ttl = _Retention(retention)
+        state.update(ttl)
+    return ttl
+
+
+def _result(outputs: list) -> KeyResult:
+    """An operator's outputs as a ``KeyResult``."""
     out = KeyResult()
-    left = {}                              # counter -> arrival (a dict keeps arrival order)
-    right = {}                             # time -> arrival
-    counter = 0
-    registered = None                      # registeredTimer
-    timers = set()                         # the timer service's event-time timers
-    ttl = _Retention(retention)
-    dedup = _Dedup(deduplicate, retention)
-
-    def smallest(t):
-        nonlocal registered
-        if registered is None or registered > t:
-            timers.discard(registered)
-            registered = t
-            timers.add(t)
-
-    def expire(now, pos):
-        nonlocal counter, registered
-        for t in ttl.due(now):
-            out.expirations.append((t, pos))
-            out.fates.extend(Fate(a, "expired", pos, t) for a in left.values())
-            out.fates.extend(Fate(a, "expired", pos, t) for a in right.values())
-            left.clear(), right.clear()
-            counter, registered = 0, None
-
-    def fire(timer, pos, w, now):
-        nonlocal registered, counter
-        registered = None
-        times = sorted(right)
-        ready = [k for k, a in left.items() if a.time <= w]
-        for k in ready:
-            a = left.pop(k)
-            i = bisect.bisect_right(times, a.time) - 1
-            version = right[times[i]] if i >= 0 else None
-            fate = _joins(a, version, condition)
-            out.fates.append(Fate(a, fate, pos, w, version))
-            if fate == "joined" or how == "left":
-                out.emitted.append(Emitted(a, version if fate == "joined" else None, pos, w, timer))
-        keep = bisect.bisect_right(times, w) - 1          # the newest version <= w stays
-        for t in times[:max(keep, 0)]:
-            out.fates.append(Fate(right.pop(t), "cleaned", pos, w))
-        waiting = min((a.time for a in left.values()), default=MAX_TIME)
-        if waiting < MAX_TIME:
-            registered = waiting
-            timers.add(waiting)
-        if waiting < MAX_TIME or right:
-            ttl.register(now)
-        else:
-            ttl.clear()
-            counter = 0
-
-    cursor = 0
-    for a in [*arrivals, None]:
-        end = a is None
-        until = watermarks.n if end else a.pos
-        while timers:
-            timer = min(timers)
-            pos, w, now = watermarks.next_rise(cursor, timer)
-            if pos >= until and not end:
-                break
-            expire(now, pos)               # (a state cleanup leaves the event timers in place)
-            timers.discard(timer)
-            fire(timer, pos, w, now)
-            cursor = pos
-        if end:
-            break
-        expire(a.proctime, a.pos)
-        if a.side != LEFT and not dedup.passes(a):
-            out.fates.append(Fate(a, "deduplicated", a.pos))
-            cursor = a.pos
-            continue
-        if a.side == LEFT:
-            left[counter] = a
-            counter += 1
-        else:
-            if a.time in right:
-                out.fates.append(Fate(right[a.time], "replaced", a.pos))
-            right[a.time] = a
-        smallest(a.time)
-        ttl.register(a.proctime)
-        cursor = a.pos
-    out.fates.extend(Fate(a, "kept", None) for a in right.values())
+    for o in outputs:
+        (out.emitted if type(o) is Emitted else out.fates if type(o) is Fate else out.expirations).append(o)
     return out
 
 
-def processing_time_join(arrivals: list, how: str = "inner", condition: Callable | None = None,
-                         retention: StateRetention | None = None) -> KeyResult:
-    """Replay one key's ``arrivals`` through ``TemporalProcessTimeJoinOperator``: a left row
-    joins the right row in state when it arrives."""
-    _check(how)
-    out = KeyResult()
-    current = None
-    ttl = _Retention(retention)
-    for a in arrivals:
-        for t in ttl.due(a.proctime):
-            out.expirations.append((t, a.pos))
-            if current is not None:
-                out.fates.append(Fate(current, "expired", a.pos, t))
-            current = None
+class TemporalRowTimeJoinOperator(KeyedOperator):
+    """Flink's ``TemporalRowTimeJoinOperator``: a step per ``Arrival`` of a key (module doc).
+    State per key: the left rows by a counter, the versions by time, the registered event
+    timer and the timers still set (``timers``: a replaced one is deleted), the
+    state-retention timer (``cleanup``), the versioned view's current row (``current``) and
+    the last merged position the key saw (``pos``). A timer fires when the watermark the key
+    sees reaches it; ``watermarks`` (every key's rises) place it: at the first rise, from
+    the key's last position on, to reach it. Outputs ``Fate``, ``Emitted`` and
+    ``Expiration`` values."""
+    state = (MapState("left"), MapState("right"), ValueState("next_left_index"), ValueState("registered_timer"),
+             MapState("timers"), ValueState("cleanup"), ValueState("current"), ValueState("pos"))
+
+    def __init__(self, watermarks: Watermarks, how: str = "inner", condition: Callable | None = None,
+                 retention: StateRetention | None = None, deduplicate: str | None = None):
+        _check(how)
+        self.W, self.how, self.condition, self.retention = watermarks, how, condition, retention
+        self.ttl = retention is not None and retention.enabled
+        self.dedup = _Dedup(deduplicate, retention) if deduplicate else None
+
+    def process_element(self, a: Arrival, ctx):
+        state = ctx.state
+        if self.ttl:
+            self._expire(ctx, a.proctime, a.pos)
+        state("pos").update(a.pos)
         if a.side == LEFT:
-            fate = _joins(a, current, condition)
-            out.fates.append(Fate(a, fate, a.pos, a.proctime, current))
-            if fate == "joined" or how == "left":
-                out.emitted.append(Emitted(a, current if fate == "joined" else None, a.pos, None))
+            index = state("next_left_index")
+            i = index.value() or 0
+            state("left")[i] = a
+            index.update(i + 1)
+        elif self.dedup is not None and not self.dedup.passes(a, state("current")):
+            ctx.output(Fate(a, "deduplicated", a.pos))
+            return
+        else:
+            right = state("right")
+            if a.time in right:
+                ctx.output(Fate(right[a.time], "replaced", a.pos))
+            right[a.time] = a
+        registered = state("registered_timer")                # registerSmallestTimer
+        if registered.value() is None or registered.value() > a.time:
+            timers = state("timers")
+            timers.pop(registered.value(), None)               # deleteEventTimeTimer
+            self._register(ctx, registered, timers, a.time)
+        if self.ttl:
+            _cleanup(ctx, self.retention).register(a.proctime)
+
+    @staticmethod
+    def _register(ctx, registered, timers, t: int):
+        registered.update(t)
+        timers[t] = True
+        ctx.register_event_time_timer(t)
+
+    def on_timer(self, timestamp: int, ctx):
+        if ctx.state("timers").pop(timestamp, None) is None:   # deleted
+            return
+        last = ctx.state("pos")
+        pos, w, now = self.W.next_rise(last.value(), timestamp)
+        if self.ttl:
+            self._expire(ctx, now, pos)       # (a state cleanup leaves the event timers in place)
+        self._fire(ctx, timestamp, pos, w, now)
+        last.update(pos)
+
+    def _fire(self, ctx, timer: int, pos: int, w: int, now):
+        state, output = ctx.state, ctx.output
+        registered = state("registered_timer")
+        registered.clear()
+        left, right = state("left"), state("right")
+        times = sorted(right)
+        batch = None                          # the first left row this firing emits
+        for k in [k for k, a in left.items() if a.time <= w]:
+            a = left.pop(k)
+            i = bisect.bisect_right(times, a.time) - 1
+            version = right[times[i]] if i >= 0 else None
+            fate = _joins(a, version, self.condition)
+            if fate == "joined" or self.how == "left":
+                batch = a.pos if batch is None else batch
+                output(Fate(a, fate, pos, w, version, timer, batch))
+                output(Emitted(a, version if fate == "joined" else None, pos, w, timer))
+            else:
+                output(Fate(a, fate, pos, w, version))
+        keep = bisect.bisect_right(times, w) - 1          # the newest version <= w stays
+        for t in times[:max(keep, 0)]:
+            output(Fate(right.pop(t), "cleaned", pos, w))
+        waiting = min((a.time for a in left.values()), default=MAX_TIME)
+        if waiting < MAX_TIME:
+            self._register(ctx, registered, state("timers"), waiting)
+        if waiting < MAX_TIME or right:
+            if self.ttl:
+                _cleanup(ctx, self.retention).register(now)
+        else:
+            if self.ttl:
+                _cleanup(ctx, self.retention).clear()
+            state("next_left_index").clear()
+
+    def _expire(self, ctx, now, pos: int):
+        """The state-retention timers due at processing time ``now`` clear the key's state."""
+        for t in _cleanup(ctx, self.retention).due(now):
+            ctx.output(Expiration(t, pos))
+            left, right = ctx.state("left"), ctx.state("right")
+            for a in [*left.values(), *right.values()]:
+                ctx.output(Fate(a, "expired", pos, t))
+            left.clear(), right.clear()
+            ctx.state("next_left_index").clear()
+            ctx.state("registered_timer").clear()
+
+    def end_of_input(self, ctx):
+        for a in ctx.state("right").values():
+            ctx.output(Fate(a, "kept", None))
+
+
+class TemporalProcessTimeJoinOperator(KeyedOperator):
+    """Flink's ``TemporalProcessTimeJoinOperator``: a step per ``Arrival`` of a key; a left row
+    joins the right row in state (``current``) when it arrives. Outputs ``Fate``,
+    ``Emitted`` and ``Expiration`` values."""
+    state = (ValueState("current"), ValueState("cleanup"))
+
+    def __init__(self, how: str = "inner", condition: Callable | None = None, retention: StateRetention | None = None):
+        _check(how)
+        self.how, self.condition, self.retention = how, condition, retention
+
+    def process_element(self, a: Arrival, ctx):
+        state, ttl = ctx.state("current"), _cleanup(ctx, self.retention)
+        for t in ttl.due(a.proctime):
+            ctx.output(Expiration(t, a.pos))
+            if state.value() is not None:
+                ctx.output(Fate(state.value(), "expired", a.pos, t))
+            state.clear()
+        current = state.value()
+        if a.side == LEFT:
+            fate = _joins(a, current, self.condition)
+            ctx.output(Fate(a, fate, a.pos, a.proctime, current))
+            if fate == "joined" or self.how == "left":
+                ctx.output(Emitted(a, current if fate == "joined" else None, a.pos, None))
             if current is not None:
                 ttl.register(a.proctime)
         elif a.op in ACCUMULATE:
             if current is not None:
-                out.fates.append(Fate(current, "replaced", a.pos, a.proctime))
-            current = a
+                ctx.output(Fate(current, "replaced", a.pos, a.proctime))
+            state.update(a)
             ttl.register(a.proctime)
         else:
             if current is not None:
-                out.fates.append(Fate(current, "deleted", a.pos, a.proctime))
-            out.fates.append(Fate(a, "deletion", a.pos, a.proctime))
-            current = None
+                ctx.output(Fate(current, "deleted", a.pos, a.proctime))
+            ctx.output(Fate(a, "deletion", a.pos, a.proctime))
+            state.clear()
             ttl.clear()
-    if current is not None:
-        out.fates.append(Fate(current, "kept", None))
-    return out
+
+    def end_of_input(self, ctx):
+        if ctx.state("current").value() is not None:
+            ctx.output(Fate(ctx.state("current").value(), "kept", None))
+
+
+def event_time_join(arrivals: list, watermarks: Watermarks, how: str = "inner",
+                    condition: Callable | None = None,
+                    retention: StateRetention | None = None, deduplicate: str | None = None) -> KeyResult:
+    """``TemporalRowTimeJoinOperator`` stepped through one key's ``arrivals`` (merged order),
+    each with the watermark in force (``keyed.run_key``); ``deduplicate``: the right input
+    is a versioned view keeping the ``"last"`` (or ``"first"``) row per key by time."""
+    operator = TemporalRowTimeJoinOperator(watermarks, how, condition, retention, deduplicate)
+    return _result(keyed.run_key(operator, [], arrivals, [watermarks.before(a.pos) for a in arrivals]))
+
+
+def processing_time_join(arrivals: list, how: str = "inner", condition: Callable | None = None,
+                         retention: StateRetention | None = None) -> KeyResult:
+    """``TemporalProcessTimeJoinOperator`` stepped through one key's ``arrivals``: a left row
+    joins the right row in state when it arrives."""
+    return _result(keyed.run_key(TemporalProcessTimeJoinOperator(how, condition, retention), [], arrivals))

@@ -23,10 +23,11 @@ The right side may also be an append-only stream made a versioned view by dedupl
 ``deduplicated``).
 
 Engines: the as-of fast path (``asof.py``) when it gives the replay's answer (event time,
-no state retention, no late row on either input), else the per-key replay (``temporal.py``):
-both inputs merged (``replay.interleaved``), spread over tasks by key and sorted by
-merged position, one ``mapInArrow`` per task runs its keys one after the other with the
-operator watermark's rises in hand. ``fates()`` and ``emissions()`` always replay.
+no state retention, no late row on either input), else the replay: both inputs merged
+(``replay.interleaved``), spread over tasks by key and sorted by merged position, Flink's
+operator (``temporal.py``) run per key on the replay driver (``interleave.per_key``), a
+step per arrival, with the operator watermark's rises in hand. ``fates()`` and
+``emissions()`` always replay.
 """
 
 from __future__ import annotations
@@ -45,7 +46,9 @@ from ..time import Clock, Duration, to_duration
 from . import asof
 from ..replay.interleave import (LEFT, MAX_TIME, MIN_TIME, RIGHT, Watermarks, check_inputs, interleaved, per_key, tasks,
                      watermarks)
-from .temporal import HOWS, Fate, StateRetention, event_time_join, processing_time_join
+from ..replay.keyed import tuples
+from .temporal import (HOWS, Fate, StateRetention, TemporalProcessTimeJoinOperator,
+                       TemporalRowTimeJoinOperator)
 
 __all__ = ["TemporalJoin", "TemporalTableFunction", "temporal_join", "time_kind", "VERSION"]
 
@@ -282,19 +285,21 @@ class TemporalJoin:
         how, retention, event, dedup = self.how, self.retention, self.time == "event", self.deduplicate
         schema = T.StructType(_FATES.fields + [merged.schema["_vl"], merged.schema["_vr"]])
 
-        def run(key, arrivals, marks):
-            result = (event_time_join(arrivals, marks, how, None, retention, dedup) if event
-                      else processing_time_join(arrivals, how, None, retention))
-            batch = {}
-            for e in result.emitted:
-                batch.setdefault((e.pos, e.timer), e.left.pos)
-            timers = {e.left.pos: e.timer for e in result.emitted}
-            for f in result.fates:
-                a, v = f.arrival, f.version
-                at = None if f.at in (MIN_TIME, MAX_TIME) else f.at
-                timer = timers.get(a.pos) if a.side == LEFT else None
-                yield (a.side, a.seq, a.pos, f.fate, f.pos, at, v and v.seq, v and v.time, timer,
-                       batch.get((f.pos, timer), a.pos) if a.side == LEFT else None,
-                       a.row if a.side == LEFT else None, (v.row if v else None) if a.side == LEFT else a.row)
+        def operator(key, marks):
+            return (TemporalRowTimeJoinOperator(marks, how, None, retention, dedup) if event
+                    else TemporalProcessTimeJoinOperator(how, None, retention))
 
-        return per_key(merged, keys, run, schema, marks=event)
+        def row(f: Fate) -> tuple:
+            a, v = f.arrival, f.version
+            at = None if f.at in (MIN_TIME, MAX_TIME) else f.at
+            if a.side != LEFT:
+                return (a.side, a.seq, a.pos, f.fate, f.pos, at, v and v.seq, v and v.time, None, None, None, a.row)
+            return (a.side, a.seq, a.pos, f.fate, f.pos, at, v and v.seq, v and v.time, f.timer,
+                    a.pos if f.batch is None else f.batch, a.row, v.row if v else None)
+
+        rows = tuples(schema)
+
+        def output(table, outs):               # the fates (emissions and expirations are in them)
+            return rows(table, [row(f) for f in outs if type(f) is Fate])
+
+        return per_key(merged, keys, operator, schema, output, marks=event)

@@ -33,8 +33,10 @@ by event time::
 >>> W.next_rise(0, 12)       # the first position whose watermark reaches 12
 (2, 15, None)
 
-Operators run per key over their key's arrivals; ``Watermarks`` tells them when the
-watermark, raised by any key's rows, passes a timer (``next_rise``). On Spark,
+Operators run per key, a step per arrival (``TwoInput``: a merged row as its ``Arrival``).
+A key sees the operator watermark only at its own arrivals (the one in force, ``_Wb``),
+which fires its timers; ``Watermarks`` tells a timer where, among every key's arrivals, the
+watermark first reached it (``next_rise``): the position and watermark it fired at. On Spark,
 ``interleaved`` builds the merged rows and ``watermarks`` the rises, collected once (the
 rises are at most one per arrival, usually far fewer). Inputs whose rows Spark knows to be
 few (``kit.spark.replay_tasks``: one task) are merged and replayed in one partition, by
@@ -46,10 +48,10 @@ scans over their partitions.
 from __future__ import annotations
 
 import weakref
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -59,10 +61,10 @@ from ..errors import KitError
 from ..spark import replay_tasks
 from ..stream import Stream, prefix_scan, epoch_ms, null_time_error, prepared, rows_of
 from ..time import Clock, Duration, WatermarkStrategy
-from .keyed import KeyedOperator, ListState, replay as replay_keys, spread
+from .keyed import KeyedOperator, replay as replay_keys, spread
 
 __all__ = ["LEFT", "RIGHT", "MIN_TIME", "MAX_TIME", "INTERLEAVINGS", "Arrival", "Watermarks",
-           "check_inputs", "replay", "interleaved", "watermarks"]
+           "check_inputs", "replay", "interleaved", "watermarks", "TwoInput", "per_key"]
 
 LEFT, RIGHT = 0, 1
 MIN_TIME, MAX_TIME = -(1 << 63), (1 << 63) - 1
@@ -91,15 +93,15 @@ class Watermarks:
     processing time ``end``."""
 
     def __init__(self, positions, values, proctimes, n: int, end: int | None = None):
-        self.positions = np.append(np.asarray(positions, dtype=np.int64), n)
-        self.values = np.append(np.asarray(values, dtype=np.int64), np.int64(MAX_TIME))
+        self.positions = [int(p) for p in positions] + [n]       # plain ints: bisect, not numpy
+        self.values = [int(v) for v in values] + [MAX_TIME]
         self.proctimes = list(proctimes) + [end]
         self.n = n
 
     def after(self, pos: int) -> int:
         """The watermark once arrival ``pos`` is processed (``pos >= n``: end of input)."""
-        i = int(np.searchsorted(self.positions, pos, side="right")) - 1
-        return MIN_TIME if i < 0 else int(self.values[i])
+        i = bisect_right(self.positions, pos) - 1
+        return MIN_TIME if i < 0 else self.values[i]
 
     def before(self, pos: int) -> int:
         """The watermark in force when arrival ``pos`` comes."""
@@ -109,9 +111,8 @@ class Watermarks:
         """``(position, watermark, proctime)`` of the first rise at or after arrival ``pos``
         to a watermark ``>= threshold``: when a timer at ``threshold`` registered while
         processing ``pos`` fires. ``(n, MAX_TIME, last proctime)`` at the end of input."""
-        i = max(int(np.searchsorted(self.positions, pos, side="left")),
-                int(np.searchsorted(self.values, threshold, side="left")))
-        return int(self.positions[i]), int(self.values[i]), self.proctimes[i]
+        i = max(bisect_left(self.positions, pos), bisect_left(self.values, threshold))
+        return self.positions[i], self.values[i], self.proctimes[i]
 
 
 def replay(left: list, right: list, sides: str, left_watermark: WatermarkStrategy,
@@ -212,7 +213,8 @@ def interleaved(left: Stream, right: Stream, interleave: str = "event_time",
                 clock: Clock | None = None, keys=()) -> DataFrame:
     """Both inputs as one DataFrame in merged arrival order, numbered ``_pos``, with
     ``_side``, ``_seq`` (arrival on its side), ``_ts``, ``_late`` (against its own input),
-    ``_W`` (operator watermark after the row, NULL = none yet), ``_pt`` (processing time,
+    ``_W`` (operator watermark after the row, NULL = none yet), ``_Wb`` (the one in force
+    when the row comes: ``Watermarks.before``), ``_pt`` (processing time,
     ms: the ``clock`` over merged positions, else the inputs' own, never going back) and
     ``_vl``/``_vr`` (the row's values as a struct, NULL on the other side) and, for each
     ``(left column, right column)`` of ``keys``, the key ``_k0..`` (the right one cast to the
@@ -249,7 +251,8 @@ def _interleaved(left: Stream, right: Stream, interleave: str, clock: Clock | No
     merged = side_rows(left, LEFT, one).unionByName(side_rows(right, RIGHT, one), allowMissingColumns=True)
     first = {"event_time": ["_mx"], "proctime": ["_spt"], "left_first": [], "right_first": []}[interleave]
     order = [(c, False) for c in first] + [("_side", interleave != "left_first"), ("_seq", False)]
-    running = {"_L": ("_lw", True), "_R": ("_rw", True), "_P": ("_spt", True)}
+    running = {"_L": ("_lw", True), "_R": ("_rw", True), "_Lb": ("_lw", False), "_Rb": ("_rw", False),
+               "_P": ("_spt", True)}
     if one:
         out = running_in_one(merged.coalesce(1), running, ", ".join(c + " DESC" * desc for c, desc in order))
     else:
@@ -263,6 +266,7 @@ def _interleaved(left: Stream, right: Stream, interleave: str, clock: Clock | No
            + f") AS _k{i}" for i, (l, r) in enumerate(keys)]
     out = sparksql.select(out, "seq AS _pos", "_side", "_seq", "_ts", "_late",
                           "CAST(IF(_L IS NULL OR _R IS NULL, NULL, least(_L, _R)) AS BIGINT) AS _W",
+                          "CAST(IF(_Lb IS NULL OR _Rb IS NULL, NULL, least(_Lb, _Rb)) AS BIGINT) AS _Wb",
                           f"CAST({pt} AS BIGINT) AS _pt", "_vl", "_vr", *key).localCheckpoint(eager=not one)
     _ROWS[out] = rows
     return out
@@ -298,37 +302,34 @@ def _watermarks_of(pos: list, W: list, pt: list) -> Watermarks:
     return Watermarks([p for _, (p, _) in rises], [w for w, _ in rises], [t for _, (_, t) in rises], len(pos), end)
 
 
-class Joined(KeyedOperator):
-    """A two-input operator over one key's arrivals at once: ``run(key values, arrivals,
-    watermarks)`` at the end of input, its outputs. A row is ``_ARRIVAL``'s columns;
-    ``changelog``: which sides are changelogs (``op`` from the row)."""
-    state = (ListState("arrivals"),)
+class TwoInput(KeyedOperator):
+    """A two-input operator over the merged rows (``_ARRIVAL``'s columns): each row becomes
+    its ``Arrival`` (``op`` from the row of a side that is a changelog, ``changelog[side]``)
+    for ``operator.process_element``; state, timers and the end of input are the operator's."""
 
-    def __init__(self, run, changelog: dict, rises):
-        self.run, self.changelog, self.rises = run, changelog, rises
+    def __init__(self, operator: KeyedOperator, changelog: dict):
+        self.state, self.on_timer, self.end_of_input = operator.state, operator.on_timer, operator.end_of_input
+        self.step, self.changelog = operator.process_element, changelog
 
     def process_element(self, row, ctx):
         pos, side, seq, ts, late, pt, vl, vr = row
         value = vl if side == LEFT else vr
-        ctx.state("arrivals").add(Arrival(pos, side, seq, ts, value, late, pt,
-                                          (value.get("op") or "+I") if self.changelog[side] else "+I"))
-
-    def end_of_input(self, ctx):
-        for out in self.run(ctx.key, ctx.state("arrivals").get(), self.rises):
-            ctx.output(out)
+        self.step(Arrival(pos, side, seq, ts, value, late, pt,
+                          (value.get("op") or "+I") if self.changelog[side] else "+I"), ctx)
 
 
 _ARRIVAL = ["_pos", "_side", "_seq", "_ts", "_late", "_pt", "_vl", "_vr"]
 
 
-def per_key(merged: DataFrame, keys: list, run, schema, marks: bool = False) -> DataFrame:
-    """``run(key values, arrivals, watermarks)`` once per key of ``merged``
-    (``interleaved(...)``), its output rows (tuples in ``schema``'s order) as a DataFrame: the
-    keys spread over ``tasks(merged)`` tasks (one without keys: then with no shuffle), each
-    task sorted by key and merged position, each key's arrivals built from its rows (``op``
-    from a changelog input's row). ``watermarks``: with ``marks``, the operator watermark's
-    rises (``watermarks(merged)``), else None; a task that holds every row finds them there
-    unless they were collected before (no job of their own)."""
+def per_key(merged: DataFrame, keys: list, operator, schema, output=None, marks: bool = False) -> DataFrame:
+    """``operator(key values, watermarks)``, a two-input ``KeyedOperator`` over one key's
+    ``Arrival``s, run on the replay driver (``keyed.replay``) for each key of ``merged``
+    (``interleaved(...)``): the keys spread over ``tasks(merged)`` tasks (one without keys:
+    then with no shuffle), each task sorted by key and merged position. With ``marks`` the
+    operator gets the operator watermark's rises (``watermarks(merged)``; a task that holds
+    every row finds them there unless they were collected before: no job of their own) and
+    each row the watermark in force (``_Wb``), which fires its event-time timers; else None.
+    ``output``: as ``keyed.replay``'s (default: the outputs are tuples in ``schema``'s order)."""
     changelog = {LEFT: "op" in merged.schema["_vl"].dataType.names, RIGHT: "op" in merged.schema["_vr"].dataType.names}
     n = tasks(merged) if keys else 1
     W = (_WATERMARKS.get(merged) if n == 1 else watermarks(merged)) if marks else None
@@ -336,8 +337,8 @@ def per_key(merged: DataFrame, keys: list, run, schema, marks: bool = False) -> 
     def rises(table):   # the task holds every row
         return _watermarks_of(*(python_values(table.column(c)) for c in ("_pos", "_W", "_pt")))
 
-    def operator(key, found=W):
-        return Joined(run, changelog, found)
+    def two_input(key, found=W):
+        return TwoInput(operator(key, found), changelog)
 
-    return replay_keys(spread(merged, keys, n, "_pos"), keys, operator, schema, _ARRIVAL,
-                       task=rises if marks and W is None else None)
+    return replay_keys(spread(merged, keys, n, "_pos"), keys, two_input, schema, _ARRIVAL, output,
+                       "_Wb" if marks else None, task=rises if marks and W is None else None)
