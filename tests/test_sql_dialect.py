@@ -100,3 +100,18 @@ def test_a_parse_error_names_the_users_line_and_column():
     with pytest.raises(sqlglot.errors.ParseError) as error:
         flink("SELECT *\nFROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(c), INTERVAL '1' HOUR)\nWHERE")
     assert error.value.errors[0]["line"] == 3
+
+
+def test_what_sqlglot_cannot_read_is_a_sql_error_at_the_users_line_and_column():
+    from kit.sql.errors import SqlError
+    from kit.sql.statement import Statement
+
+    statement = Statement("SELECT a,\n  b FROM t WHERE )")
+    assert statement.tree is None
+    with pytest.raises(SqlError) as error:
+        statement.mutable()
+    assert (error.value.line, error.value.column) == (2, 18)
+    assert str(error.value).startswith("line 2, column 18: cannot read the query: ")
+    assert Statement("SELECT 'abc").parse_error.message.startswith("cannot read the query: Error tokenizing")
+    assert Statement("SELECT " + "(" * 3000 + "1" + ")" * 3000).parse_error.message == \
+        "cannot read the query: it nests too deeply for sqlglot"

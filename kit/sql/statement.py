@@ -64,9 +64,10 @@ from functools import cached_property
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.errors import ParseError
+from sqlglot.errors import ParseError, TokenError
 
 from .dialect import Flink
+from .errors import SqlError
 from .lexer import Token, tokenize
 
 __all__ = ["Statement"]
@@ -99,7 +100,8 @@ class Statement:
         ends), so a reader's error names the user's line and column; nothing is read again."""
         part = Statement(self.text, tree)
         if tree is None:                # never the tree of the whole text
-            part.__dict__["parsed"] = (None, ParseError("a part of a statement read by its tokens has no tree"))
+            part.__dict__["parsed"] = (None, SqlError("a part of a statement read by its tokens has no tree",
+                                                      self.tokens[first].line, self.tokens[first].column, self.text))
         part.__dict__["tokens"] = self.tokens[first:end] + [replace(self.tokens[end], kind="EOF", value="")]
         return part
 
@@ -132,11 +134,14 @@ class Statement:
 
     @cached_property
     def parsed(self) -> tuple:
-        """(sqlglot's tree of ``text``, None), or (None, the ParseError)."""
+        """(sqlglot's tree of ``text``, None), or (None, a SqlError at the user's line and
+        column saying why sqlglot cannot read it)."""
         try:
             return sqlglot.parse_one(self.text, read=Flink), None
-        except ParseError as error:
-            return None, error
+        except (ParseError, TokenError) as error:
+            return None, _syntax_error(error, self.text)
+        except RecursionError:                  # sqlglot's parser recurses per nesting level
+            return None, SqlError("cannot read the query: it nests too deeply for sqlglot", 1, 1, self.text)
 
     @property
     def tree(self) -> exp.Expression | None:
@@ -145,12 +150,12 @@ class Statement:
         return self.parsed[0]
 
     @property
-    def parse_error(self) -> ParseError | None:
-        """Why sqlglot cannot read ``text``, or None."""
+    def parse_error(self) -> SqlError | None:
+        """Why sqlglot cannot read ``text`` (a SqlError at the user's line and column), or None."""
         return self.parsed[1]
 
     def mutable(self) -> exp.Expression:
-        """A copy of ``tree`` for a reader that changes it; the ParseError when there is none."""
+        """A copy of ``tree`` for a reader that changes it; raises ``parse_error`` when there is none."""
         tree, error = self.parsed
         if tree is None:
             raise error
@@ -158,3 +163,13 @@ class Statement:
 
     def __repr__(self) -> str:
         return f"Statement({self.text!r})"
+
+
+def _syntax_error(error, text: str) -> SqlError:
+    """sqlglot's ParseError (or TokenError) of ``text`` as a SqlError at the user's line and
+    column (sqlglot's ``col`` is its token's last column; this is its first)."""
+    found = error.errors[0] if isinstance(error, ParseError) and error.errors else {}
+    line, col = found.get("line") or 1, found.get("col") or 1
+    col = max(1, col - len(found.get("highlight") or "") + 1)
+    message = found.get("description") or str(error).splitlines()[0]
+    return SqlError(f"cannot read the query: {message}", line, col, text)

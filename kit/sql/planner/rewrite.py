@@ -25,6 +25,7 @@ from sqlglot import exp
 
 from ...errors import KitError
 from ..dialect import Flink, MatchRecognize, at
+from ..errors import SqlError
 from ..interval import find_interval_joins
 from ..query import find_match_recognize
 from ..statement import Statement
@@ -62,7 +63,12 @@ class Special:
         def node(kind, index):
             nonlocal tree
             tree = tree if tree is not None else self.statement.mutable()
-            return at(tree, kind, tokens[index].start)
+            found = at(tree, kind, tokens[index].start)
+            if found is None:
+                tok = tokens[index]
+                raise SqlError(f"the planner finds no {kind.__name__} here in sqlglot's tree of the query",
+                               tok.line, tok.column, self.statement.text)
+            return found
 
         for start, (m, end, spec) in find_match_recognize(self.statement, ()).items():
             match = node(MatchRecognize, start)
