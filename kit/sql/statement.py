@@ -40,8 +40,9 @@ So a call reads its text twice at most, each read once: the kit's lexer (always)
 (when the query is over streams, or the planner is asked); ``tests/test_sql_reads_once.py``
 counts them per construct. A subquery in a MATCH_RECOGNIZE's DEFINE or MEASURES
 (semantics="standard"), run as a query of its own, is ``subquery()``: a part of the
-statement, its tokens the user's, not read again. The text entry points (``parse_match_recognize``, ``clauses``, ``physical_plan``...) make a
-``Statement`` of their text, once.
+statement, its tokens the user's, not read again. The text entry points
+(``parse_match_recognize``, ``clauses``, ``physical_plan``...) make a ``Statement`` of
+their text, once.
 
 Why sqlglot with a Flink dialect rather than the kit's parser grown into a tree. The planner
 needs what sqlglot's tree gives: names, stars and subqueries resolved by ``qualify``, types,
@@ -54,7 +55,9 @@ no dialect read ``TABLE(TUMBLE(TABLE t, DESCRIPTOR(c), ...))``). What it does no
 yet: the kit's lexer, for the rewrite that keeps the user's text, and the MATCH_RECOGNIZE
 spec, whose PATTERN sqlglot keeps as text and whose checks name exact tokens -- building the
 spec from the ``MatchRecognize`` node (its pattern read from the node's offsets) is the next
-step, and then the finders from their nodes.
+step, and then the finders from their nodes. The order matters: while the rewrite needs the
+kit's tokens, a finder moved to the tree alone would add sqlglot's read to a batch call,
+which today reads with the kit's lexer only.
 """
 
 from __future__ import annotations
