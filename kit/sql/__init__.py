@@ -293,7 +293,7 @@ class _Run(Resolver):
 
         def answer(node):
             try:
-                frame = self.sql(rewrite(node.text, self, self.aggregates))
+                frame = self.sql(rewrite(self.statement.subquery(node.pos), self, self.aggregates))
             except SqlError as error:   # placed on the subquery in the user's text
                 raise MatchRecognizeError("MATCH_RECOGNIZE", f"the subquery ({node.text}): {error.message}",
                                           node.pos) from None

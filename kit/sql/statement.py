@@ -9,49 +9,68 @@ group windows, temporal and interval joins, the error mapping, the continuous pl
 - ``text``: the query as the user wrote it (after ``semantics="standard"``'s quoting);
 - ``tokens``: the kit's lexer over it, made once on first use; each token knows its line and
   column, so errors point at the user's text;
-- ``tree``: sqlglot's parse of the same text (Spark's dialect), made once on first use;
-  None when sqlglot cannot read it (``parse_error`` says why: the readers that tolerate it
-  answer without a tree; the planner, which needs one, raises). ``tree`` is shared: a reader
-  that changes its tree (``qualify``, taking an ORDER BY off) takes ``mutable()``, a copy
-  (copying is not parsing).
+- ``tree``: sqlglot's parse of the same text in the kit's Flink dialect (``dialect.Flink``:
+  Spark's, plus window TVFs, MATCH_RECOGNIZE, ``FOR SYSTEM_TIME AS OF`` and Flink's type
+  names), made once on first use; its table sources and the nodes the dialect adds carry
+  their offsets, line and column (``node.meta``). None only when the text is no query sqlglot
+  reads (``parse_error`` says why: the readers that tolerate it answer without a tree; the
+  planner, which needs one, raises). ``tree`` is shared: a reader that changes its tree
+  (``qualify``, the planner's placeholders, taking an ORDER BY off) takes ``mutable()``, a
+  copy (copying is not parsing).
 
-Two readers remain, and why. The kit's lexer finds the constructs sqlglot cannot read; sqlglot
-gives the continuous planner its resolved tree. When the query holds such a construct, the
-planner's ``Special`` splices a placeholder in its place (``TABLE(TUMBLE(...))`` ->
-``__kit_special_0``) and sqlglot parses that spliced text, once, into its own ``Statement``
--- a second parse, of another text, only when there is something to splice. Other texts read
-on their own: a subquery in a MATCH_RECOGNIZE's DEFINE or MEASURES (standard SQL) and, in
-the planner, a MATCH_RECOGNIZE's subquery input; and, on the way to an error only, the WITH
-query a window TVF reads (``planner.rewrite``: does it update?). The text entry points
+What reads what:
+
+- the tree: the continuous planner. ``planner.rewrite.Special`` replaces, in a copy, each
+  window TVF's and MATCH_RECOGNIZE's node by a placeholder table and takes ``FOR SYSTEM_TIME
+  AS OF`` off a temporal join's table, then writes the tree back as text for the logical
+  planner -- rendering, not parsing: no text is spliced and read again. A MATCH_RECOGNIZE's
+  subquery input is planned as ``part()`` of the statement (its node of the tree, its tokens
+  of the user's), the WITH query a window TVF reads is a node too; ``logical.updating``,
+  ``time_over`` and the sink's field names read it.
+- the tokens: the batch rewrite to Spark SQL (``query.rewrite`` copies the user's text
+  verbatim between the pieces it replaces, comments and layout kept, and maps a Spark
+  error's offset back through those pieces: it needs token offsets, not a tree); the finders
+  it asks where to cut (``windows``, ``temporal``, ``interval``: token indexes, and their
+  errors' exact words and places); MATCH_RECOGNIZE's parser (``match_recognize``: the spec
+  with each node's line and column, and the clause's many checks); and the error mapping
+  (``errors``, via the rewrite's pieces). The planner finds each construct's node by the
+  offset of its first token (``dialect.at``).
+
+So a call reads its text twice at most, each read once: the kit's lexer (always) and sqlglot
+(when the query is over streams, or the planner is asked); ``tests/test_sql_reads_once.py``
+counts them per construct. A subquery in a MATCH_RECOGNIZE's DEFINE or MEASURES
+(semantics="standard"), run as a query of its own, is ``subquery()``: a part of the
+statement, its tokens the user's, not read again. The text entry points
 (``parse_match_recognize``, ``clauses``, ``physical_plan``...) make a ``Statement`` of
 their text, once.
 
-One tree for all of Flink SQL would end both. Two ways:
-
-- sqlglot with a Flink dialect of the kit's own. sqlglot 30 parses MATCH_RECOGNIZE (under
-  ``read="snowflake"``) and ``FOR SYSTEM_TIME AS OF`` (under ``"tsql"``), but in no one
-  dialect, and no dialect parses ``TABLE(TUMBLE(TABLE t, DESCRIPTOR(c), ...))``; a dialect
-  would combine the two and add the window TVFs, group windows and Flink's types. The
-  MATCH_RECOGNIZE spec (``kit.match_recognize.spec``, with its DEFINE expressions and their
-  positions) would then be built from sqlglot's nodes, which keep no line and column per
-  token: errors would need the token offsets carried through.
-- the kit's parser grown into a tree: it reads MATCH_RECOGNIZE, window TVFs and temporal
-  joins with exact positions already, but resolving names, stars and subqueries for the
-  planner would rebuild what sqlglot's ``qualify`` does (``planner.logical``'s doc).
-
-Chosen: sqlglot with a Flink dialect, as the next step -- its tree and ``qualify`` are what
-the planner needs, and the dialect is additive (tokens for the new words, a parser method
-per construct). Until it exists, one ``Statement`` holds both reads, each made once.
+Why sqlglot with a Flink dialect rather than the kit's parser grown into a tree. The planner
+needs what sqlglot's tree gives: names, stars and subqueries resolved by ``qualify``, types,
+a tree to rewrite and render; growing the kit's parser into that would rebuild sqlglot's
+optimizer (``planner.logical``'s doc). The dialect is additive: Spark's dialect plus a
+tokenizer word (MATCH_RECOGNIZE, BYTES) and a parser method per construct, and sqlglot's
+tokens know their offsets, so a node can name the user's line and column. No one sqlglot
+dialect read all of Flink SQL (MATCH_RECOGNIZE under snowflake's, lacking WITHIN and SUBSET;
+no dialect read ``TABLE(TUMBLE(TABLE t, DESCRIPTOR(c), ...))``). What it does not replace
+yet: the kit's lexer, for the rewrite that keeps the user's text, and the MATCH_RECOGNIZE
+spec, whose PATTERN sqlglot keeps as text and whose checks name exact tokens -- building the
+spec from the ``MatchRecognize`` node (its pattern read from the node's offsets) is the next
+step, and then the finders from their nodes. The order matters: while the rewrite needs the
+kit's tokens, a finder moved to the tree alone would add sqlglot's read to a batch call,
+which today reads with the kit's lexer only.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cached_property
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.errors import ParseError
+from sqlglot.errors import ParseError, TokenError
 
+from .dialect import Flink
+from .errors import SqlError
 from .lexer import Token, tokenize
 
 __all__ = ["Statement"]
@@ -66,7 +85,9 @@ class Statement:
     >>> s = Statement("SELECT a FROM t WHERE b > 1")
     >>> [t.value for t in s.tokens], s.tree.sql()
     (['SELECT', 'a', 'FROM', 't', 'WHERE', 'b', '>', '1', ''], 'SELECT a FROM t WHERE b > 1')
-    >>> Statement("SELECT * FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(c), INTERVAL '1' HOUR))").tree is None
+    >>> Statement("SELECT * FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(c), INTERVAL '1' HOUR))").tree.sql(Flink)
+    "SELECT * FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(c), INTERVAL '1' HOUR))"
+    >>> Statement("SELECT * FROM").tree is None
     True
     """
 
@@ -74,6 +95,35 @@ class Statement:
         self.text = text
         if tree is not None:
             self.__dict__["parsed"] = (tree, None)
+
+    def part(self, tree: exp.Expression, first: int, end: int) -> "Statement":
+        """The part of this statement that is tokens ``first`` to ``end`` (excluded), whose
+        tree is ``tree`` (a node of ``self.tree``): a subquery read as a query of its own. Its
+        ``text`` is the user's and its tokens are theirs (ending with an ``EOF`` where the part
+        ends), so a reader's error names the user's line and column; nothing is read again."""
+        part = Statement(self.text, tree)
+        if tree is None:                # never the tree of the whole text
+            part.__dict__["parsed"] = (None, SqlError("a part of a statement read by its tokens has no tree",
+                                                      self.tokens[first].line, self.tokens[first].column, self.text))
+        part.__dict__["tokens"] = self.tokens[first:end] + [replace(self.tokens[end], kind="EOF", value="")]
+        return part
+
+    def subquery(self, pos: tuple) -> "Statement":
+        """The subquery whose first token (SELECT or WITH) is at ``pos`` (line, column), up to
+        the parenthesis that closes it, as ``part()`` of this statement: read by the tokens
+        (the rewrite to Spark SQL), it has no tree of its own (a MATCH_RECOGNIZE's DEFINE
+        subquery)."""
+        tokens = self.tokens
+        first = next(i for i, tok in enumerate(tokens) if tok.pos == tuple(pos))
+        depth, end = 0, first
+        while tokens[end].kind != "EOF":
+            tok = tokens[end]
+            if tok.kind == "OP" and tok.value in ("(", ")"):
+                if tok.value == ")" and depth == 0:
+                    break
+                depth += 1 if tok.value == "(" else -1
+            end += 1
+        return self.part(None, first, end)
 
     @classmethod
     def of(cls, query) -> "Statement":
@@ -87,11 +137,14 @@ class Statement:
 
     @cached_property
     def parsed(self) -> tuple:
-        """(sqlglot's tree of ``text``, None), or (None, the ParseError)."""
+        """(sqlglot's tree of ``text``, None), or (None, a SqlError at the user's line and
+        column saying why sqlglot cannot read it)."""
         try:
-            return sqlglot.parse_one(self.text, read="spark"), None
-        except ParseError as error:
-            return None, error
+            return sqlglot.parse_one(self.text, read=Flink), None
+        except (ParseError, TokenError) as error:
+            return None, _syntax_error(error, self.text)
+        except RecursionError:                  # sqlglot's parser recurses per nesting level
+            return None, SqlError("cannot read the query: it nests too deeply for sqlglot", 1, 1, self.text)
 
     @property
     def tree(self) -> exp.Expression | None:
@@ -100,12 +153,12 @@ class Statement:
         return self.parsed[0]
 
     @property
-    def parse_error(self) -> ParseError | None:
-        """Why sqlglot cannot read ``text``, or None."""
+    def parse_error(self) -> SqlError | None:
+        """Why sqlglot cannot read ``text`` (a SqlError at the user's line and column), or None."""
         return self.parsed[1]
 
     def mutable(self) -> exp.Expression:
-        """A copy of ``tree`` for a reader that changes it; the ParseError when there is none."""
+        """A copy of ``tree`` for a reader that changes it; raises ``parse_error`` when there is none."""
         tree, error = self.parsed
         if tree is None:
             raise error
@@ -113,3 +166,13 @@ class Statement:
 
     def __repr__(self) -> str:
         return f"Statement({self.text!r})"
+
+
+def _syntax_error(error, text: str) -> SqlError:
+    """sqlglot's ParseError (or TokenError) of ``text`` as a SqlError at the user's line and
+    column (sqlglot's ``col`` is its token's last column; this is its first)."""
+    found = error.errors[0] if isinstance(error, ParseError) and error.errors else {}
+    line, col = found.get("line") or 1, found.get("col") or 1
+    col = max(1, col - len(found.get("highlight") or "") + 1)
+    message = found.get("description") or str(error).splitlines()[0]
+    return SqlError(f"cannot read the query: {message}", line, col, text)

@@ -62,7 +62,7 @@ import re
 from dataclasses import dataclass, field
 
 from sqlglot import exp
-from sqlglot.errors import OptimizeError, ParseError
+from sqlglot.errors import OptimizeError
 from sqlglot.optimizer.qualify import qualify
 
 from ...errors import KitError
@@ -835,10 +835,7 @@ def updating(query: Statement | str) -> bool:
 def parse(query: Statement | str, schema: dict) -> exp.Expression:
     """``query``'s tree (a copy: qualifying changes it) qualified against ``schema`` ({table:
     {column: type}})."""
-    try:
-        tree = Statement.of(query).mutable()
-    except ParseError as error:
-        raise KitError(f"cannot read the query: {error.errors[0]['description'] if error.errors else error}")
+    tree = Statement.of(query).mutable()       # sqlglot cannot read it: a SqlError at its line and column
     try:
         return qualify(tree, schema=schema, dialect="spark", quote_identifiers=False,
                        validate_qualify_columns=True, expand_stars=True)

@@ -2,11 +2,13 @@
 
 Window TVFs, MATCH_RECOGNIZE, temporal (``FOR SYSTEM_TIME AS OF``) and interval joins, an
 ORDER BY on the time attribute and an OVER aggregate ordered by it have no node in
-``logical``'s operator tree. ``Special.rewrite`` splices the query so the logical planner can
-read it: a window TVF or a MATCH_RECOGNIZE becomes a placeholder table with its output's
-columns, a temporal join a regular join, a sort is taken off (``Special.sort``); the
-builders it leaves put Flink's nodes (``Match``, ``TemporalJoin``, ``IntervalJoin``, the
-window TVF's scan) back when ``physical.Converter`` meets a placeholder. For example::
+``logical``'s operator tree. ``Special.rewrite`` changes a copy of the query's one tree (the
+kit's Flink dialect: ``kit.sql.dialect``) so the logical planner can read it: a window TVF's
+or a MATCH_RECOGNIZE's node becomes a placeholder table with its output's columns, a
+temporal join a regular join (its ``FOR SYSTEM_TIME AS OF`` taken off), a sort is taken off
+(``Special.sort``); the builders it leaves put Flink's nodes (``Match``, ``TemporalJoin``,
+``IntervalJoin``, the window TVF's scan) back when ``physical.Converter`` meets a
+placeholder. Nodes are replaced, no text is spliced and parsed again. For example::
 
     SELECT * FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(ts), INTERVAL '10' MINUTES))
     ->  SELECT * FROM __kit_special_0
@@ -17,13 +19,13 @@ An OVER aggregate ordered by a time attribute, which the logical planner refuses
 
 from __future__ import annotations
 
-import re
 from types import SimpleNamespace
 
-import sqlglot
 from sqlglot import exp
 
 from ...errors import KitError
+from ..dialect import Flink, MatchRecognize, at
+from ..errors import SqlError
 from ..interval import find_interval_joins
 from ..query import find_match_recognize
 from ..statement import Statement
@@ -41,7 +43,7 @@ class Special:
     table the dynamic planner reads (or a join it plans), and its Flink nodes replace it."""
 
     def __init__(self, statement: Statement, streams: dict, plan):
-        self.statement, self.query = statement, statement.text
+        self.statement = statement
         self.streams = {k.lower(): (k, v) for k, v in streams.items()}
         self.plan = plan               # (query, streams) -> its PhysicalNode: the planner, for a subquery
         self.tables = dict(streams)    # what the dynamic planner sees: streams and placeholders
@@ -51,29 +53,39 @@ class Special:
 
     def rewrite(self) -> Statement:
         """The query the logical planner reads: the user's ``Statement`` itself when there is
-        nothing to splice, else the spliced text's, read once (module doc of ``statement``)."""
-        q, tokens = self.query, self.statement.tokens
-        edits = []      # (start offset, end offset, replacement)
+        nothing to replace, else a copy of its tree with each construct's node replaced by a
+        placeholder table (or, for a temporal join, its ``FOR SYSTEM_TIME AS OF`` taken off),
+        written back as text: rendering, not parsing (module doc of ``statement``). The finders
+        read the tokens; each construct's node is the one that starts where its first token does."""
+        tokens = self.statement.tokens
+        tree = None
+
+        def node(kind, index):
+            nonlocal tree
+            tree = tree if tree is not None else self.statement.mutable()
+            found = at(tree, kind, tokens[index].start)
+            if found is None:
+                tok = tokens[index]
+                raise SqlError(f"the planner finds no {kind.__name__} here in sqlglot's tree of the query",
+                               tok.line, tok.column, self.statement.text)
+            return found
+
         for start, (m, end, spec) in find_match_recognize(self.statement, ()).items():
-            edits.append((tokens[start].start, tokens[end - 1].end, self._match(q, tokens, start, m, spec)))
+            match = node(MatchRecognize, start)
+            match.replace(_table(self._match(match, spec, start, m), match.args.get("alias")))
         for i, (end, call) in find_windows(self.statement).items():
-            edits.append((tokens[i].start, tokens[end - 1].end, self._window(call)))
+            table = node(exp.Table, i)
+            table.replace(_table(self._window(call), table.args.get("alias")))
         for call in find_temporal_joins(self.statement).values():
             # FOR SYSTEM_TIME AS OF <time>: a regular join to the dynamic planner, a TemporalJoin here
-            first = next(j for j in range(call.start, call.end) if tokens[j].is_word("FOR"))
-            time_end = next(j for j in range(first, len(tokens)) if tokens[j].is_word("AS") and j > first + 3)
-            edits.append((tokens[first].start, tokens[time_end].start, ""))
+            if not call.lateral:
+                node(exp.Table, call.start).set("version", None)
             self.builders[("join", self._name(call.table))] = self._temporal
         for call in find_interval_joins(self.statement, lambda n: self.streams.get(n.lower(), (None, None))[1]).values():
             self.builders[("join", self._name(call.right))] = self._interval
-        if not edits:
+        if tree is None:
             return self._order_by(self.statement)
-        out, at = "", 0
-        for s, e, text in sorted(edits):
-            out += q[at:s] + text
-            at = e
-        out += q[at:]
-        return self._order_by(Statement(out))
+        return self._order_by(Statement(tree.sql(dialect=Flink), tree))    # the tree stands for its text
 
     def _name(self, table):
         return self.streams.get(table.lower(), (table, None))[0]
@@ -87,7 +99,7 @@ class Special:
     def _base(self, table: str):
         key = table.lower()
         if key not in self.streams:
-            cte = _cte(self.query, table)
+            cte = _cte(self.statement, table)
             if cte is not None and P.updating(cte):
                 raise KitError("The window function requires the timecol is a time attribute type, but is "
                                f"TIMESTAMP(3). (Flink 2.3's planner: {table} is an updating query, whose columns "
@@ -100,15 +112,17 @@ class Special:
 
     # -- MATCH_RECOGNIZE: partition columns and measures (ONE ROW PER MATCH), insert-only
 
-    def _match(self, q, tokens, start, m, spec) -> str:
-        source = q[tokens[start].start:tokens[m - 1].end].strip()
+    def _match(self, match, spec, first: int, m: int) -> str:
+        """``match`` (its table ref: tokens ``first`` to ``m``, the MATCH_RECOGNIZE) as a placeholder."""
+        source = match.this                     # the table ref it reads: a table, or (a subquery)
         columns = [*spec.partition_by, *[x.alias for x in spec.measures]]
 
         def build(_node):
-            if source.startswith("("):
-                child = self.plan(source[1:-1], {n: s for n, s in self.streams.values()})
+            if isinstance(source, exp.Subquery):
+                part = self.statement.part(source.this, first + 1, m - 1)    # inside its parentheses
+                child = self.plan(part, {n: s for n, s in self.streams.values()})
             else:
-                name, s, cols = self._base(source)
+                name, s, cols = self._base(source.name)
                 child = scan(name, s, cols, cols)
             order = ", ".join(f"{o.column} {'ASC' if o.ascending else 'DESC'}" for o in spec.order_by)
             measures = ", ".join(f"FINAL({x.expr}) AS {x.alias}" for x in spec.measures)
@@ -171,18 +185,21 @@ class Special:
         return Statement(tree.sql(dialect="spark"), tree)    # the tree stands for its text: no parse
 
 
-def _cte(query: str, name: str) -> str | None:
-    """The query of WITH ``name`` in ``query``, or None. Only on the way to an error: it parses
-    the text up to the first window TVF, which sqlglot cannot read (module doc of ``statement``)."""
-    try:
-        tree = sqlglot.parse_one(re.sub(r"TABLE\s*\(\s*(TUMBLE|HOP|CUMULATE|SESSION)\b.*", "x", query,
-                                        flags=re.S | re.I), read="spark")
-    except sqlglot.errors.ParseError:
-        return None
-    with_ = tree.args.get("with_") or tree.args.get("with")
+def _table(name: str, alias) -> exp.Table:
+    """A table ``name`` [AS ``alias``] (a placeholder in place of a construct)."""
+    table = exp.Table(this=exp.to_identifier(name))
+    if alias is not None:
+        table.set("alias", alias)
+    return table
+
+
+def _cte(statement: Statement, name: str) -> Statement | None:
+    """The query of WITH ``name`` in ``statement``, or None."""
+    tree = statement.tree
+    with_ = tree.args.get("with_") or tree.args.get("with") if tree is not None else None
     for cte in (with_.expressions if with_ is not None else []):
         if cte.alias_or_name.lower() == name.lower():
-            return cte.this.sql(dialect="spark")
+            return Statement(cte.this.sql(dialect=Flink), cte.this)
     return None
 
 
