@@ -3,10 +3,11 @@
 A profiler counts the calls of the kit's lexer (``kit.sql.lexer.tokenize``), of sqlglot's
 tokenizer (``sqlglot.tokens.Tokenizer.tokenize``) and of sqlglot's parser
 (``sqlglot.parser.Parser.parse``) during one call, split by the text they read: the user's
-text, or another (a spliced text, a subquery's). Per call: one kit tokenize of the user's
-text, at most one sqlglot tokenize and parse of it (the kit's Flink dialect: one tree for
-every construct, ``kit.sql.dialect``), and no other text read -- the planner replaces nodes
-of that tree, it splices no text (module doc of ``kit.sql.statement``). ``explain()`` on a
+text, or another (a spliced text, a subquery's). Per call: one read of the user's text
+(sqlglot's tokenizer in the kit's Flink dialect; the kit's tokens are made from its tokens,
+``lexer.from_sqlglot``), at most one parse of those tokens into the one tree for every
+construct (``kit.sql.dialect``), and no other text read -- the planner replaces nodes of
+that tree, it splices no text (module doc of ``kit.sql.statement``). ``explain()`` on a
 ``DynamicTable`` reads nothing again: it reuses the call's ``Statement``.
 """
 
@@ -27,8 +28,8 @@ from kit.sql import lexer, planner
 
 _READERS = {lexer.tokenize.__code__: ("tokenize", "text"), sqlglot.parser.Parser.parse.__code__: ("parse", "sql"),
             sqlglot.tokens.Tokenizer.tokenize.__code__: ("sqlglot tokenize", "sql")}
-KIT_ONLY = {("tokenize", "user"): 1}                      # the kit's lexer, once
-ONCE = {**KIT_ONLY, ("sqlglot tokenize", "user"): 1, ("parse", "user"): 1}   # and sqlglot's one tree
+TOKENS_ONLY = {("sqlglot tokenize", "user"): 1}              # the one read: the kit's tokens come from it
+ONCE = {**TOKENS_ONLY, ("parse", "user"): 1}                  # and the one tree, parsed from those tokens
 
 
 def reads(call, text: str) -> tuple:
@@ -88,7 +89,7 @@ VERSIONED = """WITH versioned_rates AS (
 SELECT o.order_id, r.rate FROM orders AS o
 LEFT JOIN versioned_rates FOR SYSTEM_TIME AS OF o.order_time AS r ON o.currency = r.currency"""
 
-# name: (query, tables, expected reads). Each call tokenizes the user's text once; the sqlglot
+# name: (query, tables, expected reads). Each call tokenizes the user's text once; the
 # parse is the continuous planner's (and the test whether a query over streams updates).
 CASES = {
     "continuous GROUP BY": (GROUP_BY, {"clicks": "clicks"}, ONCE),
@@ -100,7 +101,7 @@ CASES = {
                    ONCE),
     "MATCH_RECOGNIZE over a DataFrame": (
         "SELECT * FROM Ticker MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY rowtime MEASURES A.price AS p "
-        "PATTERN (A B) DEFINE B AS B.price > A.price) MR", {"Ticker": "ticker"}, KIT_ONLY),
+        "PATTERN (A B) DEFINE B AS B.price > A.price) MR", {"Ticker": "ticker"}, TOKENS_ONLY),
     "temporal join (versioned view)": (VERSIONED, {"orders": "orders", "rates": "rates"},
                                        ONCE),
     "interval join (LEFT)": (
@@ -108,7 +109,7 @@ CASES = {
         "AND s.ship_time BETWEEN o.order_time AND o.order_time + INTERVAL '30' MINUTE",
         {"orders": "orders", "ships": "ships"}, ONCE),
     "batch query": ("SELECT `user`, COUNT(*) AS c FROM clicks GROUP BY `user`", {"clicks": "clicks_df"},
-                    KIT_ONLY),
+                    TOKENS_ONLY),
     "HOP by position": ("SELECT window_start, COUNT(*) AS c FROM TABLE(HOP(TABLE clicks, DESCRIPTOR(cTime), "
                         "INTERVAL '30' MINUTE, INTERVAL '1' HOUR)) GROUP BY window_start, window_end",
                         {"clicks": "clicks"}, ONCE),
@@ -127,7 +128,7 @@ CASES = {
         "WITHIN INTERVAL '2' HOUR DEFINE B AS B.url <> A.url, C AS C.url = A.url) MR", {"clicks": "clicks"}, ONCE),
     "MATCH_RECOGNIZE over a subquery": (
         "SELECT * FROM (SELECT * FROM Ticker WHERE price > 0) MATCH_RECOGNIZE (ORDER BY rowtime "
-        "MEASURES A.price AS p PATTERN (A B) DEFINE B AS B.price > A.price) AS MR", {"Ticker": "ticker"}, KIT_ONLY),
+        "MEASURES A.price AS p PATTERN (A B) DEFINE B AS B.price > A.price) AS MR", {"Ticker": "ticker"}, TOKENS_ONLY),
     "interval join (WHERE)": (
         "SELECT o.order_id, s.sid FROM orders o, ships s WHERE o.order_id = s.order_id "
         "AND s.ship_time BETWEEN o.order_time AND o.order_time + INTERVAL '30' MINUTE",
@@ -207,5 +208,5 @@ def test_a_subquery_in_define_is_part_of_the_statement(spark):
     query = ("SELECT * FROM T MATCH_RECOGNIZE (ORDER BY id MEASURES (SELECT MAX(v) FROM Limits) AS top, "
              "FIRST(A.id) AS first_id PATTERN (A) DEFINE A AS value > (SELECT v FROM Limits WHERE k = 'low'))")
     result, seen = reads(lambda: kit.sql(query, semantics="standard", T=t, Limits=limits), query)
-    assert seen == KIT_ONLY, seen
+    assert seen == TOKENS_ONLY, seen
     assert [tuple(r) for r in result.collect()] == [(55, 2)]

@@ -91,10 +91,14 @@ class Flink(Spark):
     (module doc)."""
 
     class Tokenizer(Spark.Tokenizer):
+        QUOTES = ["'"]                       # Flink's strings: single quotes, '' for a quote inside
+        STRING_ESCAPES = ["'"]               # (Spark's also take "..." and backslash escapes)
         KEYWORDS = {
             **Spark.Tokenizer.KEYWORDS,
             "MATCH_RECOGNIZE": TokenType.MATCH_RECOGNIZE,
             "BYTES": TokenType.VARBINARY,
+            "{-": TokenType.L_BRACE,             # a PATTERN's exclusion, {- A -}: one token each, as
+            "-}": TokenType.R_BRACE,             # the kit's lexer reads them ({--} is no comment)
         }
         KEYWORDS.pop("SESSION")              # a window TVF's name in Flink, not Spark's SET SESSION
 

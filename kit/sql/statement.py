@@ -7,9 +7,12 @@ group windows, temporal and interval joins, the error mapping, the continuous pl
 ``DynamicTable``, whose ``explain()`` reuses it. It holds:
 
 - ``text``: the query as the user wrote it (after ``semantics="standard"``'s quoting);
-- ``tokens``: the kit's lexer over it, made once on first use; each token knows its line and
-  column, so errors point at the user's text;
-- ``tree``: sqlglot's parse of the same text in the kit's Flink dialect (``dialect.Flink``:
+- ``scanned``: sqlglot's tokens of it in the kit's Flink dialect: the one read of the text;
+- ``tokens``: the kit's tokens, made from ``scanned`` (``lexer.from_sqlglot``: what the kit's
+  own lexer gives, a property test says, without reading the text again); each knows its line
+  and column, so errors point at the user's text. Only a text sqlglot's tokenizer refuses
+  (an unclosed string...) is read by the kit's lexer, to say where;
+- ``tree``: sqlglot's parse of ``scanned`` in the kit's Flink dialect (``dialect.Flink``:
   Spark's, plus window TVFs, MATCH_RECOGNIZE, ``FOR SYSTEM_TIME AS OF`` and Flink's type
   names), made once on first use; its table sources and the nodes the dialect adds carry
   their offsets, line and column (``node.meta``). None only when the text is no query sqlglot
@@ -36,9 +39,9 @@ What reads what:
   (``errors``, via the rewrite's pieces). The planner finds each construct's node by the
   offset of its first token (``dialect.at``).
 
-So a call reads its text twice at most, each read once: the kit's lexer (always) and sqlglot
+So a call reads its text once (sqlglot's tokenizer) and parses those tokens once at most
 (when the query is over streams, or the planner is asked); ``tests/test_sql_reads_once.py``
-counts them per construct. A subquery in a MATCH_RECOGNIZE's DEFINE or MEASURES
+counts the reads per construct. A subquery in a MATCH_RECOGNIZE's DEFINE or MEASURES
 (semantics="standard"), run as a query of its own, is ``subquery()``: a part of the
 statement, its tokens the user's, not read again. The text entry points
 (``parse_match_recognize``, ``clauses``, ``physical_plan``...) make a ``Statement`` of
@@ -52,12 +55,11 @@ tokenizer word (MATCH_RECOGNIZE, BYTES) and a parser method per construct, and s
 tokens know their offsets, so a node can name the user's line and column. No one sqlglot
 dialect read all of Flink SQL (MATCH_RECOGNIZE under snowflake's, lacking WITHIN and SUBSET;
 no dialect read ``TABLE(TUMBLE(TABLE t, DESCRIPTOR(c), ...))``). What it does not replace
-yet: the kit's lexer, for the rewrite that keeps the user's text, and the MATCH_RECOGNIZE
-spec, whose PATTERN sqlglot keeps as text and whose checks name exact tokens -- building the
+yet: the kit's token readers, for the rewrite that keeps the user's text, and the
+MATCH_RECOGNIZE spec, whose PATTERN sqlglot keeps as text and whose checks name exact tokens -- building the
 spec from the ``MatchRecognize`` node (its pattern read from the node's offsets) is the next
-step, and then the finders from their nodes. The order matters: while the rewrite needs the
-kit's tokens, a finder moved to the tree alone would add sqlglot's read to a batch call,
-which today reads with the kit's lexer only.
+step, and then the finders from their nodes. A batch call needs no tree: it reads the tokens only,
+and parses nothing.
 """
 
 from __future__ import annotations
@@ -65,13 +67,12 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import cached_property
 
-import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from .dialect import Flink
 from .errors import SqlError
-from .lexer import Token, tokenize
+from .lexer import Token, from_sqlglot, tokenize
 
 __all__ = ["Statement"]
 
@@ -131,16 +132,34 @@ class Statement:
         return query if isinstance(query, Statement) else cls(query)
 
     @cached_property
+    def scanned(self) -> tuple:
+        """(sqlglot's tokens of ``text`` in the Flink dialect, None), or (None, the TokenError):
+        the one read of the text."""
+        try:
+            return _FLINK.tokenize(self.text), None
+        except TokenError as error:
+            return None, error
+
+    @cached_property
     def tokens(self) -> list[Token]:
-        """The kit's tokens of ``text``, ending with ``EOF``; a SqlError where it cannot read it."""
-        return tokenize(self.text)
+        """The kit's tokens of ``text``, ending with ``EOF``, made from ``scanned``
+        (``lexer.from_sqlglot``); a SqlError where they cannot be. Only when sqlglot cannot
+        read the text does the kit's lexer read it, to say where (an unclosed string...)."""
+        raw, _ = self.scanned
+        return tokenize(self.text) if raw is None else from_sqlglot(self.text, raw)
 
     @cached_property
     def parsed(self) -> tuple:
-        """(sqlglot's tree of ``text``, None), or (None, a SqlError at the user's line and
-        column saying why sqlglot cannot read it)."""
+        """(sqlglot's tree of ``text``, parsed from ``scanned``, None), or (None, a SqlError at
+        the user's line and column saying why sqlglot cannot read it)."""
+        raw, error = self.scanned
         try:
-            return sqlglot.parse_one(self.text, read=Flink), None
+            if raw is None:
+                raise error
+            trees = _FLINK.parser().parse(raw, self.text)
+            if not trees or trees[0] is None:
+                raise ParseError(f"No expression was parsed from '{self.text}'")
+            return (exp.Block(expressions=trees) if len(trees) > 1 else trees[0]), None
         except (ParseError, TokenError) as error:
             return None, _syntax_error(error, self.text)
         except RecursionError:                  # sqlglot's parser recurses per nesting level
@@ -166,6 +185,9 @@ class Statement:
 
     def __repr__(self) -> str:
         return f"Statement({self.text!r})"
+
+
+_FLINK = Flink()
 
 
 def _syntax_error(error, text: str) -> SqlError:
