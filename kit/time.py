@@ -191,6 +191,16 @@ def to_duration(value, owner: str, name: str, *, kinds: str = "a Time, Duration 
     raise KitError(f"{owner}: {name} must be {kinds}, e.g. {example}; not {_described(value)}")
 
 
+_UNITS = (("days", 86_400_000), ("hours", 3_600_000), ("minutes", 60_000), ("seconds", 1_000))
+
+
+def time_repr(ms: int) -> str:
+    """Milliseconds as the ``Time`` call a user would type, in the largest unit that divides
+    them: ``time_repr(60000) == "Time.minutes(1)"``."""
+    unit = next((f"{name}({ms // size})" for name, size in _UNITS if ms and ms % size == 0), None)
+    return f"Time.{unit or f'milliseconds({ms})'}"
+
+
 def millis(value, owner: str, name: str, **options) -> int:
     """``to_duration(value, owner, name, **options)`` in milliseconds: the one way the kit
     reads a span of time from its user (window sizes, gaps, offsets, lateness, bounds)."""

@@ -43,6 +43,7 @@ from .cursor import Cursor
 from .errors import SqlError
 from .expressions import ExpressionParser
 from .lexer import Token
+from .rewritten import Rewritten
 from .statement import Statement
 from .temporal import table_alias, join_condition, join_kind, where_of
 
@@ -233,7 +234,6 @@ def _analyse(query, tokens, call: IntervalCall, left, right) -> IntervalCall | N
 def true_pairs(call: IntervalCall, statement: Statement, left_view: str, right_view: str):
     """The phase-one query of an outer join: the candidate pairs that meet the whole ON
     condition, as a ``query.Rewritten`` (errors map back to the condition)."""
-    from .query import Rewritten
     query, tokens = statement.text, statement.tokens
     first, end = call.cond
     l, r = sparksql.name(call.left_alias), sparksql.name(call.right_alias)

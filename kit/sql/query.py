@@ -23,15 +23,14 @@ the rewritten text points back at the user's line and column.
 
 from __future__ import annotations
 
-import bisect
 import re
-from dataclasses import dataclass, field
 
 from .cursor import Cursor
 from .errors import SqlError
 from .expressions import ExpressionParser
 from .interval import find_interval_joins
 from .lexer import Token
+from .rewritten import Rewritten
 from .match_recognize import MatchRecognizeParser
 from .statement import Statement
 from .temporal import find_temporal_joins
@@ -47,35 +46,6 @@ _JOIN_WORDS = ("LEFT", "RIGHT", "FULL", "INNER", "CROSS", "OUTER", "NATURAL", "L
 _SPARK_TYPES = {"VARCHAR": "STRING", "BYTES": "BINARY", "DOUBLE PRECISION": "DOUBLE",
                 "TIMESTAMP WITH LOCAL TIME ZONE": "TIMESTAMP_LTZ",
                 "TIMESTAMP WITHOUT TIME ZONE": "TIMESTAMP"}
-
-
-@dataclass
-class Rewritten:
-    """Spark SQL ``text`` built from pieces of the user's ``source``.
-
-    ``pieces`` holds (start in ``text``, start in ``source``, verbatim); a verbatim piece maps
-    offsets one to one, a replaced piece maps every offset to the start of what it replaced.
-    """
-    source: str
-    text: str = ""
-    pieces: list = field(default_factory=list)
-
-    def copy(self, start: int, end: int):
-        if end > start:
-            self.pieces.append((len(self.text), start, True))
-            self.text += self.source[start:end]
-
-    def replace(self, text: str, at: int):
-        self.pieces.append((len(self.text), at, False))
-        self.text += text
-
-    def source_offset(self, offset: int) -> int:
-        """The offset of ``source`` that offset ``offset`` of ``text`` came from."""
-        if not self.pieces:
-            return 0
-        k = max(0, bisect.bisect_right([p[0] for p in self.pieces], offset) - 1)
-        out, src, verbatim = self.pieces[k]
-        return src + (offset - out) if verbatim else src
 
 
 class Resolver:

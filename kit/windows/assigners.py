@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
 from ..errors import KitError
-from ..time import millis
+from ..time import millis, time_repr
+from .triggers import EventTimeTrigger, NeverTrigger, ProcessingTimeTrigger
 
 __all__ = ["TimeWindow", "GlobalWindow", "WindowAssigner", "MergingWindowAssigner",
            "TumblingEventTimeWindows", "TumblingProcessingTimeWindows",
@@ -37,16 +38,6 @@ def java_long(value: int) -> int:
     """``value`` as a Java ``long`` holds it: wrapped into ``Long.MIN_VALUE .. Long.MAX_VALUE``
     (``java_long(MAX_TIME + 1) == MIN_TIME``), as Flink's window arithmetic overflows."""
     return value if MIN_TIME <= value <= MAX_TIME else (value - MIN_TIME) % 2 ** 64 + MIN_TIME
-
-
-_UNITS = (("days", 86_400_000), ("hours", 3_600_000), ("minutes", 60_000), ("seconds", 1_000))
-
-
-def time_repr(ms: int) -> str:
-    """Milliseconds as the ``Time`` call a user would type, in the largest unit that divides
-    them: ``time_repr(60000) == "Time.minutes(1)"``."""
-    unit = next((f"{name}({ms // size})" for name, size in _UNITS if ms and ms % size == 0), None)
-    return f"Time.{unit or f'milliseconds({ms})'}"
 
 
 def function_repr(f) -> str:
@@ -221,7 +212,6 @@ class _EventTime:
     event_time = True
 
     def default_trigger(self):
-        from .triggers import EventTimeTrigger
         return EventTimeTrigger.create()
 
 
@@ -229,7 +219,6 @@ class _ProcessingTime:
     event_time = False
 
     def default_trigger(self):
-        from .triggers import ProcessingTimeTrigger
         return ProcessingTimeTrigger.create()
 
 
@@ -279,7 +268,6 @@ class GlobalWindows(WindowAssigner):
         return [GlobalWindow()]
 
     def default_trigger(self):
-        from .triggers import NeverTrigger
         return NeverTrigger()
 
     def __repr__(self):

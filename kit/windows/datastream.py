@@ -98,7 +98,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from .. import sparksql
 from ..arrow import column
 from ..errors import KitError, fail_sql
-from ..replay.keyed import ListState, MapState, replay as replay_keys, run_task
+from ..replay.keyed import replay as replay_keys, run_task
 from ..spark import replay_tasks
 from ..stream import Arrivals, Stream, kit_name
 from ..time import millis
@@ -106,7 +106,8 @@ from .assigners import MAX_TIME, MIN_TIME, GlobalWindows, WindowAssigner
 from .evictors import CountEvictor, Evictor
 from . import compiled, fast
 from .functions import Contents, SqlAggregate
-from .operator import Element, WholeStreamWindowOperator, WindowOperator, WindowSpec, timer_clocks
+from .keyed import ELEMENT, WholeStreamWindow, keyed_windows
+from .operator import WindowSpec, timer_clocks
 from .placement import first_at_least, fires_on_timers, place_timers
 from .timer_order import in_flink_order
 from .triggers import CountTrigger, PurgingTrigger, Trigger
@@ -677,63 +678,3 @@ def _batch(kind: str, rows: list, arrow: pa.Schema, fields: list) -> pa.RecordBa
         [pa.array([kind] * n, pa.string()) if f.name == "_kind"
          else column(list(mine[f.name]), f.dataType, arrow.field(f.name).type, nan_is_null=False) if f.name in mine
          else pa.nulls(n, arrow.field(f.name).type) for f in fields], schema=arrow)
-
-
-def _element(element_row, row, n: int) -> Element:
-    """The ``Element`` of a replay row: ``n`` values, then ``seq``, ``_ts``, ``_wm``, ``_pt``."""
-    seq, ts, wm, pt = row[n:n + 4]
-    return Element(seq, ts, MIN_TIME if wm is None else wm, pt, element_row(*row[:n]))
-
-
-class KeyedWindow(WindowOperator):
-    """The ``WindowOperator`` on the replay's rows: ``values``, then ``seq``, ``_ts``,
-    ``_wm``, ``_pt`` (``ELEMENT``); ``element_row`` makes a value's ``Row``. It keeps the
-    key's elements (for their rows: late, fates); at the end of input its outputs are what
-    ``emit(key, elements, result)`` gives."""
-    state = WindowOperator.state + (ListState("elements"),)
-
-    def __init__(self, spec, element_row, emit, **options):
-        super().__init__(spec, **options)
-        self.element_row, self.emit, self.n = element_row, emit, len(element_row)
-
-    def process_element(self, row, ctx):
-        e = _element(self.element_row, row, self.n)
-        ctx.state("elements").add(e)
-        super().process_element(e, ctx)
-
-    def end_of_input(self, ctx):
-        result = self.finish(ctx)
-        for out in self.emit(self.operator(ctx).key, ctx.state("elements").get(), result):
-            ctx.output(out)
-
-
-class WholeStreamWindow(WholeStreamWindowOperator):
-    """The ``WholeStreamWindowOperator`` on the replay's rows in arrival order: ``values``,
-    ``ELEMENT``, then ``_own`` (the watermark the arrival emits); the key is the values at
-    ``keys`` (indexes). At the end of input it outputs ``(key, elements, result)`` per key."""
-    state = WholeStreamWindowOperator.state + (MapState("elements"),)
-
-    def __init__(self, spec, element_row, keys: list):
-        super().__init__(spec)
-        self.element_row, self.n, self.key_at = element_row, len(element_row), keys
-
-    def process_element(self, row, ctx):
-        key = row[self.key_at[0]] if len(self.key_at) == 1 else tuple(row[i] for i in self.key_at)
-        e = _element(self.element_row, row, self.n)
-        ctx.state("elements").setdefault(key, []).append(e)
-        super().process_element((key, e, row[-1]), ctx)
-
-    def end_of_input(self, ctx):
-        elements = ctx.state("elements")
-        for key, result in self.finish(ctx).items():
-            ctx.output((key, elements[key], result))
-
-
-ELEMENT = ["seq", "_ts", "_wm", "_pt"]
-
-
-def keyed_windows(values: list, spec, emit, **options):
-    """``operator`` for ``kit.replay.keyed``: one ``KeyedWindow`` (``options``: ``end``,
-    ``crossing``) for every key, its state kept by the driver."""
-    operator = KeyedWindow(spec, Row(*values), emit, **options)
-    return lambda key: operator

@@ -22,7 +22,8 @@ from typing import Any
 
 from ..errors import KitError
 from ..time import millis
-from .assigners import function_repr, time_repr
+from ..time import time_repr
+from .assigners import function_repr
 
 __all__ = ["TimestampedValue", "Evictor", "CountEvictor", "DeltaEvictor", "TimeEvictor"]
 

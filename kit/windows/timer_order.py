@@ -44,6 +44,7 @@ from ..arrow import column, python_values
 from ..errors import KitError
 from ..replay.keyed import replay, tuples
 from .assigners import MAX_TIME
+from .keyed import ELEMENT, KeyedWindow
 from .operator import TimerHeap, timer_clocks
 from .placement import first_at_least
 from .triggers import ContinuousEventTimeTrigger, ContinuousProcessingTimeTrigger, PurgingTrigger, Trigger
@@ -155,8 +156,6 @@ def _window(window) -> tuple:
 def _logs(result) -> dict:
     """``{key: log}``: each key replayed alone once more, logging its heap (``KeyedWindow``'s ``log``), the
     keys spread over tasks as the replay spreads them; windows as their bounds."""
-    from .datastream import ELEMENT, KeyedWindow
-
     keys, values, spec, inner = list(result.keys), result.values, result.spec, result.inner.__getitem__
     end, crossings = result._end, result._crossings
     crossing = None if crossings is None else (lambda t: crossings.get(t, MAX_TIME))

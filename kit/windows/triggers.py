@@ -23,8 +23,7 @@ from __future__ import annotations
 from enum import Enum
 
 from ..errors import KitError
-from ..time import millis
-from .assigners import time_repr
+from ..time import millis, time_repr
 from .state import ReducingStateDescriptor
 
 __all__ = ["TriggerResult", "Trigger", "EventTimeTrigger", "ProcessingTimeTrigger",
