@@ -59,6 +59,7 @@ State TTL (``Options.ttl_ms``): Flink's per-side state retention on processing t
 for ``ttl_ms`` (its arrival, a change of its count or of its number of matches) is gone
 from its side when a message comes at ``_pt >= written + ttl_ms``.
 
+>>> from kit.changelog import INSERT_ONLY
 >>> sorted(mode_of("left", INSERT_ONLY, INSERT_ONLY, update_before=False))
 ['+I', '+U', '-D']
 """
