@@ -34,11 +34,14 @@ from __future__ import annotations
 
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
+from sqlglot.errors import ParseError
 from sqlglot.tokens import Token, TokenType
 
+from ..match_recognize.spec import RESERVED
+from .errors import SqlError, error_at
 from .errors import position as position_of
 
-__all__ = ["Flink", "MatchRecognize", "Semantics", "TableArgument", "WINDOW_TVFS", "at", "first_token", "position"]
+__all__ = ["Flink", "MatchRecognize", "Semantics", "TableArgument", "WINDOW_TVFS", "at", "first_token", "is_name", "position"]
 
 WINDOW_TVFS = ("TUMBLE", "HOP", "CUMULATE", "SESSION")
 
@@ -72,6 +75,13 @@ def _mark(node, text: str, first: Token, last: Token | None = None):
     return node
 
 
+def is_name(token: Token) -> bool:
+    """``token`` names something: back-quoted, or a word that is not a reserved one (``RESERVED``)."""
+    text = token.text
+    return token.token_type == TokenType.IDENTIFIER or (
+        text[:1].isalpha() or text[:1] == "_") and text.replace("_", "").isalnum() and text.upper() not in RESERVED
+
+
 def position(node: exp.Expression) -> tuple[int, int] | None:
     """(line, column), 1-based, where ``node`` starts in the text (None: not known)."""
     meta = node.meta if node is not None else {}
@@ -79,8 +89,8 @@ def position(node: exp.Expression) -> tuple[int, int] | None:
 
 
 def first_token(node: exp.Expression) -> tuple[int, int] | None:
-    """(start, end) offsets of the first token of ``node`` that the parser placed (its own, or
-    its earliest positioned descendant's: a ``Column``'s first identifier), or None.
+    """(start, end) offsets of the first token of ``node`` as the parser placed it: of the
+    shortest placed node (``node`` or a descendant) that starts first, or None.
 
     >>> from kit.sql.statement import Statement
     >>> first_token(Statement("SELECT B.price FROM t").tree.selects[0])
@@ -89,7 +99,7 @@ def first_token(node: exp.Expression) -> tuple[int, int] | None:
     placed = [n for n in node.walk() if "start" in n.meta]
     if not placed:
         return None
-    first = min(placed, key=lambda n: n.meta["start"])
+    first = min(placed, key=lambda n: (n.meta["start"], n.meta["end"]))
     return first.meta["start"], first.meta["end"]
 
 
@@ -99,6 +109,18 @@ def at(tree: exp.Expression, kind, start: int):
         if node.meta.get("start") == start:
             return node
     return None
+
+
+def _placed(parse):
+    """A parser of ``RANGE_PARSERS`` (``x IN ...``, ``BETWEEN``, ``LIKE``, ``IS``) whose node is
+    placed at its word."""
+    def parse_placed(self, this):
+        word = self._prev
+        node = parse(self, this)
+        if node is not None and "start" not in node.meta:
+            _mark(node, self.sql, word, self._prev)
+        return node
+    return parse_placed
 
 
 class Flink(Spark):
@@ -118,6 +140,22 @@ class Flink(Spark):
         KEYWORDS.pop("SESSION")              # a window TVF's name in Flink, not Spark's SET SESSION
 
     class Parser(Spark.Parser):
+        STATEMENT_PARSERS = {
+            **Spark.Parser.STATEMENT_PARSERS,
+            TokenType.MATCH_RECOGNIZE: lambda self: self._match_recognize_alone(),
+        }
+        RANGE_PARSERS = {kind: _placed(parse) for kind, parse in Spark.Parser.RANGE_PARSERS.items()}
+        _matching = False                    # reading an expression of MEASURES or DEFINE
+
+        def parse_match_expression(self, raw_tokens: list, sql: str) -> exp.Expression:
+            """The MEASURES or DEFINE expression that is all of ``raw_tokens`` (of ``sql``)."""
+            return self._parse(Flink.Parser._match_expression_alone, raw_tokens, sql)[0]
+
+        def _match_expression_alone(self):
+            node = self._match_expression()
+            if self._curr:
+                raise self._fail("expected end of expression")
+            return node
         LAMBDAS = {
             **Spark.Parser.LAMBDAS,
             TokenType.FARROW: lambda self, expressions: self.expression(exp.Kwarg(
@@ -129,14 +167,17 @@ class Flink(Spark):
             return self._parse_table_argument() or super()._parse_lambda(alias=alias)
 
         def _parse_unary(self):
-            """``RUNNING`` / ``FINAL`` before a function call: a ``Semantics``."""
+            """An operand, placed from its first token to its last (unless sqlglot placed it:
+            a literal, a call at its name); ``RUNNING`` / ``FINAL`` before a function call: a
+            ``Semantics``."""
             curr, nxt = self._curr, self._next
             after = self._tokens[self._index + 2] if self._index + 2 < len(self._tokens) else None
             if curr and curr.text.upper() in ("RUNNING", "FINAL") and nxt and after \
                     and nxt.token_type in (TokenType.VAR, *self.FUNC_TOKENS) and after.token_type == TokenType.L_PAREN:
                 self._advance()
-                return self.expression(Semantics(this=self._parse_unary(), kind=curr.text.upper()))
-            return super()._parse_unary()
+                node = self.expression(Semantics(this=self._parse_unary(), kind=curr.text.upper()))
+                return _mark(node, self.sql, curr, self._prev)
+            return self._placed(super()._parse_unary)
 
         def _parse_interval(self, require_interval: bool = True, parse_function_unit: bool = True):
             """Flink's ``INTERVAL [-] 'value' unit [TO unit]`` as one ``Interval``, with the
@@ -214,76 +255,241 @@ class Flink(Spark):
             return node
 
         def _parse_match_recognize(self):
+            """The clause, read as strictly as Flink reads it, its errors the kit's (a SqlError
+            naming what it expected and what it found); ``meta`` from the word MATCH_RECOGNIZE
+            to its closing parenthesis (the alias after it is not the clause's)."""
             if not self._curr or self._curr.token_type != TokenType.MATCH_RECOGNIZE:
                 return None
+            first = self._advance_any()
+            self._expect_op(TokenType.L_PAREN, "(")
+            partition = self._match_columns(self._column_name) if self._expect_pair("PARTITION", "BY") else None
+            order = self._match_columns(self._order_item) if self._expect_pair("ORDER", "BY") else None
+            measures = self._match_columns(self._measure) if self._word("MEASURES") else None
+            rows = self._rows_per_match()
+            after = self._after_match()
+            if not self._word("PATTERN"):
+                raise self._fail("expected 'PATTERN'")
+            pattern = self._pattern_span()
+            within = self._parse_interval() if self._word("WITHIN") else None
+            subset = self._match_columns(self._subset) if self._word("SUBSET") else None
+            define = self._match_columns(self._definition) if self._word("DEFINE") else None
+            close = self._expect_op(TokenType.R_PAREN, ")")
+            node = _mark(self.expression(MatchRecognize(
+                partition_by=partition, order=order and self.expression(exp.Order(expressions=order)),
+                measures=measures, rows=rows, after=after, pattern=pattern, within=within, subset=subset,
+                define=define)), self.sql, first, close)
+            node.set("alias", self._parse_table_alias())
+            return node
+
+        def _match_recognize_alone(self):
+            """A clause that is all of the text (``parse_match_recognize``), read from its word."""
+            self._retreat(self._index - 1)
+            node = self._parse_match_recognize()
+            if self._curr:
+                raise self._fail("expected end of input")
+            return node
+
+        # -- the clause's parts, each as sqlglot's MatchRecognize holds it
+
+        def _match_columns(self, item) -> list:
+            """``item, item, ...``."""
+            items = [item()]
+            while self._match(TokenType.COMMA):
+                items.append(item())
+            return items
+
+        def _column_name(self):
+            """A column, optionally qualified (``t.symbol``)."""
+            name = self._name("a column")
+            if self._match(TokenType.DOT):
+                return exp.Column(this=self._name("a column name"), table=name)
+            return exp.Column(this=name)
+
+        def _order_item(self):
+            return self._parse_ordered(self._column_name)
+
+        def _measure(self):
+            """``expr AS alias``, placed where ``expr`` starts."""
             first = self._curr
-            return _mark(self._parse_match_recognize_body(), self.sql, first, self._prev)
+            expression = self._match_expression()
+            self._expect("AS")
+            alias = self._name("an alias")
+            return _mark(self.expression(exp.MatchRecognizeMeasure(
+                this=exp.Alias(this=expression, alias=alias))), self.sql, first, self._prev)
 
-        def _parse_match_recognize_body(self):
-            """The clause as sqlglot reads it, with WITHIN after PATTERN and SUBSET before DEFINE."""
-            self._match(TokenType.MATCH_RECOGNIZE)
-            self._match_l_paren()
-            partition = self._parse_partition_by()
-            order = self._parse_order()
-            measures = (self._parse_csv(self._parse_match_recognize_measure)
-                        if self._match_text_seq("MEASURES") else None)
-            rows = None
-            if self._match_text_seq("ONE", "ROW", "PER", "MATCH"):
-                rows = exp.var("ONE ROW PER MATCH")
-            elif self._match_text_seq("ALL", "ROWS", "PER", "MATCH"):
-                text = "ALL ROWS PER MATCH"
-                for words in (("SHOW", "EMPTY", "MATCHES"), ("OMIT", "EMPTY", "MATCHES"), ("WITH", "UNMATCHED", "ROWS")):
-                    if self._match_text_seq(*words):
-                        text += " " + " ".join(words)
-                        break
-                rows = exp.var(text)
-            after = None
-            if self._match_text_seq("AFTER", "MATCH", "SKIP"):
-                text = "AFTER MATCH SKIP"
-                if self._match_text_seq("PAST", "LAST", "ROW"):
-                    text += " PAST LAST ROW"
-                elif self._match_text_seq("TO", "NEXT", "ROW"):
-                    text += " TO NEXT ROW"
-                elif self._match_text_seq("TO"):
-                    direction = self._prev.text.upper()
-                    if self._match_texts(("FIRST", "LAST")):
-                        direction = f"TO {self._prev.text.upper()}"
-                    var = self._advance_any()
-                    if not var:
-                        self.raise_error("Expecting a pattern variable after AFTER MATCH SKIP TO")
-                    text += f" {direction} {var.text}"
-                after = exp.var(text)
-            pattern = within = subset = None
-            if self._match_text_seq("PATTERN"):
-                self._match_l_paren()
-                depth, start, end = 1, self._curr, None
-                while self._curr and depth > 0:
-                    if self._curr.token_type == TokenType.L_PAREN:
-                        depth += 1
-                    elif self._curr.token_type == TokenType.R_PAREN:
-                        depth -= 1
-                    end = self._prev
-                    self._advance()
-                if depth > 0:
-                    self.raise_error("Expecting )", self._curr)
-                pattern = _mark(exp.var(self._find_sql(start, end)), self.sql, start, end)
-                if self._match_text_seq("WITHIN"):
-                    within = self._parse_interval()
-            if self._match_text_seq("SUBSET"):
-                subset = self._parse_csv(self._parse_subset)
-            define = self._parse_csv(self._parse_name_as_expression) if self._match_text_seq("DEFINE") else None
-            self._match_r_paren()
-            return self.expression(MatchRecognize(
-                partition_by=partition, order=order, measures=measures, rows=rows, after=after,
-                pattern=pattern, within=within, subset=subset, define=define,
-                alias=self._parse_table_alias()))
+        def _rows_per_match(self):
+            if self._word("ONE"):
+                self._expect("ROW", "PER", "MATCH")
+                return exp.var("ONE ROW PER MATCH")
+            if not self._word("ALL"):
+                return None
+            self._expect("ROWS", "PER", "MATCH")
+            text = "ALL ROWS PER MATCH"
+            for words in (("SHOW", "EMPTY", "MATCHES"), ("OMIT", "EMPTY", "MATCHES"), ("WITH", "UNMATCHED", "ROWS")):
+                if self._word(words[0]):
+                    self._expect(*words[1:])
+                    return exp.var(f"{text} {' '.join(words)}")
+            return exp.var(text)
 
-        def _parse_subset(self):
+        def _after_match(self):
+            """``AFTER MATCH SKIP ...`` as a ``Var`` of its words, placed from AFTER to its last
+            token (a variable's, when it names one)."""
+            first = self._word("AFTER")
+            if first is None:
+                return None
+            self._expect("MATCH", "SKIP")
+            if self._word("PAST"):
+                self._expect("LAST", "ROW")
+                text = "PAST LAST ROW"
+            else:
+                self._expect("TO")
+                if self._curr and self._curr.text.upper() == "NEXT" and self._next and self._next.text.upper() == "ROW":
+                    self._advance(2)
+                    text = "TO NEXT ROW"
+                elif self._word("FIRST", "LAST"):
+                    text = f"TO {self._prev.text.upper()} {self._name('a pattern variable').name}"
+                else:
+                    text = f"TO {self._name('a pattern variable, FIRST, LAST or NEXT ROW').name}"
+            return _mark(exp.var(f"AFTER MATCH SKIP {text}"), self.sql, first, self._prev)
+
+        def _pattern_span(self):
+            """``( pattern )``: the pattern as a ``Var`` of its text, placed on its tokens (the
+            kit reads its grammar from them: ``kit.sql.match_recognize``). It ends at the
+            parenthesis that closes it, or at a reserved word, which no pattern holds."""
+            self._expect_op(TokenType.L_PAREN, "(")
+            first, depth = self._curr, 0
+            while self._curr and not (depth == 0 and self._curr.token_type == TokenType.R_PAREN):
+                if self._curr.token_type != TokenType.IDENTIFIER and self._curr.text.upper() in RESERVED:
+                    break
+                depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(self._curr.token_type, 0)
+                self._advance()
+            if self._curr is first:
+                raise self._fail("expected a pattern variable")
+            last = self._prev
+            self._expect_op(TokenType.R_PAREN, ")")
+            return _mark(exp.var(self._find_sql(first, last)), self.sql, first, last)
+
+        def _subset(self):
             """``u = (a, b)`` of SUBSET."""
-            name = self._parse_id_var()
-            self._match(TokenType.EQ)
-            return self.expression(exp.Kwarg(this=name, expression=self.expression(
-                exp.Tuple(expressions=self._parse_wrapped_csv(self._parse_id_var)))))
+            name = self._name("a subset name")
+            self._expect_op(TokenType.EQ, "=")
+            self._expect_op(TokenType.L_PAREN, "(")
+            members = self._match_columns(lambda: self._name("a pattern variable"))
+            self._expect_op(TokenType.R_PAREN, ")")
+            return exp.Kwarg(this=name, expression=exp.Tuple(expressions=members))
+
+        def _definition(self):
+            """``v AS condition`` of DEFINE."""
+            name = self._name("a pattern variable")
+            self._expect("AS")
+            return exp.Alias(alias=name, this=self._match_expression())
+
+        def _match_expression(self):
+            """An expression of MEASURES or DEFINE: its calls by the name written (``Anonymous``,
+            their arguments as written: sqlglot's own ``LAST(x, 1)`` drops the offset), CAST and
+            the like as sqlglot reads them."""
+            matching, self._matching = self._matching, True
+            try:
+                node = self._parse_disjunction()
+            except ParseError:
+                node = None
+            finally:
+                self._matching = matching
+            if node is None:
+                raise self._fail("expected an expression")
+            return node
+
+        def _parse_equality(self, parse_is: bool = True):
+            """In MEASURES and DEFINE, Flink's precedence: comparisons and the postfix predicates
+            (IS, IN, BETWEEN, LIKE) one level, read left to right (sqlglot's binds IN tighter than
+            ``<`` and ``<`` tighter than ``=``)."""
+            if not self._matching:
+                return super()._parse_equality(parse_is)
+            compare = {**self.EQUALITY, **self.COMPARISON}
+            this = self._parse_bitwise()
+            while this is not None:
+                if self._match_set(compare):
+                    kind = compare[self._prev.token_type]
+                    this = self.expression(kind(this=this, expression=self._parse_bitwise()))
+                    continue
+                index = self._index
+                this = self._parse_range(this, parse_is=True)
+                if self._index == index:
+                    break
+            return this
+
+        def _parse_function_call(self, functions=None, anonymous=False, optional_parens=True, any_token=False):
+            if self._matching and self._curr and self._curr.text.upper() != "CAST":
+                anonymous = True
+            return super()._parse_function_call(functions, anonymous, optional_parens, any_token)
+
+        def _parse_case(self):
+            if self._matching and self._curr and self._curr.text.upper() == "END":
+                raise self._fail("expected 'WHEN'")
+            return super()._parse_case()
+
+        def _parse_select(self, *args, **kwargs):
+            return self._placed(super()._parse_select, *args, **kwargs)
+
+        def _parse_primary(self):
+            return self._placed(super()._parse_primary)
+
+        def _parse_atom(self):
+            return self._placed(super()._parse_atom)
+
+        def _placed(self, parse, *args, **kwargs):
+            """What ``parse`` reads, placed on its tokens unless sqlglot placed it."""
+            first = self._curr
+            node = parse(*args, **kwargs)
+            if node is not None and first is not None and "start" not in node.meta:
+                _mark(node, self.sql, first, self._prev)
+            return node
+
+        # -- reading words as the kit's errors name them
+
+        def _fail(self, message: str, token: Token | None = None) -> SqlError:
+            """A SqlError at ``token`` (the current one; past the end: end of input) saying what is there."""
+            token = token or self._curr
+            start, end = (token.start, token.end) if token else (len(self.sql), len(self.sql))
+            return error_at(self.sql, message, start, end)
+
+        def _word(self, *words: str) -> Token | None:
+            """The current token, consumed, when it is one of ``words`` (unquoted, any case)."""
+            curr = self._curr
+            if curr and curr.token_type != TokenType.IDENTIFIER and curr.text.upper() in words:
+                self._advance()
+                return curr
+            return None
+
+        def _expect(self, *words: str) -> None:
+            """Each of ``words`` in turn, or the kit's error at what stands there."""
+            for word in words:
+                if not self._word(word):
+                    raise self._fail(f"expected '{word}'")
+
+        def _expect_pair(self, first: str, second: str) -> bool:
+            """``first second`` (sqlglot reads ``PARTITION BY`` as one token): False when
+            ``first`` is not there; the kit's error when ``second`` is not."""
+            if self._word(f"{first} {second}"):
+                return True
+            if not self._word(first):
+                return False
+            self._expect(second)
+            return True
+
+        def _expect_op(self, kind: TokenType, text: str) -> Token:
+            if not self._match(kind):
+                raise self._fail(f"expected '{text}'")
+            return self._prev
+
+        def _name(self, what: str) -> exp.Identifier:
+            """A name (plain or back-quoted, not a reserved word) as a placed ``Identifier``."""
+            curr = self._curr
+            if not (curr and is_name(curr)):
+                raise self._fail(f"expected {what}")
+            self._advance()
+            return _mark(exp.Identifier(this=curr.text, quoted=curr.token_type == TokenType.IDENTIFIER),
+                         self.sql, curr)
 
     class Generator(Spark.Generator):
         """Renders a Flink tree as Flink SQL (what Spark runs is rendered with ``dialect="spark"``

@@ -162,6 +162,8 @@ class Statement:
             return (exp.Block(expressions=trees) if len(trees) > 1 else trees[0]), None
         except (ParseError, TokenError) as error:
             return None, _syntax_error(error, self.text)
+        except SqlError as error:               # the kit's own (a MATCH_RECOGNIZE's clause)
+            return None, error
         except RecursionError:                  # sqlglot's parser recurses per nesting level
             return None, SqlError("cannot read the query: it nests too deeply for sqlglot", 1, 1, self.text)
 
