@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from kit.match_recognize import spec as S
 from kit.sql import SqlError, clauses, parse_match_recognize, to_sql
-from kit.sql.expressions import MAX_DEPTH, ExpressionParser, depth
+from kit.sql.match_recognize import MAX_DEPTH, depth, expression_of
 
 SEED = GOLDEN_DIR.parent.parent / "seeds" / "001_0706de470e537bc5.txt"
 
@@ -27,7 +27,7 @@ def mr(body):
 
 
 def expr(text):
-    return ExpressionParser.parse(text)
+    return expression_of(text)
 
 
 def C(name, var=None):
@@ -412,12 +412,12 @@ def test_calls_navigation_and_aggregates():
     assert expr("abs(x)") == S.Call("ABS", (C("x"),))
     assert expr("coalesce(a, 0)") == S.Call("COALESCE", (C("a"), L(0)))
     assert expr("NOW()") == S.Call("NOW", ())
-    assert ExpressionParser.parse("wavg(A.price)", aggregates=("wavg",)) == \
+    assert expression_of("wavg(A.price)", aggregates=("wavg",)) == \
         S.Aggregate("WAVG", C("price", "A"))
     assert expr("wavg(A.price)") == S.Call("WAVG", (C("price", "A"),))
-    two = ExpressionParser.parse("wavg(A.price, A.tax)", aggregates=("WAVG",))
+    two = expression_of("wavg(A.price, A.tax)", aggregates=("WAVG",))
     assert two == S.Aggregate("WAVG", (C("price", "A"), C("tax", "A")))
-    assert ExpressionParser.parse(to_sql(two), aggregates=("WAVG",)) == two
+    assert expression_of(to_sql(two), aggregates=("WAVG",)) == two
 
 
 def test_case_cast_and_quoted_columns():
@@ -628,7 +628,7 @@ def _canonical(node):
 @settings(max_examples=300, deadline=None)
 @given(_expressions)
 def test_any_expression_prints_and_parses_back(node):
-    assert ExpressionParser.parse(to_sql(node)) == node
+    assert expression_of(to_sql(node)) == node
 
 
 @settings(max_examples=300, deadline=None)

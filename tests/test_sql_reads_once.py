@@ -25,6 +25,7 @@ import sqlglot.tokens
 import kit
 from kit import Duration, KitError, WatermarkStrategy
 from kit.sql import lexer, planner
+from kit.sql.expressions import ExpressionParser
 
 _READERS = {lexer.tokenize.__code__: ("tokenize", "text"), sqlglot.parser.Parser.parse.__code__: ("parse", "sql"),
             sqlglot.tokens.Tokenizer.tokenize.__code__: ("sqlglot tokenize", "sql")}
@@ -101,7 +102,7 @@ CASES = {
                    ONCE),
     "MATCH_RECOGNIZE over a DataFrame": (
         "SELECT * FROM Ticker MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY rowtime MEASURES A.price AS p "
-        "PATTERN (A B) DEFINE B AS B.price > A.price) MR", {"Ticker": "ticker"}, TOKENS_ONLY),
+        "PATTERN (A B) DEFINE B AS B.price > A.price) MR", {"Ticker": "ticker"}, ONCE),
     "temporal join (versioned view)": (VERSIONED, {"orders": "orders", "rates": "rates"},
                                        ONCE),
     "interval join (LEFT)": (
@@ -128,7 +129,7 @@ CASES = {
         "WITHIN INTERVAL '2' HOUR DEFINE B AS B.url <> A.url, C AS C.url = A.url) MR", {"clicks": "clicks"}, ONCE),
     "MATCH_RECOGNIZE over a subquery": (
         "SELECT * FROM (SELECT * FROM Ticker WHERE price > 0) MATCH_RECOGNIZE (ORDER BY rowtime "
-        "MEASURES A.price AS p PATTERN (A B) DEFINE B AS B.price > A.price) AS MR", {"Ticker": "ticker"}, TOKENS_ONLY),
+        "MEASURES A.price AS p PATTERN (A B) DEFINE B AS B.price > A.price) AS MR", {"Ticker": "ticker"}, ONCE),
     "interval join (WHERE)": (
         "SELECT o.order_id, s.sid FROM orders o, ships s WHERE o.order_id = s.order_id "
         "AND s.ship_time BETWEEN o.order_time AND o.order_time + INTERVAL '30' MINUTE",
@@ -143,6 +144,26 @@ def test_kit_sql_reads_its_text_once(tables, case):
     result, seen = reads(lambda: kit.sql(query, **given), query)
     assert seen == expected, seen
     assert result.columns                                    # it ran
+
+
+@pytest.mark.parametrize("case", [case for case in CASES if case.startswith("MATCH_RECOGNIZE")])
+def test_match_recognize_is_built_from_the_tree(tables, case):
+    """MATCH_RECOGNIZE's spec comes from the one tree (``kit.sql.match_recognize``): neither the
+    kit's lexer nor its token parser of expressions runs."""
+    query, names, _ = CASES[case]
+    watched = {lexer.tokenize.__code__: "tokenize", ExpressionParser.expression.__code__: "ExpressionParser"}
+    ran = Counter()
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code in watched:
+            ran[watched[frame.f_code]] += 1
+
+    sys.setprofile(profile)
+    try:
+        kit.sql(query, **{name: tables[key] for name, key in names.items()})
+    finally:
+        sys.setprofile(None)
+    assert not ran, dict(ran)
 
 
 def test_explain_reads_nothing_again(tables):
@@ -208,5 +229,5 @@ def test_a_subquery_in_define_is_part_of_the_statement(spark):
     query = ("SELECT * FROM T MATCH_RECOGNIZE (ORDER BY id MEASURES (SELECT MAX(v) FROM Limits) AS top, "
              "FIRST(A.id) AS first_id PATTERN (A) DEFINE A AS value > (SELECT v FROM Limits WHERE k = 'low'))")
     result, seen = reads(lambda: kit.sql(query, semantics="standard", T=t, Limits=limits), query)
-    assert seen == TOKENS_ONLY, seen
+    assert seen == ONCE, seen
     assert [tuple(r) for r in result.collect()] == [(55, 2)]

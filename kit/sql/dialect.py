@@ -391,8 +391,10 @@ class Flink(Spark):
             matching, self._matching = self._matching, True
             try:
                 node = self._parse_disjunction()
-            except ParseError:
-                node = None
+            except ParseError as error:         # what sqlglot missed, at the token it stopped on
+                said = error.errors[0].get("description") or "" if error.errors else ""
+                raise self._fail(f"expected '{said[10:]}'" if said.startswith("Expecting ")
+                                 else "expected an expression") from None
             finally:
                 self._matching = matching
             if node is None:

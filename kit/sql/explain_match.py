@@ -35,8 +35,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .expressions import ExpressionParser
-from .match_recognize import parse_match_recognize
+from .match_recognize import expression_of, parse_match_recognize
 from ..match_recognize import flink
 from ..match_recognize.errors import MatchRecognizeError
 from ..match_recognize.matcher import SEMANTICS, run_partition
@@ -71,7 +70,7 @@ def explain(table, clause: str, partition=None, expressions=(), *, match: int = 
     if not text.upper().startswith("MATCH_RECOGNIZE"):
         text = f"MATCH_RECOGNIZE (\n{text}\n)"
     spec = parse_match_recognize(text, aggregates=tuple(aggregates or ()))
-    exprs = {e: ExpressionParser.parse(e, aggregates=tuple(aggregates or ())) for e in expressions}
+    exprs = {e: expression_of(e, aggregates=tuple(aggregates or ())) for e in expressions}
     pdf = _one_partition(_pandas(table), spec.partition_by, partition)
     if value not in pdf.columns:
         raise ExplainError(f"no column {value!r} to show; the table has {', '.join(pdf.columns)}")

@@ -1,17 +1,17 @@
-"""Expressions of DEFINE and MEASURES, parsed into ``kit.match_recognize.spec`` nodes.
+"""Expressions of an interval join's condition, parsed from the kit's tokens into
+``kit.match_recognize.spec`` nodes: ``ExpressionParser``, used only by ``interval`` (the
+condition), ``windows`` (a window's INTERVAL) and ``query`` (CAST type names) until they read
+the tree too; MATCH_RECOGNIZE's expressions are built from sqlglot's tree (``match_recognize``).
 
 Precedence, loosest first: ``OR`` < ``AND`` < ``NOT`` < comparison, ``IS [NOT] NULL``,
 ``[NOT] BETWEEN``, ``[NOT] IN``, ``[NOT] LIKE`` < ``||`` < ``+ -`` < ``* / %`` < unary ``-``.
+An expression may be ``MAX_DEPTH`` nodes deep.
 
-An expression may be ``MAX_DEPTH`` nodes deep (``a + b + c`` is three: a chain of operators
-nests to the left): the walks over it, the kit's and pickle's as Spark sends it to the
-workers, recurse once per level and would hit Python's recursion limit.
-
->>> ExpressionParser.parse("LAST(B.price, 1) IS NULL OR B.price > 2 * LAST(B.price, 2)")
+>>> from kit.sql.lexer import tokenize
+>>> text = "LAST(B.price, 1) IS NULL OR B.price > 2"
+>>> ExpressionParser(text, tokenize(text)).expression()
 Binary(op='OR', left=IsNull(arg=Nav(kind='LAST', arg=Column(name='price', var='B'), offset=1), \
-negated=False), right=Binary(op='>', left=Column(name='price', var='B'), right=Binary(op='*', \
-left=Literal(value=2, type='INT'), right=Nav(kind='LAST', arg=Column(name='price', var='B'), \
-offset=2))))
+negated=False), right=Binary(op='>', left=Column(name='price', var='B'), right=Literal(value=2, type='INT')))
 """
 
 from __future__ import annotations
@@ -23,19 +23,16 @@ from ..match_recognize import spec as S
 from .cursor import Cursor
 from ..match_recognize.spec import INTERVAL_UNITS, STANDARD_AGGREGATES
 from .intervals import LEADING_DIGITS, fields_ms
-from .lexer import tokenize
+from .match_recognize import AGGREGATES, MAX_DEPTH, depth
 
-__all__ = ["AGGREGATES", "STANDARD_AGGREGATES", "INTERVAL_UNITS", "MAX_DEPTH", "ExpressionParser", "depth"]
+__all__ = ["ExpressionParser"]
 
-#: Built-in aggregate functions; callers add user aggregates by name.
-AGGREGATES = frozenset({"COUNT", "SUM", "AVG", "MIN", "MAX"})
 
 
 _NAV = {"FIRST": 0, "LAST": 0, "PREV": 1, "NEXT": 1}
 _COMPARE = ("=", "<>", "!=", "<", "<=", ">", ">=")
 _POSTFIX = ("BETWEEN", "IN", "LIKE")
 _INT_MAX, _BIGINT_MAX = 2**31 - 1, 2**63 - 1
-MAX_DEPTH = 200
 
 
 class ExpressionParser(Cursor):
@@ -48,22 +45,6 @@ class ExpressionParser(Cursor):
         super().__init__(text, tokens, i)
         self.aggregates = AGGREGATES | STANDARD_AGGREGATES | {a.upper() for a in aggregates}
         self.inside = False       # parsing an expression: a nested one is checked with it
-        self.fold = False         # standard SQL: unquoted pattern variable names in upper case
-
-    def var_name(self, tok) -> str:
-        """A pattern variable's (or subset's) name: as written when quoted (or in Flink SQL,
-        whose names keep their case), upper-cased when ``fold`` (standard SQL's rule for a
-        name that is not a delimited identifier)."""
-        return tok.value.upper() if self.fold and not tok.quoted else tok.value
-
-    @classmethod
-    def parse(cls, text: str, aggregates=()):
-        """The expression that is all of ``text``."""
-        parser = cls(text, tokenize(text), aggregates=aggregates)
-        expr = parser.expression()
-        if parser.peek().kind != "EOF":
-            raise parser.error("expected end of expression")
-        return expr
 
     # ------------------------------------------------------------ boolean layers
 
@@ -252,7 +233,7 @@ class ExpressionParser(Cursor):
         first = self.identifier("a column")
         if self.accept_op("."):
             second = self.identifier("a column name")
-            return S.Column(second.value, self.var_name(first), pos=first.pos)
+            return S.Column(second.value, first.value, pos=first.pos)
         return S.Column(first.value, None, pos=first.pos)
 
     def call(self):
@@ -265,7 +246,7 @@ class ExpressionParser(Cursor):
         elif name in self.aggregates:
             node = self.aggregate(name, tok)
         elif name == "CLASSIFIER":
-            var = None if self.at_op(")") else self.var_name(self.identifier("a pattern variable or subset"))
+            var = None if self.at_op(")") else self.identifier("a pattern variable or subset").value
             node = S.Classifier(var, pos=tok.pos)
         elif name in ("MATCH_NUMBER", "MATCH_PROCTIME"):
             node = {"CLASSIFIER": S.Classifier, "MATCH_NUMBER": S.MatchNumber,
@@ -315,7 +296,7 @@ class ExpressionParser(Cursor):
                 and self.peek(1).value == "." and self.peek(2).kind == "OP" and self.peek(2).value == "*":
             var = self.next()
             self.next(), self.next()
-            return S.Aggregate(name, S.Column("*", self.var_name(var), pos=var.pos), False, pos=tok.pos)   # COUNT(A.*)
+            return S.Aggregate(name, S.Column("*", var.value, pos=var.pos), False, pos=tok.pos)   # COUNT(A.*)
         if name in AGGREGATES:
             return S.Aggregate(name, self.expression(), distinct, pos=tok.pos)
         args = self.expression_list()
@@ -392,20 +373,3 @@ class ExpressionParser(Cursor):
             raise self.error("expected an interval unit (" + ", ".join(INTERVAL_UNITS) + ")")
         self.next()
         return unit
-
-
-def depth(expr) -> int:
-    """How many nodes deep ``expr`` is (a leaf is 1; tuples of nodes add no level), found
-    without recursion."""
-    deepest, stack = 0, [(expr, 1)]
-    while stack:
-        node, level = stack.pop()
-        if isinstance(node, (tuple, list)):
-            stack.extend((item, level) for item in node)
-            continue
-        deepest = max(deepest, level)
-        for name in getattr(node, "__dataclass_fields__", ()):
-            child = getattr(node, name)
-            if name != "pos" and (hasattr(child, "__dataclass_fields__") or isinstance(child, (tuple, list))):
-                stack.append((child, level + 1))
-    return deepest

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import re
 
-from .cursor import Cursor
-from .errors import SqlError
+from .dialect import MatchRecognize
+from .errors import SqlError, error_at
 from .expressions import ExpressionParser
 from .interval import find_interval_joins
 from .lexer import Token
 from .rewritten import Rewritten
-from .match_recognize import MatchRecognizeParser
+from .match_recognize import SpecReader
 from .statement import Statement
 from .temporal import find_temporal_joins
 from .windows import find_group_window, find_windows, groups_by_window
@@ -98,36 +98,25 @@ def rewrite(query: Statement | str, resolver: Resolver, aggregates=()) -> Rewrit
 
 
 def find_match_recognize(statement: Statement, aggregates, fold=False) -> dict:
-    """{index of the table ref's first token: (MATCH_RECOGNIZE index, end index, spec)}."""
-    query, tokens = statement.text, statement.tokens
+    """{index of the table ref's first token: (MATCH_RECOGNIZE index, end index, spec)}, in text
+    order: each clause's spec built from its node of the statement's tree (``SpecReader``),
+    parsed only when the text holds the word."""
+    tokens = statement.tokens
+    if not any(tok.is_word("MATCH_RECOGNIZE") for tok in tokens):
+        return {}
+    tree = statement.tree
+    if tree is None:
+        raise statement.parse_error
+    index = {tok.start: i for i, tok in enumerate(tokens)}
+    reader = SpecReader(statement, aggregates, fold)
     found = {}
-    for m, tok in enumerate(tokens):
-        if not tok.is_word("MATCH_RECOGNIZE"):
-            continue
-        parser = MatchRecognizeParser(query, tokens, m, aggregates=aggregates)
-        spec = parser.clause(fold)
-        found[_table_ref_start(query, tokens, m)] = (m, parser.i, spec)
+    for node in sorted(tree.find_all(MatchRecognize), key=lambda n: n.meta.get("clause", n.meta["start"])):
+        if "clause" not in node.meta:
+            raise error_at(statement.text, "MATCH_RECOGNIZE needs a table or a parenthesised subquery before it",
+                           node.meta["start"])
+        found[index[node.meta["start"]]] = (index[node.meta["clause"]], index[node.meta["end"]] + 1,
+                                            reader.clause(node))
     return found
-
-
-def _table_ref_start(query, tokens, m) -> int:
-    """Index of the first token of the table ref before MATCH_RECOGNIZE at ``m``."""
-    r = m - 1
-    if r >= 0 and tokens[r].kind == "OP" and tokens[r].value == ")":
-        depth = 0
-        while r >= 0:
-            if tokens[r].kind == "OP" and tokens[r].value in ("(", ")"):
-                depth += 1 if tokens[r].value == ")" else -1
-                if depth == 0:
-                    return r
-            r -= 1
-    elif r >= 0 and tokens[r].kind == "IDENT":
-        while r >= 2 and tokens[r - 1].kind == "OP" and tokens[r - 1].value == "." \
-                and tokens[r - 2].kind == "IDENT":
-            r -= 2
-        return r
-    raise Cursor(query, tokens, m).error(
-        "MATCH_RECOGNIZE needs a table or a parenthesised subquery before it", found=False)
 
 
 def _ctes(tokens) -> dict:
