@@ -10,11 +10,16 @@ the text and parses it again. What it adds to Spark's parser:
   is sqlglot's ``TableFromRows`` (a FROM source, with its alias), its call an ``Anonymous``
   function whose table argument is a ``TableArgument`` and whose ``DESCRIPTOR(c)`` an
   ``Anonymous`` function too;
-- ``MATCH_RECOGNIZE`` (Spark's tokenizer has no such word): sqlglot's ``MatchRecognize`` as
-  its other dialects read it, plus ``WITHIN INTERVAL ...`` and ``SUBSET u = (a, b)``
-  (``MatchRecognize`` here, a subclass with the two arguments). sqlglot keeps the
-  ``PATTERN`` as its text; like every argument of the clause it is attached to the SELECT
-  (``select.args["match"]``) whose FROM holds the table it reads;
+- ``MATCH_RECOGNIZE`` (Spark's tokenizer has no such word) as a table ref's postfix, or alone
+  (``parse_match_recognize``): sqlglot's ``MatchRecognize`` as its other dialects read it,
+  plus ``WITHIN INTERVAL ...`` and ``SUBSET u = (a, b)`` (``MatchRecognize`` here, a subclass
+  with the two arguments, whose ``this`` is the table ref). The kit builds the clause's spec
+  from this node (``kit.sql.match_recognize``), so the parser reads it as strictly as Flink
+  does, with the kit's errors (``expected 'AS' but found 'p'``: a ``SqlError``), and keeps
+  what sqlglot would lose: in MEASURES and DEFINE a call is an ``Anonymous`` of the name
+  written with its arguments as written (sqlglot's ``LAST(x, 1)`` drops the offset),
+  comparisons and IN/BETWEEN/LIKE/IS share one level, read left to right, as in Flink. The
+  ``PATTERN`` stays text (a ``Var`` placed on its tokens, whose grammar the kit reads);
 - ``FOR SYSTEM_TIME AS OF expr`` on a joined table: Spark's parser reads it already, into
   the table's ``version`` (``exp.Version``, kind ``AS OF``);
 - Flink's type names in CAST: ``BYTES``, ``TIMESTAMP(p) WITH LOCAL TIME ZONE``.
@@ -22,12 +27,15 @@ the text and parses it again. What it adds to Spark's parser:
 Legacy group windows (``GROUP BY TUMBLE(c, INTERVAL '1' HOUR)``, ``TUMBLE_START(...)``) and
 ``LATERAL TABLE (f(t))`` read as Spark reads them: functions.
 
+- ``INTERVAL [-] 'value' unit [TO unit]`` whole (``kit.sql.intervals``), its value and units placed.
+
 Positions. sqlglot's tokens know their line, column and offsets; the parser copies them to
-identifiers (``node.meta``: ``line``, ``col``, ``start``, ``end``). This parser also gives
-them to each node it adds and to each table source (``Table``, ``TableFromRows``, a
-``MatchRecognize``: ``meta["start"]`` the offset of its first character), so a reader can
-name the user's line and column (``position``) and find a node by where it starts
-(``at``).
+identifiers and literals (``node.meta``: ``line``, ``col``, ``start``, ``end``). This parser
+also gives them to each node it adds, to each table source (``Table``, ``TableFromRows``, a
+``MatchRecognize``: ``meta["start"]`` the offset of its first character), to each operand,
+query and postfix predicate (from its first token to its last), so a reader can name the
+user's line and column (``position``, ``first_token``) and find a node by where it starts
+(``at``); a binary operator's token is the one before its right operand's first.
 """
 
 from __future__ import annotations
