@@ -155,15 +155,6 @@ class Flink(Spark):
         RANGE_PARSERS = {kind: _placed(parse) for kind, parse in Spark.Parser.RANGE_PARSERS.items()}
         _matching = False                    # reading an expression of MEASURES or DEFINE
 
-        def parse_match_expression(self, raw_tokens: list, sql: str) -> exp.Expression:
-            """The MEASURES or DEFINE expression that is all of ``raw_tokens`` (of ``sql``)."""
-            return self._parse(Flink.Parser._match_expression_alone, raw_tokens, sql)[0]
-
-        def _match_expression_alone(self):
-            node = self._match_expression()
-            if self._curr:
-                raise self._fail("expected end of expression")
-            return node
         LAMBDAS = {
             **Spark.Parser.LAMBDAS,
             TokenType.FARROW: lambda self, expressions: self.expression(exp.Kwarg(
@@ -287,6 +278,16 @@ class Flink(Spark):
                 measures=measures, rows=rows, after=after, pattern=pattern, within=within, subset=subset,
                 define=define)), self.sql, first, close)
             node.set("alias", self._parse_table_alias())
+            return node
+
+        def parse_match_expression(self, raw_tokens: list, sql: str) -> exp.Expression:
+            """The MEASURES or DEFINE expression that is all of ``raw_tokens`` (of ``sql``)."""
+            return self._parse(Flink.Parser._match_expression_alone, raw_tokens, sql)[0]
+
+        def _match_expression_alone(self):
+            node = self._match_expression()
+            if self._curr:
+                raise self._fail("expected end of expression")
             return node
 
         def _match_recognize_alone(self):
@@ -439,7 +440,12 @@ class Flink(Spark):
             return super()._parse_case()
 
         def _parse_select(self, *args, **kwargs):
-            return self._placed(super()._parse_select, *args, **kwargs)
+            """A query, placed; one inside a MEASURES or DEFINE expression reads as any query."""
+            matching, self._matching = self._matching, False
+            try:
+                return self._placed(super()._parse_select, *args, **kwargs)
+            finally:
+                self._matching = matching
 
         def _parse_primary(self):
             return self._placed(super()._parse_primary)

@@ -17,22 +17,19 @@ negated=False), right=Binary(op='>', left=Column(name='price', var='B'), right=L
 from __future__ import annotations
 
 import datetime
-import decimal
 
 from ..match_recognize import spec as S
 from .cursor import Cursor
 from ..match_recognize.spec import INTERVAL_UNITS, STANDARD_AGGREGATES
 from .intervals import LEADING_DIGITS, fields_ms
-from .match_recognize import AGGREGATES, MAX_DEPTH, depth
+from .match_recognize import AGGREGATES, MAX_DEPTH, NAV_OFFSETS, depth, number_literal
 
 __all__ = ["ExpressionParser"]
 
 
 
-_NAV = {"FIRST": 0, "LAST": 0, "PREV": 1, "NEXT": 1}
 _COMPARE = ("=", "<>", "!=", "<", "<=", ">", ">=")
 _POSTFIX = ("BETWEEN", "IN", "LIKE")
-_INT_MAX, _BIGINT_MAX = 2**31 - 1, 2**63 - 1
 
 
 class ExpressionParser(Cursor):
@@ -177,16 +174,8 @@ class ExpressionParser(Cursor):
         raise self.error("expected an expression")
 
     def number(self):
-        """Integers are INT or BIGINT by size, ``1.5`` is DECIMAL, ``1e3`` is DOUBLE."""
         tok = self.next()
-        text = tok.value
-        if "e" in text.lower():
-            return S.Literal(float(text), "DOUBLE", pos=tok.pos)
-        if "." in text:
-            return S.Literal(decimal.Decimal(text), "DECIMAL", pos=tok.pos)
-        value = int(text)
-        kind = "INT" if value <= _INT_MAX else "BIGINT" if value <= _BIGINT_MAX else "DECIMAL"
-        return S.Literal(value if kind != "DECIMAL" else decimal.Decimal(value), kind, pos=tok.pos)
+        return number_literal(tok.value, tok.pos)
 
     def integer(self, what: str) -> int:
         """A non-negative integer literal (offsets, quantifier bounds)."""
@@ -241,7 +230,7 @@ class ExpressionParser(Cursor):
         tok = self.next()
         name = tok.value.upper()
         self.expect_op("(")
-        if name in _NAV:
+        if name in NAV_OFFSETS:
             node = self.navigation(name, tok)
         elif name in self.aggregates:
             node = self.aggregate(name, tok)
@@ -279,7 +268,7 @@ class ExpressionParser(Cursor):
     def navigation(self, name, tok):
         """``FIRST/LAST(expr[, n])`` (default 0) and ``PREV/NEXT(expr[, n])`` (default 1)."""
         arg = self.expression()
-        offset = _NAV[name]
+        offset = NAV_OFFSETS[name]
         if self.accept_op(","):
             offset = self.integer("a non-negative integer offset")
         return S.Nav(name, arg, offset, pos=tok.pos)

@@ -67,7 +67,7 @@ from .errors import SqlError, error_at, position
 from .intervals import interval_ms
 from .statement import Statement
 
-__all__ = ["AGGREGATES", "MAX_DEPTH", "SpecReader", "depth", "expression_of",
+__all__ = ["AGGREGATES", "MAX_DEPTH", "NAV_OFFSETS", "SpecReader", "depth", "expression_of", "number_literal",
            "parse_match_recognize", "match_options", "subqueries_of", "resolve_subqueries"]
 
 
@@ -86,7 +86,8 @@ AGGREGATES = frozenset({"COUNT", "SUM", "AVG", "MIN", "MAX"})
 #: the workers, recurse once per level (``a + b + c`` is three: a chain of operators nests to the left).
 MAX_DEPTH = 200
 
-_NAV = {"FIRST": 0, "LAST": 0, "PREV": 1, "NEXT": 1}
+#: The navigation functions and their default offsets.
+NAV_OFFSETS = {"FIRST": 0, "LAST": 0, "PREV": 1, "NEXT": 1}
 _INT_MAX, _BIGINT_MAX = 2**31 - 1, 2**63 - 1
 _BINARY = {exp.Or: "OR", exp.And: "AND", exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=",
            exp.GT: ">", exp.GTE: ">=", exp.DPipe: "||", exp.Add: "+", exp.Sub: "-", exp.Mul: "*",
@@ -119,10 +120,26 @@ offset=2))))
     """
     statement = Statement(text)
     raw, _ = statement.scanned
-    if raw is None:
-        statement.tokens                  # sqlglot cannot read it: the kit's lexer raises where
+    if raw is None:                       # sqlglot cannot read it: the kit's lexer says where,
+        statement.tokens                  # (a SqlError) or else sqlglot's tokenizer does
+        raise statement.parse_error
     node = Flink().parser().parse_match_expression(raw, text)
     return SpecReader(statement, aggregates).whole(node)
+
+
+def number_literal(text: str, pos=None) -> S.Literal:
+    """A number as written: INT or BIGINT by size, ``1.5`` DECIMAL, ``1e3`` DOUBLE.
+
+    >>> number_literal("2147483648")
+    Literal(value=2147483648, type='BIGINT')
+    """
+    if "e" in text.lower():
+        return S.Literal(float(text), "DOUBLE", pos=pos)
+    if "." in text:
+        return S.Literal(decimal.Decimal(text), "DECIMAL", pos=pos)
+    value = int(text)
+    kind = "INT" if value <= _INT_MAX else "BIGINT" if value <= _BIGINT_MAX else "DECIMAL"
+    return S.Literal(value if kind != "DECIMAL" else decimal.Decimal(value), kind, pos=pos)
 
 
 class SpecReader:
@@ -142,6 +159,10 @@ class SpecReader:
 
     def pos(self, offset: int) -> tuple:
         return position(self.text, offset)
+
+    def at(self, node) -> tuple:
+        """The (line, column) where ``node``, a node the parser placed, starts."""
+        return self.pos(node.meta["start"])
 
     def start(self, node) -> int:
         return first_token(node)[0]
@@ -169,19 +190,20 @@ class SpecReader:
     # -- the clause
 
     def clause(self, node: MatchRecognize) -> S.MatchRecognize:
-        """The spec of ``node``, checked (module doc)."""
-        pattern, labels = self.pattern(node.args["pattern"])
+        """The spec of ``node``, checked (module doc); its parts read in the clause's order, so
+        the first error is the first in the text."""
         order = node.args.get("order")
-        measures = tuple(S.Measure(self.whole(m.this.this), m.this.alias, pos=self.pos(m.meta["start"]))
+        measures = tuple(S.Measure(self.whole(m.this.this), m.this.alias, pos=self.at(m))
                          for m in node.args.get("measures") or ())
-        define = tuple((self.var(d.args["alias"]), self.whole(d.this)) for d in node.args.get("define") or ())
+        pattern, labels = self.pattern(node.args["pattern"])
         within = node.args.get("within")
         within_ms = None if within is None else interval_ms(within, self.text)
         if within_ms is not None and within_ms <= 0:
             raise self.error("WITHIN needs a positive interval", within.meta["start"])
+        define = tuple((self.var(d.args["alias"]), self.whole(d.this)) for d in node.args.get("define") or ())
         clause = S.MatchRecognize(
             pattern, tuple(c.name for c in node.args.get("partition_by") or ()),
-            tuple(S.OrderItem(o.this.name, not o.args.get("desc"), pos=self.pos(o.this.this.meta["start"]))
+            tuple(S.OrderItem(o.this.name, not o.args.get("desc"), pos=self.at(o.this.this))
                   for o in (order.expressions if order else ())),
             measures, self.rows(node.args.get("rows")), self.after(node.args.get("after")), within_ms,
             tuple((self.var(s.this), tuple(self.var(m) for m in s.expression.expressions))
@@ -192,8 +214,11 @@ class SpecReader:
 
     @staticmethod
     def rows(var) -> str:
-        return S.ALL_ROWS_SHOW if var is not None and var.name == "ALL ROWS PER MATCH" else \
-            var.name if var is not None else S.ONE_ROW
+        """ONE ROW PER MATCH (the default) or ALL ROWS PER MATCH with its option (SHOW EMPTY
+        MATCHES the default): the words the dialect kept."""
+        if var is None:
+            return S.ONE_ROW
+        return S.ALL_ROWS_SHOW if var.name == "ALL ROWS PER MATCH" else var.name
 
     def after(self, var):
         """``AFTER MATCH SKIP ...``: its words are its tokens (a variable the last)."""
@@ -318,17 +343,9 @@ class SpecReader:
         return S.Unary("NOT", like, pos=pos) if node.args.get("negate") else like
 
     def literal(self, node):
-        pos = self.pos(node.meta["start"])
         if node.is_string:
-            return S.Literal(node.this, "STRING", pos=pos)
-        text = node.this
-        if "e" in text.lower():
-            return S.Literal(float(text), "DOUBLE", pos=pos)
-        if "." in text:
-            return S.Literal(decimal.Decimal(text), "DECIMAL", pos=pos)
-        value = int(text)
-        kind = "INT" if value <= _INT_MAX else "BIGINT" if value <= _BIGINT_MAX else "DECIMAL"
-        return S.Literal(value if kind != "DECIMAL" else decimal.Decimal(value), kind, pos=pos)
+            return S.Literal(node.this, "STRING", pos=self.at(node))
+        return number_literal(node.this, self.at(node))
 
     def cast(self, node):
         """``CAST(x AS type)``, or a typed literal ``TIMESTAMP '...'`` / ``DATE '...'`` (a cast
@@ -379,7 +396,7 @@ class SpecReader:
         """``name(args)``: navigation, aggregate, MATCH_RECOGNIZE function or scalar call."""
         name, args, at = node.name.upper(), node.expressions, node.meta["start"]
         pos = self.pos(at)
-        if name in _NAV:
+        if name in NAV_OFFSETS:
             return self.navigation(name, args, at)
         if name in self.aggregates:
             return self.aggregate(name, args, pos)
@@ -397,7 +414,7 @@ class SpecReader:
         """``FIRST/LAST(expr[, n])`` (default 0) and ``PREV/NEXT(expr[, n])`` (default 1)."""
         if not args:
             raise self.error("expected an expression", self.raw[self.index[at] + 2].start, True)
-        offset = _NAV[name]
+        offset = NAV_OFFSETS[name]
         if len(args) > 1:
             literal = args[1]
             if not (isinstance(literal, exp.Literal) and not literal.is_string and literal.this.isdigit()):
@@ -427,7 +444,7 @@ class SpecReader:
         whens = tuple((self.expr(w.this), self.expr(w.args["true"])) for w in node.args["ifs"])
         operand, default = node.this, node.args.get("default")
         return S.Case(operand and self.expr(operand), whens, default and self.expr(default),
-                      pos=self.pos(node.meta["start"]))
+                      pos=self.at(node))
 
     def subquery(self, select):
         """A query left unread: a ``Subquery`` of its text, placed at its first word."""
@@ -439,22 +456,22 @@ _READERS = {
     exp.Paren: lambda r, n: r.expr(n.this),
     exp.Column: SpecReader.column,
     exp.Literal: SpecReader.literal,
-    exp.Boolean: lambda r, n: S.Literal(n.this, "BOOLEAN", pos=r.pos(n.meta["start"])),
-    exp.Null: lambda r, n: S.Literal(None, "NULL", pos=r.pos(n.meta["start"])),
-    exp.Interval: lambda r, n: S.Literal(interval_ms(n, r.text), "INTERVAL", pos=r.pos(n.meta["start"])),
+    exp.Boolean: lambda r, n: S.Literal(n.this, "BOOLEAN", pos=r.at(n)),
+    exp.Null: lambda r, n: S.Literal(None, "NULL", pos=r.at(n)),
+    exp.Interval: lambda r, n: S.Literal(interval_ms(n, r.text), "INTERVAL", pos=r.at(n)),
     exp.Cast: SpecReader.cast,
     exp.Case: SpecReader.case,
-    exp.Neg: lambda r, n: S.Unary("-", r.expr(n.this), pos=r.pos(n.meta["start"])),
+    exp.Neg: lambda r, n: S.Unary("-", r.expr(n.this), pos=r.at(n)),
     exp.Not: SpecReader.negated,
     exp.Is: SpecReader.is_null,
     exp.In: SpecReader.predicate,
     exp.Between: SpecReader.predicate,
     exp.Like: SpecReader.predicate,
     exp.Anonymous: SpecReader.call,
-    exp.Exists: lambda r, n: S.Call("EXISTS", (r.subquery(n.this),), pos=r.pos(n.meta["start"])),
+    exp.Exists: lambda r, n: S.Call("EXISTS", (r.subquery(n.this),), pos=r.at(n)),
     exp.Subquery: lambda r, n: r.subquery(n.this),
-    exp.Array: lambda r, n: S.Call("ARRAY", tuple(r.expr(e) for e in n.expressions), pos=r.pos(n.meta["start"])),
-    Semantics: lambda r, n: S.Semantics(n.args["kind"], r.expr(n.this), pos=r.pos(n.meta["start"])),
+    exp.Array: lambda r, n: S.Call("ARRAY", tuple(r.expr(e) for e in n.expressions), pos=r.at(n)),
+    Semantics: lambda r, n: S.Semantics(n.args["kind"], r.expr(n.this), pos=r.at(n)),
     **{kind: SpecReader.binary for kind in _BINARY},
 }
 
