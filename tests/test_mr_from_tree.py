@@ -1,7 +1,7 @@
 """MATCH_RECOGNIZE's spec built from sqlglot's tree (``kit.sql.match_recognize.SpecReader``) is
 the spec the kit's own token parser built, positions included: ``mr_from_tree.json`` holds, for
-the parser tests' clauses, expressions and errors, every golden query and the seed's, what that
-parser gave (recorded from it, commit ad10658, before it was removed)."""
+the parser tests' clauses, expressions and errors, edge cases of both, every golden query and
+the seed's, what that parser gave (recorded from it, commit ad10658, before it was removed)."""
 
 import dataclasses
 import json

@@ -119,6 +119,10 @@ def at(tree: exp.Expression, kind, start: int):
     return None
 
 
+#: The reserved words an expression may start with.
+_STARTS_EXPRESSIONS = {"NOT", "NULL", "TRUE", "FALSE", "CASE", "CAST", "INTERVAL", "SELECT"}
+
+
 def _placed(parse):
     """A parser of ``RANGE_PARSERS`` (``x IN ...``, ``BETWEEN``, ``LIKE``, ``IS``) whose node is
     placed at its word."""
@@ -171,8 +175,9 @@ class Flink(Spark):
             ``Semantics``."""
             curr, nxt = self._curr, self._next
             after = self._tokens[self._index + 2] if self._index + 2 < len(self._tokens) else None
-            if curr and curr.text.upper() in ("RUNNING", "FINAL") and nxt and after \
-                    and nxt.token_type in (TokenType.VAR, *self.FUNC_TOKENS) and after.token_type == TokenType.L_PAREN:
+            if curr and curr.text.upper() in ("RUNNING", "FINAL") and nxt and (
+                    self._matching and is_name(nxt) or after and nxt.token_type in (TokenType.VAR, *self.FUNC_TOKENS)
+                    and after.token_type == TokenType.L_PAREN):
                 self._advance()
                 node = self.expression(Semantics(this=self._parse_unary(), kind=curr.text.upper()))
                 return _mark(node, self.sql, curr, self._prev)
@@ -210,7 +215,7 @@ class Flink(Spark):
                 self._advance()
                 return self.expression(exp.var(curr.text.upper()), curr)
             unit = exp.Var(this="")
-            if curr is None:
+            if not curr:                     # sqlglot's end of input (None, or its falsy sentinel)
                 unit.meta.update(start=len(self.sql), end=len(self.sql))
                 return unit
             return _mark(unit, self.sql, curr)
@@ -269,7 +274,11 @@ class Flink(Spark):
             if not self._word("PATTERN"):
                 raise self._fail("expected 'PATTERN'")
             pattern = self._pattern_span()
-            within = self._parse_interval() if self._word("WITHIN") else None
+            within = None
+            if self._word("WITHIN"):
+                if not (self._curr and self._curr.token_type == TokenType.INTERVAL):
+                    raise self._fail("expected 'INTERVAL'")
+                within = self._parse_interval()
             subset = self._match_columns(self._subset) if self._word("SUBSET") else None
             define = self._match_columns(self._definition) if self._word("DEFINE") else None
             close = self._expect_op(TokenType.R_PAREN, ")")
@@ -397,13 +406,17 @@ class Flink(Spark):
             """An expression of MEASURES or DEFINE: its calls by the name written (``Anonymous``,
             their arguments as written: sqlglot's own ``LAST(x, 1)`` drops the offset), CAST and
             the like as sqlglot reads them."""
+            curr = self._curr
+            if curr and curr.token_type != TokenType.IDENTIFIER and curr.text.upper() in RESERVED \
+                    and curr.text.upper() not in _STARTS_EXPRESSIONS:
+                raise self._fail("expected an expression")
             matching, self._matching = self._matching, True
             try:
                 node = self._parse_disjunction()
             except ParseError as error:         # what sqlglot missed, at the token it stopped on
                 said = error.errors[0].get("description") or "" if error.errors else ""
-                raise self._fail(f"expected '{said[10:]}'" if said.startswith("Expecting ")
-                                 else "expected an expression") from None
+                expected = said[10:] if said.startswith("Expecting ") else "END" if "END after CASE" in said else None
+                raise self._fail(f"expected '{expected}'" if expected else "expected an expression") from None
             finally:
                 self._matching = matching
             if node is None:
@@ -457,7 +470,7 @@ class Flink(Spark):
             """What ``parse`` reads, placed on its tokens unless sqlglot placed it."""
             first = self._curr
             node = parse(*args, **kwargs)
-            if node is not None and first is not None and "start" not in node.meta:
+            if node is not None and first and "start" not in node.meta:
                 _mark(node, self.sql, first, self._prev)
             return node
 

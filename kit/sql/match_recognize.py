@@ -92,6 +92,7 @@ _INT_MAX, _BIGINT_MAX = 2**31 - 1, 2**63 - 1
 _BINARY = {exp.Or: "OR", exp.And: "AND", exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=",
            exp.GT: ">", exp.GTE: ">=", exp.DPipe: "||", exp.Add: "+", exp.Sub: "-", exp.Mul: "*",
            exp.Div: "/", exp.Mod: "%"}
+_AT_MOST = {"CLASSIFIER": 1, "MATCH_NUMBER": 0, "MATCH_PROCTIME": 0, "MATCH_ROWTIME": 1}   # arguments
 _QUANTIFIERS = {"*": (0, None), "+": (1, None), "?": (0, 1), "??": (0, 1)}
 
 
@@ -301,6 +302,8 @@ class SpecReader:
 
     def expr(self, node):
         """The spec of ``node`` (one method per kind of node)."""
+        if isinstance(node, exp.Star):                     # f(*) but COUNT's
+            raise self.error("expected an expression", node.meta["start"], True)
         for kind in type(node).__mro__:
             method = _READERS.get(kind)
             if method is not None:
@@ -338,6 +341,8 @@ class SpecReader:
         if isinstance(node, exp.In):
             query = node.args.get("query")
             items = (self.subquery(query.this),) if query else tuple(self.expr(e) for e in node.expressions)
+            if not items:                                   # x IN ()
+                raise self.error("expected an expression", self.raw[self.index[node.meta["start"]] + 2].start, True)
             return S.InList(arg, items, negated, pos=pos)
         like = S.Call("LIKE", (arg, self.expr(node.expression)), pos=pos)
         return S.Unary("NOT", like, pos=pos) if node.args.get("negate") else like
@@ -400,6 +405,8 @@ class SpecReader:
             return self.navigation(name, args, at)
         if name in self.aggregates:
             return self.aggregate(name, args, pos)
+        if name in _AT_MOST:
+            self.at_most(args, _AT_MOST[name])
         if name == "CLASSIFIER":
             if args and not (isinstance(args[0], exp.Column) and len(args[0].parts) == 1):
                 raise self.error("expected a pattern variable or subset", self.start(args[0]), True)
@@ -409,6 +416,11 @@ class SpecReader:
         if name == "MATCH_ROWTIME":
             return S.MatchRowtime(self.expr(args[0]) if args else None, pos=pos)
         return S.Call(name, tuple(self.expr(a) for a in args), pos=pos)
+
+    def at_most(self, args, count: int):
+        """``args`` are at most ``count``: else the kit's error at what follows the last."""
+        if len(args) > count:
+            raise self.error("expected ')'", self.before(args[count]) if count else self.start(args[0]), True)
 
     def navigation(self, name, args, at):
         """``FIRST/LAST(expr[, n])`` (default 0) and ``PREV/NEXT(expr[, n])`` (default 1)."""
@@ -420,8 +432,7 @@ class SpecReader:
             if not (isinstance(literal, exp.Literal) and not literal.is_string and literal.this.isdigit()):
                 raise self.error("expected a non-negative integer offset", self.start(literal), True)
             offset = int(literal.this)
-        if len(args) > 2:
-            raise self.error("expected ')'", self.before(args[2]), True)
+        self.at_most(args, 2)
         return S.Nav(name, self.expr(args[0]), offset, pos=self.pos(at))
 
     def aggregate(self, name, args, pos):
@@ -435,8 +446,8 @@ class SpecReader:
         if name == "COUNT" and not distinct and isinstance(args[0], exp.Column) and args[0].is_star:
             return S.Aggregate(name, S.Column("*", self.var(args[0].args["table"]), pos=self.pos(self.start(args[0]))),
                                False, pos=pos)                             # COUNT(A.*)
-        if name in AGGREGATES and len(args) > 1:
-            raise self.error("expected ')'", self.before(args[1]), True)
+        if name in AGGREGATES:
+            self.at_most(args, 1)
         specs = tuple(self.expr(a) for a in args)
         return S.Aggregate(name, specs[0] if len(specs) == 1 else specs, distinct, pos=pos)
 
@@ -468,6 +479,8 @@ _READERS = {
     exp.Between: SpecReader.predicate,
     exp.Like: SpecReader.predicate,
     exp.Anonymous: SpecReader.call,
+    exp.If: lambda r, n: S.Call("IF", tuple(r.expr(a) for a in (n.this, n.args["true"], n.args.get("false")) if a),
+                                pos=r.at(n)),
     exp.Exists: lambda r, n: S.Call("EXISTS", (r.subquery(n.this),), pos=r.at(n)),
     exp.Subquery: lambda r, n: r.subquery(n.this),
     exp.Array: lambda r, n: S.Call("ARRAY", tuple(r.expr(e) for e in n.expressions), pos=r.at(n)),
