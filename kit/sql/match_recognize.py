@@ -146,7 +146,12 @@ def number_literal(text: str, pos=None) -> S.Literal:
 class SpecReader:
     """Builds ``kit.match_recognize.spec`` nodes from sqlglot's nodes of ``statement``'s tree,
     checking what the spec needs; ``aggregates`` names user aggregates, ``fold`` upper-cases
-    unquoted pattern variable names (semantics="standard")."""
+    unquoted pattern variable names (semantics="standard").
+
+    >>> s = Statement("SELECT * FROM t MATCH_RECOGNIZE (PATTERN (a) DEFINE a AS x > 1)")
+    >>> SpecReader(s, fold=True).clause(s.tree.find(MatchRecognize)).define
+    (('A', Binary(op='>', left=Column(name='x', var=None), right=Literal(value=1, type='INT'))),)
+    """
 
     def __init__(self, statement: Statement, aggregates=(), fold: bool = False):
         self.text = statement.text
