@@ -33,14 +33,10 @@ _POSTFIX = ("BETWEEN", "IN", "LIKE")
 
 
 class ExpressionParser(Cursor):
-    """Recursive descent over the expression grammar; one method per rule.
+    """Recursive descent over the expression grammar; one method per rule."""
 
-    ``aggregates`` names user aggregate functions (upper case) that parse as ``Aggregate``.
-    """
-
-    def __init__(self, text, tokens, i=0, aggregates=()):
+    def __init__(self, text, tokens, i=0):
         super().__init__(text, tokens, i)
-        self.aggregates = AGGREGATES | STANDARD_AGGREGATES | {a.upper() for a in aggregates}
         self.inside = False       # parsing an expression: a nested one is checked with it
 
     # ------------------------------------------------------------ boolean layers
@@ -232,7 +228,7 @@ class ExpressionParser(Cursor):
         self.expect_op("(")
         if name in NAV_OFFSETS:
             node = self.navigation(name, tok)
-        elif name in self.aggregates:
+        elif name in AGGREGATES | STANDARD_AGGREGATES:
             node = self.aggregate(name, tok)
         elif name == "CLASSIFIER":
             var = None if self.at_op(")") else self.identifier("a pattern variable or subset").value
