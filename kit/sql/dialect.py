@@ -38,7 +38,7 @@ from sqlglot.tokens import Token, TokenType
 
 from .errors import position as position_of
 
-__all__ = ["Flink", "MatchRecognize", "Semantics", "TableArgument", "WINDOW_TVFS", "at", "position"]
+__all__ = ["Flink", "MatchRecognize", "Semantics", "TableArgument", "WINDOW_TVFS", "at", "first_token", "position"]
 
 WINDOW_TVFS = ("TUMBLE", "HOP", "CUMULATE", "SESSION")
 
@@ -76,6 +76,21 @@ def position(node: exp.Expression) -> tuple[int, int] | None:
     """(line, column), 1-based, where ``node`` starts in the text (None: not known)."""
     meta = node.meta if node is not None else {}
     return (meta["line"], meta["col"]) if "line" in meta and "col" in meta else None
+
+
+def first_token(node: exp.Expression) -> tuple[int, int] | None:
+    """(start, end) offsets of the first token of ``node`` that the parser placed (its own, or
+    its earliest positioned descendant's: a ``Column``'s first identifier), or None.
+
+    >>> from kit.sql.statement import Statement
+    >>> first_token(Statement("SELECT B.price FROM t").tree.selects[0])
+    (7, 7)
+    """
+    placed = [n for n in node.walk() if "start" in n.meta]
+    if not placed:
+        return None
+    first = min(placed, key=lambda n: n.meta["start"])
+    return first.meta["start"], first.meta["end"]
 
 
 def at(tree: exp.Expression, kind, start: int):
@@ -122,6 +137,43 @@ class Flink(Spark):
                 self._advance()
                 return self.expression(Semantics(this=self._parse_unary(), kind=curr.text.upper()))
             return super()._parse_unary()
+
+        def _parse_interval(self, require_interval: bool = True, parse_function_unit: bool = True):
+            """Flink's ``INTERVAL [-] 'value' unit [TO unit]`` as one ``Interval``, with the
+            positions of it, its value and units (sqlglot's own splits ``'1 hour'`` into value and
+            unit and makes ``INTERVAL '1' HOUR + 1`` a sum of intervals). A missing unit is an
+            empty ``Var`` placed at the token where it should be; any other form reads as Spark's."""
+            first, index = self._curr, self._index
+            if not (require_interval and first and first.token_type == TokenType.INTERVAL):
+                return super()._parse_interval(require_interval, parse_function_unit)
+            self._advance()
+            sign = self._prev if self._match(TokenType.DASH) else None
+            if not (self._curr and self._curr.token_type in (TokenType.STRING, TokenType.NUMBER)):
+                self._retreat(index)
+                return _mark(super()._parse_interval(require_interval, parse_function_unit), self.sql, first, self._prev)
+            self._advance()
+            value = self.expression(exp.Literal.string(self._prev.text), self._prev)
+            if sign:
+                value = _mark(self.expression(exp.Neg(this=value)), self.sql, sign, self._prev)
+            unit = self._parse_interval_unit()
+            if unit.name and self._match_text_seq("TO"):
+                unit = self.expression(exp.IntervalSpan(this=unit, expression=self._parse_interval_unit()))
+            interval = self.expression(exp.Interval(this=value))
+            interval.set("unit", unit)          # as written: Interval() would rename it ("D" -> DAY), unplaced
+            return _mark(interval, self.sql, first, self._prev)
+
+        def _parse_interval_unit(self):
+            """An interval's unit word as a ``Var`` (upper case), or an empty one placed at the
+            token that stands where the unit should (the end of the text: past it)."""
+            curr = self._curr
+            if curr and (curr.token_type == TokenType.VAR or curr.text.upper() in self.dialect.VALID_INTERVAL_UNITS):
+                self._advance()
+                return self.expression(exp.var(curr.text.upper()), curr)
+            unit = exp.Var(this="")
+            if curr is None:
+                unit.meta.update(start=len(self.sql), end=len(self.sql))
+                return unit
+            return _mark(unit, self.sql, curr)
 
         def _parse_table_argument(self):
             """``TABLE name [PARTITION BY col, ...]`` as a function's argument, or None."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import KitError
 
-__all__ = ["SqlError"]
+__all__ = ["SqlError", "error_at", "position"]
 
 
 class SqlError(KitError):
@@ -40,3 +40,15 @@ def position(text: str, offset: int) -> tuple[int, int]:
     offset = max(0, min(offset, len(text)))
     line = text.count("\n", 0, offset) + 1
     return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
+
+
+def error_at(text: str, message: str, start: int, end: int | None = None) -> SqlError:
+    """A SqlError at character ``start`` of ``text``. Given the offending token's ``end`` (its last
+    character, as sqlglot's tokens count), the message says what is there.
+
+    >>> error_at("PATTERN (A) WEEK", "expected a unit", 12, 15).message
+    "expected a unit but found 'WEEK'"
+    """
+    if end is not None:
+        message += " but found " + ("end of input" if start >= len(text) else f"'{text[start:end + 1][:40]}'")
+    return SqlError(message, *position(text, start), text)

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import datetime
 import decimal
-import re
 
 from ..match_recognize import spec as S
 from .cursor import Cursor
 from ..match_recognize.spec import INTERVAL_UNITS, STANDARD_AGGREGATES
+from .intervals import LEADING_DIGITS, fields_ms
 from .lexer import tokenize
 
 __all__ = ["AGGREGATES", "STANDARD_AGGREGATES", "INTERVAL_UNITS", "MAX_DEPTH", "ExpressionParser", "depth"]
@@ -35,7 +35,6 @@ _NAV = {"FIRST": 0, "LAST": 0, "PREV": 1, "NEXT": 1}
 _COMPARE = ("=", "<>", "!=", "<", "<=", ">", ">=")
 _POSTFIX = ("BETWEEN", "IN", "LIKE")
 _INT_MAX, _BIGINT_MAX = 2**31 - 1, 2**63 - 1
-_LEADING_DIGITS = 10   # Calcite's largest interval precision: DAY(10), HOUR(10)...
 MAX_DEPTH = 200
 
 
@@ -377,10 +376,10 @@ class ExpressionParser(Cursor):
         last = first
         if self.accept("TO"):
             last = self.interval_unit()
-        ms = _interval_ms(lit.value, first, last)
+        ms = fields_ms(lit.value, first, last)
         if ms is None:
             raise self.error(f"invalid interval '{lit.value}' for {first}" + (f" TO {last}" if last != first else "")
-                             + f": give its fields as numbers (at most {_LEADING_DIGITS} digits in the first), "
+                             + f": give its fields as numbers (at most {LEADING_DIGITS} digits in the first), "
                              "e.g. '1' HOUR or '1:30' HOUR TO MINUTE", lit, found=False)
         return (-ms if negative else ms), tok
 
@@ -410,27 +409,3 @@ def depth(expr) -> int:
             if name != "pos" and (hasattr(child, "__dataclass_fields__") or isinstance(child, (tuple, list))):
                 stack.append((child, level + 1))
     return deepest
-
-
-def _interval_ms(value: str, first: str, last: str):
-    """``'1:30'`` HOUR TO MINUTE -> 5_400_000; None when the text does not fit the units or
-    its first field has more than ``_LEADING_DIGITS`` digits."""
-    units = list(INTERVAL_UNITS)
-    lo, hi = units.index(first), units.index(last)
-    if hi < lo:
-        return None
-    fields = units[lo:hi + 1]
-    text = value.strip()
-    sign = -1 if text.startswith("-") else 1
-    parts = re.split(r"[ :]", text.lstrip("+-"))
-    if len(parts) != len(fields) or len(parts[0].split(".")[0]) > _LEADING_DIGITS:
-        return None
-    try:
-        total = decimal.Decimal(0)
-        for i, (part, unit) in enumerate(zip(parts, fields)):
-            if "." in part and not (i == len(parts) - 1 and unit == "SECOND"):
-                return None
-            total += decimal.Decimal(part) * INTERVAL_UNITS[unit]
-    except decimal.InvalidOperation:
-        return None
-    return sign * int(total)
