@@ -38,7 +38,8 @@ from sqlglot.tokens import Token, TokenType
 
 from .errors import position as position_of
 
-__all__ = ["Flink", "MatchRecognize", "Semantics", "TableArgument", "WINDOW_TVFS", "at", "first_token", "position"]
+__all__ = ["Flink", "MatchRecognize", "Semantics", "TableArgument", "WINDOW_TVFS", "at", "comma_before",
+           "first_token", "position", "span"]
 
 WINDOW_TVFS = ("TUMBLE", "HOP", "CUMULATE", "SESSION")
 
@@ -72,6 +73,12 @@ def _mark(node, text: str, first: Token, last: Token | None = None):
     return node
 
 
+def _named(var, name):
+    """``var`` with the position of ``name``, the identifier it was read from."""
+    var.meta.update({k: v for k, v in name.meta.items() if k in ("start", "end")})
+    return var
+
+
 def position(node: exp.Expression) -> tuple[int, int] | None:
     """(line, column), 1-based, where ``node`` starts in the text (None: not known)."""
     meta = node.meta if node is not None else {}
@@ -91,6 +98,24 @@ def first_token(node: exp.Expression) -> tuple[int, int] | None:
         return None
     first = min(placed, key=lambda n: n.meta["start"])
     return first.meta["start"], first.meta["end"]
+
+
+def span(node: exp.Expression) -> tuple[int, int] | None:
+    """(start, end) offsets of the text ``node`` was read from (end excluded), from the
+    positions it and its parts know (None: none knows one).
+
+    >>> from kit.sql.statement import Statement
+    >>> span(Statement("SELECT o.t + 1 FROM o").tree.expressions[0])
+    (7, 14)
+    """
+    known = [n.meta for n in node.walk() if "start" in n.meta]
+    return (min(m["start"] for m in known), max(max(m["end"], m.get("close", 0)) for m in known) + 1) if known else None
+
+
+def comma_before(text: str, node: exp.Expression) -> tuple[int, int]:
+    """(start, last character) of the comma before ``node``, an argument of a call in ``text``."""
+    comma = text.rindex(",", 0, span(node)[0])
+    return comma, comma
 
 
 def at(tree: exp.Expression, kind, start: int):
@@ -121,7 +146,7 @@ class Flink(Spark):
         LAMBDAS = {
             **Spark.Parser.LAMBDAS,
             TokenType.FARROW: lambda self, expressions: self.expression(exp.Kwarg(
-                this=exp.var(expressions[0].name),
+                this=_named(exp.var(expressions[0].name), expressions[0]),
                 expression=self._parse_table_argument() or self._parse_disjunction() or self._parse_select())),
         }
 
@@ -185,6 +210,7 @@ class Flink(Spark):
             table = self._parse_table_parts()
             partition = None
             if self._match(TokenType.PARTITION_BY):
+                at_partition = self._prev.start
                 partition = []
                 while (column := self._parse_partition_column()) is not None:
                     partition.append(column)
@@ -193,7 +219,10 @@ class Flink(Spark):
                     if self._curr.text.upper() == "DESCRIPTOR" or (self._next and self._next.token_type == TokenType.FARROW):
                         self._retreat(self._index - 1)   # the comma ends the list: the next argument follows
                         break
-            return _mark(self.expression(TableArgument(this=table, partition_by=partition)), self.sql, first, self._prev)
+            node = _mark(self.expression(TableArgument(this=table, partition_by=partition)), self.sql, first, self._prev)
+            if partition is not None:
+                node.meta["partition"] = at_partition        # where PARTITION BY starts
+            return node
 
         def _parse_partition_column(self):
             """A column of ``PARTITION BY`` in a table argument; the list ends at a comma
@@ -212,6 +241,42 @@ class Flink(Spark):
                                   clause=match.meta["start"])
                 node = match
             return node
+
+        def _parse_function_call(self, *args, **kwargs):
+            """A function call; ``meta["close"]``: where its closing parenthesis is."""
+            node = super()._parse_function_call(*args, **kwargs)
+            if isinstance(node, exp.Func) and self._prev.token_type == TokenType.R_PAREN:
+                node.meta["close"] = self._prev.start
+            return node
+
+        def _parse_lateral(self):
+            first = self._curr
+            return _mark(super()._parse_lateral(), self.sql, first, self._prev)
+
+        def _parse_where(self, *args, **kwargs):
+            """WHERE and its condition; ``meta["condition"]``: where the condition starts."""
+            index = self._index
+            where = super()._parse_where(*args, **kwargs)
+            if where is not None and self._tokens[index].token_type == TokenType.WHERE:
+                _mark(where, self.sql, self._tokens[index], self._prev).meta["condition"] = self._tokens[index + 1].start
+            return where
+
+        def _parse_join(self, *args, **kwargs):
+            """A join from its first token (a comma, or JOIN or its kind) to its condition's
+            end; ``meta["on"]``: where its ON is (the last ON outside parentheses),
+            ``meta["condition"]`` where the condition after it starts."""
+            index = self._index
+            join = super()._parse_join(*args, **kwargs)
+            if join is None:
+                return None
+            _mark(join, self.sql, self._tokens[index], self._prev)
+            depth = 0
+            for k in range(index, self._index - 1):
+                token = self._tokens[k]
+                depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(token.token_type, 0)
+                if depth == 0 and token.token_type == TokenType.ON:
+                    join.meta.update(on=token.start, condition=self._tokens[k + 1].start)
+            return join
 
         def _parse_match_recognize(self):
             if not self._curr or self._curr.token_type != TokenType.MATCH_RECOGNIZE:
