@@ -10,16 +10,16 @@ other's::
       ON o.id = s.order_id AND o.order_time >= s.ship_time - INTERVAL '4' HOUR
                            AND o.order_time < s.ship_time
 
-``find_interval_joins`` finds them: two table refs in a row (``FROM a [AS] x, b [AS] y`` with
-the condition in the WHERE of that query level, or ``FROM a [AS] x [kind] JOIN b [AS] y ON``)
-that are both ``kit.Stream``s, whose condition (its top-level ``AND`` conjuncts) holds a
-lower and an upper bound of the left stream's event time against the right one's: a
-``BETWEEN`` (either stream's time in front) or a pair of ``>=``, ``>``, ``<=``, ``<``, each
-side a time column plus or minus ``INTERVAL`` literals. Equalities between a column of each
-stream are the key (none: one key, as Flink allows). The tightest bound of each kind wins;
-Spark applies every conjunct anyway. Anything else -- a table that is not a stream, a single
-bound, bounds on other columns, a condition the kit's expression parser does not read, a
-CROSS or NATURAL join -- stays a plain Spark SQL join.
+``find_interval_joins`` finds them in the query's tree (``Statement.tree``): two table refs
+in a row (``FROM a [AS] x, b [AS] y`` with the condition in the WHERE of that query level, or
+``FROM a [AS] x [kind] JOIN b [AS] y ON``) that are both ``kit.Stream``s, whose condition (its
+top-level ``AND`` conjuncts, sqlglot's nodes) holds a lower and an upper bound of the left
+stream's event time against the right one's: a ``BETWEEN`` (either stream's time in front)
+or a pair of ``>=``, ``>``, ``<=``, ``<``, each side a time column plus or minus ``INTERVAL``
+literals. Equalities between a column of each stream are the key (none: one key, as Flink
+allows). The tightest bound of each kind wins; Spark applies every conjunct anyway. Anything
+else -- a table that is not a stream, a single bound, bounds on other columns, an interval
+literal the kit does not read, a CROSS or NATURAL join -- stays a plain Spark SQL join.
 
 ``kit.sql`` runs the join (``kit.joins.interval.IntervalJoin``) and the rewrite (``query.py``)
 puts it in place: both table refs become views of their rows linked pair by pair

@@ -23,25 +23,29 @@ group windows, temporal and interval joins, the error mapping, the continuous pl
 
 What reads what:
 
-- the tree: the continuous planner. ``planner.rewrite.Special`` replaces, in a copy, each
-  window TVF's and MATCH_RECOGNIZE's node by a placeholder table and takes ``FOR SYSTEM_TIME
-  AS OF`` off a temporal join's table, then writes the tree back as text for the logical
-  planner -- rendering, not parsing: no text is spliced and read again. A MATCH_RECOGNIZE's
-  subquery input is planned as ``part()`` of the statement (its node of the tree, its tokens
-  of the user's), the WITH query a window TVF reads is a node too; ``logical.updating``,
-  ``time_over`` and the sink's field names read it.
+- the tree: the finders of window TVFs and group windows (``windows``), temporal joins
+  (``temporal``) and interval joins (``interval``: the condition's columns, comparisons,
+  BETWEEN and ``+``/``-`` INTERVAL, read as sqlglot's nodes): each call they find carries its
+  nodes and the offsets of what it names, and their errors the user's line and column (the
+  dialect places what they need: ``dialect.span``); and the continuous planner.
+  ``planner.rewrite.Special`` replaces, in a copy, each window TVF's and MATCH_RECOGNIZE's
+  node by a placeholder table and takes ``FOR SYSTEM_TIME AS OF`` off a temporal join's
+  table, then writes the tree back as text for the logical planner -- rendering, not parsing:
+  no text is spliced and read again. A MATCH_RECOGNIZE's subquery input is planned as
+  ``part()`` of the statement (its node of the tree, its tokens of the user's), the WITH
+  query a window TVF reads is a node too; ``logical.updating``, ``time_over`` and the sink's
+  field names read it.
 - the tokens: the batch rewrite to Spark SQL (``query.rewrite`` copies the user's text
   verbatim between the pieces it replaces, comments and layout kept, and maps a Spark
-  error's offset back through those pieces: it needs token offsets, not a tree); the finders
-  it asks where to cut (``windows``, ``temporal``, ``interval``: token indexes, and their
-  errors' exact words and places); MATCH_RECOGNIZE's parser (``match_recognize``: the spec
-  with each node's line and column, and the clause's many checks); and the error mapping
-  (``errors``, via the rewrite's pieces). The planner finds each construct's node by the
-  offset of its first token (``dialect.at``).
+  error's offset back through those pieces: it needs token offsets, not a tree; it cuts
+  where the finders' offsets say); MATCH_RECOGNIZE's parser (``match_recognize``: the spec
+  with each node's line and column, and the clause's many checks) and the versioned view
+  of a temporal join (``temporal.versioned_view``); and the error mapping (``errors``, via
+  the rewrite's pieces). The planner finds a MATCH_RECOGNIZE's node by the offset of its
+  first token (``dialect.at``).
 
-So a call reads its text once (sqlglot's tokenizer) and parses those tokens once at most
-(when the query is over streams, or the planner is asked); ``tests/test_sql_reads_once.py``
-counts the reads per construct. A subquery in a MATCH_RECOGNIZE's DEFINE or MEASURES
+So a call reads its text once (sqlglot's tokenizer) and parses those tokens once;
+``tests/test_sql_reads_once.py`` counts the reads per construct. A subquery in a MATCH_RECOGNIZE's DEFINE or MEASURES
 (semantics="standard"), run as a query of its own, is ``subquery()``: a part of the
 statement, its tokens the user's, not read again. The text entry points
 (``parse_match_recognize``, ``clauses``, ``physical_plan``...) make a ``Statement`` of
@@ -58,8 +62,7 @@ no dialect read ``TABLE(TUMBLE(TABLE t, DESCRIPTOR(c), ...))``). What it does no
 yet: the kit's token readers, for the rewrite that keeps the user's text, and the
 MATCH_RECOGNIZE spec, whose PATTERN sqlglot keeps as text and whose checks name exact tokens -- building the
 spec from the ``MatchRecognize`` node (its pattern read from the node's offsets) is the next
-step, and then the finders from their nodes. A batch call needs no tree: it reads the tokens only,
-and parses nothing.
+step. A batch call parses its tokens too: the finders read the tree.
 """
 
 from __future__ import annotations

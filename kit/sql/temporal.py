@@ -20,7 +20,8 @@ deduplication named in the query's ``WITH`` (Flink's ``CREATE VIEW``)::
 whose primary key is the ``PARTITION BY`` columns and whose time the ``ORDER BY`` column,
 which must be the stream's event time.
 
-``find_temporal_joins`` reads them from the tokens; ``kit.sql`` runs each join and the
+``find_temporal_joins`` reads them from the query's tree (``Statement.tree``: a table's
+``FOR SYSTEM_TIME AS OF`` is its ``exp.Version``, ``LATERAL TABLE (...)`` a ``Lateral``); ``kit.sql`` runs each join and the
 rewrite (``query.py``) puts the result in place: the left table becomes a view of its rows
 with ``__kit_v``, the arrival of the version each one met, the right table a view of its
 rows with their own ``__kit_v``, and the condition gains ``o.__kit_v = r.__kit_v AND

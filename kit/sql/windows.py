@@ -37,6 +37,11 @@ aggregation; the TVF alone takes any.
 Legacy group windows -- ``GROUP BY TUMBLE(cTime, INTERVAL '1' HOUR), user`` with
 ``TUMBLE_START``/``TUMBLE_END``/``TUMBLE_ROWTIME(cTime, INTERVAL '1' HOUR)``,
 ``HOP(time, slide, size)``, ``SESSION(time, gap)`` -- group by the same window views.
+
+``find_windows`` and ``find_group_window`` read them from the query's tree
+(``Statement.tree``: a window TVF is a table whose ``TABLE(...)`` call holds the window's
+call, its ``TABLE t`` a ``dialect.TableArgument``); their errors name the user's line and
+column.
 """
 
 from __future__ import annotations
