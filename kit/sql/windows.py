@@ -121,6 +121,8 @@ def _parse(statement: Statement, table: exp.Anonymous) -> WindowCall:
     kind = call.name.upper()
     kind_at = call.meta["start"]
     names = ["data", "timecol", *_KINDS[kind]] + ([] if kind == "SESSION" else ["offset"])
+    if not call.expressions:
+        raise error_at(text, "expected 'TABLE'", call.meta["close"], call.meta["close"])
     args, count = {}, 0
     for arg in call.expressions:
         value = arg
