@@ -321,7 +321,8 @@ def _left_table(call: TemporalCall):
     select = join.parent if isinstance(join, exp.Join) else None
     if not isinstance(select, exp.Select) or select.args.get("from_") is None:
         return
-    before = [select.args["from_"].this] + [j.this for j in select.args.get("joins") or []][:select.args["joins"].index(join)]
+    joins = select.args.get("joins") or []
+    before = [select.args["from_"].this] + [j.this for j in joins[:next(k for k, j in enumerate(joins) if j is join)]]
     for table in reversed(before):
         if isinstance(table, exp.Table) and isinstance(table.this, exp.Identifier) and not table.args.get("db") and (
                 call.time_qualifier is None or call.time_qualifier.lower() == table.alias_or_name.lower()):

@@ -176,12 +176,14 @@ def _argument(text: str, kind: str, name: str, value: exp.Expression):
     return _interval(text, value, f"the {name}", positive=name != "offset")
 
 
-def _name(text: str, node: exp.Expression, what: str) -> tuple[str, int]:
+def _name(text: str, node: exp.Expression, what: str, then: str = "')'") -> tuple[str, int]:
     """(name, offset) of a table or column written as one name; a SqlError for another
-    expression."""
-    if not (isinstance(node, (exp.Table, exp.Column)) and isinstance(node.this, exp.Identifier)
-            and len(node.parts) == 1):
+    expression (at the dot of a qualified name: ``then`` was expected there)."""
+    if not (isinstance(node, (exp.Table, exp.Column)) and isinstance(node.this, exp.Identifier)):
         raise error_at(text, f"expected {what}", *first_token(node))
+    if len(node.parts) > 1:
+        dot = text.index(".", node.parts[0].meta["end"] + 1)
+        raise error_at(text, f"expected {then}", dot, dot)
     return node.name, node.this.meta["start"]
 
 
@@ -373,7 +375,7 @@ def _legacy_args(text: str, node: exp.Anonymous, kind: str) -> WindowCall:
     args, close = node.expressions, node.meta["close"]
     if not args:
         raise error_at(text, "expected the time column", close, close)
-    time, time_at = _name(text, args[0], "the time column")
+    time, time_at = _name(text, args[0], "the time column", then="','")
     sizes = {}
     for k, name in enumerate(_LEGACY[kind], 1):
         if k >= len(args):
