@@ -219,7 +219,8 @@ class Flink(Spark):
                     if self._curr.text.upper() == "DESCRIPTOR" or (self._next and self._next.token_type == TokenType.FARROW):
                         self._retreat(self._index - 1)   # the comma ends the list: the next argument follows
                         break
-            node = _mark(self.expression(TableArgument(this=table, partition_by=partition)), self.sql, first, self._prev)
+            node = _mark(self.expression(TableArgument(this=table, partition_by=partition)), self.sql, first,
+                         self._prev)
             if partition is not None:
                 node.meta["partition"] = at_partition        # where PARTITION BY starts
             return node
@@ -258,7 +259,8 @@ class Flink(Spark):
             index = self._index
             where = super()._parse_where(*args, **kwargs)
             if where is not None and self._tokens[index].token_type == TokenType.WHERE:
-                _mark(where, self.sql, self._tokens[index], self._prev).meta["condition"] = self._tokens[index + 1].start
+                _mark(where, self.sql, self._tokens[index], self._prev)
+                where.meta["condition"] = self._tokens[index + 1].start
             return where
 
         def _parse_join(self, *args, **kwargs):

@@ -170,7 +170,8 @@ class _Renderer:
         self.query, self.tokens, self.found, self.resolver = query, tokens, found, resolver
         self.types = _cast_types(query, tokens)
         self.index = {tok.start: i for i, tok in enumerate(tokens)}      # a token's index by its offset
-        self.windows = {self.index[start]: (self._after(end), call) for start, (end, call) in find_windows(statement).items()}
+        self.windows = {self.index[start]: (self._after(end), call)
+                        for start, (end, call) in find_windows(statement).items()}
         self.per_window = groups_by_window(statement)
         group_window = find_group_window(statement)
         self.group_window = group_window and (group_window[0], {self.index[start]: (self._after(end), text)
@@ -181,7 +182,8 @@ class _Renderer:
         self.temporal_left = {index[c.left_at]: c for c in self.temporal.values() if c.left_at is not None}
         self.temporal_cond = {index[c.cond_at]: c for c in self.temporal.values() if c.cond}
         self.temporal_end = {after(c.cond[1]): c for c in self.temporal.values() if c.cond}
-        self.interval = {index[at]: c for at, c in find_interval_joins(statement, resolver.stream).items()}   # by ON / WHERE
+        self.interval = {index[at]: c                                         # by ON / WHERE
+                         for at, c in find_interval_joins(statement, resolver.stream).items()}
         self.interval_tables = {index[at]: (c, k) for c in self.interval.values()
                                 for k, at in enumerate((c.left_at, c.right_at))}
         self.temporal_end.update({after(c.cond[1]): c for c in self.interval.values()})   # closes it too

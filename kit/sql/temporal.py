@@ -21,12 +21,12 @@ whose primary key is the ``PARTITION BY`` columns and whose time the ``ORDER BY`
 which must be the stream's event time.
 
 ``find_temporal_joins`` reads them from the query's tree (``Statement.tree``: a table's
-``FOR SYSTEM_TIME AS OF`` is its ``exp.Version``, ``LATERAL TABLE (...)`` a ``Lateral``); ``kit.sql`` runs each join and the
-rewrite (``query.py``) puts the result in place: the left table becomes a view of its rows
-with ``__kit_v``, the arrival of the version each one met, the right table a view of its
-rows with their own ``__kit_v``, and the condition gains ``o.__kit_v = r.__kit_v AND
-(...)``. Spark then applies the rest of the condition, the LEFT padding and the
-projection, exactly as Flink applies them to the version met.
+``FOR SYSTEM_TIME AS OF`` is its ``exp.Version``, ``LATERAL TABLE (...)`` a ``Lateral``);
+``kit.sql`` runs each join and the rewrite (``query.py``) puts the result in place: the left
+table becomes a view of its rows with ``__kit_v``, the arrival of the version each one met,
+the right table a view of its rows with their own ``__kit_v``, and the condition gains
+``o.__kit_v = r.__kit_v AND (...)``. Spark then applies the rest of the condition, the LEFT
+padding and the projection, exactly as Flink applies them to the version met.
 """
 
 from __future__ import annotations
@@ -44,7 +44,6 @@ from .options import DYNAMIC_OPTIONS, duration_option
 from .statement import Statement
 
 __all__ = ["TemporalCall", "VersionedView", "find_temporal_joins", "versioned_view"]
-
 
 
 @dataclass
@@ -79,16 +78,21 @@ def find_temporal_joins(statement: Statement) -> dict:
     ('left', 'r', 't', 'o', 'o.k = r.k')
     """
     tree, found = statement.tree, {}
-    nodes = [] if tree is None else [
-        node for node in tree.find_all(exp.Table, exp.Lateral)
-        if (isinstance(node, exp.Table) and isinstance(node.args.get("version"), exp.Version)
-            and node.args["version"].args.get("kind") == "AS OF" and node.args["version"].name == "TIMESTAMP")
-        or (isinstance(node, exp.Lateral) and isinstance(node.this, exp.Anonymous) and node.this.name.upper() == "TABLE")]
+    nodes = [] if tree is None else [node for node in tree.find_all(exp.Table, exp.Lateral) if _temporal(node)]
     for node in sorted(nodes, key=lambda node: node.meta["start"]):
         call = (_for_system_time if isinstance(node, exp.Table) else _lateral)(statement.text, node)
         _left_table(call)
         found[call.start] = call
     return found
+
+
+def _temporal(node: exp.Expression) -> bool:
+    """Whether ``node`` is a temporal join's right side: a table ``FOR SYSTEM_TIME AS OF``, or
+    ``LATERAL TABLE (...)``."""
+    if isinstance(node, exp.Lateral):
+        return isinstance(node.this, exp.Anonymous) and node.this.name.upper() == "TABLE"
+    version = node.args.get("version")
+    return isinstance(version, exp.Version) and version.args.get("kind") == "AS OF" and version.name == "TIMESTAMP"
 
 
 def join_kind(text: str, join: exp.Expression) -> str:
@@ -134,10 +138,11 @@ def _lateral(text: str, lateral: exp.Lateral) -> TemporalCall:
     function = lateral.this.expressions[0] if lateral.this.expressions else None
     if not isinstance(function, exp.Anonymous):
         raise error_at(text, "expected a temporal table function", *first_token(function or lateral.this))
-    if len(function.expressions) != 1:
+    if not function.expressions:
         close = function.meta["close"]
-        raise error_at(text, "expected the left table's time attribute (o.order_time)", close, close) \
-            if not function.expressions else error_at(text, "expected ')'", *comma_before(text, function.expressions[1]))
+        raise error_at(text, "expected the left table's time attribute (o.order_time)", close, close)
+    if len(function.expressions) > 1:
+        raise error_at(text, "expected ')'", *comma_before(text, function.expressions[1]))
     qualifier, column, time_at = _time(text, function.expressions[0])
     join = lateral.parent
     start, end = lateral.meta["start"], span(lateral)[1]

@@ -102,19 +102,18 @@ def find_windows(statement: Statement) -> dict:
                                      and node.expressions[0].name.upper() in _KINDS]
     for table in sorted(calls, key=lambda node: node.meta["start"]):
         start, end = span(table)
-        found[start] = (end, _parse(statement, table))
+        found[start] = (end, _parse(statement.text, table))
     if groups_by_window(statement):
         for _, call in found.values():
             if call.kind == "HOP" and call.sizes["size"] % call.sizes["slide"]:
-                raise error_at(statement.text, "a window aggregation over HOP needs size to be an integral multiple of slide (Flink's "
-                               f"slicing window operator), but got size {call.sizes['size']} ms and slide "
-                               f"{call.sizes['slide']} ms", call.kind_at)
+                raise error_at(statement.text, "a window aggregation over HOP needs size to be an integral multiple "
+                               f"of slide (Flink's slicing window operator), but got size {call.sizes['size']} ms "
+                               f"and slide {call.sizes['slide']} ms", call.kind_at)
     return found
 
 
-def _parse(statement: Statement, table: exp.Anonymous) -> WindowCall:
+def _parse(text: str, table: exp.Anonymous) -> WindowCall:
     """``TABLE(KIND(args))``: arguments by position, then optionally by name (``NAME => value``)."""
-    text = statement.text
     if len(table.expressions) > 1:
         raise error_at(text, "expected ')'", *comma_before(text, table.expressions[1]))
     call = table.expressions[0]
@@ -162,7 +161,8 @@ def _argument(text: str, kind: str, name: str, value: exp.Expression):
             raise error_at(text, "expected 'TABLE'", *first_token(value))
         partition = value.args.get("partition_by")
         if partition is not None and kind != "SESSION":
-            raise error_at(text, f"PARTITION BY is only allowed in SESSION windows, not {kind}", value.meta["partition"])
+            raise error_at(text, f"PARTITION BY is only allowed in SESSION windows, not {kind}",
+                           value.meta["partition"])
         return _name(text, value.this, "a table name"), [_name(text, c, "a column name") for c in partition or ()]
     if name == "timecol":
         if not (isinstance(value, exp.Anonymous) and value.name.upper() == "DESCRIPTOR"):
@@ -211,8 +211,9 @@ def groups_by_window(statement: Statement) -> bool:
     True
     """
     tree = statement.tree
-    return tree is not None and any({"window_start", "window_end"} <= {c.name.lower() for c in group.find_all(exp.Column)}
-                                    for group in tree.find_all(exp.Group))
+    return tree is not None and any(
+        {"window_start", "window_end"} <= {c.name.lower() for c in group.find_all(exp.Column)}
+        for group in tree.find_all(exp.Group))
 
 
 def validate(call: WindowCall, frame: DataFrame, stream, query: str) -> None:
