@@ -38,8 +38,8 @@ from sqlglot.tokens import Token, TokenType
 
 from .errors import position as position_of
 
-__all__ = ["Flink", "MatchRecognize", "Semantics", "TableArgument", "WINDOW_TVFS", "at", "comma_before",
-           "first_token", "position", "span"]
+__all__ = ["Flink", "MatchRecognize", "Semantics", "TableArgument", "WINDOW_TVFS", "at", "first_token",
+           "position", "span"]
 
 WINDOW_TVFS = ("TUMBLE", "HOP", "CUMULATE", "SESSION")
 
@@ -112,12 +112,6 @@ def span(node: exp.Expression) -> tuple[int, int] | None:
     return (min(m["start"] for m in known), max(max(m["end"], m.get("close", 0)) for m in known) + 1) if known else None
 
 
-def comma_before(text: str, node: exp.Expression) -> tuple[int, int]:
-    """(start, last character) of the comma before ``node``, an argument of a call in ``text``."""
-    comma = text.rindex(",", 0, span(node)[0])
-    return comma, comma
-
-
 def at(tree: exp.Expression, kind, start: int):
     """The node of type ``kind`` in ``tree`` that starts at character offset ``start``, or None."""
     for node in tree.find_all(kind):
@@ -151,7 +145,12 @@ class Flink(Spark):
         }
 
         def _parse_lambda(self, alias: bool = False):
-            return self._parse_table_argument() or super()._parse_lambda(alias=alias)
+            """A function's argument; ``meta["comma"]``: where the comma before it is."""
+            before = self._prev
+            node = self._parse_table_argument() or super()._parse_lambda(alias=alias)
+            if node is not None and before is not None and before.token_type == TokenType.COMMA:
+                node.meta["comma"] = before.start
+            return node
 
         def _parse_unary(self):
             """``RUNNING`` / ``FINAL`` before a function call: a ``Semantics``."""
@@ -266,12 +265,14 @@ class Flink(Spark):
         def _parse_join(self, *args, **kwargs):
             """A join from its first token (a comma, or JOIN or its kind) to its condition's
             end; ``meta["on"]``: where its ON is (the last ON outside parentheses),
-            ``meta["condition"]`` where the condition after it starts."""
+            ``meta["condition"]`` where the condition after it starts, ``meta["next"]`` the
+            (start, last character) of the token after the join."""
             index = self._index
             join = super()._parse_join(*args, **kwargs)
             if join is None:
                 return None
             _mark(join, self.sql, self._tokens[index], self._prev)
+            join.meta["next"] = (self._curr.start, self._curr.end) if self._curr else (len(self.sql), len(self.sql))
             depth = 0
             for k in range(index, self._index - 1):
                 token = self._tokens[k]

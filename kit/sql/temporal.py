@@ -31,13 +31,12 @@ padding and the projection, exactly as Flink applies them to the version met.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 
 from sqlglot import exp
 
 from .cursor import Cursor
-from .dialect import comma_before, first_token, span
+from .dialect import first_token, span
 from .errors import error_at
 from .lexer import Token
 from .options import DYNAMIC_OPTIONS, duration_option
@@ -122,15 +121,9 @@ def _for_system_time(text: str, table: exp.Table) -> TemporalCall:
                         qualifier, column, time_at, node=table)
     if "on" not in join.meta:
         raise error_at(text, "a temporal join needs ON with the key equality (ON o.currency = r.currency)",
-                       *_next_token(text, end))
+                       *join.meta["next"])
     call.equalities = join_condition(call, join)
     return call
-
-
-def _next_token(text: str, offset: int) -> tuple[int, int]:
-    """(start, last character) of the word or character after ``offset`` (the end: past it)."""
-    found = re.compile(r"\s*(\w+|\S)").match(text, offset)
-    return (found.start(1), found.end(1) - 1) if found else (len(text), len(text))
 
 
 def _lateral(text: str, lateral: exp.Lateral) -> TemporalCall:
@@ -142,7 +135,8 @@ def _lateral(text: str, lateral: exp.Lateral) -> TemporalCall:
         close = function.meta["close"]
         raise error_at(text, "expected the left table's time attribute (o.order_time)", close, close)
     if len(function.expressions) > 1:
-        raise error_at(text, "expected ')'", *comma_before(text, function.expressions[1]))
+        comma = function.expressions[1].meta["comma"]
+        raise error_at(text, "expected ')'", comma, comma)
     qualifier, column, time_at = _time(text, function.expressions[0])
     join = lateral.parent
     start, end = lateral.meta["start"], span(lateral)[1]

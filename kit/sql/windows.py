@@ -55,7 +55,7 @@ from pyspark.sql import types as T
 
 from sqlglot import exp
 
-from .dialect import TableArgument, comma_before, first_token, span
+from .dialect import TableArgument, first_token, span
 from .errors import error_at
 from .intervals import interval_ms
 from .statement import Statement
@@ -115,7 +115,8 @@ def find_windows(statement: Statement) -> dict:
 def _parse(text: str, table: exp.Anonymous) -> WindowCall:
     """``TABLE(KIND(args))``: arguments by position, then optionally by name (``NAME => value``)."""
     if len(table.expressions) > 1:
-        raise error_at(text, "expected ')'", *comma_before(text, table.expressions[1]))
+        comma = table.expressions[1].meta["comma"]
+        raise error_at(text, "expected ')'", comma, comma)
     call = table.expressions[0]
     kind = call.name.upper()
     kind_at = call.meta["start"]
@@ -171,7 +172,7 @@ def _argument(text: str, kind: str, name: str, value: exp.Expression):
             raise error_at(text, "expected the time column", value.meta["close"], value.meta["close"])
         if len(value.expressions) > 1:
             raise error_at(text, "DESCRIPTOR of a window names one time column",
-                           comma_before(text, value.expressions[1])[0])
+                           value.expressions[1].meta["comma"])
         return _name(text, value.expressions[0], "the time column")
     return _interval(text, value, f"the {name}", positive=name != "offset")
 
@@ -383,7 +384,8 @@ def _legacy_args(text: str, node: exp.Anonymous, kind: str) -> WindowCall:
             raise error_at(text, "expected ','", close, close)
         sizes[name] = _interval(text, args[k], f"the {name}")
     if len(args) > len(_LEGACY[kind]) + 1:
-        raise error_at(text, "expected ')'", *comma_before(text, args[len(_LEGACY[kind]) + 1]))
+        comma = args[len(_LEGACY[kind]) + 1].meta["comma"]
+        raise error_at(text, "expected ')'", comma, comma)
     _check(text, kind, sizes, node.meta["start"])
     return WindowCall(kind, "", time, sizes, 0, (), None, time_at, (), node.meta["start"])
 
