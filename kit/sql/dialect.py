@@ -109,7 +109,9 @@ def span(node: exp.Expression) -> tuple[int, int] | None:
     (7, 14)
     """
     known = [n.meta for n in node.walk() if "start" in n.meta]
-    return (min(m["start"] for m in known), max(max(m["end"], m.get("close", 0)) for m in known) + 1) if known else None
+    if not known:
+        return None
+    return min(m["start"] for m in known), max(max(m["end"], m.get("close", 0)) for m in known) + 1
 
 
 def at(tree: exp.Expression, kind, start: int):
