@@ -29,8 +29,9 @@ from kit.sql.expressions import ExpressionParser
 
 _READERS = {lexer.tokenize.__code__: ("tokenize", "text"), sqlglot.parser.Parser.parse.__code__: ("parse", "sql"),
             sqlglot.tokens.Tokenizer.tokenize.__code__: ("sqlglot tokenize", "sql")}
-TOKENS_ONLY = {("sqlglot tokenize", "user"): 1}              # the one read: the kit's tokens come from it
-ONCE = {**TOKENS_ONLY, ("parse", "user"): 1}                  # and the one tree, parsed from those tokens
+# the one read (the kit's tokens come from it) and the one tree, parsed from those tokens: the
+# finders of window TVFs, group windows, temporal and interval joins read it, a batch query's too
+ONCE = {("sqlglot tokenize", "user"): 1, ("parse", "user"): 1}
 
 
 def reads(call, text: str) -> tuple:
@@ -90,8 +91,9 @@ VERSIONED = """WITH versioned_rates AS (
 SELECT o.order_id, r.rate FROM orders AS o
 LEFT JOIN versioned_rates FOR SYSTEM_TIME AS OF o.order_time AS r ON o.currency = r.currency"""
 
-# name: (query, tables, expected reads). Each call tokenizes the user's text once; the
-# parse is the continuous planner's (and the test whether a query over streams updates).
+# name: (query, tables, expected reads). Each call tokenizes the user's text once and parses
+# those tokens once: the tree the finders, the continuous planner and the test whether a query
+# over streams updates all read.
 CASES = {
     "continuous GROUP BY": (GROUP_BY, {"clicks": "clicks"}, ONCE),
     "word-frequency cascade": (CASCADE, {"clicks": "clicks"}, ONCE),
@@ -110,7 +112,7 @@ CASES = {
         "AND s.ship_time BETWEEN o.order_time AND o.order_time + INTERVAL '30' MINUTE",
         {"orders": "orders", "ships": "ships"}, ONCE),
     "batch query": ("SELECT `user`, COUNT(*) AS c FROM clicks GROUP BY `user`", {"clicks": "clicks_df"},
-                    TOKENS_ONLY),
+                    ONCE),
     "HOP by position": ("SELECT window_start, COUNT(*) AS c FROM TABLE(HOP(TABLE clicks, DESCRIPTOR(cTime), "
                         "INTERVAL '30' MINUTE, INTERVAL '1' HOUR)) GROUP BY window_start, window_end",
                         {"clicks": "clicks"}, ONCE),

@@ -65,6 +65,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_type
+from sqlglot import exp
 
 from ..errors import KitError
 from .. import match_recognize as matching  # looked up per call, so tests can stand in
@@ -184,13 +185,12 @@ def continuous(statement: Statement, tables: dict) -> bool:
     streams = {name.lower(): t for name, t in tables.items() if isinstance(t, Stream)}
     if not streams or len(streams) != len(tables):
         return False
-    tokens = statement.tokens
-    named = {t.value.lower() for t in tokens if t.kind == "IDENT"}
-    if not named & set(streams):
+    tree = statement.tree
+    if tree is None or not {name.name.lower() for name in tree.find_all(exp.Identifier)} & set(streams):
         return False
-    special = any(t.is_word("MATCH_RECOGNIZE", "SYSTEM_TIME", "LATERAL") for t in tokens)
+    special = tree.find(exp.MatchRecognize, exp.Version, exp.Lateral) is not None
     return dynamic_plan.updating(statement) and not (special or find_windows(statement) or find_group_window(statement)
-                or groups_by_window(tokens) or find_interval_joins(statement, lambda n: streams.get(n.lower())))
+                or groups_by_window(statement) or find_interval_joins(statement, lambda n: streams.get(n.lower())))
 
 
 def _continuous(run, statement: Statement, tables: dict, options, sink: str) -> DynamicTable:
@@ -308,7 +308,7 @@ class _Run(Resolver):
         name = call.table.lower()
         if self.view(name) is None:
             raise SqlError(f"unknown table {call.table}: pass it as kit.sql(..., {call.table}=df)",
-                           call.table_token.line, call.table_token.column, self.query)
+                           *position(self.query, call.table_at), self.query)
         frame = self.spark.table(self.views[name])
         validate(call, frame, self.streams.get(name), self.query)
         rows, late = windowed(frame, call, drop_late and name in self.streams)

@@ -49,7 +49,8 @@ from ..match_recognize.spec import RESERVED
 from .errors import SqlError, error_at
 from .errors import position as position_of
 
-__all__ = ["Flink", "MatchRecognize", "Semantics", "TableArgument", "WINDOW_TVFS", "at", "first_token", "is_name", "position"]
+__all__ = ["Flink", "MatchRecognize", "Semantics", "TableArgument", "WINDOW_TVFS", "at", "first_token",
+           "is_name", "position", "span"]
 
 WINDOW_TVFS = ("TUMBLE", "HOP", "CUMULATE", "SESSION")
 
@@ -90,6 +91,12 @@ def is_name(token: Token) -> bool:
         text[:1].isalpha() or text[:1] == "_") and text.replace("_", "").isalnum() and text.upper() not in RESERVED
 
 
+def _named(var, name):
+    """``var`` with the position of ``name``, the identifier it was read from."""
+    var.meta.update({k: v for k, v in name.meta.items() if k in ("start", "end")})
+    return var
+
+
 def position(node: exp.Expression) -> tuple[int, int] | None:
     """(line, column), 1-based, where ``node`` starts in the text (None: not known)."""
     meta = node.meta if node is not None else {}
@@ -109,6 +116,20 @@ def first_token(node: exp.Expression) -> tuple[int, int] | None:
         return None
     first = min(placed, key=lambda n: (n.meta["start"], n.meta["end"]))
     return first.meta["start"], first.meta["end"]
+
+
+def span(node: exp.Expression) -> tuple[int, int] | None:
+    """(start, end) offsets of the text ``node`` was read from (end excluded), from the
+    positions it and its parts know (None: none knows one).
+
+    >>> from kit.sql.statement import Statement
+    >>> span(Statement("SELECT o.t + 1 FROM o").tree.expressions[0])
+    (7, 14)
+    """
+    known = [n.meta for n in node.walk() if "start" in n.meta]
+    if not known:
+        return None
+    return min(m["start"] for m in known), max(max(m["end"], m.get("close", 0)) for m in known) + 1
 
 
 def at(tree: exp.Expression, kind, start: int):
@@ -162,12 +183,17 @@ class Flink(Spark):
         LAMBDAS = {
             **Spark.Parser.LAMBDAS,
             TokenType.FARROW: lambda self, expressions: self.expression(exp.Kwarg(
-                this=exp.var(expressions[0].name),
+                this=_named(exp.var(expressions[0].name), expressions[0]),
                 expression=self._parse_table_argument() or self._parse_disjunction() or self._parse_select())),
         }
 
         def _parse_lambda(self, alias: bool = False):
-            return self._parse_table_argument() or super()._parse_lambda(alias=alias)
+            """A function's argument; ``meta["comma"]``: where the comma before it is."""
+            before = self._prev
+            node = self._parse_table_argument() or super()._parse_lambda(alias=alias)
+            if node is not None and before is not None and before.token_type == TokenType.COMMA:
+                node.meta["comma"] = before.start
+            return node
 
         def _parse_unary(self):
             """An operand, placed from its first token to its last (unless sqlglot placed it:
@@ -220,6 +246,43 @@ class Flink(Spark):
                 return unit
             return _mark(unit, self.sql, curr)
 
+        def _parse_interval(self, require_interval: bool = True, parse_function_unit: bool = True):
+            """Flink's ``INTERVAL [-] 'value' unit [TO unit]`` as one ``Interval``, with the
+            positions of it, its value and units (sqlglot's own splits ``'1 hour'`` into value and
+            unit and makes ``INTERVAL '1' HOUR + 1`` a sum of intervals). A missing unit is an
+            empty ``Var`` placed at the token where it should be; any other form reads as Spark's."""
+            first, index = self._curr, self._index
+            if not (require_interval and first and first.token_type == TokenType.INTERVAL):
+                return super()._parse_interval(require_interval, parse_function_unit)
+            self._advance()
+            sign = self._prev if self._match(TokenType.DASH) else None
+            if not (self._curr and self._curr.token_type in (TokenType.STRING, TokenType.NUMBER)):
+                self._retreat(index)
+                return _mark(super()._parse_interval(require_interval, parse_function_unit), self.sql, first, self._prev)
+            self._advance()
+            value = self.expression(exp.Literal.string(self._prev.text), self._prev)
+            if sign:
+                value = _mark(self.expression(exp.Neg(this=value)), self.sql, sign, self._prev)
+            unit = self._parse_interval_unit()
+            if unit.name and self._match_text_seq("TO"):
+                unit = self.expression(exp.IntervalSpan(this=unit, expression=self._parse_interval_unit()))
+            interval = self.expression(exp.Interval(this=value))
+            interval.set("unit", unit)          # as written: Interval() would rename it ("D" -> DAY), unplaced
+            return _mark(interval, self.sql, first, self._prev)
+
+        def _parse_interval_unit(self):
+            """An interval's unit word as a ``Var`` (upper case), or an empty one placed at the
+            token that stands where the unit should (the end of the text: past it)."""
+            curr = self._curr
+            if curr and (curr.token_type == TokenType.VAR or curr.text.upper() in self.dialect.VALID_INTERVAL_UNITS):
+                self._advance()
+                return self.expression(exp.var(curr.text.upper()), curr)
+            unit = exp.Var(this="")
+            if curr is None:
+                unit.meta.update(start=len(self.sql), end=len(self.sql))
+                return unit
+            return _mark(unit, self.sql, curr)
+
         def _parse_table_argument(self):
             """``TABLE name [PARTITION BY col, ...]`` as a function's argument, or None."""
             if not (self._curr and self._curr.token_type == TokenType.TABLE and self._next
@@ -230,6 +293,7 @@ class Flink(Spark):
             table = self._parse_table_parts()
             partition = None
             if self._match(TokenType.PARTITION_BY):
+                at_partition = self._prev.start
                 partition = []
                 while (column := self._parse_partition_column()) is not None:
                     partition.append(column)
@@ -238,7 +302,11 @@ class Flink(Spark):
                     if self._curr.text.upper() == "DESCRIPTOR" or (self._next and self._next.token_type == TokenType.FARROW):
                         self._retreat(self._index - 1)   # the comma ends the list: the next argument follows
                         break
-            return _mark(self.expression(TableArgument(this=table, partition_by=partition)), self.sql, first, self._prev)
+            node = _mark(self.expression(TableArgument(this=table, partition_by=partition)), self.sql, first,
+                         self._prev)
+            if partition is not None:
+                node.meta["partition"] = at_partition        # where PARTITION BY starts
+            return node
 
         def _parse_partition_column(self):
             """A column of ``PARTITION BY`` in a table argument; the list ends at a comma
@@ -257,6 +325,45 @@ class Flink(Spark):
                                   clause=match.meta["start"])
                 node = match
             return node
+
+        def _parse_function_call(self, *args, **kwargs):
+            """A function call; ``meta["close"]``: where its closing parenthesis is."""
+            node = super()._parse_function_call(*args, **kwargs)
+            if isinstance(node, exp.Func) and self._prev.token_type == TokenType.R_PAREN:
+                node.meta["close"] = self._prev.start
+            return node
+
+        def _parse_lateral(self):
+            first = self._curr
+            return _mark(super()._parse_lateral(), self.sql, first, self._prev)
+
+        def _parse_where(self, *args, **kwargs):
+            """WHERE and its condition; ``meta["condition"]``: where the condition starts."""
+            index = self._index
+            where = super()._parse_where(*args, **kwargs)
+            if where is not None and self._tokens[index].token_type == TokenType.WHERE:
+                _mark(where, self.sql, self._tokens[index], self._prev)
+                where.meta["condition"] = self._tokens[index + 1].start
+            return where
+
+        def _parse_join(self, *args, **kwargs):
+            """A join from its first token (a comma, or JOIN or its kind) to its condition's
+            end; ``meta["on"]``: where its ON is (the last ON outside parentheses),
+            ``meta["condition"]`` where the condition after it starts, ``meta["next"]`` the
+            (start, last character) of the token after the join."""
+            index = self._index
+            join = super()._parse_join(*args, **kwargs)
+            if join is None:
+                return None
+            _mark(join, self.sql, self._tokens[index], self._prev)
+            join.meta["next"] = (self._curr.start, self._curr.end) if self._curr else (len(self.sql), len(self.sql))
+            depth = 0
+            for k in range(index, self._index - 1):
+                token = self._tokens[k]
+                depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(token.token_type, 0)
+                if depth == 0 and token.token_type == TokenType.ON:
+                    join.meta.update(on=token.start, condition=self._tokens[k + 1].start)
+            return join
 
         def _parse_match_recognize(self):
             """The clause, read as strictly as Flink reads it, its errors the kit's (a SqlError

@@ -10,16 +10,16 @@ other's::
       ON o.id = s.order_id AND o.order_time >= s.ship_time - INTERVAL '4' HOUR
                            AND o.order_time < s.ship_time
 
-``find_interval_joins`` finds them: two table refs in a row (``FROM a [AS] x, b [AS] y`` with
-the condition in the WHERE of that query level, or ``FROM a [AS] x [kind] JOIN b [AS] y ON``)
-that are both ``kit.Stream``s, whose condition (its top-level ``AND`` conjuncts) holds a
-lower and an upper bound of the left stream's event time against the right one's: a
-``BETWEEN`` (either stream's time in front) or a pair of ``>=``, ``>``, ``<=``, ``<``, each
-side a time column plus or minus ``INTERVAL`` literals. Equalities between a column of each
-stream are the key (none: one key, as Flink allows). The tightest bound of each kind wins;
-Spark applies every conjunct anyway. Anything else -- a table that is not a stream, a single
-bound, bounds on other columns, a condition the kit's expression parser does not read, a
-CROSS or NATURAL join -- stays a plain Spark SQL join.
+``find_interval_joins`` finds them in the query's tree (``Statement.tree``): two table refs
+in a row (``FROM a [AS] x, b [AS] y`` with the condition in the WHERE of that query level, or
+``FROM a [AS] x [kind] JOIN b [AS] y ON``) that are both ``kit.Stream``s, whose condition (its
+top-level ``AND`` conjuncts, sqlglot's nodes) holds a lower and an upper bound of the left
+stream's event time against the right one's: a ``BETWEEN`` (either stream's time in front)
+or a pair of ``>=``, ``>``, ``<=``, ``<``, each side a time column plus or minus ``INTERVAL``
+literals. Equalities between a column of each stream are the key (none: one key, as Flink
+allows). The tightest bound of each kind wins; Spark applies every conjunct anyway. Anything
+else -- a table that is not a stream, a single bound, bounds on other columns, an interval
+literal the kit does not read, a CROSS or NATURAL join -- stays a plain Spark SQL join.
 
 ``kit.sql`` runs the join (``kit.joins.interval.IntervalJoin``) and the rewrite (``query.py``)
 puts it in place: both table refs become views of their rows linked pair by pair
@@ -37,36 +37,35 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sqlglot import exp
+
 from .. import sparksql
-from ..match_recognize import spec as S
-from .cursor import Cursor
-from .errors import SqlError
-from .expressions import ExpressionParser
-from .lexer import Token
+from .errors import SqlError, error_at
+from .intervals import interval_ms
 from .rewritten import Rewritten
 from .statement import Statement
-from .temporal import table_alias, join_condition, join_kind, where_of
+from .temporal import conjuncts, join_condition, join_kind
 
 __all__ = ["IntervalCall", "find_interval_joins"]
 
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
+_OPS = {exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
 
 
 @dataclass
 class IntervalCall:
-    """One interval join of the query. Indexes are into the token list."""
+    """One interval join of the query; ``*_at`` and ``cond`` are offsets into the text."""
     how: str
-    left: str                          # the tables as written, their first tokens' indexes, aliases
-    left_index: int
+    left: str                          # the tables as written, where they start, their aliases
+    left_at: int
     left_alias: str
     right: str
-    right_index: int
+    right_at: int
     right_alias: str
     keys: tuple = ()                   # ((left column, right column), ...)
     bounds: object = None              # IntervalBounds
-    cond: tuple | None = None          # (first, end) token indexes of the ON / WHERE condition
-    cond_word: int | None = None       # index of ON or WHERE
-    cond_token: Token | None = None
+    cond: tuple | None = None          # (start, end) of the ON / WHERE condition
+    cond_at: int | None = None         # where its ON or WHERE is
 
     def link(self) -> str:
         """What the condition gains in front: the pair link."""
@@ -75,88 +74,61 @@ class IntervalCall:
 
 
 def find_interval_joins(statement: Statement, stream) -> dict:
-    """{index of ON / WHERE: IntervalCall} for each interval join; ``stream(name)`` gives
-    the ``kit.Stream`` a table name stands for, or None."""
-    query, tokens = statement.text, statement.tokens
-    found = {}
-    for i, tok in enumerate(tokens):
-        if tok.is_word("FROM"):
-            call = _pair(query, tokens, i + 1, stream)
-            if call is not None:
-                found[call.cond_word] = call
+    """{offset of ON / WHERE: IntervalCall} for each interval join of the query's tree;
+    ``stream(name)`` gives the ``kit.Stream`` a table name stands for, or None."""
+    tree, found = statement.tree, {}
+    for select in tree.find_all(exp.Select) if tree is not None else ():
+        call = _pair(statement.text, select, stream)
+        if call is not None:
+            found[call.cond_at] = call
     return found
 
 
-def _table(query, tokens, i):
-    """``name [[AS] alias]`` at ``i``: (name token, alias, index after), or None."""
-    tok = tokens[i]
-    if tok.kind != "IDENT" or (tokens[i + 1].kind == "OP" and tokens[i + 1].value in (".", "(")):
-        return None
-    cur = Cursor(query, tokens, i + 1)
-    if cur.at("FOR", "MATCH_RECOGNIZE", "TABLESAMPLE"):
-        return None
-    alias = table_alias(cur, tok.value)
-    return tok, alias, cur.i
+def _table(node) -> bool:
+    """Whether ``node`` is a table ref by a plain name (``name [[AS] alias]``)."""
+    return isinstance(node, exp.Table) and isinstance(node.this, exp.Identifier) and not any(
+        node.args.get(key) for key in ("db", "catalog", "version", "sample", "joins", "laterals", "pivots"))
 
 
-def _pair(query, tokens, i, stream) -> IntervalCall | None:
-    first = _table(query, tokens, i)
-    if first is None:
+def _pair(text: str, select: exp.Select, stream) -> IntervalCall | None:
+    """The first two table refs of ``select``'s FROM as an interval join, or None."""
+    joins = select.args.get("joins") or []
+    first = select.args["from_"].this if select.args.get("from_") else None
+    if not joins or not _table(first) or not _table(joins[0].this):
         return None
-    ltok, lalias, j = first
-    if tokens[j].kind == "OP" and tokens[j].value == ",":
-        how, k = "inner", j + 1
-    else:
-        k = j
-        while tokens[k].is_word("LEFT", "RIGHT", "FULL", "INNER", "OUTER"):
-            k += 1
-        if not tokens[k].is_word("JOIN"):
-            return None
-        how, _ = join_kind(tokens, k)
-        k += 1
-    second = _table(query, tokens, k)
-    if second is None:
+    join, second = joins[0], joins[0].this
+    comma = text[join.meta["start"]] == ","
+    if not comma and (join.method or join.kind not in (None, "", "INNER", "OUTER") or "on" not in join.meta):
         return None
-    rtok, ralias, end = second
-    left, right = stream(ltok.value), stream(rtok.value)
+    left, right = stream(first.name), stream(second.name)
     if left is None or right is None:
         return None
-    call = IntervalCall(how, ltok.value, i, lalias, rtok.value, k, ralias)
-    if tokens[j].kind == "OP":
-        word = where_of(tokens, end)
-    else:
-        word = end if tokens[end].is_word("ON") else None
-    if word is None:
+    call = IntervalCall(join_kind(text, join), first.name, first.meta["start"], first.alias_or_name,
+                        second.name, second.meta["start"], second.alias_or_name)
+    join_condition(call, select if comma else join)
+    if call.cond is None:
         return None
-    join_condition(tokens, call, word)
-    return _analyse(query, tokens, call, left, right)
+    return _analyse(text, call, (select.args["where"].this if comma else join.args["on"]), left, right)
 
 
-def _analyse(query, tokens, call: IntervalCall, left, right) -> IntervalCall | None:
+def _analyse(text: str, call: IntervalCall, condition, left, right) -> IntervalCall | None:
     """The keys and bounds of ``call``'s condition, or None when it is no interval join."""
     from ..errors import KitError
     from ..joins.interval import IntervalBounds
     from ..time import Duration
 
-    first, end = call.cond
-    parser = ExpressionParser(query, tokens, first)
-    try:
-        expr = parser.expression()
-    except SqlError:
-        return None
-    if parser.i != end:
-        return None
     lcols = {c.lower(): c for c in left.source.columns}
     rcols = {c.lower(): c for c in right.source.columns}
     la, ra = call.left_alias.lower(), call.right_alias.lower()
 
     def side(col):
         """('L' | 'R', column) of a column reference, or None."""
-        if not isinstance(col, S.Column):
+        col = col.unnest()
+        if not (isinstance(col, exp.Column) and len(col.parts) <= 2):
             return None
         name = col.name.lower()
-        if col.var is not None:
-            q = col.var.lower()
+        if col.table:
+            q = col.table.lower()
             if q == la and name in lcols and q != ra:
                 return "L", lcols[name]
             if q == ra and name in rcols and q != la:
@@ -170,14 +142,15 @@ def _analyse(query, tokens, call: IntervalCall, left, right) -> IntervalCall | N
 
     def linear(node):
         """A time attribute plus or minus INTERVAL literals: (side, ms), or None."""
-        if isinstance(node, S.Binary) and node.op in ("+", "-"):
-            if isinstance(node.right, S.Literal) and node.right.type == "INTERVAL":
-                base = linear(node.left)
-                ms = node.right.value if node.op == "+" else -node.right.value
-                return base and (base[0], base[1] + ms)
-            if node.op == "+" and isinstance(node.left, S.Literal) and node.left.type == "INTERVAL":
-                base = linear(node.right)
-                return base and (base[0], base[1] + node.left.value)
+        node = node.unnest()
+        if isinstance(node, (exp.Add, exp.Sub)):
+            if isinstance(node.expression, exp.Interval):
+                base = linear(node.this)
+                ms = interval_ms(node.expression, text)
+                return base and (base[0], base[1] + (ms if isinstance(node, exp.Add) else -ms))
+            if isinstance(node, exp.Add) and isinstance(node.this, exp.Interval):
+                base = linear(node.expression)
+                return base and (base[0], base[1] + interval_ms(node.this, text))
             return None
         ref = side(node)
         if ref is None:
@@ -198,26 +171,22 @@ def _analyse(query, tokens, call: IntervalCall, left, right) -> IntervalCall | N
         c = lb_[1] - la_[1]               # L op R + c
         (lower if op in (">", ">=") else upper).append((c, op in (">=", "<=")))
 
-    conjuncts, todo = [], [expr]
-    while todo:
-        node = todo.pop()
-        if isinstance(node, S.Binary) and node.op == "AND":
-            todo += [node.right, node.left]
-        else:
-            conjuncts.append(node)
     keys = []
-    for node in conjuncts:
-        if isinstance(node, S.Binary) and node.op == "=":
-            a, b = side(node.left), side(node.right)
-            if a and b and {a[0], b[0]} == {"L", "R"}:
-                l, r = (a[1], b[1]) if a[0] == "L" else (b[1], a[1])
-                if l.lower() != left.time.lower() and r.lower() != right.time.lower():
-                    keys.append((l, r))
-        elif isinstance(node, S.Binary) and node.op in _FLIP:
-            bound(node.left, node.op, node.right)
-        elif isinstance(node, S.Between) and not node.negated:
-            bound(node.arg, ">=", node.low)
-            bound(node.arg, "<=", node.high)
+    try:
+        for node in _flat(condition):
+            if isinstance(node, exp.EQ):
+                a, b = side(node.this), side(node.expression)
+                if a and b and {a[0], b[0]} == {"L", "R"}:
+                    l, r = (a[1], b[1]) if a[0] == "L" else (b[1], a[1])
+                    if l.lower() != left.time.lower() and r.lower() != right.time.lower():
+                        keys.append((l, r))
+            elif type(node) in _OPS:
+                bound(node.this, _OPS[type(node)], node.expression)
+            elif isinstance(node, exp.Between):
+                bound(node.this, ">=", node.args["low"])
+                bound(node.this, "<=", node.args["high"])
+    except SqlError:                      # an interval the kit does not read: no interval join
+        return None
     if not lower or not upper:
         return None
     low = max(lower, key=lambda b: b[0] + (0 if b[1] else 1))
@@ -225,21 +194,26 @@ def _analyse(query, tokens, call: IntervalCall, left, right) -> IntervalCall | N
     try:
         call.bounds = IntervalBounds(Duration(low[0]), Duration(high[0]), low[1], high[1])
     except KitError as error:
-        raise SqlError(f"the interval join of {call.left} and {call.right} has bounds that hold no time: "
-                       f"{error}", call.cond_token.line, call.cond_token.column, query) from None
+        raise error_at(text, f"the interval join of {call.left} and {call.right} has bounds that hold no time: "
+                       f"{error}", call.cond_at) from None
     call.keys = tuple(dict.fromkeys(keys))
     return call
+
+
+def _flat(condition) -> list:
+    """The top-level ``AND`` conjuncts of ``condition``, parentheses around them taken off."""
+    parts = conjuncts(condition.unnest())
+    return parts if len(parts) == 1 else [c for part in parts for c in _flat(part)]
 
 
 def true_pairs(call: IntervalCall, statement: Statement, left_view: str, right_view: str):
     """The phase-one query of an outer join: the candidate pairs that meet the whole ON
     condition, as a ``query.Rewritten`` (errors map back to the condition)."""
-    query, tokens = statement.text, statement.tokens
-    first, end = call.cond
+    start, end = call.cond
     l, r = sparksql.name(call.left_alias), sparksql.name(call.right_alias)
-    out = Rewritten(query)
+    out = Rewritten(statement.text)
     out.replace(f"SELECT {l}.__kit_l, {l}.__kit_r FROM {left_view} AS {l} JOIN {right_view} AS {r} ON"
-                + call.link(), tokens[first].start)
-    out.copy(tokens[first].start, tokens[end - 1].end)
-    out.replace(")", tokens[end - 1].end)
+                + call.link(), start)
+    out.copy(start, end)
+    out.replace(")", end)
     return out

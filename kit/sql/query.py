@@ -23,6 +23,7 @@ the rewritten text points back at the user's line and column.
 
 from __future__ import annotations
 
+import bisect
 import re
 
 from .dialect import MatchRecognize
@@ -157,18 +158,24 @@ class _Renderer:
         query, tokens = statement.text, statement.tokens
         self.query, self.tokens, self.found, self.resolver = query, tokens, found, resolver
         self.types = _cast_types(query, tokens)
-        self.windows = find_windows(statement)
-        self.per_window = groups_by_window(tokens)
-        self.group_window = find_group_window(statement)
+        self.index = {tok.start: i for i, tok in enumerate(tokens)}      # a token's index by its offset
+        self.windows = {self.index[start]: (self._after(end), call)
+                        for start, (end, call) in find_windows(statement).items()}
+        self.per_window = groups_by_window(statement)
+        group_window = find_group_window(statement)
+        self.group_window = group_window and (group_window[0], {self.index[start]: (self._after(end), text)
+                                                                for start, (end, text) in group_window[1].items()})
         self.ctes = _ctes(tokens)
-        self.temporal = find_temporal_joins(statement)
-        self.temporal_left = {c.left_index: c for c in self.temporal.values()}
-        self.temporal_cond = {c.cond_word: c for c in self.temporal.values() if c.cond}
-        self.temporal_end = {c.cond[1]: c for c in self.temporal.values() if c.cond}
-        self.interval = find_interval_joins(statement, resolver.stream)   # by ON / WHERE
-        self.interval_tables = {i: (c, k) for c in self.interval.values()
-                                for k, i in enumerate((c.left_index, c.right_index))}
-        self.temporal_end.update({c.cond[1]: c for c in self.interval.values()})   # closes it too
+        index, after = self.index, self._after
+        self.temporal = {index[start]: call for start, call in find_temporal_joins(statement).items()}
+        self.temporal_left = {index[c.left_at]: c for c in self.temporal.values() if c.left_at is not None}
+        self.temporal_cond = {index[c.cond_at]: c for c in self.temporal.values() if c.cond}
+        self.temporal_end = {after(c.cond[1]): c for c in self.temporal.values() if c.cond}
+        self.interval = {index[at]: c                                         # by ON / WHERE
+                         for at, c in find_interval_joins(statement, resolver.stream).items()}
+        self.interval_tables = {index[at]: (c, k) for c in self.interval.values()
+                                for k, at in enumerate((c.left_at, c.right_at))}
+        self.temporal_end.update({after(c.cond[1]): c for c in self.interval.values()})   # closes it too
 
     def render(self, lo: int, hi: int) -> Rewritten:
         toks = self.tokens
@@ -189,7 +196,7 @@ class _Renderer:
                 _, right, _ = self.resolver.temporal(call)
                 out.copy(done, tok.start)
                 out.replace(f"{right} AS `{call.alias}`", tok.start)
-                done, i = toks[call.end - 1].end, call.end
+                done, i = call.end, self._after(call.end)
                 continue
             if i in self.temporal_cond:           # ON / WHERE: the version each left row met
                 call = self.temporal_cond[i]
@@ -198,11 +205,11 @@ class _Renderer:
                 out.replace(f" `{lq}`.__kit_v = `{call.alias}`.__kit_v AND (", tok.end)
                 done, i = tok.end, i + 1
                 continue
-            end = next((c.implied[i] for c in self.temporal.values() if i in c.implied), None)
+            end = next((c.implied[tok.start] for c in self.temporal.values() if tok.start in c.implied), None)
             if end is not None:                   # a key equality: the link implies it
                 out.copy(done, tok.start)
                 out.replace("TRUE", tok.start)
-                done, i = toks[end - 1].end, end
+                done, i = end, self._after(end)
                 continue
             if i in self.interval:                # ON / WHERE: the pair link
                 if tok.is_word("WHERE"):
@@ -234,7 +241,7 @@ class _Renderer:
                 continue
             if i in self.windows:                # TABLE(TUMBLE(...)) and friends
                 end, call = self.windows[i]
-                self._cte_table(call.table, call.table_token)
+                self._cte_table(call.table, toks[self.index[call.table_at]])
                 out.copy(done, tok.start)
                 out.replace(self.resolver.window(call, self.per_window), tok.start)
                 done, i = toks[end - 1].end, end
@@ -254,7 +261,7 @@ class _Renderer:
                         if i in self.interval_tables else self.resolver.view(tok.value))
                 if view is not None and self.group_window and not self.group_window[0].table:   # its table: the first
                     call = self.group_window[0]
-                    call.table, call.table_token = tok.value, tok
+                    call.table, call.table_at = tok.value, tok.start
                     view = self.resolver.window(call, True)
                 if view is not None:
                     nxt = toks[i + 1]
@@ -274,6 +281,10 @@ class _Renderer:
         if hi in self.temporal_end:
             out.replace(")", toks[hi - 1].end)
         return out
+
+    def _after(self, end: int) -> int:
+        """The index of the first token at or after offset ``end``."""
+        return bisect.bisect_left(self.tokens, end, key=lambda tok: tok.start)
 
     def _cte_table(self, name, tok):
         """A WITH query named where a window needs a table (``TABLE name`` of a window TVF, the

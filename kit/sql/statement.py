@@ -23,27 +23,28 @@ group windows, temporal and interval joins, the error mapping, the continuous pl
 
 What reads what:
 
-- the tree: the continuous planner and MATCH_RECOGNIZE. ``planner.rewrite.Special`` replaces,
-  in a copy, each window TVF's and MATCH_RECOGNIZE's node by a placeholder table and takes
-  ``FOR SYSTEM_TIME AS OF`` off a temporal join's table, then writes the tree back as text for
-  the logical planner -- rendering, not parsing: no text is spliced and read again. A
-  MATCH_RECOGNIZE's subquery input is planned as ``part()`` of the statement (its node of the
-  tree, its tokens of the user's), the WITH query a window TVF reads is a node too;
-  ``logical.updating``, ``time_over`` and the sink's field names read it. MATCH_RECOGNIZE's
-  spec is built from its ``MatchRecognize`` node (``match_recognize.SpecReader``): the
-  clause's parts and expressions are sqlglot's nodes, placed; its PATTERN, which sqlglot keeps
-  as text, is read from the sqlglot tokens it spans (``scanned``), so a query that holds
-  MATCH_RECOGNIZE is parsed once, batch or streaming, and its tokens are parsed by no one else.
+- the tree: the finders of window TVFs and group windows (``windows``), temporal joins
+  (``temporal``) and interval joins (``interval``: the condition's columns, comparisons,
+  BETWEEN and ``+``/``-`` INTERVAL, read as sqlglot's nodes): each call they find carries its
+  nodes and the offsets of what it names, and their errors the user's line and column (the
+  dialect places what they need: ``dialect.span``). MATCH_RECOGNIZE's spec is built from its
+  ``MatchRecognize`` node (``match_recognize.SpecReader``): the clause's parts and expressions
+  are sqlglot's nodes, placed; its PATTERN, which sqlglot keeps as text, is read from the
+  sqlglot tokens it spans (``scanned``). And the continuous planner:
+  ``planner.rewrite.Special`` replaces, in a copy, each window TVF's and MATCH_RECOGNIZE's
+  node by a placeholder table and takes ``FOR SYSTEM_TIME AS OF`` off a temporal join's
+  table, then writes the tree back as text for the logical planner -- rendering, not parsing:
+  no text is spliced and read again. A MATCH_RECOGNIZE's subquery input is planned as
+  ``part()`` of the statement (its node of the tree, its tokens of the user's), the WITH
+  query a window TVF reads is a node too; ``logical.updating``, ``time_over`` and the sink's
+  field names read it.
 - the tokens: the batch rewrite to Spark SQL (``query.rewrite`` copies the user's text
   verbatim between the pieces it replaces, comments and layout kept, and maps a Spark
-  error's offset back through those pieces: it needs token offsets, not a tree); the finders
-  it asks where to cut (``windows``, ``temporal``, ``interval``: token indexes, and their
-  errors' exact words and places); and the error mapping (``errors``, via the rewrite's
-  pieces). The planner finds each construct's node by the offset of its first token
-  (``dialect.at``); the rewrite finds a MATCH_RECOGNIZE's tokens by its node's offsets.
+  error's offset back through those pieces: it cuts where the finders' offsets say, and maps
+  an offset to its token); the versioned view of a temporal join
+  (``temporal.versioned_view``); and the error mapping (``errors``, via the rewrite's pieces).
 
-So a call reads its text once (sqlglot's tokenizer) and parses those tokens once at most
-(when the query is over streams or holds MATCH_RECOGNIZE, or the planner is asked);
+So a call reads its text once (sqlglot's tokenizer) and parses those tokens once;
 ``tests/test_sql_reads_once.py`` counts the reads per construct. A subquery in a
 MATCH_RECOGNIZE's DEFINE or MEASURES (semantics="standard"), run as a query of its own, is
 ``subquery()``: a part of the statement, its tokens the user's, not read again. The text entry
@@ -58,9 +59,8 @@ tokenizer word (MATCH_RECOGNIZE, BYTES) and a parser method per construct, and s
 tokens know their offsets, so a node can name the user's line and column. No one sqlglot
 dialect read all of Flink SQL (MATCH_RECOGNIZE under snowflake's, lacking WITHIN and SUBSET;
 no dialect read ``TABLE(TUMBLE(TABLE t, DESCRIPTOR(c), ...))``). What it does not replace
-yet: the kit's token readers, for the rewrite that keeps the user's text, and the finders of
-windows, temporal and interval joins -- reading those from their nodes is the next step. A
-batch call without MATCH_RECOGNIZE needs no tree: it reads the tokens only, and parses nothing.
+yet: the kit's tokens, for the rewrite that keeps the user's text verbatim between the pieces
+it replaces and maps Spark's errors back through them.
 """
 
 from __future__ import annotations

@@ -20,196 +20,172 @@ deduplication named in the query's ``WITH`` (Flink's ``CREATE VIEW``)::
 whose primary key is the ``PARTITION BY`` columns and whose time the ``ORDER BY`` column,
 which must be the stream's event time.
 
-``find_temporal_joins`` reads them from the tokens; ``kit.sql`` runs each join and the
-rewrite (``query.py``) puts the result in place: the left table becomes a view of its rows
-with ``__kit_v``, the arrival of the version each one met, the right table a view of its
-rows with their own ``__kit_v``, and the condition gains ``o.__kit_v = r.__kit_v AND
-(...)``. Spark then applies the rest of the condition, the LEFT padding and the
-projection, exactly as Flink applies them to the version met.
+``find_temporal_joins`` reads them from the query's tree (``Statement.tree``: a table's
+``FOR SYSTEM_TIME AS OF`` is its ``exp.Version``, ``LATERAL TABLE (...)`` a ``Lateral``);
+``kit.sql`` runs each join and the rewrite (``query.py``) puts the result in place: the left
+table becomes a view of its rows with ``__kit_v``, the arrival of the version each one met,
+the right table a view of its rows with their own ``__kit_v``, and the condition gains
+``o.__kit_v = r.__kit_v AND (...)``. Spark then applies the rest of the condition, the LEFT
+padding and the projection, exactly as Flink applies them to the version met.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from sqlglot import exp
+
 from .cursor import Cursor
-from .errors import SqlError
+from .dialect import first_token, span
+from .errors import error_at
 from .lexer import Token
 from .options import DYNAMIC_OPTIONS, duration_option
 from .statement import Statement
 
 __all__ = ["TemporalCall", "VersionedView", "find_temporal_joins", "versioned_view"]
 
-_ENDS = ("WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "UNION", "EXCEPT", "INTERSECT", "WINDOW",
-         "JOIN", "LEFT", "RIGHT", "FULL", "INNER", "CROSS", "NATURAL", "QUALIFY")
-_KINDS = ("LEFT", "RIGHT", "FULL", "INNER", "CROSS", "OUTER", "NATURAL")
-
 
 @dataclass
 class TemporalCall:
-    """One temporal join of the query. Indexes are into the token list."""
+    """One temporal join of the query; ``*_at`` and the spans are offsets into the text."""
     how: str                          # "inner" | "left" | "right" | "full" | "cross"
-    how_token: Token
+    how_at: int                       # the join's first word (or its comma)
     table: str                        # the right table (or temporal table function) as written
-    table_token: Token
-    start: int                        # first token replaced by the right view (the table name)
-    end: int                          # token after the alias
+    table_at: int
+    start: int                        # the right side's text replaced by its view: start, end
+    end: int
     alias: str                        # how the query names the right side
     time_qualifier: str | None
     time_column: str
-    time_token: Token
+    time_at: int
     lateral: bool = False             # LATERAL TABLE (Fn(time))
-    cond: tuple | None = None         # (first, end) token indexes of the ON / WHERE condition
-    cond_word: int | None = None      # index of ON or WHERE
-    cond_token: Token | None = None
-    equalities: list = field(default_factory=list)   # ((qualifier, column, token), (...), (first, end) tokens)
-    implied: dict = field(default_factory=dict)      # the key equalities' {first token: end} (plan sets them)
+    cond: tuple | None = None         # (start, end) of the ON / WHERE condition
+    cond_at: int | None = None        # where its ON or WHERE is
+    equalities: list = field(default_factory=list)   # ((qualifier, column, offset), (...), (start, end))
+    implied: dict = field(default_factory=dict)      # the key equalities' {start: end} (plan sets them)
     left: str | None = None           # the left table as written, and where
-    left_index: int | None = None
+    left_at: int | None = None
+    node: exp.Expression | None = field(default=None, repr=False)   # the right side's node of the tree
 
 
 def find_temporal_joins(statement: Statement) -> dict:
-    """{index of the right table's first token: TemporalCall} for each temporal join."""
-    query, tokens = statement.text, statement.tokens
-    found = {}
-    for i, tok in enumerate(tokens):
-        if tok.is_word("SYSTEM_TIME") and i >= 2 and tokens[i - 1].is_word("FOR"):
-            call = _for_system_time(query, tokens, i - 2)
-        elif tok.is_word("LATERAL") and tokens[i + 1].is_word("TABLE"):
-            call = _lateral(query, tokens, i)
-        else:
-            continue
-        _left_table(tokens, call)
+    """{offset of the right side: TemporalCall} for each temporal join of the query's tree.
+
+    >>> q = "SELECT * FROM o LEFT JOIN r FOR SYSTEM_TIME AS OF o.t ON o.k = r.k"
+    >>> call = find_temporal_joins(Statement(q))[26]
+    >>> call.how, call.table, call.time_column, call.left, q[slice(*call.cond)]
+    ('left', 'r', 't', 'o', 'o.k = r.k')
+    """
+    tree, found = statement.tree, {}
+    nodes = [] if tree is None else [node for node in tree.find_all(exp.Table, exp.Lateral) if _temporal(node)]
+    for node in sorted(nodes, key=lambda node: node.meta["start"]):
+        call = (_for_system_time if isinstance(node, exp.Table) else _lateral)(statement.text, node)
+        _left_table(call)
         found[call.start] = call
     return found
 
 
-def join_kind(tokens, j) -> tuple[str, Token]:
-    """The join type of the ``JOIN`` at ``j`` (or of a comma), and its first token."""
-    if tokens[j].kind == "OP":
-        return "inner", tokens[j]
-    k, words = j - 1, []
-    while k >= 0 and tokens[k].is_word(*_KINDS):
-        words.insert(0, tokens[k].value.upper())
-        k -= 1
-    how = next((w.lower() for w in words if w not in ("OUTER", "NATURAL")), "inner")
-    return how, tokens[k + 1]
+def _temporal(node: exp.Expression) -> bool:
+    """Whether ``node`` is a temporal join's right side: a table ``FOR SYSTEM_TIME AS OF``, or
+    ``LATERAL TABLE (...)``."""
+    if isinstance(node, exp.Lateral):
+        return isinstance(node.this, exp.Anonymous) and node.this.name.upper() == "TABLE"
+    version = node.args.get("version")
+    return isinstance(version, exp.Version) and version.args.get("kind") == "AS OF" and version.name == "TIMESTAMP"
 
 
-def _time(cur: Cursor):
-    """``[qualifier .] column`` of ``AS OF`` or a temporal table function's argument."""
-    first = cur.identifier("the left table's time attribute (o.order_time)")
-    if cur.accept_op("."):
-        return first.value, cur.identifier("a column").value, first
-    return None, first.value, first
+def join_kind(text: str, join: exp.Expression) -> str:
+    """The join type of ``join`` (a ``Join`` node; a comma's is inner), as written."""
+    if not isinstance(join, exp.Join) or text[join.meta["start"]] == ",":
+        return "inner"
+    return (join.side or (join.kind if join.kind in ("INNER", "CROSS") else "") or "inner").lower()
 
 
-def table_alias(cur: Cursor, default: str) -> str:
-    if cur.accept("AS"):
-        return cur.identifier("an alias").value
-    if cur.peek().kind == "IDENT" and not cur.peek().is_word(*_ENDS, "ON"):
-        return cur.next().value
-    return default
+def _time(text: str, node: exp.Expression):
+    """``[qualifier .] column`` of ``AS OF`` or a temporal table function's argument:
+    (qualifier, column, offset)."""
+    if not (isinstance(node, exp.Column) and len(node.parts) <= 2):
+        raise error_at(text, "expected the left table's time attribute (o.order_time)", *first_token(node))
+    return node.table or None, node.name, span(node)[0]
 
 
-def _for_system_time(query, tokens, table_index) -> TemporalCall:
-    """``JOIN name FOR SYSTEM_TIME AS OF [q.]col [[AS] alias] ON cond``; ``table_index`` is the name."""
-    cur = Cursor(query, tokens, table_index)
-    name = cur.identifier("a table")
-    if not tokens[table_index - 1].is_word("JOIN"):
-        raise cur.error("FOR SYSTEM_TIME AS OF belongs to a table joined with JOIN", name, found=False)
-    how, how_token = join_kind(tokens, table_index - 1)
-    cur.expect_words("FOR", "SYSTEM_TIME", "AS", "OF")
-    qualifier, column, time_token = _time(cur)
-    alias = table_alias(cur, name.value)
-    call = TemporalCall(how, how_token, name.value, name, table_index, cur.i, alias, qualifier, column, time_token)
-    if not cur.at("ON"):
-        raise cur.error("a temporal join needs ON with the key equality (ON o.currency = r.currency)")
-    call.equalities = join_condition(tokens, call, cur.i)
+def _for_system_time(text: str, table: exp.Table) -> TemporalCall:
+    """``JOIN name FOR SYSTEM_TIME AS OF [q.]col [[AS] alias] ON cond``."""
+    join = table.parent
+    at = table.meta["start"]
+    if not isinstance(join, exp.Join) or text[join.meta["start"]] == ",":
+        raise error_at(text, "FOR SYSTEM_TIME AS OF belongs to a table joined with JOIN", at)
+    qualifier, column, time_at = _time(text, table.args["version"].expression)
+    end = span(table)[1]
+    call = TemporalCall(join_kind(text, join), join.meta["start"], table.name, at, at, end, table.alias_or_name,
+                        qualifier, column, time_at, node=table)
+    if "on" not in join.meta:
+        raise error_at(text, "a temporal join needs ON with the key equality (ON o.currency = r.currency)",
+                       *join.meta["next"])
+    call.equalities = join_condition(call, join)
     return call
 
 
-def _lateral(query, tokens, i) -> TemporalCall:
+def _lateral(text: str, lateral: exp.Lateral) -> TemporalCall:
     """``, LATERAL TABLE (Fn([q.]col)) [[AS] alias]`` (condition in WHERE) or ``JOIN LATERAL ... ON``."""
-    cur = Cursor(query, tokens, i + 2)
-    joined = tokens[i - 1].is_word("JOIN")
-    how, how_token = join_kind(tokens, i - 1) if joined else ("inner", tokens[i - 1])
-    cur.expect_op("(")
-    name = cur.identifier("a temporal table function")
-    cur.expect_op("(")
-    qualifier, column, time_token = _time(cur)
-    cur.expect_op(")")
-    cur.expect_op(")")
-    alias = table_alias(cur, name.value)
-    call = TemporalCall(how, how_token, name.value, name, i, cur.i, alias, qualifier, column, time_token,
-                        lateral=True)
-    word = cur.i if joined else where_of(tokens, cur.i)
-    if word is not None:
-        call.equalities = join_condition(tokens, call, word)
+    function = lateral.this.expressions[0] if lateral.this.expressions else None
+    if not isinstance(function, exp.Anonymous):
+        raise error_at(text, "expected a temporal table function", *first_token(function or lateral.this))
+    if not function.expressions:
+        close = function.meta["close"]
+        raise error_at(text, "expected the left table's time attribute (o.order_time)", close, close)
+    if len(function.expressions) > 1:
+        comma = function.expressions[1].meta["comma"]
+        raise error_at(text, "expected ')'", comma, comma)
+    qualifier, column, time_at = _time(text, function.expressions[0])
+    join = lateral.parent
+    start, end = lateral.meta["start"], span(lateral)[1]
+    how_at = join.meta["start"] if isinstance(join, exp.Join) else start
+    call = TemporalCall(join_kind(text, join), how_at, function.name, function.meta["start"], start, end,
+                        lateral.alias_or_name or function.name, qualifier, column, time_at, lateral=True, node=lateral)
+    if isinstance(join, exp.Join) and text[how_at] != ",":
+        if "on" in join.meta:
+            call.equalities = join_condition(call, join)
+    else:
+        call.equalities = join_condition(call, lateral.find_ancestor(exp.Select))
     return call
 
 
-def where_of(tokens, i) -> int | None:
-    """Index of the WHERE of the query level that holds token ``i``, if any."""
-    depth = 0
-    for k in range(i, len(tokens)):
-        t = tokens[k]
-        if t.kind == "OP" and t.value in "()":
-            depth += 1 if t.value == "(" else -1
-            if depth < 0:
-                return None
-        elif depth == 0 and t.is_word("WHERE"):
-            return k
-        elif depth == 0 and t.is_word("GROUP", "HAVING", "ORDER", "LIMIT", "UNION", "EXCEPT", "INTERSECT"):
-            return None
-    return None
+def join_condition(call, clause: exp.Expression) -> list:
+    """Set ``call``'s condition (``cond``, ``cond_at``) from ``clause``: a ``Join`` with ON, or
+    the ``Select`` whose WHERE holds it; returns its top-level ``a.x = b.y`` conjuncts
+    (``TemporalCall.equalities``; none without a condition)."""
+    if isinstance(clause, exp.Join):
+        condition, at = clause.args["on"], clause.meta["on"]
+    else:
+        where = clause.args.get("where") if clause is not None else None
+        if where is None:
+            return []
+        condition, at, clause = where.this, where.meta["start"], where
+    call.cond_at, call.cond = at, (clause.meta["condition"], span(clause)[1])
+    return [(*sides, span(part)) for part in conjuncts(condition) if (sides := _equality(part))]
 
 
-def join_condition(tokens, call, word: int) -> list:
-    """The condition after ``tokens[word]`` (ON or WHERE) up to its clause's end (set on
-    ``call``); returns its top-level ``a.x = b.y`` conjuncts (``TemporalCall.equalities``)."""
-    depth, k = 0, word + 1
-    while tokens[k].kind != "EOF":
-        t = tokens[k]
-        if t.kind == "OP" and t.value in ("(", ")"):
-            depth += 1 if t.value == "(" else -1
-            if depth < 0:
-                break
-        elif depth == 0 and (t.kind == "OP" and t.value in (",", ";")):
-            break
-        elif depth == 0 and t.is_word(*_ENDS) and not (tokens[k + 1].kind == "OP" and tokens[k + 1].value == "("):
-            break
-        k += 1
-    call.cond_word, call.cond, call.cond_token = word, (word + 1, k), tokens[word]
-    parts, start, depth = [], word + 1, 0
-    for j in range(word + 1, k + 1):
-        t = tokens[j]
-        if t.kind == "OP" and t.value in ("(", ")") and j < k:
-            depth += 1 if t.value == "(" else -1
-        if j == k or (depth == 0 and t.is_word("AND")):
-            parts.append((start, tokens[start:j]))
-            start = j + 1
-    found = []
-    for first, part in parts:
-        sides = _equality(part)
-        if sides:
-            found.append((*sides, (first, first + len(part))))
-    return found
+def conjuncts(condition: exp.Expression) -> list:
+    """The top-level ``AND`` conjuncts of ``condition``, in text order (parentheses kept).
+
+    >>> [c.sql() for c in conjuncts(Statement("SELECT 1 WHERE a = 1 AND (b OR c) AND d").tree.args["where"].this)]
+    ['a = 1', '(b OR c)', 'd']
+    """
+    return conjuncts(condition.this) + conjuncts(condition.expression) if isinstance(condition, exp.And) \
+        else [condition]
 
 
-def _equality(part) -> tuple | None:
-    """``[q.]a = [q.]b`` as ``((q, a, token), (q, b, token))``."""
-    def ref(ts):
-        if len(ts) == 1 and ts[0].kind == "IDENT":
-            return None, ts[0].value, ts[0]
-        if len(ts) == 3 and ts[0].kind == "IDENT" and ts[1].value == "." and ts[2].kind == "IDENT":
-            return ts[0].value, ts[2].value, ts[0]
+def _equality(part: exp.Expression) -> tuple | None:
+    """``[q.]a = [q.]b`` as ``((q, a, offset), (q, b, offset))``."""
+    def ref(node):
+        if isinstance(node, exp.Column) and len(node.parts) <= 2:
+            return node.table or None, node.name, span(node)[0]
         return None
 
-    eq = [j for j, t in enumerate(part) if t.kind == "OP" and t.value == "="]
-    if len(eq) != 1:
+    if not isinstance(part, exp.EQ):
         return None
-    a, b = ref(part[:eq[0]]), ref(part[eq[0] + 1:])
+    a, b = ref(part.this), ref(part.expression)
     return (a, b) if a and b else None
 
 
@@ -337,24 +313,20 @@ def _column(cur: Cursor, fail) -> str:
     return tok.value
 
 
-def _left_table(tokens, call: TemporalCall):
+def _left_table(call: TemporalCall):
     """The table ref before the join that the time attribute's qualifier names (the nearest
-    one without a qualifier)."""
-    best = None
-    for j in range(call.start - 1, 0, -1):
-        t, prev = tokens[j], tokens[j - 1]
-        if t.kind != "IDENT" or not (prev.is_word("FROM", "JOIN") or (prev.kind == "OP" and prev.value == ",")):
-            continue
-        nxt = tokens[j + 1]
-        if nxt.kind == "OP" and nxt.value in (".", "("):
-            continue
-        alias = tokens[j + 2].value if nxt.is_word("AS") else \
-            nxt.value if nxt.kind == "IDENT" and not nxt.is_word(*_ENDS, "ON", "FOR") else t.value
-        if call.time_qualifier is None or call.time_qualifier.lower() == alias.lower():
-            best = (j, t.value)
-            break
-    if best:
-        call.left_index, call.left = best
+    one, without a qualifier), in the FROM clause that holds the join."""
+    join = call.node.parent
+    select = join.parent if isinstance(join, exp.Join) else None
+    if not isinstance(select, exp.Select) or select.args.get("from_") is None:
+        return
+    joins = select.args.get("joins") or []
+    before = [select.args["from_"].this] + [j.this for j in joins[:next(k for k, j in enumerate(joins) if j is join)]]
+    for table in reversed(before):
+        if isinstance(table, exp.Table) and isinstance(table.this, exp.Identifier) and not table.args.get("db") and (
+                call.time_qualifier is None or call.time_qualifier.lower() == table.alias_or_name.lower()):
+            call.left, call.left_at = table.name, table.meta["start"]
+            return
 
 
 def plan(call: TemporalCall, tables: dict, statement: Statement, interleave=None, clock=None, retention=None):
@@ -364,19 +336,18 @@ def plan(call: TemporalCall, tables: dict, statement: Statement, interleave=None
     from ..joins.lookup import LookupJoin, LookupTable
     from ..joins.versioned import TemporalJoin, TemporalTableFunction, time_kind
     from ..stream import Stream
-    from .errors import SqlError
 
-    def error(message, tok):
-        return SqlError(message, tok.line, tok.column, statement.text)
+    def error(message, at):
+        return error_at(statement.text, message, at)
 
     what = "Temporal table function join" if call.lateral else "Temporal table join"
     allowed = ("inner",) if call.lateral else ("inner", "left")
     if call.how not in allowed:
         raise error(f"{what} currently only supports " + (" and ".join(h.upper() for h in allowed))
-                    + f" JOIN, not {call.how.upper()} JOIN", call.how_token)
+                    + f" JOIN, not {call.how.upper()} JOIN", call.how_at)
     if call.left is None:
         raise error(f"cannot tell which table {call.time_qualifier} is: name it in FROM before the join",
-                    call.time_token)
+                    call.time_at)
     left = tables.get(call.left.lower())
     right = tables.get(call.table.lower())
     view = versioned_view(statement, call.table) if right is None and not call.lateral else None
@@ -386,52 +357,52 @@ def plan(call: TemporalCall, tables: dict, statement: Statement, interleave=None
         raise error("a temporal join runs on streams: on batch tables Flink 2.3 fails with \"TableException: "
                     "unexpected correlate variable $cor0 in the plan\"; pass "
                     f"{call.left} as kit.stream(df, time={call.time_column!r}, watermark=...) and {call.table} as "
-                    "kit.stream(df, time=..., watermark=..., primary_key=...)", call.time_token)
+                    "kit.stream(df, time=..., watermark=..., primary_key=...)", call.time_at)
     if not isinstance(left, Stream):
         raise error("Temporal table join currently only supports 'FOR SYSTEM_TIME AS OF' left table's time "
                     f"attribute field: pass {call.left} as kit.stream(df, time={call.time_column!r}, ...) "
-                    "(or with proctime=)", call.time_token)
+                    "(or with proctime=)", call.time_at)
     time = time_kind(left, call.time_column)
     if time is None:
         raise error("Temporal table join currently only supports 'FOR SYSTEM_TIME AS OF' left table's time "
                     f"attribute field; {call.time_column} is neither {call.left}'s event time ({left.time}) nor "
-                    "its processing time", call.time_token)
+                    "its processing time", call.time_at)
     if call.lateral:
         if not isinstance(right, TemporalTableFunction):
             raise error(f"{call.table} is not a temporal table function: pass {call.table}="
-                        "kit.joins.TemporalTableFunction(stream, time_attribute, primary_key)", call.table_token)
+                        "kit.joins.TemporalTableFunction(stream, time_attribute, primary_key)", call.table_at)
         if right.time != time:
             raise error(f"{call.table} is a {right.time}-time temporal table function but {call.time_column} is "
-                        f"{call.left}'s {time} time: both sides need the same kind of time", call.time_token)
+                        f"{call.left}'s {time} time: both sides need the same kind of time", call.time_at)
         stream, key = right.stream, right.primary_key
     elif isinstance(right, LookupTable):
         if time != "processing":
             raise error("Temporal table join currently only supports 'FOR SYSTEM_TIME AS OF' left table's "
-                        f"proctime field when joining the lookup table {call.table}", call.time_token)
+                        f"proctime field when joining the lookup table {call.table}", call.time_at)
         pairs = _keys(call, left.source.columns, right.columns)
         if not pairs:
             raise error(f"a lookup join needs an equality between a column of {call.left} and one of "
-                        f"{call.table} in ON", call.cond_token or call.time_token)
+                        f"{call.table} in ON", call.cond_at or call.time_at)
         return LookupJoin(left, right, tuple(pairs), call.how), call.time_qualifier or call.left, None
     else:
         if time == "processing" and isinstance(right, Stream):
             raise error("Processing-time temporal join is not supported yet. (FLINK-19830: the left rows would "
                         "not wait for a complete snapshot of the versioned table.) Join by event time, use a "
                         "temporal table function (LATERAL TABLE (Rates(o.proctime))) or a lookup table",
-                        call.time_token)
+                        call.time_at)
         if not isinstance(right, Stream):
             raise error(f"{call.table} is not a versioned table: pass it as kit.stream(df, time=..., "
-                        "watermark=..., primary_key=...)", call.table_token)
+                        "watermark=..., primary_key=...)", call.table_at)
         if not right.primary_key:
             raise error("Temporal Table Join requires primary key in versioned table, but no primary key can be "
-                        f"found: pass {call.table} with kit.stream(..., primary_key=...)", call.table_token)
+                        f"found: pass {call.table} with kit.stream(..., primary_key=...)", call.table_at)
         stream, key = right, right.primary_key
     pairs = _keys(call, left.source.columns, stream.source.columns)
     missing = [c for c in key if c.lower() not in [r.lower() for _, r in pairs]]
     if missing:
         raise error(f"Join key must be the same as temporal table's primary key in {time.capitalize()}-time "
                     f"temporal table join: the condition needs {', '.join(f'{call.alias}.{c}' for c in missing)} "
-                    f"= a column of {call.left}", call.cond_token or call.time_token)
+                    f"= a column of {call.left}", call.cond_at or call.time_at)
     join = TemporalJoin(left, stream, tuple(pairs), call.how, time,
                         interleave or ("proctime" if time == "processing" else "event_time"), clock, retention,
                         deduplicate=view and view.keep)
@@ -445,25 +416,25 @@ def _deduplicated(view: VersionedView, tables: dict, error):
     source = tables.get(view.source.value.lower())
     if not isinstance(source, Stream):
         raise error(f"{view.source.value} is not a stream: pass it as kit.stream(df, time=..., watermark=...)",
-                    view.source)
+                    view.source.start)
     columns = {c.lower(): c for c in source.source.columns}
     if view.order.value.lower() != source.time.lower():
         raise error("Event-Time Temporal Table Join requires both primary key and row time attribute in "
                     f"versioned table, but no row time attribute can be found: the view orders by "
-                    f"{view.order.value}, not {view.source.value}'s event time {source.time}", view.order)
+                    f"{view.order.value}, not {view.source.value}'s event time {source.time}", view.order.start)
     for name in view.partition + [c for c in view.inner if c != "*"]:
         if name.lower() not in columns:
             raise error(f"{name} is not a column of {view.source.value}; columns are {source.source.columns}",
-                        view.source)
+                        view.source.start)
     inner = [c.lower() for c in replace(view, outer=["*"]).columns(source.source.columns)]
     for name in view.outer:
         if name != "*" and name.lower() not in inner:
-            raise error(f"{name} is not a column of the view's subquery; it has {inner}", view.source)
+            raise error(f"{name} is not a column of the view's subquery; it has {inner}", view.source.start)
     missing = [c for c in view.partition + [source.time] if c.lower() not in
                [x.lower() for x in view.columns(source.source.columns)]]
     if missing:
         raise error(f"the versioned view must keep its primary key and time attribute; it drops {missing}",
-                    view.source)
+                    view.source.start)
     return replace(source, primary_key=tuple(columns[c.lower()] for c in view.partition))
 
 

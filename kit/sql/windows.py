@@ -37,6 +37,11 @@ aggregation; the TVF alone takes any.
 Legacy group windows -- ``GROUP BY TUMBLE(cTime, INTERVAL '1' HOUR), user`` with
 ``TUMBLE_START``/``TUMBLE_END``/``TUMBLE_ROWTIME(cTime, INTERVAL '1' HOUR)``,
 ``HOP(time, slide, size)``, ``SESSION(time, gap)`` -- group by the same window views.
+
+``find_windows`` and ``find_group_window`` read them from the query's tree
+(``Statement.tree``: a window TVF is a table whose ``TABLE(...)`` call holds the window's
+call, its ``TABLE t`` a ``dialect.TableArgument``); their errors name the user's line and
+column.
 """
 
 from __future__ import annotations
@@ -48,9 +53,11 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from .cursor import Cursor
-from .errors import SqlError
-from .expressions import ExpressionParser
+from sqlglot import exp
+
+from .dialect import TableArgument, first_token, span
+from .errors import error_at
+from .intervals import interval_ms
 from .statement import Statement
 
 __all__ = ["WindowCall", "find_group_window", "find_windows", "groups_by_window", "validate", "windowed"]
@@ -64,165 +71,166 @@ _AUX = {"_START": "window_start", "_END": "window_end", "_ROWTIME": "window_time
 @dataclass
 class WindowCall:
     """One window: ``TABLE(KIND(TABLE table [PARTITION BY k], DESCRIPTOR(time), intervals...))``
-    or a legacy ``GROUP BY KIND(time, intervals...)`` (whose table the FROM clause names)."""
+    or a legacy ``GROUP BY KIND(time, intervals...)`` (whose table the FROM clause names);
+    ``*_at``: the offsets where the names are written, ``node`` the window TVF's table
+    source in the tree (None for a legacy window)."""
     kind: str
     table: str
     time: str
     sizes: dict          # "size" / "slide" / "step" / "gap" -> ms
     offset: int
     partition: tuple
-    table_token: object
-    time_token: object
-    partition_tokens: tuple = ()
-    kind_token: object = field(default=None, repr=False)
+    table_at: int | None
+    time_at: int
+    partition_at: tuple = ()
+    kind_at: int | None = field(default=None, repr=False)
+    node: exp.Expression | None = field(default=None, repr=False)
 
 
 def find_windows(statement: Statement) -> dict:
-    """{index of ``TABLE``: (index after the closing parenthesis, WindowCall)} for each
-    window TVF of the query; a window aggregation over HOP needs size a multiple of slide."""
-    query, tokens = statement.text, statement.tokens
-    found = {}
-    for i, tok in enumerate(tokens[:-2]):
-        nxt = tokens[i + 1]
-        if tok.is_word("TABLE") and nxt.kind == "OP" and nxt.value == "(" and tokens[i + 2].is_word(*_KINDS):
-            cur = Cursor(query, tokens, i)
-            call = _parse(cur)
-            found[i] = (cur.i, call)
-    if groups_by_window(tokens):
+    """{offset of ``TABLE``: (offset after its closing parenthesis, WindowCall)} for each
+    window TVF of the query's tree; a window aggregation over HOP needs size a multiple of slide.
+
+    >>> q = "SELECT * FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(c), INTERVAL '1' HOUR)) w"
+    >>> end, call = find_windows(Statement(q))[14]
+    >>> q[14:end], call.sizes
+    ("TABLE(TUMBLE(TABLE t, DESCRIPTOR(c), INTERVAL '1' HOUR))", {'size': 3600000})
+    """
+    tree, found = statement.tree, {}
+    calls = [] if tree is None else [node for node in tree.find_all(exp.Anonymous) if node.name.upper() == "TABLE"
+                                     and node.expressions and isinstance(node.expressions[0], exp.Anonymous)
+                                     and node.expressions[0].name.upper() in _KINDS]
+    for table in sorted(calls, key=lambda node: node.meta["start"]):
+        start, end = span(table)
+        found[start] = (end, _parse(statement.text, table))
+    if groups_by_window(statement):
         for _, call in found.values():
             if call.kind == "HOP" and call.sizes["size"] % call.sizes["slide"]:
-                raise Cursor(query, tokens).error(
-                    "a window aggregation over HOP needs size to be an integral multiple of slide (Flink's "
-                    f"slicing window operator), but got size {call.sizes['size']} ms and slide "
-                    f"{call.sizes['slide']} ms", call.kind_token, found=False)
+                raise error_at(statement.text, "a window aggregation over HOP needs size to be an integral multiple "
+                               f"of slide (Flink's slicing window operator), but got size {call.sizes['size']} ms "
+                               f"and slide {call.sizes['slide']} ms", call.kind_at)
     return found
 
 
-def _parse(cur: Cursor) -> WindowCall:
+def _parse(text: str, table: exp.Anonymous) -> WindowCall:
     """``TABLE(KIND(args))``: arguments by position, then optionally by name (``NAME => value``)."""
-    cur.expect("TABLE")
-    cur.expect_op("(")
-    kind_tok = cur.next()
-    kind = kind_tok.value.upper()
-    cur.expect_op("(")
+    if len(table.expressions) > 1:
+        comma = table.expressions[1].meta["comma"]
+        raise error_at(text, "expected ')'", comma, comma)
+    call = table.expressions[0]
+    kind = call.name.upper()
+    kind_at = call.meta["start"]
     names = ["data", "timecol", *_KINDS[kind]] + ([] if kind == "SESSION" else ["offset"])
-    args, position = {}, 0
-    while True:
-        name_tok = None
-        if cur.peek().kind in ("IDENT", "KEYWORD") and cur.peek(1).kind == "OP" and cur.peek(1).value == "=" \
-                and cur.peek(2).kind == "OP" and cur.peek(2).value == ">":
-            name_tok = cur.next()
-            cur.i += 2
-            name = name_tok.value.lower()
+    if not call.expressions:
+        raise error_at(text, "expected 'TABLE'", call.meta["close"], call.meta["close"])
+    args, count = {}, 0
+    for arg in call.expressions:
+        value = arg
+        if isinstance(arg, exp.Kwarg):
+            name, value = arg.this.name.lower(), arg.expression
             if name not in names:
-                raise cur.error(f"{kind} has no parameter {name_tok.value}; its parameters are "
-                                + ", ".join(n.upper() for n in names), name_tok, found=False)
+                raise error_at(text, f"{kind} has no parameter {arg.this.name}; its parameters are "
+                               + ", ".join(n.upper() for n in names), arg.this.meta["start"])
             if name in args:
-                raise cur.error(f"parameter {name.upper()} is given twice", name_tok, found=False)
-        elif any(n in args for n in names[position:]) or position >= len(names):
-            if position >= len(names):
-                raise cur.error(f"{kind} takes at most {len(names)} arguments ("
-                                + ", ".join(n.upper() for n in names) + ")", found=False)
-            raise cur.error("a positional argument cannot follow a named one")
+                raise error_at(text, f"parameter {name.upper()} is given twice", arg.this.meta["start"])
+        elif count >= len(names):
+            raise error_at(text, f"{kind} takes at most {len(names)} arguments ("
+                           + ", ".join(n.upper() for n in names) + ")", span(arg)[0])
+        elif any(n in args for n in names[count:]):
+            raise error_at(text, "a positional argument cannot follow a named one", *first_token(arg))
         else:
-            name = names[position]
-            position += 1
-        args[name] = _argument(cur, kind, name, name_tok)
-        if not cur.accept_op(","):
-            break
-    cur.expect_op(")")
-    cur.expect_op(")")
+            name = names[count]
+            count += 1
+        args[name] = _argument(text, kind, name, value)
     for name in names[:-1] if kind != "SESSION" else names:
         if name not in args:
-            raise cur.error(f"{kind} needs its {name.upper()} argument ("
-                            + ", ".join(n.upper() for n in names) + ")", kind_tok, found=False)
-    table_tok, partition = args["data"]
+            raise error_at(text, f"{kind} needs its {name.upper()} argument ("
+                           + ", ".join(n.upper() for n in names) + ")", kind_at)
+    (table_name, table_at), partition = args["data"]
+    time, time_at = args["timecol"]
     sizes = {name: args[name] for name in _KINDS[kind]}
-    _check(cur, kind, sizes, kind_tok)
-    return WindowCall(kind, table_tok.value, args["timecol"].value, sizes, args.get("offset", 0),
-                      tuple(t.value for t in partition), table_tok, args["timecol"], tuple(partition), kind_tok)
+    _check(text, kind, sizes, kind_at)
+    return WindowCall(kind, table_name, time, sizes, args.get("offset", 0), tuple(c for c, _ in partition),
+                      table_at, time_at, tuple(p for _, p in partition), kind_at, table.parent)
 
 
-def _argument(cur: Cursor, kind: str, name: str, name_tok):
-    """The value of parameter ``name``: ``TABLE t [PARTITION BY ...]`` -> (token, [tokens]),
-    ``DESCRIPTOR(c)`` -> token, an interval -> ms."""
+def _argument(text: str, kind: str, name: str, value: exp.Expression):
+    """The value of parameter ``name``: ``TABLE t [PARTITION BY ...]`` -> ((name, offset),
+    [(name, offset)...]), ``DESCRIPTOR(c)`` -> (name, offset), an interval -> ms."""
     if name == "data":
-        cur.expect("TABLE")
-        table_tok = cur.identifier("a table name")
-        partition = []
-        if cur.at("PARTITION"):
-            if kind != "SESSION":
-                raise cur.error(f"PARTITION BY is only allowed in SESSION windows, not {kind}", found=False)
-            cur.next()
-            cur.expect("BY")
-            partition = [cur.identifier("a column name")]
-            # PARTITION BY a, b: a comma followed by the next argument ends the list
-            while cur.at_op(",") and not (cur.peek(1).is_word("DESCRIPTOR") or cur.peek(2).value == "="):
-                cur.next()
-                partition.append(cur.identifier("a column name"))
-        return table_tok, partition
+        if not isinstance(value, TableArgument):
+            raise error_at(text, "expected 'TABLE'", *first_token(value))
+        partition = value.args.get("partition_by")
+        if partition is not None and kind != "SESSION":
+            raise error_at(text, f"PARTITION BY is only allowed in SESSION windows, not {kind}",
+                           value.meta["partition"])
+        return _name(text, value.this, "a table name"), [_name(text, c, "a column name") for c in partition or ()]
     if name == "timecol":
-        cur.expect("DESCRIPTOR")
-        cur.expect_op("(")
-        time_tok = cur.identifier("the time column")
-        if cur.at_op(","):
-            raise cur.error("DESCRIPTOR of a window names one time column", found=False)
-        cur.expect_op(")")
-        return time_tok
-    return _interval(cur, f"the {name}", positive=name != "offset")
+        if not (isinstance(value, exp.Anonymous) and value.name.upper() == "DESCRIPTOR"):
+            raise error_at(text, "expected 'DESCRIPTOR'", *first_token(value))
+        if not value.expressions:
+            raise error_at(text, "expected the time column", value.meta["close"], value.meta["close"])
+        if len(value.expressions) > 1:
+            raise error_at(text, "DESCRIPTOR of a window names one time column",
+                           value.expressions[1].meta["comma"])
+        return _name(text, value.expressions[0], "the time column")
+    return _interval(text, value, f"the {name}", positive=name != "offset")
 
 
-def _interval(cur: Cursor, what: str, positive: bool = True) -> int:
-    tok = cur.peek()
-    if not cur.at("INTERVAL"):
-        raise cur.error(f"expected {what} as an INTERVAL such as INTERVAL '1' HOUR")
-    parser = ExpressionParser(cur.text, cur.tokens, cur.i)
-    ms, _ = parser.interval()
-    cur.i = parser.i
+def _name(text: str, node: exp.Expression, what: str, then: str = "')'") -> tuple[str, int]:
+    """(name, offset) of a table or column written as one name; a SqlError for another
+    expression (at the dot of a qualified name: ``then`` was expected there)."""
+    if not (isinstance(node, (exp.Table, exp.Column)) and isinstance(node.this, exp.Identifier)):
+        raise error_at(text, f"expected {what}", *first_token(node))
+    if len(node.parts) > 1:
+        dot = text.index(".", node.parts[0].meta["end"] + 1)
+        raise error_at(text, f"expected {then}", dot, dot)
+    return node.name, node.this.meta["start"]
+
+
+def _interval(text: str, node: exp.Expression, what: str, positive: bool = True) -> int:
+    if not isinstance(node, exp.Interval):
+        raise error_at(text, f"expected {what} as an INTERVAL such as INTERVAL '1' HOUR", *first_token(node))
+    ms = interval_ms(node, text)
     if positive and ms <= 0:
-        raise cur.error(f"{what} must be a positive interval, got {ms} ms", tok, found=False)
+        raise error_at(text, f"{what} must be a positive interval, got {ms} ms", node.meta["start"])
     return ms
 
 
-def _check(cur: Cursor, kind: str, sizes: dict, tok) -> None:
+def _check(text: str, kind: str, sizes: dict, at: int) -> None:
     if kind == "CUMULATE" and sizes["size"] % sizes["step"]:
-        raise cur.error(f"CUMULATE window requires size to be an integral multiple of step, but got size "
-                        f"{sizes['size']} ms and step {sizes['step']} ms", tok, found=False)
+        raise error_at(text, f"CUMULATE window requires size to be an integral multiple of step, but got size "
+                       f"{sizes['size']} ms and step {sizes['step']} ms", at)
 
 
-def groups_by_window(tokens: list) -> bool:
+def groups_by_window(statement: Statement) -> bool:
     """Whether a GROUP BY of the query names both ``window_start`` and ``window_end``: Flink's
     window aggregation (grouping by one of them alone is a regular aggregation, which drops
-    nothing)."""
-    grouping, named = False, set()
-    for k, tok in enumerate(tokens):
-        if tok.is_word("GROUP") and tokens[k + 1].is_word("BY"):
-            grouping, named = True, set()
-        elif tok.is_word("SELECT", "FROM", "WHERE", "JOIN", "ON", "HAVING", "ORDER", "LIMIT", "WINDOW", "UNION"):
-            grouping = False
-        elif grouping and tok.kind == "IDENT" and tok.value.lower() in ("window_start", "window_end"):
-            named.add(tok.value.lower())
-            if len(named) == 2:
-                return True
-    return False
+    nothing).
+
+    >>> groups_by_window(Statement("SELECT 1 FROM w GROUP BY window_start, window_end"))
+    True
+    """
+    tree = statement.tree
+    return tree is not None and any(
+        {"window_start", "window_end"} <= {c.name.lower() for c in group.find_all(exp.Column)}
+        for group in tree.find_all(exp.Group))
 
 
 def validate(call: WindowCall, frame: DataFrame, stream, query: str) -> None:
     """SqlErrors for a DESCRIPTOR or PARTITION BY column ``frame`` lacks, and for a time column
     that is no time attribute (not TIMESTAMP or BIGINT epoch ms; for a ``kit.Stream`` ``stream``,
     not its event-time column)."""
-    for col, tok in [(call.time, call.time_token)] + list(zip(call.partition, call.partition_tokens)):
+    for col, at in [(call.time, call.time_at)] + list(zip(call.partition, call.partition_at)):
         if col not in frame.columns:
-            raise SqlError(f"column {col!r} is not in table {call.table}; columns are {list(frame.columns)}",
-                           tok.line, tok.column, query)
+            raise error_at(query, f"column {col!r} is not in table {call.table}; columns are {list(frame.columns)}", at)
     dtype = frame.schema[call.time].dataType
-    tok = call.time_token
     if not isinstance(dtype, (T.TimestampType, T.TimestampNTZType, T.IntegralType)):
-        raise SqlError(f"the DESCRIPTOR column {call.time!r} must be a time attribute (TIMESTAMP or BIGINT "
-                       f"epoch milliseconds); it is {dtype.simpleString()}", tok.line, tok.column, query)
+        raise error_at(query, f"the DESCRIPTOR column {call.time!r} must be a time attribute (TIMESTAMP or BIGINT "
+                       f"epoch milliseconds); it is {dtype.simpleString()}", call.time_at)
     if stream is not None and call.time != stream.time:
-        raise SqlError(f"the DESCRIPTOR column {call.time!r} must be a time attribute; stream {call.table} "
-                       f"has event time {stream.time!r}", tok.line, tok.column, query)
+        raise error_at(query, f"the DESCRIPTOR column {call.time!r} must be a time attribute; stream {call.table} "
+                       f"has event time {stream.time!r}", call.time_at)
 
 
 def windowed(df: DataFrame, call: WindowCall, drop_late: bool) -> tuple[DataFrame, DataFrame | None]:
@@ -330,57 +338,56 @@ def _session_replay(df: DataFrame, call: WindowCall) -> DataFrame:
 def find_group_window(statement: Statement):
     """The legacy group window of a query, ``GROUP BY TUMBLE(cTime, INTERVAL '1' HOUR), ...``
     (or ``HOP(time, slide, size)``, ``SESSION(time, gap)``): ``(WindowCall without its table,
-    {index: (end index, replacement)})`` -- the call itself becomes ``window_start,
+    {offset: (end offset, replacement)})`` -- the call itself becomes ``window_start,
     window_end, window_time`` and ``TUMBLE_START(...)``, ``TUMBLE_END(...)``, ``TUMBLE_ROWTIME(...)``
-    become ``window_start``, ``window_end``, ``window_time`` -- or None."""
-    query, tokens = statement.text, statement.tokens
+    become ``window_start``, ``window_end``, ``window_time`` -- or None.
+
+    >>> call, replace = find_group_window(Statement("SELECT COUNT(*) FROM t GROUP BY SESSION(t, INTERVAL '1' SECOND)"))
+    >>> call.kind, call.sizes, replace
+    ('SESSION', {'gap': 1000}, {32: (63, 'window_start, window_end, window_time')})
+    """
+    text, tree = statement.text, statement.tree
     call, replace, aux = None, {}, []
-    grouping = False
-    for i, tok in enumerate(tokens[:-1]):
-        if tok.is_word("GROUP") and tokens[i + 1].is_word("BY"):
-            grouping = True
-            continue
-        if tok.is_word("SELECT", "HAVING", "ORDER", "LIMIT"):
-            grouping = False
-        opens = tokens[i + 1].kind == "OP" and tokens[i + 1].value == "("
-        word = tok.value.upper() if tok.kind in ("IDENT", "KEYWORD") and not tok.quoted else ""
-        if not opens:
-            continue
-        if grouping and word in _LEGACY and not (i > 1 and tokens[i - 2].is_word("TABLE")):
-            cur = Cursor(query, tokens, i + 2)
-            found = _legacy_args(cur, word, tok)
+    for node in sorted(tree.find_all(exp.Anonymous) if tree is not None else (), key=lambda n: n.meta["start"]):
+        word = node.name.upper()
+        start, end = span(node)
+        if word in _LEGACY and isinstance(node.parent, exp.Group):
+            found = _legacy_args(text, node, word)
             if call is not None and (call.kind, call.time, call.sizes) != (found.kind, found.time, found.sizes):
-                raise cur.error("a query can group by one window only", tok, found=False)
+                raise error_at(text, "a query can group by one window only", start)
             call = found
-            replace[i] = (cur.i, "window_start, window_end, window_time")
+            replace[start] = (end, "window_start, window_end, window_time")
         base, _, suffix = word.partition("_")
         if base in _LEGACY and "_" + suffix in _AUX:
-            cur = Cursor(query, tokens, i + 2)
-            aux.append((tok, _legacy_args(cur, base, tok)))
-            replace[i] = (cur.i, _AUX["_" + suffix])
+            aux.append((node, _legacy_args(text, node, base)))
+            replace[start] = (end, _AUX["_" + suffix])
     if replace and call is None:
-        first = min(replace)
-        raise Cursor(query, tokens, first).error(
-            f"{tokens[first].value.upper()} needs the query to GROUP BY its window, e.g. "
-            "GROUP BY TUMBLE(cTime, INTERVAL '1' HOUR)", found=False)
-    for tok, used in aux:
+        first = aux[0][0]
+        raise error_at(text, f"{first.name.upper()} needs the query to GROUP BY its window, e.g. "
+                       "GROUP BY TUMBLE(cTime, INTERVAL '1' HOUR)", first.meta["start"])
+    for node, used in aux:
         if (used.kind, used.time, used.sizes) != (call.kind, call.time, call.sizes):
-            raise Cursor(query, tokens).error(
-                f"{tok.value.upper()}(...) must name the window the query groups by, "
-                f"{_describe(call)}", tok, found=False)
+            raise error_at(text, f"{node.name.upper()}(...) must name the window the query groups by, "
+                           f"{_describe(call)}", node.meta["start"])
     return (call, replace) if call is not None else None
 
 
-def _legacy_args(cur: Cursor, kind: str, tok) -> WindowCall:
-    """``time, intervals...)`` of a legacy ``KIND(`` whose ``(`` is behind ``cur``."""
-    time_tok = cur.identifier("the time column")
+def _legacy_args(text: str, node: exp.Anonymous, kind: str) -> WindowCall:
+    """``KIND(time, intervals...)``, a legacy group window's call or its ``KIND_START(...)``."""
+    args, close = node.expressions, node.meta["close"]
+    if not args:
+        raise error_at(text, "expected the time column", close, close)
+    time, time_at = _name(text, args[0], "the time column", then="','")
     sizes = {}
-    for name in _LEGACY[kind]:
-        cur.expect_op(",")
-        sizes[name] = _interval(cur, f"the {name}")
-    cur.expect_op(")")
-    _check(cur, kind, sizes, tok)
-    return WindowCall(kind, "", time_tok.value, sizes, 0, (), None, time_tok, (), tok)
+    for k, name in enumerate(_LEGACY[kind], 1):
+        if k >= len(args):
+            raise error_at(text, "expected ','", close, close)
+        sizes[name] = _interval(text, args[k], f"the {name}")
+    if len(args) > len(_LEGACY[kind]) + 1:
+        comma = args[len(_LEGACY[kind]) + 1].meta["comma"]
+        raise error_at(text, "expected ')'", comma, comma)
+    _check(text, kind, sizes, node.meta["start"])
+    return WindowCall(kind, "", time, sizes, 0, (), None, time_at, (), node.meta["start"])
 
 
 def _describe(call: WindowCall) -> str:

@@ -56,30 +56,33 @@ class Special:
         nothing to replace, else a copy of its tree with each construct's node replaced by a
         placeholder table (or, for a temporal join, its ``FOR SYSTEM_TIME AS OF`` taken off),
         written back as text: rendering, not parsing (module doc of ``statement``). The finders
-        read the tokens; each construct's node is the one that starts where its first token does."""
+        of window TVFs and joins give their nodes of the tree; MATCH_RECOGNIZE's reads the tokens,
+        its node the one that starts where its first token does."""
+        tree = twins = None
+
+        def copied(original):
+            """The node of the copy of the tree that stands for ``original``, a node of the tree."""
+            nonlocal tree, twins
+            if tree is None:
+                tree = self.statement.mutable()
+                twins = {id(a): b for a, b in zip(self.statement.tree.walk(), tree.walk())}
+            return twins[id(original)]
+
         tokens = self.statement.tokens
-        tree = None
-
-        def node(kind, index):
-            nonlocal tree
-            tree = tree if tree is not None else self.statement.mutable()
-            found = at(tree, kind, tokens[index].start)
-            if found is None:
-                tok = tokens[index]
-                raise SqlError(f"the planner finds no {kind.__name__} here in sqlglot's tree of the query",
-                               tok.line, tok.column, self.statement.text)
-            return found
-
         for start, (m, end, spec) in find_match_recognize(self.statement, ()).items():
-            match = node(MatchRecognize, start)
+            found = at(self.statement.tree, MatchRecognize, tokens[start].start)
+            if found is None:
+                raise SqlError("the planner finds no MatchRecognize here in sqlglot's tree of the query",
+                               tokens[start].line, tokens[start].column, self.statement.text)
+            match = copied(found)
             match.replace(_table(self._match(match, spec, start, m), match.args.get("alias")))
-        for i, (end, call) in find_windows(self.statement).items():
-            table = node(exp.Table, i)
+        for call in (call for _, call in find_windows(self.statement).values()):
+            table = copied(call.node)
             table.replace(_table(self._window(call), table.args.get("alias")))
         for call in find_temporal_joins(self.statement).values():
             # FOR SYSTEM_TIME AS OF <time>: a regular join to the dynamic planner, a TemporalJoin here
             if not call.lateral:
-                node(exp.Table, call.start).set("version", None)
+                copied(call.node).set("version", None)
             self.builders[("join", self._name(call.table))] = self._temporal
         for call in find_interval_joins(self.statement, lambda n: self.streams.get(n.lower(), (None, None))[1]).values():
             self.builders[("join", self._name(call.right))] = self._interval
