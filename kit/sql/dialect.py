@@ -246,43 +246,6 @@ class Flink(Spark):
                 return unit
             return _mark(unit, self.sql, curr)
 
-        def _parse_interval(self, require_interval: bool = True, parse_function_unit: bool = True):
-            """Flink's ``INTERVAL [-] 'value' unit [TO unit]`` as one ``Interval``, with the
-            positions of it, its value and units (sqlglot's own splits ``'1 hour'`` into value and
-            unit and makes ``INTERVAL '1' HOUR + 1`` a sum of intervals). A missing unit is an
-            empty ``Var`` placed at the token where it should be; any other form reads as Spark's."""
-            first, index = self._curr, self._index
-            if not (require_interval and first and first.token_type == TokenType.INTERVAL):
-                return super()._parse_interval(require_interval, parse_function_unit)
-            self._advance()
-            sign = self._prev if self._match(TokenType.DASH) else None
-            if not (self._curr and self._curr.token_type in (TokenType.STRING, TokenType.NUMBER)):
-                self._retreat(index)
-                return _mark(super()._parse_interval(require_interval, parse_function_unit), self.sql, first, self._prev)
-            self._advance()
-            value = self.expression(exp.Literal.string(self._prev.text), self._prev)
-            if sign:
-                value = _mark(self.expression(exp.Neg(this=value)), self.sql, sign, self._prev)
-            unit = self._parse_interval_unit()
-            if unit.name and self._match_text_seq("TO"):
-                unit = self.expression(exp.IntervalSpan(this=unit, expression=self._parse_interval_unit()))
-            interval = self.expression(exp.Interval(this=value))
-            interval.set("unit", unit)          # as written: Interval() would rename it ("D" -> DAY), unplaced
-            return _mark(interval, self.sql, first, self._prev)
-
-        def _parse_interval_unit(self):
-            """An interval's unit word as a ``Var`` (upper case), or an empty one placed at the
-            token that stands where the unit should (the end of the text: past it)."""
-            curr = self._curr
-            if curr and (curr.token_type == TokenType.VAR or curr.text.upper() in self.dialect.VALID_INTERVAL_UNITS):
-                self._advance()
-                return self.expression(exp.var(curr.text.upper()), curr)
-            unit = exp.Var(this="")
-            if curr is None:
-                unit.meta.update(start=len(self.sql), end=len(self.sql))
-                return unit
-            return _mark(unit, self.sql, curr)
-
         def _parse_table_argument(self):
             """``TABLE name [PARTITION BY col, ...]`` as a function's argument, or None."""
             if not (self._curr and self._curr.token_type == TokenType.TABLE and self._next
@@ -324,13 +287,6 @@ class Flink(Spark):
                 match.meta.update(start=node.meta.get("start", match.meta["start"]),
                                   clause=match.meta["start"])
                 node = match
-            return node
-
-        def _parse_function_call(self, *args, **kwargs):
-            """A function call; ``meta["close"]``: where its closing parenthesis is."""
-            node = super()._parse_function_call(*args, **kwargs)
-            if isinstance(node, exp.Func) and self._prev.token_type == TokenType.R_PAREN:
-                node.meta["close"] = self._prev.start
             return node
 
         def _parse_lateral(self):
@@ -550,9 +506,14 @@ class Flink(Spark):
             return this
 
         def _parse_function_call(self, functions=None, anonymous=False, optional_parens=True, any_token=False):
+            """A function call; ``meta["close"]``: where its closing parenthesis is. In MEASURES
+            and DEFINE, by the name written (``Anonymous``) but CAST."""
             if self._matching and self._curr and self._curr.text.upper() != "CAST":
                 anonymous = True
-            return super()._parse_function_call(functions, anonymous, optional_parens, any_token)
+            node = super()._parse_function_call(functions, anonymous, optional_parens, any_token)
+            if isinstance(node, exp.Func) and self._prev.token_type == TokenType.R_PAREN:
+                node.meta["close"] = self._prev.start
+            return node
 
         def _parse_case(self):
             if self._matching and self._curr and self._curr.text.upper() == "END":
