@@ -266,7 +266,7 @@ class _Run(Resolver):
         elif isinstance(self.tables.get(source.lower()), (DataFrame, pandas.DataFrame)):   # read as given: no view
             table = _frame(self.spark, self.tables[source.lower()])
         else:
-            table = self.sql(_verbatim(self.query, source, at.start))
+            table = self.sql(_verbatim(self.query, source, at))
         try:
             spec = self.subqueries(spec)
             options = {"aggregates": self.aggregates} if self.aggregates else {}

@@ -50,7 +50,7 @@ from .errors import SqlError, error_at
 from .errors import position as position_of
 
 __all__ = ["Flink", "MatchRecognize", "Semantics", "TableArgument", "WINDOW_TVFS", "at", "first_token",
-           "is_name", "position", "span"]
+           "is_name", "position", "span", "type_spelling"]
 
 WINDOW_TVFS = ("TUMBLE", "HOP", "CUMULATE", "SESSION")
 
@@ -101,6 +101,23 @@ def position(node: exp.Expression) -> tuple[int, int] | None:
     """(line, column), 1-based, where ``node`` starts in the text (None: not known)."""
     meta = node.meta if node is not None else {}
     return (meta["line"], meta["col"]) if "line" in meta and "col" in meta else None
+
+
+def type_spelling(tokens: list[Token]) -> str:
+    """A type's ``tokens`` as Flink spells it, upper-cased.
+
+    >>> type_spelling(Flink().tokenize("decimal (10,2)"))
+    'DECIMAL(10, 2)'
+    """
+    out = ""
+    for tok in tokens:
+        if tok.text in ("(", ")"):
+            out += tok.text
+        elif tok.text == ",":
+            out += ", "
+        else:
+            out += (" " if out and out[-1] not in "( " else "") + tok.text.upper()
+    return out
 
 
 def first_token(node: exp.Expression) -> tuple[int, int] | None:
@@ -530,6 +547,10 @@ class Flink(Spark):
 
         def _parse_primary(self):
             return self._placed(super()._parse_primary)
+
+        def _parse_types(self, *args, **kwargs):
+            """A type, placed (a CAST's: the rewrite to Spark SQL respells it)."""
+            return self._placed(super()._parse_types, *args, **kwargs)
 
         def _parse_atom(self):
             return self._placed(super()._parse_atom)

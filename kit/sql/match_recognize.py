@@ -62,7 +62,7 @@ from ..match_recognize.budget import MAX_THREADS, STEP_BUDGET
 from ..match_recognize.errors import MatchRecognizeError
 from ..match_recognize.expressions import walk
 from ..match_recognize.spec import STANDARD_AGGREGATES
-from .dialect import Flink, MatchRecognize, Semantics, first_token, is_name
+from .dialect import Flink, MatchRecognize, Semantics, first_token, is_name, type_spelling
 from .errors import SqlError, error_at, position
 from .intervals import interval_ms
 from .statement import Statement
@@ -371,21 +371,17 @@ class SpecReader:
     def type_name(self, at: int) -> str:
         """The type of the CAST at offset ``at`` as Flink spells it, from its tokens, upper-cased:
         ``DOUBLE``, ``DECIMAL(10, 2)``, ``TIMESTAMP(3) WITH LOCAL TIME ZONE``."""
-        i, level, out = self.index[at] + 2, 1, None       # past CAST (
+        i, level, words = self.index[at] + 2, 1, None       # past CAST (
         while True:
             tok = self.raw[i]
             i += 1
             level += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(tok.token_type, 0)
             if level == 0:
-                return out
-            if out is None:
-                out = "" if level == 1 and tok.token_type == TokenType.ALIAS else None
-            elif tok.text in ("(", ")"):
-                out += tok.text
-            elif tok.text == ",":
-                out += ", "
+                return None if words is None else type_spelling(words)
+            if words is None:
+                words = [] if level == 1 and tok.token_type == TokenType.ALIAS else None
             else:
-                out += (" " if out and out[-1] not in "( " else "") + tok.text.upper()
+                words.append(tok)
 
     def typed_literal(self, first, literal):
         kind = first.text.upper()

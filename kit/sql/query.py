@@ -1,6 +1,8 @@
 """A Flink SQL query rewritten into Spark SQL, with a map back to the user's text.
 
-Six rewrites, all on tokens of the original text (comments and layout are kept):
+Six rewrites of pieces of the original text, each found in the statement's tree (its nodes
+know their offsets) and spliced in by character offsets; the text between them is copied
+verbatim, comments and layout kept:
 
 - each ``<table_ref> MATCH_RECOGNIZE ( ... )`` (``table_ref`` a name or a parenthesised
   subquery) becomes the name of a view holding the clause's result (``[AS] alias`` stays);
@@ -18,19 +20,19 @@ Six rewrites, all on tokens of the original text (comments and layout are kept):
   -> ``STRING``, ``BYTES`` -> ``BINARY``, ``... WITH LOCAL TIME ZONE`` -> ``TIMESTAMP_LTZ``.
 
 Every piece of the output remembers where it came from, so a Spark error at an offset of
-the rewritten text points back at the user's line and column.
+the rewritten text points back at the user's line and column. Leading and trailing comments
+and trailing semicolons are left out (``Statement.extent``).
 """
 
 from __future__ import annotations
 
-import bisect
 import re
 
-from .dialect import MatchRecognize
-from .errors import SqlError, error_at
-from .expressions import ExpressionParser
+from sqlglot import exp
+
+from .dialect import MatchRecognize, span
+from .errors import error_at
 from .interval import find_interval_joins
-from .lexer import Token
 from .rewritten import Rewritten
 from .match_recognize import SpecReader
 from .statement import Statement
@@ -39,11 +41,7 @@ from .windows import find_group_window, find_windows, groups_by_window
 
 __all__ = ["Resolver", "Rewritten", "clauses", "rewrite"]
 
-_CLAUSE_WORDS = ("SELECT", "FROM", "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "UNION",
-                 "EXCEPT", "INTERSECT")
-_JOIN_WORDS = ("LEFT", "RIGHT", "FULL", "INNER", "CROSS", "OUTER", "NATURAL", "LATERAL",
-               "SEMI", "ANTI", "WINDOW", "TABLESAMPLE")
-# Flink type spellings Spark does not take, by the normalised name ExpressionParser reads
+# Flink type spellings Spark does not take, by the normalised name ``Statement.cast_type`` reads
 _SPARK_TYPES = {"VARCHAR": "STRING", "BYTES": "BINARY", "DOUBLE PRECISION": "DOUBLE",
                 "TIMESTAMP WITH LOCAL TIME ZONE": "TIMESTAMP_LTZ",
                 "TIMESTAMP WITHOUT TIME ZONE": "TIMESTAMP"}
@@ -56,9 +54,9 @@ class Resolver:
         """The internal view of registered table ``name``, or None."""
         raise NotImplementedError
 
-    def match(self, source, spec, at: Token) -> str:
-        """Run ``spec`` on ``source`` (a table name, or a ``Rewritten`` subquery) whose first
-        token is ``at``; return the view that holds the result."""
+    def match(self, source, spec, at: int) -> str:
+        """Run ``spec`` on ``source`` (a table name, or a ``Rewritten`` subquery) that starts at
+        offset ``at``; return the view that holds the result."""
         raise NotImplementedError
 
     def window(self, call, drop_late: bool) -> str:
@@ -90,271 +88,167 @@ def clauses(query: Statement | str, aggregates=()) -> list:
 def rewrite(query: Statement | str, resolver: Resolver, aggregates=()) -> Rewritten:
     """``query`` as Spark SQL (see the module doc); MATCH_RECOGNIZE clauses run on the way."""
     statement = Statement.of(query)
-    tokens = statement.tokens
-    hi = len(tokens) - 1                          # the EOF token
-    while hi > 0 and tokens[hi - 1].kind == "OP" and tokens[hi - 1].value == ";":
-        hi -= 1
+    statement.tokens       # the kit's checks of the text: nesting depth, characters (a SqlError at the place)
     fold = getattr(resolver, "semantics", None) == "standard"   # standard SQL's unquoted names
-    return _Renderer(statement, find_match_recognize(statement, aggregates, fold), resolver).render(0, hi)
+    renderer = _Renderer(statement, find_match_recognize(statement, aggregates, fold), resolver)
+    return renderer.render(*statement.extent)
 
 
 def find_match_recognize(statement: Statement, aggregates, fold=False) -> dict:
-    """{index of the table ref's first token: (MATCH_RECOGNIZE index, end index, spec)}, in text
-    order: each clause's spec built from its node of the statement's tree (``SpecReader``),
-    parsed only when the text holds the word."""
-    tokens = statement.tokens
-    if not any(tok.is_word("MATCH_RECOGNIZE") for tok in tokens):
+    """{offset of the table ref: (offset of the word MATCH_RECOGNIZE, end of the clause, spec)},
+    in text order: each clause's spec built from its node of the statement's tree
+    (``SpecReader``), parsed only when the text holds the word."""
+    if "MATCH_RECOGNIZE" not in statement.text.upper():
         return {}
     tree = statement.tree
     if tree is None:
         raise statement.parse_error
-    index = {tok.start: i for i, tok in enumerate(tokens)}
     reader = SpecReader(statement, aggregates, fold)
     found = {}
     for node in sorted(tree.find_all(MatchRecognize), key=lambda n: n.meta.get("clause", n.meta["start"])):
         if "clause" not in node.meta:
             raise error_at(statement.text, "MATCH_RECOGNIZE needs a table or a parenthesised subquery before it",
                            node.meta["start"])
-        found[index[node.meta["start"]]] = (index[node.meta["clause"]], index[node.meta["end"]] + 1,
-                                            reader.clause(node))
-    return found
-
-
-def _ctes(tokens) -> dict:
-    """The queries of a leading ``WITH name [(columns)] AS (query), ...``: name (lower case)
-    -> the index of the token after its closing parenthesis (``WITH`` is token 0)."""
-    def opens(i):
-        return tokens[i].kind == "OP" and tokens[i].value == "("
-
-    def after_parens(i):
-        depth = 0
-        while True:
-            if tokens[i].kind == "OP" and tokens[i].value in ("(", ")"):
-                depth += 1 if tokens[i].value == "(" else -1
-            i += 1
-            if depth == 0 or tokens[i].kind == "EOF":
-                return i
-
-    found, i = {}, 1
-    if not tokens[0].is_word("WITH"):
-        return found
-    while tokens[i].kind == "IDENT":
-        name, i = tokens[i].value.lower(), i + 1
-        if opens(i):                              # a column list
-            i = after_parens(i)
-        if not (tokens[i].is_word("AS") and opens(i + 1)):
-            break
-        i = found[name] = after_parens(i + 1)
-        if not (tokens[i].kind == "OP" and tokens[i].value == ","):
-            break
-        i += 1
+        found[node.meta["start"]] = (node.meta["clause"], node.meta["end"] + 1, reader.clause(node))
     return found
 
 
 class _Renderer:
-    """Walks tokens once, copying the text between rewrites verbatim."""
+    """Copies the text between the pieces it replaces verbatim: each piece, found in the tree,
+    is an edit ``(start, end, make)`` of the text, ``make()`` its replacement (a ``str`` or a
+    ``Rewritten``), run in text order."""
 
     def __init__(self, statement, found, resolver):
-        query, tokens = statement.text, statement.tokens
-        self.query, self.tokens, self.found, self.resolver = query, tokens, found, resolver
-        self.types = _cast_types(query, tokens)
-        self.index = {tok.start: i for i, tok in enumerate(tokens)}      # a token's index by its offset
-        self.windows = {self.index[start]: (self._after(end), call)
-                        for start, (end, call) in find_windows(statement).items()}
+        self.statement, self.query, self.resolver = statement, statement.text, resolver
+        self.edits = []                           # (start, order, end, make): order 0 closes a condition
+        tree = statement.tree
+        self.ctes = _ctes(statement)
         self.per_window = groups_by_window(statement)
+        for start, (end, call) in find_windows(statement).items():
+            self._edit(start, end, lambda call=call: self._window(call))
         group_window = find_group_window(statement)
-        self.group_window = group_window and (group_window[0], {self.index[start]: (self._after(end), text)
-                                                                for start, (end, text) in group_window[1].items()})
-        self.ctes = _ctes(tokens)
-        index, after = self.index, self._after
-        self.temporal = {index[start]: call for start, call in find_temporal_joins(statement).items()}
-        self.temporal_left = {index[c.left_at]: c for c in self.temporal.values() if c.left_at is not None}
-        self.temporal_cond = {index[c.cond_at]: c for c in self.temporal.values() if c.cond}
-        self.temporal_end = {after(c.cond[1]): c for c in self.temporal.values() if c.cond}
-        self.interval = {index[at]: c                                         # by ON / WHERE
-                         for at, c in find_interval_joins(statement, resolver.stream).items()}
-        self.interval_tables = {index[at]: (c, k) for c in self.interval.values()
-                                for k, at in enumerate((c.left_at, c.right_at))}
-        self.temporal_end.update({after(c.cond[1]): c for c in self.interval.values()})   # closes it too
+        self.group_window = group_window and group_window[0]
+        for start, (end, text) in (group_window[1].items() if group_window else ()):
+            self._edit(start, end, lambda text=text: text)
+        temporal = find_temporal_joins(statement).values()
+        interval = find_interval_joins(statement, resolver.stream).values()
+        self.sides = {c.left_at: lambda c=c: self.resolver.temporal(c)[0] for c in temporal if c.left_at is not None}
+        for c in interval:
+            self.sides[c.left_at] = lambda c=c: self.resolver.interval(c)[0]
+            self.sides[c.right_at] = lambda c=c: self.resolver.interval(c)[1]
+        for c in temporal:
+            self._edit(c.start, c.end, lambda c=c: f"{self.resolver.temporal(c)[1]} AS `{c.alias}`")
+            for *_, (start, end) in c.equalities:    # a key equality the link implies (once planned)
+                self._edit(start, end, lambda c=c, start=start: "TRUE" if start in c.implied else None)
+            if c.cond:                                # ON / WHERE: the version each left row met
+                self._insert(c.cond_at, lambda c=c: f" `{self.resolver.temporal(c)[2]}`.__kit_v = `{c.alias}`.__kit_v AND (")
+        for c in interval:                            # ON / WHERE: the pair link
+            self._insert(c.cond_at, c.link)
+        for c in [*temporal, *interval]:
+            if c.cond:                                # close the condition opened at ON / WHERE
+                self.edits.append((c.cond[1], 0, c.cond[1], lambda: ")"))
+        for start, (clause, end, spec) in found.items():
+            self._edit(start, end, lambda start=start, clause=clause, spec=spec: self._match(start, clause, spec))
+        for table in tree.find_all(exp.Table) if tree is not None else ():
+            if isinstance(table.parent, (exp.From, exp.Join)) and isinstance(table.this, exp.Identifier) \
+                    and not table.args.get("db") and "start" in table.this.meta:
+                name = table.this
+                self._edit(name.meta["start"], name.meta["end"] + 1, lambda table=table: self._table(table))
+        for cast in tree.find_all(exp.Cast) if tree is not None else ():
+            found_type = statement.cast_type(cast)
+            if found_type is not None and _spark_type(found_type[0]) != found_type[0]:
+                self._edit(*found_type[1:], lambda flink=found_type[0]: _spark_type(flink))
+        self.edits.sort(key=lambda edit: edit[:2])
+
+    def _edit(self, start: int, end: int, make):
+        self.edits.append((start, 1, end, make))
+
+    def _insert(self, word: int, make):
+        """``make()`` inserted after the word (ON, WHERE) at offset ``word``."""
+        end = self.statement.token(word).end + 1
+        self.edits.append((end, 1, end, make))
 
     def render(self, lo: int, hi: int) -> Rewritten:
-        toks = self.tokens
-        out = Rewritten(self.query)
-        if lo >= hi:
-            return out
-        done = toks[lo].start                     # source text emitted so far
-        context = [None]                          # clause keyword per parenthesis depth
-        i = lo
-        while i < hi:
-            tok = toks[i]
-            if i in self.temporal_end:            # close the condition opened at ON / WHERE
-                out.copy(done, toks[i - 1].end)
-                out.replace(")", toks[i - 1].end)
-                done = toks[i - 1].end
-            if i in self.temporal:                # the right side: its view
-                call = self.temporal[i]
-                _, right, _ = self.resolver.temporal(call)
-                out.copy(done, tok.start)
-                out.replace(f"{right} AS `{call.alias}`", tok.start)
-                done, i = call.end, self._after(call.end)
-                continue
-            if i in self.temporal_cond:           # ON / WHERE: the version each left row met
-                call = self.temporal_cond[i]
-                _, _, lq = self.resolver.temporal(call)
-                out.copy(done, tok.end)
-                out.replace(f" `{lq}`.__kit_v = `{call.alias}`.__kit_v AND (", tok.end)
-                done, i = tok.end, i + 1
-                continue
-            end = next((c.implied[tok.start] for c in self.temporal.values() if tok.start in c.implied), None)
-            if end is not None:                   # a key equality: the link implies it
-                out.copy(done, tok.start)
-                out.replace("TRUE", tok.start)
-                done, i = end, self._after(end)
-                continue
-            if i in self.interval:                # ON / WHERE: the pair link
-                if tok.is_word("WHERE"):
-                    context[-1] = "WHERE"
-                out.copy(done, tok.end)
-                out.replace(self.interval[i].link(), tok.end)
-                done, i = tok.end, i + 1
-                continue
-            if i in self.found:
-                m, end, spec = self.found[i]
-                if tok.kind == "OP":              # (subquery) MATCH_RECOGNIZE
-                    source = self.render(i + 1, m - 1)
-                elif m == i + 1 and tok.value.lower() in self.ctes:   # a WITH query's name
-                    source = self.render(0, self.ctes[tok.value.lower()])
-                    source.replace(" SELECT * FROM ", tok.start)
-                    source.copy(tok.start, tok.end)
-                else:
-                    source = self.query[tok.start:toks[m - 1].end]
-                view = self.resolver.match(source, spec, tok)
-                out.copy(done, tok.start)
-                out.replace(view, tok.start)
-                done, i = toks[end - 1].end, end
-                continue
-            if self.group_window and i in self.group_window[1]:   # GROUP BY TUMBLE(...), TUMBLE_START(...)
-                end, text = self.group_window[1][i]
-                out.copy(done, tok.start)
-                out.replace(text, tok.start)
-                done, i = toks[end - 1].end, end
-                continue
-            if i in self.windows:                # TABLE(TUMBLE(...)) and friends
-                end, call = self.windows[i]
-                self._cte_table(call.table, toks[self.index[call.table_at]])
-                out.copy(done, tok.start)
-                out.replace(self.resolver.window(call, self.per_window), tok.start)
-                done, i = toks[end - 1].end, end
-                continue
-            if tok.kind == "OP" and tok.value == "(":
-                context.append(None)
-            elif tok.kind == "OP" and tok.value == ")":
-                if len(context) > 1:
-                    context.pop()
-            elif tok.kind == "KEYWORD" and tok.value in _CLAUSE_WORDS:
-                context[-1] = tok.value
-            elif self._is_table(i, context[-1]):
-                if self.group_window and not self.group_window[0].table:
-                    self._cte_table(tok.value, tok)   # a group window over a WITH query
-                view = (self.resolver.temporal(self.temporal_left[i])[0] if i in self.temporal_left
-                        else self.resolver.interval(self.interval_tables[i][0])[self.interval_tables[i][1]]
-                        if i in self.interval_tables else self.resolver.view(tok.value))
-                if view is not None and self.group_window and not self.group_window[0].table:   # its table: the first
-                    call = self.group_window[0]
-                    call.table, call.table_at = tok.value, tok.start
-                    view = self.resolver.window(call, True)
-                if view is not None:
-                    nxt = toks[i + 1]
-                    aliased = nxt.is_word("AS") or (nxt.kind == "IDENT" and not nxt.is_word(*_JOIN_WORDS))
-                    text = view if aliased else f"{view} AS `{tok.value.replace('`', '``')}`"
-                    out.copy(done, tok.start)
-                    out.replace(text, tok.start)
-                    done = tok.end
-            elif i in self.types:
-                end, spark_type = self.types[i]
-                out.copy(done, tok.start)
-                out.replace(spark_type, tok.start)
-                done, i = toks[end - 1].end, end
-                continue
-            i += 1
-        out.copy(done, toks[hi - 1].end)
-        if hi in self.temporal_end:
-            out.replace(")", toks[hi - 1].end)
+        """The text from offset ``lo`` to ``hi``, edited."""
+        out, done = Rewritten(self.query), lo
+        for start, _, end, make in self.edits:
+            if start < done or start > hi or (start == hi and end > start):
+                continue                              # inside an edit made, or outside the range
+            made = make()
+            if made is not None:                      # None: not replaced after all
+                out.copy(done, start)
+                out.replace(made, start)
+                done = end
+        out.copy(done, hi)
         return out
 
-    def _after(self, end: int) -> int:
-        """The index of the first token at or after offset ``end``."""
-        return bisect.bisect_left(self.tokens, end, key=lambda tok: tok.start)
+    def _match(self, start: int, clause: int, spec) -> str:
+        """The view of the MATCH_RECOGNIZE whose table ref starts at ``start`` and whose word is
+        at ``clause``: its input a (subquery), a WITH query's name, or a table's."""
+        token = self.statement.token
+        if self.query[start] == "(":              # (subquery) MATCH_RECOGNIZE: inside its parentheses
+            source = self.render(token(start, 1).start, token(clause, -2).end + 1)
+        else:
+            name = self.query[start:token(clause, -1).end + 1]
+            key = token(start).text.lower()
+            source = self._cte(key, start) if token(start, 1).start == clause and key in self.ctes else name
+        return self.resolver.match(source, spec, start)
 
-    def _cte_table(self, name, tok):
+    def _cte(self, key: str, at: int) -> Rewritten:
+        """``WITH ... SELECT * FROM name``: the WITH query ``key`` (its name in lower case),
+        named at offset ``at``, as a query of its own."""
+        source = self.render(self.statement.extent[0], self.ctes[key])
+        source.replace(" SELECT * FROM ", at)
+        source.copy(at, self.statement.token(at).end + 1)
+        return source
+
+    def _window(self, call) -> str:
+        """The view of a window TVF ``call``; its table may be a WITH query."""
+        self._cte_table(call.table, call.table_at)
+        return self.resolver.window(call, self.per_window)
+
+    def _table(self, table) -> str | None:
+        """The view of a table named in FROM or JOIN, aliased to the name written unless it has
+        an alias; None: none (it stays)."""
+        name, at = table.name, table.this.meta["start"]
+        call = self.group_window
+        if call and not call.table:
+            self._cte_table(name, at)             # a group window over a WITH query
+        view = self.sides[at]() if at in self.sides else self.resolver.view(name)
+        if view is not None and call and not call.table:   # the group window's table: the first
+            call.table, call.table_at = name, at
+            view = self.resolver.window(call, True)
+        if view is None or table.args.get("alias"):
+            return view
+        return f"{view} AS `{name.replace('`', '``')}`"
+
+    def _cte_table(self, name, at):
         """A WITH query named where a window needs a table (``TABLE name`` of a window TVF, the
         table of a group window): run once, as ``WITH ... SELECT * FROM name``, and registered
         under its name -- so a window can read a MATCH_RECOGNIZE's output, its
         ``MATCH_ROWTIME()`` as the time."""
-        key = name.lower()
-        if key not in self.ctes or not hasattr(self.resolver, "register_query") or self.resolver.view(name) is not None:
+        if name.lower() not in self.ctes or not hasattr(self.resolver, "register_query") \
+                or self.resolver.view(name) is not None:
             return
-        source = self.render(0, self.ctes[key])
-        source.replace(" SELECT * FROM ", tok.start)
-        source.copy(tok.start, tok.end)
-        self.resolver.register_query(name, source)
-
-    def _is_table(self, i, clause) -> bool:
-        """A single-part name right after FROM, JOIN, or a comma of a FROM list."""
-        toks = self.tokens
-        tok = toks[i]
-        if tok.kind != "IDENT" or i == 0:
-            return False
-        prev, nxt = toks[i - 1], toks[i + 1]
-        if nxt.kind == "OP" and nxt.value in (".", "("):
-            return False
-        return prev.is_word("FROM", "JOIN") or (prev.kind == "OP" and prev.value == ","
-                                                and clause == "FROM")
+        self.resolver.register_query(name, self._cte(name.lower(), at))
 
 
-def _cast_types(query, tokens) -> dict:
-    """{index of the type in ``CAST(x AS type)``: (end index, Spark's spelling)} for the
-    types Spark spells differently: ``TIMESTAMP(3)`` -> ``TIMESTAMP``, ``VARCHAR`` ->
-    ``STRING``, ``BYTES`` -> ``BINARY``, ``TIMESTAMP(3) WITH LOCAL TIME ZONE`` ->
-    ``TIMESTAMP_LTZ``..."""
-    types = {}
-    for k, tok in enumerate(tokens[:-1]):
-        if not (tok.is_word("CAST") and tokens[k + 1].kind == "OP" and tokens[k + 1].value == "("):
-            continue
-        depth, j = 0, k + 1
-        while tokens[j].kind != "EOF":
-            if tokens[j].kind == "OP" and tokens[j].value in ("(", ")"):
-                depth += 1 if tokens[j].value == "(" else -1
-                if depth == 0:
-                    break
-            elif depth == 1 and tokens[j].is_word("AS"):
-                parser = ExpressionParser(query, tokens, j + 1)
-                try:
-                    flink = parser.type_name()
-                except SqlError:
-                    break                               # Spark reports it
-                spark = _spark_type(flink)
-                if parser.i == _close(tokens, j) and spark != flink:
-                    types[j + 1] = (parser.i, spark)
-                break
-            j += 1
-    return types
-
-
-def _close(tokens, j) -> int:
-    """Index of the ``)`` that closes the parenthesis ``tokens[j]`` is inside."""
-    depth = 0
-    while tokens[j].kind != "EOF":
-        if tokens[j].kind == "OP" and tokens[j].value in ("(", ")"):
-            depth += 1 if tokens[j].value == "(" else -1
-            if depth < 0:
-                return j
-        j += 1
-    return j
+def _ctes(statement) -> dict:
+    """The queries of a leading ``WITH name [(columns)] AS (query), ...``: name (lower case) ->
+    the offset just past its closing parenthesis."""
+    tree = statement.tree
+    found = {}
+    for cte in tree.ctes if isinstance(tree, exp.Query) else ():
+        found[cte.alias.lower()] = statement.token(span(cte.this)[1]).end + 1   # its ")"
+    return found
 
 
 def _spark_type(flink: str) -> str:
-    """Spark's spelling of a Flink type name as ``ExpressionParser.type_name`` reads it."""
+    """Spark's spelling of a Flink type name as ``Statement.cast_type`` reads it.
+
+    >>> _spark_type("TIMESTAMP(3) WITH LOCAL TIME ZONE"), _spark_type("DECIMAL(10, 2)")
+    ('TIMESTAMP_LTZ', 'DECIMAL(10, 2)')
+    """
     plain = re.sub(r"\(\d+\)", "", flink)                 # without lengths and precisions
     if plain in _SPARK_TYPES:
         return _SPARK_TYPES[plain]

@@ -65,15 +65,17 @@ it replaces and maps Spark's errors back through them.
 
 from __future__ import annotations
 
-from dataclasses import replace
+import bisect
+import sys
 from functools import cached_property
 
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokens import TokenType
 
-from .dialect import Flink
+from .dialect import Flink, position, span, type_spelling
 from .errors import SqlError
-from .lexer import Token, from_sqlglot, tokenize
+from .lexer import MAX_NESTING, Token, from_sqlglot, tokenize
 
 __all__ = ["Statement"]
 
@@ -98,34 +100,70 @@ class Statement:
         if tree is not None:
             self.__dict__["parsed"] = (tree, None)
 
-    def part(self, tree: exp.Expression, first: int, end: int) -> "Statement":
-        """The part of this statement that is tokens ``first`` to ``end`` (excluded), whose
-        tree is ``tree`` (a node of ``self.tree``): a subquery read as a query of its own. Its
-        ``text`` is the user's and its tokens are theirs (ending with an ``EOF`` where the part
-        ends), so a reader's error names the user's line and column; nothing is read again."""
+    def part(self, tree: exp.Expression) -> "Statement":
+        """The part of this statement whose tree is ``tree`` (a node of ``self.tree``): a
+        subquery read as a query of its own. Its ``text`` is the user's, its tokens theirs
+        (``scanned``), so a reader's error names the user's line and column; nothing is read
+        again. Its ``extent`` is the node's span."""
         part = Statement(self.text, tree)
-        if tree is None:                # never the tree of the whole text
-            part.__dict__["parsed"] = (None, SqlError("a part of a statement read by its tokens has no tree",
-                                                      self.tokens[first].line, self.tokens[first].column, self.text))
-        part.__dict__["tokens"] = self.tokens[first:end] + [replace(self.tokens[end], kind="EOF", value="")]
+        part.__dict__["scanned"] = self.scanned
+        part.__dict__["extent"] = span(tree)
         return part
 
     def subquery(self, pos: tuple) -> "Statement":
-        """The subquery whose first token (SELECT or WITH) is at ``pos`` (line, column), up to
-        the parenthesis that closes it, as ``part()`` of this statement: read by the tokens
-        (the rewrite to Spark SQL), it has no tree of its own (a MATCH_RECOGNIZE's DEFINE
-        subquery)."""
-        tokens = self.tokens
-        first = next(i for i, tok in enumerate(tokens) if tok.pos == tuple(pos))
-        depth, end = 0, first
-        while tokens[end].kind != "EOF":
-            tok = tokens[end]
-            if tok.kind == "OP" and tok.value in ("(", ")"):
-                if tok.value == ")" and depth == 0:
-                    break
-                depth += 1 if tok.value == "(" else -1
-            end += 1
-        return self.part(None, first, end)
+        """The query whose first token (SELECT or WITH) is at ``pos`` (line, column), as
+        ``part()`` of this statement (a MATCH_RECOGNIZE's DEFINE subquery).
+
+        >>> s = Statement("SELECT * FROM t WHERE x IN (SELECT y FROM u)")
+        >>> s.subquery((1, 29)).tree.sql(), s.subquery((1, 29)).extent
+        ('SELECT y FROM u', (28, 43))
+        """
+        found = next(node for node in self.tree.walk()
+                     if isinstance(node, exp.Query) and position(node) == tuple(pos))
+        return self.part(found)
+
+    @cached_property
+    def extent(self) -> tuple[int, int]:
+        """(start, end) offsets of the query in ``text``: from its first token to its last but
+        trailing semicolons (comments and blanks around it are not the query's)."""
+        raw = self._raw()
+        while raw and raw[-1].token_type == TokenType.SEMICOLON:
+            raw = raw[:-1]
+        return (raw[0].start, raw[-1].end + 1) if raw else (0, 0)
+
+    def token(self, offset: int, step: int = 0):
+        """The sqlglot token ``step`` tokens after (before: negative) the first one that starts
+        at or after ``offset``.
+
+        >>> Statement("SELECT a FROM t").token(9, -1).text
+        'a'
+        """
+        return self._raw()[self._index(offset) + step]
+
+    def _index(self, offset: int) -> int:
+        """The index in ``scanned`` of the first token that starts at or after ``offset``."""
+        return bisect.bisect_left(self._raw(), offset, key=lambda tok: tok.start)
+
+    def cast_type(self, cast: exp.Cast) -> tuple[str, int, int] | None:
+        """The type of ``CAST(x AS type)`` as Flink spells it, upper-cased (``DOUBLE``,
+        ``DECIMAL(10, 2)``, ``TIMESTAMP(3) WITH LOCAL TIME ZONE``), and its start and end
+        offsets; None when the node is no such CAST (``x::t``, a type quoted or followed by more).
+
+        >>> s = Statement("SELECT CAST(a AS varchar (10)) FROM t")
+        >>> s.cast_type(s.tree.find(exp.Cast))
+        ('VARCHAR(10)', 17, 29)
+        """
+        to = cast.args.get("to")
+        if not ("start" in cast.meta and isinstance(to, exp.DataType) and "start" in to.meta
+                and self.token(cast.meta["start"]).text.upper() == "CAST"):
+            return None
+        first, end = to.meta["start"], to.meta["end"] + 1
+        if self.token(end).start != cast.meta["end"]:
+            return None
+        words = self._raw()[self._index(first):self._index(end)]
+        if any(tok.token_type in (TokenType.IDENTIFIER, TokenType.STRING) for tok in words):
+            return None
+        return type_spelling(words), first, end
 
     @classmethod
     def of(cls, query) -> "Statement":
@@ -141,6 +179,14 @@ class Statement:
         except TokenError as error:
             return None, error
 
+    def _raw(self) -> list:
+        """sqlglot's tokens of ``text``; the SqlError saying where they cannot be read."""
+        raw, _ = self.scanned
+        if raw is None:
+            self.tokens                     # the kit's lexer says where (an unclosed string...)
+            raise self.parse_error
+        return raw
+
     @cached_property
     def tokens(self) -> list[Token]:
         """The kit's tokens of ``text``, ending with ``EOF``, made from ``scanned``
@@ -154,9 +200,11 @@ class Statement:
         """(sqlglot's tree of ``text``, parsed from ``scanned``, None), or (None, a SqlError at
         the user's line and column saying why sqlglot cannot read it)."""
         raw, error = self.scanned
+        limit = sys.getrecursionlimit()
         try:
             if raw is None:
                 raise error
+            sys.setrecursionlimit(max(limit, _PARSER_DEPTH))
             trees = _FLINK.parser().parse(raw, self.text)
             if not trees or trees[0] is None:
                 raise ParseError(f"No expression was parsed from '{self.text}'")
@@ -167,6 +215,8 @@ class Statement:
             return None, error
         except RecursionError:                  # sqlglot's parser recurses per nesting level
             return None, SqlError("cannot read the query: it nests too deeply for sqlglot", 1, 1, self.text)
+        finally:
+            sys.setrecursionlimit(limit)
 
     @property
     def tree(self) -> exp.Expression | None:
@@ -191,6 +241,9 @@ class Statement:
 
 
 _FLINK = Flink()
+#: The recursion limit sqlglot's parser needs for a query nested ``MAX_NESTING`` levels deep
+#: (a parenthesis takes some 60 of its frames).
+_PARSER_DEPTH = 100 * MAX_NESTING
 
 
 def _syntax_error(error, text: str) -> SqlError:

@@ -25,7 +25,7 @@ from sqlglot import exp
 
 from ...errors import KitError
 from ..dialect import Flink, MatchRecognize, at
-from ..errors import SqlError
+from ..errors import error_at
 from ..interval import find_interval_joins
 from ..query import find_match_recognize
 from ..statement import Statement
@@ -56,8 +56,8 @@ class Special:
         nothing to replace, else a copy of its tree with each construct's node replaced by a
         placeholder table (or, for a temporal join, its ``FOR SYSTEM_TIME AS OF`` taken off),
         written back as text: rendering, not parsing (module doc of ``statement``). The finders
-        of window TVFs and joins give their nodes of the tree; MATCH_RECOGNIZE's reads the tokens,
-        its node the one that starts where its first token does."""
+        of window TVFs and joins give their nodes of the tree, MATCH_RECOGNIZE's the offset where
+        its node starts."""
         tree = twins = None
 
         def copied(original):
@@ -68,14 +68,13 @@ class Special:
                 twins = {id(a): b for a, b in zip(self.statement.tree.walk(), tree.walk())}
             return twins[id(original)]
 
-        tokens = self.statement.tokens
-        for start, (m, end, spec) in find_match_recognize(self.statement, ()).items():
-            found = at(self.statement.tree, MatchRecognize, tokens[start].start)
+        for start, (_, _, spec) in find_match_recognize(self.statement, ()).items():
+            found = at(self.statement.tree, MatchRecognize, start)
             if found is None:
-                raise SqlError("the planner finds no MatchRecognize here in sqlglot's tree of the query",
-                               tokens[start].line, tokens[start].column, self.statement.text)
+                raise error_at(self.statement.text, "the planner finds no MatchRecognize here in sqlglot's tree of "
+                               "the query", start)
             match = copied(found)
-            match.replace(_table(self._match(match, spec, start, m), match.args.get("alias")))
+            match.replace(_table(self._match(match, spec), match.args.get("alias")))
         for call in (call for _, call in find_windows(self.statement).values()):
             table = copied(call.node)
             table.replace(_table(self._window(call), table.args.get("alias")))
@@ -115,14 +114,14 @@ class Special:
 
     # -- MATCH_RECOGNIZE: partition columns and measures (ONE ROW PER MATCH), insert-only
 
-    def _match(self, match, spec, first: int, m: int) -> str:
-        """``match`` (its table ref: tokens ``first`` to ``m``, the MATCH_RECOGNIZE) as a placeholder."""
+    def _match(self, match, spec) -> str:
+        """``match``, a MATCH_RECOGNIZE and its table ref, as a placeholder."""
         source = match.this                     # the table ref it reads: a table, or (a subquery)
         columns = [*spec.partition_by, *[x.alias for x in spec.measures]]
 
         def build(_node):
             if isinstance(source, exp.Subquery):
-                part = self.statement.part(source.this, first + 1, m - 1)    # inside its parentheses
+                part = self.statement.part(source.this)    # inside its parentheses
                 child = self.plan(part, {n: s for n, s in self.streams.values()})
             else:
                 name, s, cols = self._base(source.name)
