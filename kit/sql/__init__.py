@@ -66,6 +66,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_type
 from sqlglot import exp
+from sqlglot.tokens import TokenType
 
 from ..errors import KitError
 from .. import match_recognize as matching  # looked up per call, so tests can stand in
@@ -387,8 +388,8 @@ class _Run(Resolver):
         referring to them."""
         if type(self.spark).__module__.startswith("pyspark.sql.connect"):
             return True
-        first = next(t for t in self.statement.tokens if t.kind != "OP" or t.value != "(")
-        return not first.is_word(*_QUERIES)
+        first = next((t for t in self.statement.read() if t.token_type != TokenType.L_PAREN), None)
+        return not (first and first.token_type != TokenType.IDENTIFIER and first.text.upper() in _QUERIES)
 
     def drop(self):
         for view in self.labels:
@@ -450,14 +451,16 @@ def _spark_offset(error, text):
 
 
 def _named_offset(error, statement: Statement, rewritten) -> int:
-    """Where the user wrote the object an error names (``objectName``), else the start of
-    the statement."""
+    """Where the user wrote the object an error names (``objectName``...: a name or a function's
+    name the tree placed), else the start of the statement."""
     start = rewritten.pieces[0][1] if rewritten.pieces else 0
     params = error.getMessageParameters() or {}
+    placed = sorted((node.meta["start"], node.name.lower()) for node in statement.tree.walk()
+                    if isinstance(node, (exp.Identifier, exp.Anonymous)) and "start" in node.meta) \
+        if statement.tree is not None else []
     for key in ("objectName", "relationName", "routineName", "expression"):
         name = params.get(key, "").strip('`"').split("`.`")[-1].lower()
-        if name:
-            for tok in statement.tokens:
-                if tok.start >= start and tok.kind == "IDENT" and tok.value.lower() == name:
-                    return tok.start
+        found = next((at for at, written in placed if at >= start and written == name), None) if name else None
+        if found is not None:
+            return found
     return start

@@ -126,7 +126,7 @@ class Statement:
     def extent(self) -> tuple[int, int]:
         """(start, end) offsets of the query in ``text``: from its first token to its last but
         trailing semicolons (comments and blanks around it are not the query's)."""
-        raw = self._raw()
+        raw = self.read()
         while raw and raw[-1].token_type == TokenType.SEMICOLON:
             raw = raw[:-1]
         return (raw[0].start, raw[-1].end + 1) if raw else (0, 0)
@@ -138,11 +138,11 @@ class Statement:
         >>> Statement("SELECT a FROM t").token(9, -1).text
         'a'
         """
-        return self._raw()[self._index(offset) + step]
+        return self.read()[self._index(offset) + step]
 
     def _index(self, offset: int) -> int:
         """The index in ``scanned`` of the first token that starts at or after ``offset``."""
-        return bisect.bisect_left(self._raw(), offset, key=lambda tok: tok.start)
+        return bisect.bisect_left(self.read(), offset, key=lambda tok: tok.start)
 
     def cast_type(self, cast: exp.Cast) -> tuple[str, int, int] | None:
         """The type of ``CAST(x AS type)`` as Flink spells it, upper-cased (``DOUBLE``,
@@ -160,7 +160,7 @@ class Statement:
         first, end = to.meta["start"], to.meta["end"] + 1
         if self.token(end).start != cast.meta["end"]:
             return None
-        words = self._raw()[self._index(first):self._index(end)]
+        words = self.read()[self._index(first):self._index(end)]
         if any(tok.token_type in (TokenType.IDENTIFIER, TokenType.STRING) for tok in words):
             return None
         return type_spelling(words), first, end
@@ -179,7 +179,7 @@ class Statement:
         except TokenError as error:
             return None, error
 
-    def _raw(self) -> list:
+    def read(self) -> list:
         """sqlglot's tokens of ``text``; the SqlError saying where they cannot be read."""
         raw, _ = self.scanned
         if raw is None:
