@@ -35,10 +35,8 @@ from dataclasses import dataclass, field, replace
 
 from sqlglot import exp
 
-from .cursor import Cursor
 from .dialect import first_token, span
 from .errors import error_at
-from .lexer import Token
 from .options import DYNAMIC_OPTIONS, duration_option
 from .statement import Statement
 
@@ -193,10 +191,13 @@ def _equality(part: exp.Expression) -> tuple | None:
 class VersionedView:
     """A ``WITH`` query that deduplicates a table into a versioned view: ``SELECT outer FROM
     (SELECT inner, ROW_NUMBER() OVER (PARTITION BY partition ORDER BY order [DESC]) AS rownum
-    FROM source) WHERE rownum = 1``; the select lists hold column names and ``*``."""
-    source: Token
+    FROM source) WHERE rownum = 1``; the select lists hold column names and ``*``; ``*_at``:
+    where the names are written."""
+    source: str
+    source_at: int
     partition: list
-    order: Token
+    order: str
+    order_at: int
     keep: str                          # "last" (DESC) or "first" (ASC)
     inner: list
     rownum: str
@@ -214,103 +215,66 @@ _SHAPE = ("a versioned view is a deduplication: SELECT ... FROM (SELECT *, ROW_N
 
 def versioned_view(statement: Statement, name: str) -> VersionedView | None:
     """The ``WITH`` query named ``name`` as a ``VersionedView``; None when the query has no
-    such ``WITH`` query; a ``SqlError`` when it is not a deduplication."""
-    query, tokens = statement.text, statement.tokens
-    if not tokens[0].is_word("WITH"):
-        return None
-    cur = Cursor(query, tokens, 1)
-    while cur.peek().kind == "IDENT":
-        found = cur.next().value.lower() == name.lower()
-        if cur.at_op("("):                                 # a column list
-            _skip_parens(cur)
-        cur.expect("AS")
-        if found:
-            cur.expect_op("(")
-            return _deduplication(cur)
-        _skip_parens(cur)
-        if not cur.accept_op(","):
-            break
+    such ``WITH`` query; a ``SqlError`` when it is not a deduplication.
+
+    >>> s = Statement("WITH v AS (SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY t DESC) "
+    ...               "AS rn FROM r) WHERE rn = 1) SELECT * FROM v")
+    >>> view = versioned_view(s, "V")
+    >>> view.source, view.partition, view.order, view.keep, view.rownum
+    ('r', ['k'], 't', 'last', 'rn')
+    """
+    tree = statement.tree
+    for cte in tree.ctes if isinstance(tree, exp.Query) else ():
+        if cte.alias.lower() == name.lower():
+            return _deduplication(statement, cte.this)
     return None
 
 
-def _skip_parens(cur: Cursor):
-    """Past the parenthesis that opens at the cursor."""
-    depth = 0
-    while cur.peek().kind != "EOF":
-        tok = cur.next()
-        if tok.kind == "OP" and tok.value in "()":
-            depth += 1 if tok.value == "(" else -1
-            if depth == 0:
-                return
-
-
-def _deduplication(cur: Cursor) -> VersionedView:
+def _deduplication(statement: Statement, query: exp.Expression) -> VersionedView:
     """``SELECT outer FROM (SELECT inner, ROW_NUMBER() OVER (...) [AS] rn FROM t [[AS] a]) [[AS] b]
-    WHERE rn = 1 | rn <= 1 | rn < 2)``, the cursor after the ``WITH`` query's ``(``."""
-    def fail(tok=None):
-        return cur.error(_SHAPE, tok, found=False)
+    WHERE rn = 1 | rn <= 1 | rn < 2``, the query of a ``WITH``; a SqlError at the first node of
+    another shape."""
+    def fail(node):
+        return error_at(statement.text, _SHAPE, (span(node) or span(query))[0])
 
-    def select_list(before_row_number=False):
-        items = []
-        while not (before_row_number and cur.at("ROW_NUMBER")):
-            items.append("*" if cur.accept_op("*") else _column(cur, fail))
-            if not cur.accept_op(","):
-                break
-        return items
+    def select(node, what):
+        """``node``, a SELECT of one table ref (``what``) and no other clause but WHERE."""
+        source = node.args.get("from_") if isinstance(node, exp.Select) else None
+        if source is None or not isinstance(source.this, what):
+            raise fail(node)
+        extra = [v for k, v in node.args.items() if v and k not in ("expressions", "from_", "where")]
+        if extra:
+            raise fail(extra[0] if isinstance(extra[0], exp.Expression) else extra[0][0])
+        return source.this
 
-    def alias():
-        if cur.accept("AS") or cur.peek().kind == "IDENT":
-            cur.identifier("an alias")
+    def columns(nodes):
+        """Column names and ``*``."""
+        for n in nodes:
+            if not (isinstance(n, exp.Star) or isinstance(n, exp.Column) and isinstance(n.this, exp.Identifier)):
+                raise fail(n)
+        return ["*" if isinstance(n, exp.Star) else n.name for n in nodes]
 
-    cur.expect("SELECT")
-    outer = select_list()
-    cur.expect("FROM")
-    cur.expect_op("(")
-    cur.expect("SELECT")
-    inner = select_list(before_row_number=True)
-    if not inner or not cur.at("ROW_NUMBER"):
-        raise fail()
-    cur.next()
-    cur.expect_op("(")
-    cur.expect_op(")")
-    cur.expect("OVER")
-    cur.expect_op("(")
-    cur.expect_words("PARTITION", "BY")
-    partition = [_column(cur, fail)]
-    while cur.accept_op(","):
-        partition.append(_column(cur, fail))
-    cur.expect_words("ORDER", "BY")
-    order = cur.identifier("the versioned view's time attribute")
-    if cur.accept_op("."):
-        order = cur.identifier("a column")
-    keep = "last" if cur.accept("DESC") else "first"
-    if keep == "first":
-        cur.accept("ASC")
-    cur.expect_op(")")
-    cur.accept("AS")
-    rownum = cur.identifier("the row number's alias (AS rownum)").value
-    cur.expect("FROM")
-    source = cur.identifier("the table the view deduplicates")
-    alias()
-    cur.expect_op(")")
-    alias()
-    cur.expect("WHERE")
-    if _column(cur, fail).lower() != rownum.lower():
-        raise fail()
-    op, bound = cur.next(), cur.next()
-    if (op.value, bound.value) not in (("=", "1"), ("<=", "1"), ("<", "2")) or not cur.at_op(")"):
-        raise fail(op)
-    return VersionedView(source, partition, order, keep, inner, rownum, outer)
-
-
-def _column(cur: Cursor, fail) -> str:
-    """A column, maybe qualified (``r.rate``): its name."""
-    if cur.peek().kind != "IDENT":
-        raise fail()
-    tok = cur.next()
-    if cur.accept_op("."):
-        tok = cur.identifier("a column")
-    return tok.value
+    inner = select(query, exp.Subquery).this
+    table = select(inner, exp.Table)
+    *listed, numbered = inner.expressions
+    window = numbered.this if isinstance(numbered, exp.Alias) else None
+    if not (listed and isinstance(window, exp.Window) and isinstance(window.this, exp.RowNumber)
+            and window.args.get("partition_by") and window.args.get("order")
+            and len(window.args["order"].expressions) == 1 and not window.args.get("spec")):
+        raise fail(numbered)
+    order = window.args["order"].expressions[0]
+    time = order.this
+    if not isinstance(time, exp.Column):
+        raise fail(time)
+    bound = query.args.get("where") and query.args["where"].this
+    if not (isinstance(bound, (exp.EQ, exp.LTE, exp.LT)) and isinstance(bound.this, exp.Column)
+            and bound.this.name.lower() == numbered.alias.lower() and bound.expression.is_int
+            and int(bound.expression.name) == (2 if isinstance(bound, exp.LT) else 1)):
+        raise error_at(statement.text, _SHAPE, statement.token(span(bound.expression)[0], -1).start) \
+            if isinstance(bound, exp.Binary) else fail(query)
+    return VersionedView(table.name, table.this.meta["start"], columns(window.args["partition_by"]), time.name,
+                         time.this.meta["start"], "last" if order.args.get("desc") else "first",
+                         columns(listed), numbered.alias, columns(query.expressions))
 
 
 def _left_table(call: TemporalCall):
@@ -413,28 +377,28 @@ def _deduplicated(view: VersionedView, tables: dict, error):
     """The stream a versioned view deduplicates, its primary key the ``PARTITION BY`` columns."""
     from ..stream import Stream
 
-    source = tables.get(view.source.value.lower())
+    source = tables.get(view.source.lower())
     if not isinstance(source, Stream):
-        raise error(f"{view.source.value} is not a stream: pass it as kit.stream(df, time=..., watermark=...)",
-                    view.source.start)
+        raise error(f"{view.source} is not a stream: pass it as kit.stream(df, time=..., watermark=...)",
+                    view.source_at)
     columns = {c.lower(): c for c in source.source.columns}
-    if view.order.value.lower() != source.time.lower():
+    if view.order.lower() != source.time.lower():
         raise error("Event-Time Temporal Table Join requires both primary key and row time attribute in "
                     f"versioned table, but no row time attribute can be found: the view orders by "
-                    f"{view.order.value}, not {view.source.value}'s event time {source.time}", view.order.start)
+                    f"{view.order}, not {view.source}'s event time {source.time}", view.order_at)
     for name in view.partition + [c for c in view.inner if c != "*"]:
         if name.lower() not in columns:
-            raise error(f"{name} is not a column of {view.source.value}; columns are {source.source.columns}",
-                        view.source.start)
+            raise error(f"{name} is not a column of {view.source}; columns are {source.source.columns}",
+                        view.source_at)
     inner = [c.lower() for c in replace(view, outer=["*"]).columns(source.source.columns)]
     for name in view.outer:
         if name != "*" and name.lower() not in inner:
-            raise error(f"{name} is not a column of the view's subquery; it has {inner}", view.source.start)
+            raise error(f"{name} is not a column of the view's subquery; it has {inner}", view.source_at)
     missing = [c for c in view.partition + [source.time] if c.lower() not in
                [x.lower() for x in view.columns(source.source.columns)]]
     if missing:
         raise error(f"the versioned view must keep its primary key and time attribute; it drops {missing}",
-                    view.source.start)
+                    view.source_at)
     return replace(source, primary_key=tuple(columns[c.lower()] for c in view.partition))
 
 
