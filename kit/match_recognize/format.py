@@ -19,7 +19,7 @@ from .spec import INTERVAL_UNITS, RESERVED
 
 __all__ = ["to_sql"]
 
-# binding strength of expression operators, loosest first (see kit.sql.expressions)
+# binding strength of expression operators, loosest first (as Flink SQL binds them)
 _OR, _AND, _NOT, _PREDICATE, _CONCAT, _ADD, _MUL, _NEG, _PRIMARY = range(1, 10)
 _BINARY = {"OR": _OR, "AND": _AND, "||": _CONCAT, "+": _ADD, "-": _ADD, "*": _MUL, "/": _MUL,
            "%": _MUL, "=": _PREDICATE, "<>": _PREDICATE, "!=": _PREDICATE, "<": _PREDICATE,

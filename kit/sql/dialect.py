@@ -22,7 +22,8 @@ the text and parses it again. What it adds to Spark's parser:
   ``PATTERN`` stays text (a ``Var`` placed on its tokens, whose grammar the kit reads);
 - ``FOR SYSTEM_TIME AS OF expr`` on a joined table: Spark's parser reads it already, into
   the table's ``version`` (``exp.Version``, kind ``AS OF``);
-- Flink's type names in CAST: ``BYTES``, ``TIMESTAMP(p) WITH LOCAL TIME ZONE``.
+- Flink's type names in CAST: ``BYTES``, ``TIMESTAMP(p) WITH LOCAL TIME ZONE``; a type is
+  placed (the rewrite to Spark SQL respells it: ``type_spelling``).
 
 Legacy group windows (``GROUP BY TUMBLE(c, INTERVAL '1' HOUR)``, ``TUMBLE_START(...)``) and
 ``LATERAL TABLE (f(t))`` read as Spark reads them: functions.

@@ -8,10 +8,10 @@ group windows, temporal and interval joins, the error mapping, the continuous pl
 
 - ``text``: the query as the user wrote it (after ``semantics="standard"``'s quoting);
 - ``scanned``: sqlglot's tokens of it in the kit's Flink dialect: the one read of the text;
-- ``tokens``: the kit's tokens, made from ``scanned`` (``lexer.from_sqlglot``: what the kit's
-  own lexer gives, a property test says, without reading the text again); each knows its line
-  and column, so errors point at the user's text. Only a text sqlglot's tokenizer refuses
-  (an unclosed string...) is read by the kit's lexer, to say where;
+- ``tokens``: the kit's tokens, made from ``scanned`` (``lexer.from_sqlglot``, not reading the
+  text again) for the kit's checks of the text the rewrite to Spark SQL makes (how deep it
+  nests, characters Flink refuses: a SqlError at the user's line and column). Only a text
+  sqlglot's tokenizer refuses (an unclosed string...) is read by the kit's lexer, to say where;
 - ``tree``: sqlglot's parse of ``scanned`` in the kit's Flink dialect (``dialect.Flink``:
   Spark's, plus window TVFs, MATCH_RECOGNIZE, ``FOR SYSTEM_TIME AS OF`` and Flink's type
   names), made once on first use; its table sources and the nodes the dialect adds carry
@@ -35,21 +35,26 @@ What reads what:
   node by a placeholder table and takes ``FOR SYSTEM_TIME AS OF`` off a temporal join's
   table, then writes the tree back as text for the logical planner -- rendering, not parsing:
   no text is spliced and read again. A MATCH_RECOGNIZE's subquery input is planned as
-  ``part()`` of the statement (its node of the tree, its tokens of the user's), the WITH
-  query a window TVF reads is a node too; ``logical.updating``, ``time_over`` and the sink's
-  field names read it.
-- the tokens: the batch rewrite to Spark SQL (``query.rewrite`` copies the user's text
-  verbatim between the pieces it replaces, comments and layout kept, and maps a Spark
-  error's offset back through those pieces: it cuts where the finders' offsets say, and maps
-  an offset to its token); the versioned view of a temporal join
-  (``temporal.versioned_view``); and the error mapping (``errors``, via the rewrite's pieces).
+  ``part()`` of the statement (its node of the tree), the WITH query a window TVF reads is a
+  node too; ``logical.updating``, ``time_over`` and the sink's field names read it. The batch
+  rewrite to Spark SQL (``query.rewrite``) finds in the tree what it replaces -- the tables
+  of FROM and JOIN, MATCH_RECOGNIZE's nodes, the finders' constructs, CAST's types (placed
+  ``DataType`` nodes) -- and splices the user's text by their offsets, copying it verbatim
+  in between (comments and layout kept) and mapping a Spark error's offset back through the
+  pieces. The versioned view of a temporal join (``temporal.versioned_view``) is its WITH
+  query's node; the error mapping finds a name Spark's error names among the tree's placed
+  identifiers and calls.
+- sqlglot's tokens (``scanned``, by offset: ``token()``): a MATCH_RECOGNIZE's PATTERN, the
+  words of a CAST's type, where the query starts and ends (``extent``), whether it is a query
+  (the first word).
+- the kit's tokens (``tokens``): only the rewrite's checks of the text (above).
 
 So a call reads its text once (sqlglot's tokenizer) and parses those tokens once;
 ``tests/test_sql_reads_once.py`` counts the reads per construct. A subquery in a
 MATCH_RECOGNIZE's DEFINE or MEASURES (semantics="standard"), run as a query of its own, is
-``subquery()``: a part of the statement, its tokens the user's, not read again. The text entry
-points (``parse_match_recognize``, ``clauses``, ``physical_plan``...) make a ``Statement`` of
-their text, once.
+``subquery()``: its node of the tree as ``part()`` of the statement, not read again. The text
+entry points (``parse_match_recognize``, ``clauses``, ``physical_plan``...) make a
+``Statement`` of their text, once.
 
 Why sqlglot with a Flink dialect rather than the kit's parser grown into a tree. The planner
 needs what sqlglot's tree gives: names, stars and subqueries resolved by ``qualify``, types,
@@ -59,8 +64,8 @@ tokenizer word (MATCH_RECOGNIZE, BYTES) and a parser method per construct, and s
 tokens know their offsets, so a node can name the user's line and column. No one sqlglot
 dialect read all of Flink SQL (MATCH_RECOGNIZE under snowflake's, lacking WITHIN and SUBSET;
 no dialect read ``TABLE(TUMBLE(TABLE t, DESCRIPTOR(c), ...))``). What it does not replace
-yet: the kit's tokens, for the rewrite that keeps the user's text verbatim between the pieces
-it replaces and maps Spark's errors back through them.
+yet: the kit's tokens for the checks of the text (nesting depth, characters) and the kit's
+lexer for where an unreadable text goes wrong.
 """
 
 from __future__ import annotations
