@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 
 from sqlglot import exp
+from sqlglot.tokens import TokenType
 
 from .dialect import MatchRecognize, span
 from .errors import error_at
@@ -98,7 +99,7 @@ def find_match_recognize(statement: Statement, aggregates, fold=False) -> dict:
     """{offset of the table ref: (offset of the word MATCH_RECOGNIZE, end of the clause, spec)},
     in text order: each clause's spec built from its node of the statement's tree
     (``SpecReader``), parsed only when the text holds the word."""
-    if "MATCH_RECOGNIZE" not in statement.text.upper():
+    if not any(tok.token_type == TokenType.MATCH_RECOGNIZE for tok in statement.read()):
         return {}
     tree = statement.tree
     if tree is None:
@@ -115,8 +116,8 @@ def find_match_recognize(statement: Statement, aggregates, fold=False) -> dict:
 
 class _Renderer:
     """Copies the text between the pieces it replaces verbatim: each piece, found in the tree,
-    is an edit ``(start, end, make)`` of the text, ``make()`` its replacement (a ``str`` or a
-    ``Rewritten``), run in text order."""
+    is an edit ``(start, end, make)`` of the text, ``make()`` its replacement (None: the text
+    stays), run in text order."""
 
     def __init__(self, statement, found, resolver):
         self.statement, self.query, self.resolver = statement, statement.text, resolver
@@ -141,7 +142,8 @@ class _Renderer:
             for *_, (start, end) in c.equalities:    # a key equality the link implies (once planned)
                 self._edit(start, end, lambda c=c, start=start: "TRUE" if start in c.implied else None)
             if c.cond:                                # ON / WHERE: the version each left row met
-                self._insert(c.cond_at, lambda c=c: f" `{self.resolver.temporal(c)[2]}`.__kit_v = `{c.alias}`.__kit_v AND (")
+                self._insert(c.cond_at, lambda c=c: f" `{self.resolver.temporal(c)[2]}`.__kit_v = "
+                                                    f"`{c.alias}`.__kit_v AND (")
         for c in interval:                            # ON / WHERE: the pair link
             self._insert(c.cond_at, c.link)
         for c in [*temporal, *interval]:
