@@ -173,7 +173,7 @@ def _in_input_order(result, keys, size, slide) -> DataFrame:
     (``_pass_one``, ``_pass_two``). Both find ``A`` for every window maximum (``_fired``)
     from the first arrival at each grid value of the maxima in each input partition.
     """
-    s, a = result.stream, result.spec.assigner
+    s = result.stream
     agg = result.spec.contents._agg
     scanned = _scanned(result, keys, size, slide)
     if scanned is None:
