@@ -315,6 +315,11 @@ def one_row(spark):
     ("SELECT COUNT(*) FROM t GROUP BY SESSION(t, INTERVAL '-1' SECOND)", "gap must be a positive interval", 44),
     ("SELECT COUNT(*) FROM t GROUP BY TUMBLE(t, INTERVAL '1' HOUR), HOP(t, INTERVAL '1' HOUR, INTERVAL '2' HOUR)",
      "a query can group by one window only", 63),
+    # a text sqlglot cannot read: its place, not Spark's in a construct Spark lacks (TABLE( at 15)
+    ("SELECT * FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(t) INTERVAL '1' HOUR))", "cannot read the query: Expecting )",
+     51),
+    # nor a registered table Spark does not know: the query is incomplete
+    ("SELECT k FROM t WHERE", "an incomplete WHERE", 17),
 ])
 def test_window_errors_point_at_the_text(one_row, query, message, column):
     with pytest.raises(SqlError, match=re.escape(message)) as error:

@@ -366,6 +366,9 @@ class _Run(Resolver):
         return SqlError(message, *pos, self.query)
 
     def _error(self, error, rewritten) -> SqlError:
+        condition = (error.getCondition() if hasattr(error, "getCondition") else error.getErrorClass()) or ""
+        if self.statement.tree is None and not condition.startswith("PARSE_"):
+            return self.statement.parse_error   # Spark read what sqlglot cannot: sqlglot says where
         message = str(error).strip().split("\n")[0]
         message = re.split(r"\s*SQLSTATE:", message)[0]
         for view, label in self.labels.items():

@@ -31,7 +31,7 @@ import re
 from sqlglot import exp
 from sqlglot.tokens import TokenType
 
-from .dialect import MatchRecognize, span
+from .dialect import WINDOW_TVFS, MatchRecognize, span
 from .errors import error_at
 from .interval import find_interval_joins
 from .rewritten import Rewritten
@@ -90,9 +90,24 @@ def rewrite(query: Statement | str, resolver: Resolver, aggregates=()) -> Rewrit
     """``query`` as Spark SQL (see the module doc); MATCH_RECOGNIZE clauses run on the way."""
     statement = Statement.of(query)
     statement.tokens       # the kit's checks of the text: nesting depth, characters (a SqlError at the place)
+    if statement.tree is None and _holds_flink_only(statement):
+        raise statement.parse_error   # Spark would name a place in a construct it cannot read
     fold = getattr(resolver, "semantics", None) == "standard"   # standard SQL's unquoted names
     renderer = _Renderer(statement, find_match_recognize(statement, aggregates, fold), resolver)
     return renderer.render(*statement.extent)
+
+
+def _holds_flink_only(statement: Statement) -> bool:
+    """Whether the text holds a construct Spark's parser lacks: a window TVF (``TABLE(TUMBLE``...),
+    MATCH_RECOGNIZE or ``FOR SYSTEM_TIME``."""
+    raw = statement.read()
+    for i, tok in enumerate(raw):
+        if tok.token_type == TokenType.MATCH_RECOGNIZE or tok.text.upper() == "SYSTEM_TIME":
+            return True
+        if tok.token_type == TokenType.TABLE and raw[i + 1:i + 3] and raw[i + 1].token_type == TokenType.L_PAREN \
+                and len(raw) > i + 2 and raw[i + 2].text.upper() in WINDOW_TVFS:
+            return True
+    return False
 
 
 def find_match_recognize(statement: Statement, aggregates, fold=False) -> dict:

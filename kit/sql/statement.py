@@ -70,6 +70,8 @@ lexer for where an unreadable text goes wrong.
 
 from __future__ import annotations
 
+import re
+
 import bisect
 import sys
 from functools import cached_property
@@ -258,4 +260,7 @@ def _syntax_error(error, text: str) -> SqlError:
     line, col = found.get("line") or 1, found.get("col") or 1
     col = max(1, col - len(found.get("highlight") or "") + 1)
     message = found.get("description") or str(error).splitlines()[0]
+    missing = re.fullmatch(r"Required keyword: '(\w+)' missing for <class '[\w.]*?(\w+)'>", message)
+    if missing:                             # sqlglot names its own node: say what the user left out
+        message = f"an incomplete {missing[2].upper()}: something it needs is missing after it"
     return SqlError(f"cannot read the query: {message}", line, col, text)
