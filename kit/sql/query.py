@@ -101,13 +101,10 @@ def _holds_flink_only(statement: Statement) -> bool:
     """Whether the text holds a construct Spark's parser lacks: a window TVF (``TABLE(TUMBLE``...),
     MATCH_RECOGNIZE or ``FOR SYSTEM_TIME``."""
     raw = statement.read()
-    for i, tok in enumerate(raw):
-        if tok.token_type == TokenType.MATCH_RECOGNIZE or tok.text.upper() == "SYSTEM_TIME":
-            return True
-        if tok.token_type == TokenType.TABLE and raw[i + 1:i + 3] and raw[i + 1].token_type == TokenType.L_PAREN \
-                and len(raw) > i + 2 and raw[i + 2].text.upper() in WINDOW_TVFS:
-            return True
-    return False
+    if any(tok.token_type == TokenType.MATCH_RECOGNIZE or tok.text.upper() == "SYSTEM_TIME" for tok in raw):
+        return True
+    return any(table.token_type == TokenType.TABLE and paren.token_type == TokenType.L_PAREN
+               and call.text.upper() in WINDOW_TVFS for table, paren, call in zip(raw, raw[1:], raw[2:]))
 
 
 def find_match_recognize(statement: Statement, aggregates, fold=False) -> dict:
