@@ -66,6 +66,7 @@ def replay_per_key(log: Changelog, keys: list, make, options: Options, extra: li
         T.StructField("_n", T.ArrayType(T.IntegerType())), T.StructField("_pt", T.LongType())]
 
     def output(table, out):
+        out = list(out)
         if not out:
             return
         seqs, ns, pts = (table.column(c).to_pylist() for c in ("seq", "_n", "_pt"))

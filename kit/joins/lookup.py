@@ -354,6 +354,7 @@ def lookups(left: Stream, table: LookupTable, left_keys, table_keys, misses: boo
     def output(table, found: list):
         """A task's rows found, in batches; or, the database having failed the lookups, the
         query failing with the kit's message."""
+        found = list(found)
         if found and type(found[-1]) is _Failed:
             yield failed(found[-1].message)
             return

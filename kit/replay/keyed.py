@@ -210,15 +210,15 @@ def run_task(table: pa.Table, keys: list, operator, columns: list = (), watermar
     ``watermark`` and ``proctime`` columns, if named."""
     names = list(dict.fromkeys([*keys, *columns, *filter(None, [watermark, proctime])]))
     cols = {c: python_values(table.column(c)) for c in names}
-    rows = list(zip(*[cols[c] for c in columns]))
     for start, length in groups(table, keys):
         key, out, end = [cols[k][start] for k in keys], [], start + length
         op = operator(key, *shared)
         if isinstance(op, Rows):
             op.process_rows(table.slice(start, length), Context(key, op.state, out))
-        else:
-            run_key(op, key, rows[start:end] if columns else [()] * length,
-                    watermark and cols[watermark][start:end], proctime and cols[proctime][start:end], out, start)
+        else:   # a key's rows made as it runs: a task's at once would be that many more objects for the GC
+            rows = zip(*[cols[c][start:end] for c in columns]) if columns else [()] * length
+            run_key(op, key, rows, watermark and cols[watermark][start:end], proctime and cols[proctime][start:end],
+                    out, start)
         yield out
 
 
@@ -226,7 +226,9 @@ def replay(df: DataFrame, keys: list, operator, schema, columns: list = (), outp
            proctime: str = None, task=None) -> DataFrame:
     """``run_task`` over each task of ``df`` (``spread``: sorted by key and arrival in its
     tasks), in one ``mapInArrow`` per task. ``output(table, outputs)`` turns a task's outputs
-    into Arrow batches of ``schema`` (default ``tuples(schema)``: tuples in its order).
+    into Arrow batches of ``schema`` (default ``tuples(schema)``: tuples in its order); the
+    outputs come as an iterator, key after key, so an ``output`` that converts them as they
+    come holds one key's objects at a time (fewer for Python's GC to walk).
     ``task(table)``, if given, is called with each task's table first: what it returns is
     handed to ``operator`` as its second argument (data the task's keys share)."""
     output = output or tuples(schema)
@@ -236,10 +238,9 @@ def replay(df: DataFrame, keys: list, operator, schema, columns: list = (), outp
         table = pa.Table.from_batches(batches) if batches else None
         if table is None or not table.num_rows:
             return
-        shared, outs = () if task is None else (task(table),), []
-        for out in run_task(table, keys, operator, columns, watermark, proctime, shared):
-            outs += out
-        yield from output(table, outs)
+        shared = () if task is None else (task(table),)
+        yield from output(table, (o for out in run_task(table, keys, operator, columns, watermark, proctime, shared)
+                                  for o in out))
 
     return df.mapInArrow(per_task, schema)
 
@@ -250,6 +251,7 @@ def tuples(schema, nan_is_null: bool | None = None):
     arrow = to_arrow_schema(schema, timezone="UTC")
 
     def batches(table, out):
+        out = list(out)
         if not out:
             return
         yield pa.RecordBatch.from_arrays(   # a column at a time: one column's values held at once

@@ -32,9 +32,9 @@ class KeyedWindow(WindowOperator):
         self.element_row, self.emit, self.n = element_row, emit, len(element_row)
 
     def process_element(self, row, ctx):
-        e = _element(self.element_row, row, self.n)
-        ctx.state("elements").add(e)
-        super().process_element(e, ctx)
+        op, e = self.operator(ctx), _element(self.element_row, row, self.n)
+        ctx.state("elements").append(e)
+        self.step(op, e, ctx)
 
     def end_of_input(self, ctx):
         result = self.finish(ctx)

@@ -578,6 +578,7 @@ class _Operator:
         Long.MAX_VALUE."""
         self.advance_processing_time(final_proctime)
         self.advance_watermark(MAX_TIME)
+        self.ctx = None   # no reference cycle left: the key's objects go when it does, not at the next GC
         return self.fates()
 
     def fates(self) -> KeyResult:
@@ -666,14 +667,21 @@ class WindowOperator(KeyedOperator):
         return op
 
     def process_element(self, e: Element, ctx):
-        op = ctx.state("operator").value() or self.operator(ctx)
-        op.advance_watermark(e.watermark)
-        op.advance_processing_time(e.proctime)
+        self.step(self.operator(ctx), e, ctx)
+
+    def step(self, op: _Operator, e: Element, ctx):
+        """``e`` through the key's ``op``: its clocks first, then the element."""
+        if e.watermark > op.watermark:
+            op.advance_watermark(e.watermark)
+        if e.proctime is not None:
+            op.advance_processing_time(e.proctime)
         op.seen.append(e.seq)
         if self.log is not None:
             self.log.append(("element", e.seq))
         op.process(e)
-        _wake(ctx, op.timers, op.wakes)
+        timers, wakes = op.timers, op.wakes
+        if len(timers[0].queue) > 1 or len(timers[1].queue) > 1:
+            _wake(ctx, timers, wakes)
 
     def on_timer(self, timestamp: int, ctx):
         if ctx.watermark == MAX_TIME:   # the end of input: finish() runs the clock first
