@@ -30,11 +30,14 @@ class KeyedWindow(WindowOperator):
     def __init__(self, spec, element_row, emit, **options):
         super().__init__(spec, **options)
         self.element_row, self.emit, self.n = element_row, emit, len(element_row)
+        self.current = (None, None, None)   # (ctx, its operator, its elements): the key being stepped
 
     def process_element(self, row, ctx):
-        op, e = self.operator(ctx), _element(self.element_row, row, self.n)
-        ctx.state("elements").append(e)
-        self.step(op, e, ctx)
+        if ctx is not self.current[0]:   # a key's state looked up once per run of its rows, not per row
+            self.current = ctx, self.operator(ctx), ctx.state("elements")
+        e = _element(self.element_row, row, self.n)
+        self.current[2].append(e)
+        self.step(self.current[1], e, ctx)
 
     def end_of_input(self, ctx):
         result = self.finish(ctx)
