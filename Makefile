@@ -32,7 +32,7 @@ classes: $(LAB)         ## the JVM's class archive: Spark sessions start ~2 s so
 	$(BIN)/python -m kit.tools.archive
 
 test: $(TEST) browser-deps   ## the whole suite: unit, property, notebooks (nbval), browser
-	$(BIN)/python -m pytest tests kit --doctest-modules --nbval notebooks --nbval-current-env -p no:cacheprovider --durations=30
+	KIT_DRIVER_JAVA_OPTIONS=-XX:TieredStopAtLevel=1 $(BIN)/python -m pytest tests kit --doctest-modules --nbval notebooks --nbval-current-env -p no:cacheprovider --durations=30
 
 bench: $(TEST) .venv-flink/.installed   ## benchmarks (not tests), real Flink side by side: build/bench.md
 	$(BIN)/python -m benchmarks

@@ -24,7 +24,9 @@ the driver's heap reserved at start (``-Xms``)     as Flink's TaskManagers: a fu
 
 Environment: ``SPARK_REMOTE`` (e.g. ``sc://host:15002``) connects to a Spark Connect
 server instead; ``SPARK_MASTER`` (or ``KIT_SPARK_MASTER``; default ``local[*]``) is the
-master of a session the kit starts, ``KIT_DRIVER_MEMORY`` (default ``4g``) its driver's memory.
+master of a session the kit starts, ``KIT_DRIVER_MEMORY`` (default ``4g``) its driver's memory,
+``KIT_DRIVER_JAVA_OPTIONS`` more options for its driver's JVM (``make test`` sets
+``-XX:TieredStopAtLevel=1``: short jobs spend less CPU compiling than they gain).
 A cluster session gets the same settings but the shuffle partitions (set on adoption, from
 the executors' cores) and the local-only ones (the Python daemon, the executors' log4j file).
 
@@ -154,7 +156,8 @@ def _conf(master: str = "local[*]") -> dict[str, str]:
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.driver.memory": memory,
-        "spark.driver.extraJavaOptions": java_opts + _initial_heap(memory),
+        "spark.driver.extraJavaOptions": " ".join(filter(None, [java_opts + _initial_heap(memory),
+                                                                os.environ.get("KIT_DRIVER_JAVA_OPTIONS")])),
         "spark.executor.extraJavaOptions": java_opts,
     }
     if not master.startswith("local"):   # the executors' cores, known once they run (adopt); their own logs
