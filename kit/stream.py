@@ -144,7 +144,11 @@ class Stream:
 
     def own_watermark(self) -> Column:
         """The watermark each row emits (before the running maximum), in ms; NULL for none."""
-        return F.expr(_candidate(self, self.millis_sql(self.time)))
+        return F.expr(self.own_watermark_sql())
+
+    def own_watermark_sql(self) -> str:
+        """``own_watermark`` as Spark SQL over the source's columns."""
+        return _candidate(self, self.millis_sql(self.time))
 
     @classmethod
     def of(cls, df, time: str, watermark: WatermarkStrategy | Duration | None = None,
@@ -529,12 +533,14 @@ class Arrivals:
         summary = self._scan("summary", self._prepared.select(*self._times), T.StructType([
             T.StructField("_chunk", T.IntegerType()), T.StructField("_n", T.LongType()),
             T.StructField("_max", T.LongType()), T.StructField("_pmax", T.LongType())])).collect()
-        seq, wm, pt, chunks, self.offsets = 0, None, None, [], []   # offsets: each chunk's first seq
+        # offsets: each chunk's first seq; carried: the watermark in force at its first row
+        seq, wm, pt, chunks, self.offsets, self.carried = 0, None, None, [], [], []
         for r in sorted(summary):
             if r._chunk != len(chunks):
                 raise KitError(f"the stream's input partition {len(chunks)} was not scanned")
             chunks.append(f"{seq}:{r._n}:{'' if wm is None else wm}:{'' if pt is None else pt}")
             self.offsets.append(seq)
+            self.carried.append(wm)
             seq += r._n
             wm = r._max if wm is None or (r._max is not None and r._max > wm) else wm
             pt = r._pmax if pt is None or (r._pmax is not None and r._pmax > pt) else pt

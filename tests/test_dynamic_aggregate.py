@@ -343,7 +343,8 @@ def test_chain_equals_level_by_level(spark, rows, chunks, depth, update_before, 
     each task seeded with the chunks before it, reading the stream's arrivals or its source
     straight, against the replay of one aggregate after the other: the same changes,
     ``seq``, ``_n`` and processing time. ``counting``: only COUNTs and SUMs, which ``GroupAggregate``
-    keeps as long tallies."""
+    keeps as long tallies. Read from the source, each change also carries the watermark its
+    arrival met (``_wm``), the stream's own."""
     df = spark.sparkContext.parallelize([(u, v, i) for i, (u, v) in enumerate(rows)], chunks) \
         .toDF("user string, v int, t bigint")
     s = kit.stream(df, time="t", proctime=Clock(datetime(2024, 1, 1), Duration.of_seconds(1)) if clock else None)
@@ -364,11 +365,15 @@ def test_chain_equals_level_by_level(spark, rows, chunks, depth, update_before, 
                                       engine="reference")
     want = [(r["_op"], [r[c] for c in expected.columns], r["seq"], list(r["_n"]), r["_pt"])
             for r in ordered(expected.df).collect()]
+    marks = dict(s.df.select("seq", "watermark").collect())
     for source in (None, (s, {"user": "user", "v": "v"})):
         fused = chain(log, levels, Options(update_before=update_before, tasks=chunks), source)
         assert fused.columns == expected.columns and fused.mode == expected.mode
-        assert [(r["_op"], [r[c] for c in fused.columns], r["seq"], list(r["_n"]), r["_pt"])
-                for r in ordered(fused.df).collect()] == want
+        got = fused.df.collect()   # in order as it is: no sort
+        assert [(r["_op"], [r[c] for c in fused.columns], r["seq"], list(r["_n"]), r["_pt"]) for r in got] == want
+        assert fused.marked == (source is not None)
+        if fused.marked:
+            assert [r["_wm"] for r in got] == [marks[seq] for _, _, seq, _, _ in want]
 
 
 @settings(max_examples=6, deadline=None)
@@ -488,7 +493,8 @@ def test_chain_counts_the_rows_below(spark, mini_batch):
     inner, _ = group_aggregate(log, ["word"], [count("c")], replace(options, update_before=True), engine="reference")
     expected, _ = group_aggregate(inner, [], [count("n")], options, engine="reference")
     for source in (None, (s, {"word": "word"})):
-        assert [tuple(r) for r in ordered(chain(log, levels, options, source).df).collect()] == \
+        fused = chain(log, levels, options, source).df
+        assert [tuple(r) for r in ordered(fused.select(*expected.df.columns)).collect()] == \
             [tuple(r) for r in ordered(expected.df).collect()]
 
 

@@ -89,6 +89,26 @@ def test_final_and_snapshot_are_sorted_whatever_the_partitioning(spark, partitio
         spark.conf.set("spark.sql.shuffle.partitions", before)
 
 
+@pytest.mark.parametrize("time", ["t", "ms"])
+def test_a_fused_cascades_changelog_carries_its_watermarks_in_order(spark, time):
+    """Over a stream of several chunks, the fused cascade gives each change the watermark its
+    arrival met: ``changelog()`` is the operator's output as it is, with no join with the
+    arrivals and no sort, and equals the changes joined with the stream's rows and sorted;
+    event time as TIMESTAMP and as BIGINT ms, with disorder."""
+    words = ["Hello", "World", "Hello", "Flink", "Spark", "Spark", "Spark", "Hello", "World"] * 3
+    rows = [(w, (T0 + pd.Timedelta(seconds=i - 2 * (i % 3))).to_pydatetime(), i) for i, w in enumerate(words)]
+    df = spark.createDataFrame(rows, "word string, t timestamp, i bigint").repartition(3, "i") \
+        .sortWithinPartitions("i").selectExpr("word", "t", "unix_millis(t) AS ms")
+    t = kit.sql("SELECT cnt, COUNT(cnt) AS freq FROM (SELECT word, COUNT(*) AS cnt FROM words GROUP BY word) "
+                "GROUP BY cnt", words=kit.stream(df, time=time, watermark=kit.Duration.of_seconds(1)))
+    got = t.changelog()
+    plan = got._jdf.queryExecution().executedPlan().toString()
+    assert not any(step in plan for step in ("Join", "Exchange", "Sort")), plan
+    log = t.log.df.join(t.streams[0].df.select("seq", "watermark"), "seq", "left").orderBy("seq", "_n")
+    assert got.collect() == log.selectExpr("seq", "_op AS op", "cnt", "freq", "watermark").collect()
+    assert got.where("watermark IS NOT NULL").count() > 0
+
+
 def _shop(rows):
     df = pd.DataFrame(rows, columns=["product_id", "category", "sales"])
     df["t"] = [T0 + pd.Timedelta(seconds=i) for i in range(len(df))]

@@ -14,6 +14,8 @@ column      type          meaning
                           message, so ``(seq, _n)`` (arrays compare element by element)
                           is the order in which a single-task Flink job emits them
 ``_pt``     BIGINT        processing time (ms since the epoch) at that arrival, or NULL
+``_wm``     BIGINT        only when ``marked``: the watermark (ms) in force when that
+                          arrival came, or NULL (as the stream's own rows have it)
 ==========  ============  ==============================================================
 
 Rows are in no particular order: ``ordered`` sorts them. A source stream's arrivals are all
@@ -61,17 +63,20 @@ class Changelog:
     order (a stream's arrivals, a fold in one task): an operator that needs them so reads
     them without a sort. ``ticks``: for the changes of a mini-batch aggregate, the mini-batch
     watermarks they passed, ``(seq, _pt)``: one right after arrival ``seq``, at the start of
-    the interval ``_pt`` (``aggregate.ticks``); a mini-batch aggregate over them flushes there."""
+    the interval ``_pt`` (``aggregate.ticks``); a mini-batch aggregate over them flushes there.
+    ``marked``: ``df`` also has ``_wm`` (the operator carried each arrival's watermark out, so
+    ``DynamicTable.changelog()`` needs no join with the arrivals for it)."""
     df: DataFrame
     columns: tuple
     mode: frozenset = INSERT_ONLY
     upsert_key: tuple | None = None
     in_order: bool = False
     ticks: DataFrame | None = None
+    marked: bool = False
 
     def with_df(self, df: DataFrame, **changes) -> "Changelog":
-        """The same changelog over another ``df`` (not ``in_order`` unless said)."""
-        return replace(self, df=df, **{"in_order": False, **changes})
+        """The same changelog over another ``df`` (neither ``in_order`` nor ``marked`` unless said)."""
+        return replace(self, df=df, **{"in_order": False, "marked": False, **changes})
 
     @property
     def insert_only(self) -> bool:

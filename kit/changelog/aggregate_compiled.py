@@ -188,16 +188,20 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
     if source is not None:   # the first level's inputs, straight from the stream's source
         stream, columns = source
         args = sorted({c.arg for c in calls if c.arg is not None})
-        raw = sparksql.select(stream.source, *(f"{sparksql.name(columns[c])} AS {sparksql.name(i)}"
-                                               for c, i in zip([*keys, *args], df.columns)))
+        raw = [f"{sparksql.name(columns[c])} AS {sparksql.name(i)}" for c, i in zip([*keys, *args], df.columns)]
     if options.tasks > 1 and chunks == 1 and not mini_batch:
         return None
     numbered = raw is not None and not isinstance(stream.proctime, str)   # the arrivals numbered in the pass
+    marked = numbered and not mini_batch   # each change's watermark found in the pass too
     if numbered:
         clock = stream.proctime
         parts[0] += f";offsets={','.join(map(str, stream.arrivals.offsets))}" + (
             f";clock={epoch_ms(clock.start)}:{clock.step.millis}" if clock is not None else "")
-        df = raw
+        if marked:
+            parts[0] += ";marks=" + ",".join("" if m is None else str(m) for m in stream.arrivals.carried)
+            raw.append(f"{stream.own_watermark_sql()} AS _g")
+            schema = schema.add("_wm", T.LongType())
+        df = sparksql.select(stream.source, *raw)
     if mini_batch:   # one task reads the chunks in turn
         out = jvm.mini_batch_chain(df, "|".join(parts), schema)
     else:
@@ -208,4 +212,4 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
         return None
     last_keys, last_calls, _ = levels[-1]
     return Changelog(out, (*last_keys, *(c.name for c in last_calls)), mode, tuple(last_keys), True,
-                     ticks(log, options.mini_batch[0]) if mini_batch else None)
+                     ticks(log, options.mini_batch[0]) if mini_batch else None, marked)

@@ -30,7 +30,11 @@ import org.apache.spark.unsafe.types.UTF8String;
  * alone, read from the stream's source: each a {@code +I} whose {@code seq} is its place
  * (a one-column key that Parquet keeps in a dictionary finds its state once per column
  * chunk, {@link Internal.Memo}: the state of an insert-only input's key stays in the map).
- * Output as {@link GroupAggregate}'s, of the last level. Settings:
+ * Output as {@link GroupAggregate}'s, of the last level. Read from the source with
+ * {@code marks=<each chunk's carried-in watermark, empty for none>}, each input row also has
+ * {@code _g} last (the watermark it emits, as {@link ArrivalScan} reads it) and each change
+ * {@code _wm} last: the watermark in force when its arrival came (the largest emitted before
+ * it), as the stream's own rows have it -- a changelog that needs no join to get it. Settings:
  * each level's {@link GroupAggregate} settings, separated by {@code |}; a level after the
  * first also has {@code in=<column>,...}: its keys and arguments, as places in the output of
  * the level below (its keys, then its values).
@@ -48,6 +52,8 @@ public class Chain implements MapPartitionsFunction {
     final long[] offsets;          // read straight from the source: each chunk's first seq (else null)
     final long clockStart, clockStep;   // and the processing time of arrival seq: start + seq * step
     final boolean clocked;
+    final Long[] marks;            // with offsets: each chunk's carried-in watermark, the changes then carry theirs
+    final int own;                 // and the input's column of the watermark each row emits
 
     Chain(String settings, StructType schema, Broadcast before) {
         java.util.Map[] s = levelSettings(settings);
@@ -62,7 +68,9 @@ public class Chain implements MapPartitionsFunction {
         clocked = clock != null;
         clockStart = clocked ? clock[0] : 0;
         clockStep = clocked ? clock[1] : 0;
+        marks = marks(s[0]);
         int last = schema.fields().length - 1;
+        own = last;
         pt = last;
         n = last - 1;
         seq = last - 2;
@@ -87,6 +95,7 @@ public class Chain implements MapPartitionsFunction {
         if (chunks > 1) {
             StructType in = input.schema();
             int width = Arrays.asList(in.fieldNames()).indexOf("_w");
+            if (width < 0) width = Arrays.asList(in.fieldNames()).indexOf("_g");   // from the source, marked
             if (width < 0) width = in.fields().length;   // read straight from the source: the inputs alone
             StructType counted = new StructType().add("_chunk", DataTypes.IntegerType);
             for (int c = 0; c < width; c++) counted = counted.add(in.fields()[c]);
@@ -185,6 +194,7 @@ public class Chain implements MapPartitionsFunction {
         return new Internal.Folding(input) {
             private long last = Long.MIN_VALUE, read;
             private final ArrayList changes = new ArrayList(4);
+            private Long mark = marks == null ? null : marks[chunk];   // the watermark in force: before the row
 
             void process(InternalRow r) {
                 long s = offsets != null ? offset + read++ : r.getLong(seq);
@@ -196,28 +206,39 @@ public class Chain implements MapPartitionsFunction {
                     GroupAggregate.State state = (GroupAggregate.State) memo.get();
                     if (state != null) first.update(state, false, 1, r, null, changes);   // its key's, in the map
                     else memo.put(state = first.fold(states[0], key(r), 1, r, null, changes));
-                    pass(0, state.key, changes, GroupAggregate.EMPTY, s, clocked ? Long.valueOf(clockStart + s * clockStep) : null);
+                    Long before = mark;
+                    if (marks != null && !r.isNullAt(own) && (mark == null || r.getLong(own) > mark.longValue()))
+                        mark = Long.valueOf(r.getLong(own));
+                    pass(0, state.key, changes, GroupAggregate.EMPTY, s, clocked ? Long.valueOf(clockStart + s * clockStep) : null,
+                         before);
                     return;
                 }
                 GroupAggregate.State state = first.fold(states[0], key(r), r.getInt(first.w), r, null, changes);
                 if (state != null)
                     pass(0, state.key, changes, GroupAggregate.place(r.getArray(n)), s,
-                         r.isNullAt(pt) ? null : Long.valueOf(r.getLong(pt)));
+                         r.isNullAt(pt) ? null : Long.valueOf(r.getLong(pt)), null);
             }
 
-            /** Level {@code l}'s changes of {@code key}: out, from the last level; else folded into the next. */
-            private void pass(int l, Object[] key, ArrayList changes, int[] n0, long s, Long p) {
+            /** Level {@code l}'s changes of {@code key}: out, from the last level (with {@code wm}, when
+             *  marked); else folded into the next. */
+            private void pass(int l, Object[] key, ArrayList changes, int[] n0, long s, Long p, Long wm) {
                 for (int c = 0; c < changes.size(); c += 2) {
                     UTF8String op = (UTF8String) changes.get(c);
                     Object[] values = (Object[]) changes.get(c + 1);
                     if (l == levels.length - 1) {
-                        out.add(GroupAggregate.row(op, key, values, s, n0, c / 2, p));
+                        if (marks == null) {
+                            out.add(GroupAggregate.row(op, key, values, s, n0, c / 2, p));
+                            continue;
+                        }
+                        Object[] row = GroupAggregate.cells(op, key, values, s, n0, c / 2, p, 1);
+                        row[row.length - 1] = wm;
+                        out.add(new GenericInternalRow(row));
                         continue;
                     }
                     boolean adds = op == GroupAggregate.INSERT || op == GroupAggregate.UPDATE_AFTER;
                     ArrayList next = new ArrayList(4);
                     GroupAggregate.State state = feed(l + 1, states[l + 1], key, values, adds ? 1 : -1, next);
-                    if (state != null) pass(l + 1, state.key, next, plus(n0, c / 2), s, p);
+                    if (state != null) pass(l + 1, state.key, next, plus(n0, c / 2), s, p, wm);
                 }
             }
         };
@@ -249,6 +270,15 @@ public class Chain implements MapPartitionsFunction {
         if (!first.containsKey("clock")) return null;
         String[] clock = ((String) first.get("clock")).split(":");
         return new long[] {Long.parseLong(clock[0]), Long.parseLong(clock[1])};
+    }
+
+    /** The first level's {@code marks=<watermark>,...} (empty: none), each chunk's carried in; or null. */
+    static Long[] marks(java.util.Map first) {
+        if (!first.containsKey("marks")) return null;
+        String[] text = ((String) first.get("marks")).split(",", -1);
+        Long[] out = new Long[text.length];
+        for (int c = 0; c < text.length; c++) out[c] = text[c].isEmpty() ? null : Long.valueOf(text[c]);
+        return out;
     }
 
     /** The first level's key of row {@code r}: views of the row, copied when a state is made. */

@@ -362,14 +362,20 @@ public class GroupAggregate implements MapPartitionsFunction {
 
     /** The output row of a change: {@code _op}, the key, the values, {@code seq}, {@code n0 + [j]}, {@code _pt}. */
     static GenericInternalRow row(UTF8String op, Object[] key, Object[] values, long seq, int[] n0, int j, Long pt) {
-        Object[] row = new Object[key.length + values.length + 4];
+        return new GenericInternalRow(cells(op, key, values, seq, n0, j, pt, 0));
+    }
+
+    /** The cells of {@link #row}, then {@code more} empty ones. */
+    static Object[] cells(UTF8String op, Object[] key, Object[] values, long seq, int[] n0, int j, Long pt, int more) {
+        Object[] row = new Object[key.length + values.length + 4 + more];
         row[0] = op;
         System.arraycopy(key, 0, row, 1, key.length);
         System.arraycopy(values, 0, row, 1 + key.length, values.length);
-        row[row.length - 3] = Long.valueOf(seq);
-        row[row.length - 2] = after(n0, j);
-        row[row.length - 1] = pt;
-        return new GenericInternalRow(row);
+        int end = row.length - more;
+        row[end - 3] = Long.valueOf(seq);
+        row[end - 2] = after(n0, j);
+        row[end - 1] = pt;
+        return row;
     }
 
     public Iterator call(final Iterator input) {

@@ -76,10 +76,10 @@ class DynamicTable:
         names = dict(zip(log.columns, self.columns))
         df = log.df.selectExpr("_op", *[f"CAST({c} AS {t}) AS {sparksql.name(n)}"
                                         for c, n, t in zip(log.columns, self.columns, self._types)],
-                               "seq", "_n", "_pt")
+                               "seq", "_n", "_pt", *["_wm"] * log.marked)
         key = tuple(names[c] for c in log.upsert_key) if log.upsert_key is not None and all(
             c in names for c in log.upsert_key) else None
-        return Changelog(df, tuple(self.columns), log.mode, key)
+        return Changelog(df, tuple(self.columns), log.mode, key, log.in_order, marked=log.marked)
 
     @property
     def mode(self) -> frozenset:
@@ -90,14 +90,19 @@ class DynamicTable:
         """Every change, in the order Flink emits them (see the module doc for the columns);
         with a state TTL also ``after_expiry``: the arrival found a key's state expired in
         some aggregate (``expired_state()``), so what it changed started afresh."""
-        df = self.log.df
-        marks = self._arrival_marks()
+        log = self.log
+        cols = ["seq", "_op AS op", *map(sparksql.name, self.columns)]
+        if log.marked and log.in_order:   # the operator gave each change its watermark, in order: as it is
+            s = self.streams[0]
+            cols.append(f"{'timestamp_millis(_wm)' if s.time_is_timestamp else '_wm'} AS watermark")
+            cols += ["timestamp_millis(_pt) AS proctime"] if s.proctime is not None else []
+            return log.df.selectExpr(*cols)
+        df, marks = log.df, self._arrival_marks()
         one = _tasks(self.streams) == 1      # seed-sized: in one partition, sorted with no shuffle
         if one:
             df = df.coalesce(1)
         if marks is not None:
             df = df.join(F.broadcast(marks) if one else marks, "seq", "left")
-        cols = ["seq", "_op AS op", *map(sparksql.name, self.columns)]
         cols += ["watermark"] if marks is not None else []
         cols += ["proctime"] if marks is not None and "proctime" in marks.columns else []
         expired = self.expired_state()
@@ -283,8 +288,9 @@ class PlanRun:
             # of the filter is retracted by its -U (Flink's Calc asks its input for UB then too)
             log = self.node(n.input, update_before or bool(n.where))
             df = log.df.where(n.where) if n.where else log.df
-            df = df.selectExpr("_op", *n.select, "seq", "_n", "_pt")
-            return Changelog(df, tuple(n.columns), log.mode, _through(n, log.upsert_key), log.in_order, log.ticks)
+            df = df.selectExpr("_op", *n.select, "seq", "_n", "_pt", *["_wm"] * log.marked)
+            return Changelog(df, tuple(n.columns), log.mode, _through(n, log.upsert_key), log.in_order, log.ticks,
+                             log.marked)
         if isinstance(n, P.GroupAggregate):
             from ..changelog.aggregate import group_aggregate
             chained = self._chained(n, update_before)

@@ -33,7 +33,7 @@ import pandas as pd
 from .. import sparksql
 from ..sql.planner import logical as P
 from ..sql.table import DynamicTable, PlanRun
-from ..changelog import ADDS, DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE
+from ..changelog import ADDS, DELETE, INSERT, META, UPDATE_AFTER, UPDATE_BEFORE
 from ..errors import KitError
 from .marks import LATE_COLOR, RING, X, Kind, check_title, legend, title_params
 from .stream import check_max_rows
@@ -157,7 +157,7 @@ def _collect(panels: list, max_rows: int) -> pd.DataFrame:
     ``op``, ``lane`` (the key's values), ``label`` (the other values), ``row`` (all, named)."""
     parts = None
     for i, (_, df, key) in enumerate(panels):
-        columns = [c for c in df.columns if c not in ("_op", "seq", "_n", "_pt")]
+        columns = [c for c in df.columns if c not in (*META, "_wm")]
         text = {c: f"coalesce(CAST({sparksql.name(c)} AS STRING), 'NULL')" for c in columns}
         lane = [text[c] for c in key] or list(text.values())
         rest = [text[c] for c in columns if c not in key] if key else []
