@@ -58,9 +58,9 @@ def dynamic(folder: Path, rows: int | None = None):
         words = kit.stream(spark.read.parquet(str(parquet)), time="t")
         return kit.sql(CASCADE, words=words, config=config)
 
-    seconds = _median(lambda: cascade().log.df, runs=3)
+    seconds = _median(lambda: cascade().changelog(), runs=3)
     final = sorted((int(r[0]), int(r[1])) for r in cascade().final().collect())
-    changes = cascade().log.df.count()
+    changes = cascade().changelog().count()
     label = f"word-frequency cascade, {n:,} Zipf words (100,000 distinct), full changelog to a no-op sink"
     if FLINK_PYTHON.exists():
         ddl = f"CREATE TABLE words (word STRING) WITH ('connector' = 'filesystem', 'path' = '{csv.resolve()}', " \
@@ -74,10 +74,10 @@ def dynamic(folder: Path, rows: int | None = None):
                f"final table {'equal to' if same else 'DIFFERENT from'} Flink batch ({len(final):,} rows)"]
     else:
         yield [label, f"{seconds:.2f} s ({changes:,} changes)", "none run (no .venv-flink)", "", "", ""]
-    minibatched = _median(lambda: cascade(MINI_BATCH).log.df, runs=3)
+    minibatched = _median(lambda: cascade(MINI_BATCH).changelog(), runs=3)
     same = sorted(map(tuple, cascade(MINI_BATCH).final().collect())) == final
     label = f"the cascade with mini-batch (size 1,000, allow-latency 1 s), {n:,} words"
-    kit_cell = f"{minibatched:.2f} s ({cascade(MINI_BATCH).log.df.count():,} changes)"
+    kit_cell = f"{minibatched:.2f} s ({cascade(MINI_BATCH).changelog().count():,} changes)"
     if FLINK_PYTHON.exists():
         flink = _flink_run(ddl, CASCADE, parallelism=2, mode="streaming", sink="blackhole", options=MINI_BATCH)
         yield [label, kit_cell, "Flink 2.3 streaming SQL with the same options, parallelism 2, blackhole sink",
@@ -93,7 +93,7 @@ def dynamic(folder: Path, rows: int | None = None):
         lambda: clicks.selectExpr("user", "count(*) OVER (PARTITION BY user ORDER BY arrival "
                                   "ROWS UNBOUNDED PRECEDING) AS c"),
         lambda: kit.sql("SELECT user, COUNT(*) AS c FROM clicks GROUP BY user",
-                        clicks=kit.stream(clicks, time="cTime")).log.df, runs=3)
+                        clicks=kit.stream(clicks, time="cTime")).changelog(), runs=3)
     label = f"GROUP BY user COUNT(*) changelog, {n:,} clicks, 1,000 users"
     yield [label, f"{changelog:.2f} s", "Spark groupBy(user).count()", f"{native:.2f} s",
            f"{changelog / native:.2f}", ""]
