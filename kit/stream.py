@@ -146,6 +146,11 @@ class Stream:
         """The watermark each row emits (before the running maximum), in ms; NULL for none."""
         return F.expr(self.own_watermark_sql())
 
+    def watermark_sql(self, millis: str) -> str:
+        """The watermark ``millis`` (Spark SQL, ms) in the time column's kind: a TIMESTAMP
+        for a TIMESTAMP column, else the ms as they are."""
+        return f"timestamp_millis({millis})" if self.time_is_timestamp else millis
+
     def own_watermark_sql(self) -> str:
         """``own_watermark`` as Spark SQL over the source's columns."""
         return _candidate(self, self.millis_sql(self.time))
@@ -479,7 +484,7 @@ def _annotate(s: Stream, ordered: bool = True) -> DataFrame:
         out = prefix_scan(df, running)
     late = null_time_sql(s.time, "concat('seq=', CAST(seq AS STRING))")
     exprs = [*(sparksql.name(s.inner(c)) for c in s.shown_columns()), "seq",
-             ("timestamp_millis(_wm)" if s.time_is_timestamp else "_wm") + " AS watermark",
+             f"{s.watermark_sql('_wm')} AS watermark",
              f"CASE WHEN _ts IS NULL THEN CAST({late} AS BOOLEAN) ELSE coalesce(_ts <= _wm, false) END AS late"]
     if isinstance(s.proctime, Clock):
         exprs.append(f"timestamp_millis({epoch_ms(s.proctime.start)} + seq * {s.proctime.step.millis}) AS proctime")

@@ -226,12 +226,8 @@ public class Chain implements MapPartitionsFunction {
                     UTF8String op = (UTF8String) changes.get(c);
                     Object[] values = (Object[]) changes.get(c + 1);
                     if (l == levels.length - 1) {
-                        if (marks == null) {
-                            out.add(GroupAggregate.row(op, key, values, s, n0, c / 2, p));
-                            continue;
-                        }
-                        Object[] row = GroupAggregate.cells(op, key, values, s, n0, c / 2, p, 1);
-                        row[row.length - 1] = wm;
+                        Object[] row = GroupAggregate.cells(op, key, values, s, n0, c / 2, p, marks == null ? 0 : 1);
+                        if (marks != null) row[row.length - 1] = wm;
                         out.add(new GenericInternalRow(row));
                         continue;
                     }

@@ -94,7 +94,7 @@ class DynamicTable:
         cols = ["seq", "_op AS op", *map(sparksql.name, self.columns)]
         if log.marked and log.in_order:   # the operator gave each change its watermark, in order: as it is
             s = self.streams[0]
-            cols.append(f"{'timestamp_millis(_wm)' if s.time_is_timestamp else '_wm'} AS watermark")
+            cols.append(f"{s.watermark_sql('_wm')} AS watermark")
             cols += ["timestamp_millis(_pt) AS proctime"] if s.proctime is not None else []
             return log.df.selectExpr(*cols)
         df, marks = log.df, self._arrival_marks()
