@@ -192,7 +192,7 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
     if options.tasks > 1 and chunks == 1 and not mini_batch:
         return None
     numbered = raw is not None and not isinstance(stream.proctime, str)   # the arrivals numbered in the pass
-    marked = numbered and not mini_batch   # each change's watermark found in the pass too
+    marked = numbered   # each change's watermark found in the pass too
     if numbered:
         clock = stream.proctime
         parts[0] += f";offsets={','.join(map(str, stream.arrivals.offsets))}" + (

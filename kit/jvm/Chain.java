@@ -357,18 +357,23 @@ public class Chain implements MapPartitionsFunction {
         final long clockStart, clockStep;
         final boolean clocked;
         final int width;        // the first level's input values: its keys, then its arguments
+        final Long[] marks;     // as Chain's: the changes carry the watermark of their seq (the chunks read in turn)
 
         MiniBatch(String settings, StructType schema) {
             java.util.Map[] s = levelSettings(settings);
+            marks = marks(s[0]);
             levels = new MiniBatchGroupAggregate[s.length];
-            for (int l = 0; l < s.length; l++) levels[l] = new MiniBatchGroupAggregate(s[l], l == 0 ? schema : null);
+            for (int l = 0; l < s.length; l++) {
+                s[l].put("marked", marks == null ? "0" : "1");
+                levels[l] = new MiniBatchGroupAggregate(s[l], l == 0 ? schema : null);
+            }
             inputs = inputs(s);
             first = s[0].containsKey("offsets") ? Long.parseLong(((String) s[0].get("offsets")).split(",")[0]) : -1;
             long[] clock = clock(s[0]);
             clocked = clock != null;
             clockStart = clocked ? clock[0] : 0;
             clockStep = clocked ? clock[1] : 0;
-            width = first < 0 ? levels[0].w : schema.fields().length;
+            width = first < 0 ? levels[0].w : schema.fields().length - (marks == null ? 0 : 1);   // not _g
         }
 
         public Iterator call(final Iterator input) {
@@ -379,6 +384,7 @@ public class Chain implements MapPartitionsFunction {
             final Internal.Memo keys = new Internal.Memo(memo ? input : null, 0);
             final HashMap[] interned = new HashMap[levels.length];   // per level: its keys by value, one instance of each
             for (int l = 0; l < levels.length; l++) interned[l] = new HashMap();
+            final Long[] mark = {marks == null ? null : marks[0]};   // the watermark in force, before the next row
             // the first level on a thread of its own, the levels above on the task's
             final Internal.Pipe pipe = levels.length == 1 ? null : new Internal.Pipe(new Internal.Pipe.Stage() {
                 long read;
@@ -391,7 +397,7 @@ public class Chain implements MapPartitionsFunction {
                             batch.addAll(changes);
                             return false;
                         }
-                        read = read(runs[0], (InternalRow) input.next(), read, keys, interned[0]);
+                        read = read(runs[0], (InternalRow) input.next(), read, keys, interned[0], mark);
                         batch.addAll(changes);
                         changes.clear();
                     }
@@ -407,7 +413,7 @@ public class Chain implements MapPartitionsFunction {
                         if (batch == null) return end(1);
                         climb(1, batch);
                     } else if (input.hasNext()) {
-                        read = read(runs[0], (InternalRow) input.next(), read, keys, interned[0]);
+                        read = read(runs[0], (InternalRow) input.next(), read, keys, interned[0], mark);
                     } else {
                         return end(0);
                     }
@@ -430,17 +436,17 @@ public class Chain implements MapPartitionsFunction {
                         MiniBatchGroupAggregate.Level above = runs[l];
                         int[] in = inputs[l];
                         for (int c = 0; c < changes.size(); c++) {
-                            if (changes.get(c) instanceof long[]) {   // the level below's watermark: this one's too
-                                long[] mark = (long[]) changes.get(c);
-                                above.tick(mark[0], mark[1]);
+                            if (changes.get(c) instanceof MiniBatchGroupAggregate.Mark) {   // the level below's watermark: this one's too
+                                above.tick((MiniBatchGroupAggregate.Mark) changes.get(c));
                                 continue;
                             }
-                            Object[] row = (Object[]) changes.get(c);   // _op, keys, values, seq, _n, _pt
+                            Object[] row = (Object[]) changes.get(c);   // _op, keys, values, seq, _n, _pt (, _wm)
                             Object[] picked = new Object[in.length];
                             for (int i = 0; i < in.length; i++) picked[i] = row[1 + in[i]];
                             boolean adds = row[0] == GroupAggregate.INSERT || row[0] == GroupAggregate.UPDATE_AFTER;
+                            int at = row.length - (marks == null ? 3 : 4);
                             above.read(above.known(interned[l], picked), new Object[] {adds ? ONE : MINUS_ONE, picked},
-                                       ((Long) row[row.length - 3]).longValue(), (Long) row[row.length - 1]);
+                                       ((Long) row[at]).longValue(), (Long) row[at + 2], marks == null ? null : (Long) row[at + 3]);
                         }
                         changes.clear();
                         changes = above.run.out;
@@ -453,10 +459,11 @@ public class Chain implements MapPartitionsFunction {
         /**
          * Reads input row {@code r} into the first level: a row of the stream's changelog, or an
          * arrival of the stream (a {@code +I}, its clock's time), the {@code read}-th of the task,
-         * whose one-column key {@code keys} may memo; the number of arrivals read after it.
+         * whose one-column key {@code keys} may memo, with the watermark in force {@code mark[0]}
+         * (then moved on by the watermark it emits); the number of arrivals read after it.
          */
         private long read(MiniBatchGroupAggregate.Level level, InternalRow r, long read, Internal.Memo keys,
-                          HashMap interned) {
+                          HashMap interned, Long[] mark) {
             MiniBatchGroupAggregate bottom = levels[0];
             Object[] in = null;
             if (first < 0) {
@@ -477,7 +484,10 @@ public class Chain implements MapPartitionsFunction {
                 for (int c = 0; c < width; c++) in[c] = GroupAggregate.kept(bottom.reader.get(r, c));
                 key = level.key(in);
             }
-            level.read(key, key.inserted != null ? key.inserted : new Object[] {ONE, in}, s, p);
+            Long wm = mark[0];
+            if (marks != null && !r.isNullAt(width) && (wm == null || r.getLong(width) > wm.longValue()))
+                mark[0] = Long.valueOf(r.getLong(width));
+            level.read(key, key.inserted != null ? key.inserted : new Object[] {ONE, in}, s, p, wm);
             return read + 1;
         }
     }

@@ -20,7 +20,8 @@ import org.apache.spark.unsafe.types.UTF8String;
  * {@link GroupAggregate}'s states and emits as {@code finishBundle} does.
  *
  * <p>Input: {@link GroupAggregate}'s columns, the whole input in one partition in arrival
- * order. Output: its columns with {@code _n = [place among the changes of that seq]}. Extra
+ * order. Output: its columns with {@code _n = [place among the changes of that seq]} (in a
+ * {@link Chain.MiniBatch} with {@code marked=1}, {@code _wm} last too). Extra
  * settings: {@code size} (records per bundle), {@code latency} (ms), {@code phase}
  * ({@code ONE_PHASE}, {@code TWO_PHASE}, {@code SPLIT}), {@code hash} (a code per key
  * column: {@code s} string, {@code l} bigint, {@code i} int, {@code h} smallint, {@code b}
@@ -36,6 +37,7 @@ public class MiniBatchGroupAggregate extends GroupAggregate {
     private final int size, buckets, splitColumn;
     private final long latency;
     private final boolean ticked;   // the input is a mini-batch aggregate's changes with its watermarks (_w = 0)
+    final boolean marked;           // in a chain read from the source: each change also has _wm, last
     private final String phase;
     private final char[] hash;
     private final char splitType;
@@ -50,6 +52,7 @@ public class MiniBatchGroupAggregate extends GroupAggregate {
         size = Integer.parseInt((String) s.get("size"));
         latency = Long.parseLong((String) s.get("latency"));
         ticked = "1".equals(s.get("ticked"));
+        marked = "1".equals(s.get("marked"));
         phase = (String) s.get("phase");
         hash = ((String) s.get("hash")).toCharArray();
         String[] split = ((String) s.get("split")).split(":");
@@ -149,16 +152,16 @@ public class MiniBatchGroupAggregate extends GroupAggregate {
             if (!"ONE_PHASE".equals(phase)) levels.add(new Bundle(hash));
         }
 
-        void push(int i, Key key, Object messages, long s, Long p) {
-            if (((Bundle) levels.get(i)).add(key, messages)) flush(i, s, p);
+        void push(int i, Key key, Object messages, long s, Long p, Long wm) {
+            if (((Bundle) levels.get(i)).add(key, messages)) flush(i, s, p, wm);
         }
 
-        void flush(int i, long s, Long p) {
+        void flush(int i, long s, Long p, Long wm) {
             ArrayList taken = ((Bundle) levels.get(i)).take();
             if (i == levels.size() - 1) {
                 for (int e = 0; e < taken.size(); e++) {
                     Object[] entry = (Object[]) taken.get(e);
-                    fold((Key) entry[0], (ArrayList) entry[1], s, p);
+                    fold((Key) entry[0], (ArrayList) entry[1], s, p, wm);
                 }
             } else if ("SPLIT".equals(phase) && i == 1) {   // Incremental: per group key, a fresh map's order
                 HashMap grouped = new HashMap();
@@ -172,23 +175,24 @@ public class MiniBatchGroupAggregate extends GroupAggregate {
                 Iterator g = new ArrayList(grouped.entrySet()).iterator();
                 while (g.hasNext()) {
                     Map.Entry e = (Map.Entry) g.next();
-                    push(i + 1, (Key) e.getKey(), (ArrayList) e.getValue(), s, p);
+                    push(i + 1, (Key) e.getKey(), (ArrayList) e.getValue(), s, p, wm);
                 }
             } else {
                 for (int e = 0; e < taken.size(); e++) {
                     Object[] entry = (Object[]) taken.get(e);
-                    push(i + 1, (Key) entry[0], (ArrayList) entry[1], s, p);
+                    push(i + 1, (Key) entry[0], (ArrayList) entry[1], s, p, wm);
                 }
             }
         }
 
-        void flushAll(long s, Long p) {
+        void flushAll(long s, Long p, Long wm) {
             for (int i = 0; i < levels.size(); i++)
-                if (!((Bundle) levels.get(i)).map.isEmpty()) flush(i, s, p);
+                if (!((Bundle) levels.get(i)).map.isEmpty()) flush(i, s, p, wm);
         }
 
-        /** {@code finishBundle} for one key of the last level. */
-        void fold(Key key, ArrayList messages, long s, Long p) {
+        /** {@code finishBundle} for one key of the last level, at arrival {@code s} (its time {@code p},
+         *  the watermark then {@code wm}: the changes' last column, when {@code marked}). */
+        void fold(Key key, ArrayList messages, long s, Long p, Long wm) {
             Object[] group = key.values;   // the last level's keys are the group's
             boolean interned = key.interned;
             State state = (State) (interned ? key.state : states.get(key));
@@ -218,24 +222,26 @@ public class MiniBatchGroupAggregate extends GroupAggregate {
                 }
                 place++;
                 Object[] values = (Object[]) changes.get(c + 1);
-                Object[] row = new Object[keys + values.length + 4];
+                Object[] row = new Object[keys + values.length + (marked ? 5 : 4)];
                 row[0] = changes.get(c);
                 System.arraycopy(group, 0, row, 1, keys);
                 System.arraycopy(values, 0, row, 1 + keys, values.length);
-                row[row.length - 3] = Long.valueOf(s);
-                row[row.length - 2] = after(EMPTY, place);
-                row[row.length - 1] = p;
+                int at = 1 + keys + values.length;
+                row[at] = Long.valueOf(s);
+                row[at + 1] = after(EMPTY, place);
+                row[at + 2] = p;
+                if (marked) row[at + 3] = wm;
                 out.add(row);
             }
         }
     }
 
-    /** A task's input side: the run, and the last message read (its seq, interval, time). */
+    /** A task's input side: the run, and the last message read (its seq, interval, time, watermark). */
     final class Level {
         final Run run = new Run();
         private boolean any;
         private long lastSeq, lastInterval;
-        private Long lastPt;
+        private Long lastPt, lastWm;
 
         /** The bundle key of input values {@code in} (the keys, then the arguments; kept). */
         Key key(Object[] in) {
@@ -274,43 +280,57 @@ public class MiniBatchGroupAggregate extends GroupAggregate {
         }
 
         /** Reads {@code message} ({@code {w, values}}: the keys, then the arguments, kept, with weight {@code w})
-         *  of {@code key}, of arrival {@code s} at {@code p}: over a stream's arrivals (not ticked), the bundles
-         *  flush first when {@code p} starts a new interval (a mini-batch watermark: {@link #tick}'s mark
-         *  follows the changes); then as they fill. */
-        void read(Key key, Object[] message, long s, Long p) {
+         *  of {@code key}, of arrival {@code s} at {@code p} (the watermark then {@code wm}): over a stream's
+         *  arrivals (not ticked), the bundles flush first when {@code p} starts a new interval (a mini-batch
+         *  watermark: {@link #tick}'s mark follows the changes); then as they fill. */
+        void read(Key key, Object[] message, long s, Long p, Long wm) {
             if (any && s < lastSeq) throw outOfOrder(s, lastSeq);
             long interval = p == null ? 0 : p.longValue() - Math.floorMod(p.longValue(), latency);
-            if (any && !ticked && interval != lastInterval) tick(lastSeq, lastInterval + latency);
-            run.push(0, key, message, s, p);
+            if (any && !ticked && interval != lastInterval) tick(new Mark(lastSeq, lastInterval + latency, lastWm));
+            run.push(0, key, message, s, p, wm);
             any = true;
             lastSeq = s;
             lastInterval = interval;
             lastPt = p;
+            lastWm = wm;
         }
 
         /** Reads row {@code r} of this class's input (its keys, arguments, {@code _w}, {@code seq}, {@code _n},
          *  {@code _pt}): a mini-batch watermark ({@code _w = 0}: {@link #tick}), else a message. */
         void read(InternalRow r) {
             if (r.getInt(w) == 0) {
-                tick(r.getLong(seq), r.getLong(pt));
+                tick(new Mark(r.getLong(seq), r.getLong(pt), null));
                 return;
             }
             Object[] in = new Object[w];   // the keys and the arguments
             for (int c = 0; c < w; c++) in[c] = kept(reader.get(r, c));
             read(key(in), new Object[] {Integer.valueOf(r.getInt(w)), in}, r.getLong(seq),
-                 r.isNullAt(pt) ? null : Long.valueOf(r.getLong(pt)));
+                 r.isNullAt(pt) ? null : Long.valueOf(r.getLong(pt)), null);
         }
 
-        /** A mini-batch watermark right after arrival {@code s}, at interval start {@code at}: every bundle
-         *  flushes, and a mark {@code long[] {s, at}} follows the changes, for the level above. */
-        void tick(long s, long at) {
-            run.flushAll(s, Long.valueOf(at));
-            run.out.add(new long[] {s, at});
+        /** A mini-batch watermark ({@link Mark}): every bundle flushes, and the mark follows the changes,
+         *  for the level above. */
+        void tick(Mark mark) {
+            run.flushAll(mark.s, Long.valueOf(mark.at), mark.wm);
+            run.out.add(mark);
         }
 
         /** The end of input: every bundle flushes. */
         void end() {
-            if (any) run.flushAll(lastSeq, lastPt);
+            if (any) run.flushAll(lastSeq, lastPt, lastWm);
+        }
+    }
+
+    /** A mini-batch watermark right after arrival {@code s}, at interval start {@code at}; the stream's
+     *  watermark at that arrival {@code wm} (or null). */
+    static final class Mark {
+        final long s, at;
+        final Long wm;
+
+        Mark(long s, long at, Long wm) {
+            this.s = s;
+            this.at = at;
+            this.wm = wm;
         }
     }
 
@@ -333,7 +353,7 @@ public class MiniBatchGroupAggregate extends GroupAggregate {
 
         public boolean hasNext() {
             while (true) {
-                while (next < out.size() && out.get(next) instanceof long[]) next++;
+                while (next < out.size() && out.get(next) instanceof Mark) next++;
                 if (next < out.size() || done) return next < out.size();
                 out.clear();
                 next = 0;
