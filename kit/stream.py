@@ -155,6 +155,15 @@ class Stream:
         """``own_watermark`` as Spark SQL over the source's columns."""
         return _candidate(self, self.millis_sql(self.time))
 
+    def own_watermark_shift(self) -> int | None:
+        """Where ``own_watermark`` is the event time less a constant and the time column a
+        TIMESTAMP or BIGINT: the constant (ms), so a pass can read it off the column as it
+        is (``kit/jvm/Chain.java``); else None."""
+        wm, dtype = self.watermark, self.source.schema[self.time].dataType
+        if wm.kind not in ("bounded", "sql") or not isinstance(dtype, (T.TimestampType, T.LongType)):
+            return None
+        return wm.delay.millis + (wm.kind == "bounded")
+
     @classmethod
     def of(cls, df, time: str, watermark: WatermarkStrategy | Duration | None = None,
            order: str | list[str] | None = None,

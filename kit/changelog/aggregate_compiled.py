@@ -197,9 +197,15 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
         clock = stream.proctime
         parts[0] += f";offsets={','.join(map(str, stream.arrivals.offsets))}" + (
             f";clock={epoch_ms(clock.start)}:{clock.step.millis}" if clock is not None else "")
-        if marked:
+        if marked:   # the watermark each row emits: off the time column as read, where Java can
             parts[0] += ";marks=" + ",".join("" if m is None else str(m) for m in stream.arrivals.carried)
-            raw.append(f"{stream.own_watermark_sql()} AS _g")
+            shift = stream.own_watermark_shift()
+            if shift is None:
+                raw.append(f"{stream.own_watermark_sql()} AS _g")
+            else:   # a column read straight stays one: Parquet's dictionaries reach the pass
+                kind = "t" if isinstance(stream.source.schema[stream.time].dataType, T.TimestampType) else "l"
+                parts[0] += f";own={kind}:{shift}"
+                raw.append(f"{sparksql.name(stream.time)} AS _g")
             schema = schema.add("_wm", T.LongType())
         df = sparksql.select(stream.source, *raw)
     if mini_batch:   # one task reads the chunks in turn

@@ -32,7 +32,9 @@ import org.apache.spark.unsafe.types.UTF8String;
  * chunk, {@link Internal.Memo}: the state of an insert-only input's key stays in the map).
  * Output as {@link GroupAggregate}'s, of the last level. Read from the source with
  * {@code marks=<each chunk's carried-in watermark, empty for none>}, each input row also has
- * {@code _g} last (the watermark it emits, as {@link ArrivalScan} reads it) and each change
+ * {@code _g} last (the watermark it emits, as {@link ArrivalScan} reads it; with
+ * {@code own=<t|l>:<shift>}, the event time as read, a TIMESTAMP or BIGINT ms, that many ms
+ * ahead of it: {@link #own}, so a column read straight stays a column) and each change
  * {@code _wm} last: the watermark in force when its arrival came (the largest emitted before
  * it), as the stream's own rows have it -- a changelog that needs no join to get it. Settings:
  * each level's {@link GroupAggregate} settings, separated by {@code |}; a level after the
@@ -54,6 +56,8 @@ public class Chain implements MapPartitionsFunction {
     final boolean clocked;
     final Long[] marks;            // with offsets: each chunk's carried-in watermark, the changes then carry theirs
     final int own;                 // and the input's column of the watermark each row emits
+    final char ownKind;            // how it is read there (own): ' ' as it is, else from the event time
+    final long ownShift;
 
     Chain(String settings, StructType schema, Broadcast before) {
         java.util.Map[] s = levelSettings(settings);
@@ -71,6 +75,8 @@ public class Chain implements MapPartitionsFunction {
         marks = marks(s[0]);
         int last = schema.fields().length - 1;
         own = last;
+        ownKind = ownKind(s[0]);
+        ownShift = ownShift(s[0]);
         pt = last;
         n = last - 1;
         seq = last - 2;
@@ -207,8 +213,7 @@ public class Chain implements MapPartitionsFunction {
                     if (state != null) first.update(state, false, 1, r, null, changes);   // its key's, in the map
                     else memo.put(state = first.fold(states[0], key(r), 1, r, null, changes));
                     Long before = mark;
-                    if (marks != null && !r.isNullAt(own) && (mark == null || r.getLong(own) > mark.longValue()))
-                        mark = Long.valueOf(r.getLong(own));
+                    if (marks != null) mark = later(mark, r, own, ownKind, ownShift);
                     pass(0, state.key, changes, GroupAggregate.EMPTY, s, clocked ? Long.valueOf(clockStart + s * clockStep) : null,
                          before);
                     return;
@@ -275,6 +280,33 @@ public class Chain implements MapPartitionsFunction {
         Long[] out = new Long[text.length];
         for (int c = 0; c < text.length; c++) out[c] = text[c].isEmpty() ? null : Long.valueOf(text[c]);
         return out;
+    }
+
+    /** The first level's {@code own=<t|l>:<shift>} kind ({@code ' '}: none, {@code _g} is the watermark itself). */
+    static char ownKind(java.util.Map first) {
+        return first.containsKey("own") ? ((String) first.get("own")).charAt(0) : ' ';
+    }
+
+    static long ownShift(java.util.Map first) {
+        return first.containsKey("own") ? Long.parseLong(((String) first.get("own")).substring(2)) : 0;
+    }
+
+    /**
+     * The watermark in force after row {@code r}, {@code mark} before it: the larger with the one
+     * the row emits, read at {@code at} as {@code kind} says: {@code ' '} the watermark (ms) itself;
+     * {@code t} (TIMESTAMP, micros) or {@code l} (BIGINT ms) the event time, the watermark
+     * {@code shift} ms behind it (none below {@code Long.MIN_VALUE}, as {@code kit.stream}'s
+     * {@code _candidate} says).
+     */
+    static Long later(Long mark, InternalRow r, int at, char kind, long shift) {
+        if (r.isNullAt(at)) return mark;
+        long v = r.getLong(at);
+        if (kind != ' ') {
+            if (kind == 't') v = Math.floorDiv(v, 1000L);
+            if (v < Long.MIN_VALUE + shift) return mark;
+            v -= shift;
+        }
+        return mark == null || v > mark.longValue() ? Long.valueOf(v) : mark;
     }
 
     /** The first level's key of row {@code r}: views of the row, copied when a state is made. */
@@ -358,10 +390,14 @@ public class Chain implements MapPartitionsFunction {
         final boolean clocked;
         final int width;        // the first level's input values: its keys, then its arguments
         final Long[] marks;     // as Chain's: the changes carry the watermark of their seq (the chunks read in turn)
+        final char ownKind;     // and the column after the inputs read as Chain's own
+        final long ownShift;
 
         MiniBatch(String settings, StructType schema) {
             java.util.Map[] s = levelSettings(settings);
             marks = marks(s[0]);
+            ownKind = ownKind(s[0]);
+            ownShift = ownShift(s[0]);
             levels = new MiniBatchGroupAggregate[s.length];
             for (int l = 0; l < s.length; l++) {
                 s[l].put("marked", marks == null ? "0" : "1");
@@ -485,8 +521,7 @@ public class Chain implements MapPartitionsFunction {
                 key = level.key(in);
             }
             Long wm = mark[0];
-            if (marks != null && !r.isNullAt(width) && (wm == null || r.getLong(width) > wm.longValue()))
-                mark[0] = Long.valueOf(r.getLong(width));
+            if (marks != null) mark[0] = later(wm, r, width, ownKind, ownShift);
             level.read(key, key.inserted != null ? key.inserted : new Object[] {ONE, in}, s, p, wm);
             return read + 1;
         }
