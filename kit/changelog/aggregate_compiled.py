@@ -16,7 +16,7 @@ from .aggregate_fast import kinds
 from .group_agg import changelog_mode
 from .mini_batch_agg import bundles, ticks, with_ticks
 
-__all__ = ["not_compiled", "compiled", "chain", "SUMMARY_LIMIT", "PREFIX_CHUNKS"]
+__all__ = ["not_compiled", "compiled", "chain", "spans", "SUMMARY_LIMIT", "PREFIX_CHUNKS"]
 
 _INTEGERS = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 _SIMPLE = (*_INTEGERS, T.StringType, T.BooleanType, T.DateType, T.TimestampType, T.TimestampNTZType)
@@ -112,7 +112,27 @@ def _compiled_schema(keys, calls, types) -> T.StructType:
 # --------------------------------------------------------------------- chained, arrival-parallel
 
 SUMMARY_LIMIT = 1_000_000   # distinct first-level inputs per chunk, summed, that a chain sends every task
-PREFIX_CHUNKS = 4   # up to this many chunks, each task reads those before its own itself (no first job)
+PREFIX_CHUNKS = 4   # up to this many chunks, each task reads the rows before its own itself (no first job)
+SPAN_TASKS = 8      # at most this many tasks then (the last reads the whole stream)
+ACCUMULATE = 1 / 3  # a row folded in silently costs about this share of one folded with its changes out
+
+
+def spans(rows: int, tasks: int) -> list[int]:
+    """The first seq of each of ``tasks`` tasks that read a stream of ``rows`` arrivals from
+    its start, folding the rows before their own in silently (at ``ACCUMULATE`` of the cost
+    of a row they emit for), then ``rows``: each task's rows ``1 - ACCUMULATE`` times the
+    previous one's, so all take about as long (60 rows; 60 / 3 + 40 below).
+
+    >>> spans(100, 2)
+    [0, 60, 100]
+    >>> spans(2, 3)
+    [0, 1, 2, 2]
+    """
+    weights = [(1 - ACCUMULATE) ** k for k in range(tasks)]
+    out = [0]
+    for w in weights[:-1]:
+        out.append(min(rows, out[-1] + round(rows * w / sum(weights))))
+    return out + [rows]
 
 
 def _natural_type(call: AggCall, types: dict) -> str:
@@ -147,15 +167,17 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
     read straight from the source, a key Parquet keeps in a dictionary makes its bundle key
     once per column chunk (``Chain.MiniBatch``).
 
-    Without mini-batch and with several chunks, every task starts from the states the chunks before its own leave
-    (an aggregate's state is a function of its input table): read straight from the source
-    in up to ``PREFIX_CHUNKS`` chunks, each task first reads those chunks itself, folding
-    them into the first level without emitting; otherwise a first job counts each chunk's
+    Without mini-batch, every task starts from the states the rows before its own leave
+    (an aggregate's state is a function of its input table). Read straight from the source
+    in up to ``PREFIX_CHUNKS`` chunks, the tasks (``options.tasks``, at most one per core
+    and ``SPAN_TASKS``) take spans of the arrivals (``spans``), whatever the chunks: each
+    reads the stream from its start, folding the rows before its span into the first level
+    without emitting. Otherwise each task takes a chunk, and a first job counts each chunk's
     distinct first-level inputs (in Java, looking a value that Parquet keeps in a dictionary
     up once per column chunk) for every task. No shuffle by key, so a hot key costs no more
     than a cold one.
 
-        chunk 0: a b | chunk 1: a      -> chunk 1 starts at {a: 1, b: 1} and {1: 2}
+        arrivals a b a, 2 tasks -> spans [0, 2, 3]: task 1 starts at {a: 1, b: 1} and {1: 2}
     """
     mini_batch = options.mini_batch is not None
     if not log.insert_only or options.ttl_ms > 0 or not levels \
@@ -189,14 +211,19 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
         stream, columns = source
         args = sorted({c.arg for c in calls if c.arg is not None})
         raw = [f"{sparksql.name(columns[c])} AS {sparksql.name(i)}" for c, i in zip([*keys, *args], df.columns)]
-    if options.tasks > 1 and chunks == 1 and not mini_batch:
-        return None
     numbered = raw is not None and not isinstance(stream.proctime, str)   # the arrivals numbered in the pass
+    prefixes = numbered and not mini_batch and chunks <= PREFIX_CHUNKS   # tasks of spans
+    if options.tasks > 1 and chunks == 1 and not mini_batch and not prefixes:
+        return None
     marked = numbered   # each change's watermark found in the pass too
     if numbered:
         clock = stream.proctime
         parts[0] += f";offsets={','.join(map(str, stream.arrivals.offsets))}" + (
             f";clock={epoch_ms(clock.start)}:{clock.step.millis}" if clock is not None else "")
+        if prefixes:
+            cores = log.df.sparkSession.sparkContext.defaultParallelism   # a classic session: the JVM's here
+            tasks = max(1, min(options.tasks, SPAN_TASKS, cores))
+            parts[0] += f";spans={','.join(map(str, spans(stream.arrivals.count, tasks)))}"
         if marked:   # the watermark each row emits: off the time column as read, where Java can
             parts[0] += ";marks=" + ",".join("" if m is None else str(m) for m in stream.arrivals.carried)
             shift = stream.own_watermark_shift()
@@ -213,7 +240,7 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
     else:
         if options.tasks == 1 and chunks > 1:   # one task reads the chunks in turn
             df, chunks = df.coalesce(1), 1
-        out = jvm.chain(df, chunks, "|".join(parts), schema, SUMMARY_LIMIT, numbered and chunks <= PREFIX_CHUNKS)
+        out = jvm.chain(df, chunks, "|".join(parts), schema, SUMMARY_LIMIT, prefixes)
     if out is None:
         return None
     last_keys, last_calls, _ = levels[-1]

@@ -22,7 +22,9 @@ import org.apache.spark.unsafe.types.UTF8String;
  * before it leave: an aggregate's state is a function of its input table (no TTL, no
  * mini-batch), so the first level is seeded with the earlier chunks' input rows, counted per
  * distinct keys and arguments ({@link Inputs}, collected on the driver and broadcast), and
- * each later level with the table the level below then holds, silently.
+ * each later level with the table the level below then holds, silently. Read straight from
+ * the source with {@code spans}, a task takes a span of the arrivals instead, and reads the
+ * stream from its start, folding the rows before its span in itself ({@link #run}).
  *
  * <p>Input columns: the first level's keys and arguments, {@code _w}, {@code seq},
  * {@code _n}, {@code _pt}; or, with {@code offsets=<each chunk's first seq>} (and
@@ -52,6 +54,7 @@ public class Chain implements MapPartitionsFunction {
     final Broadcast before;        // Object[] per chunk: its distinct first-level inputs, weight last; or null
     final int seq, n, pt;
     final long[] offsets;          // read straight from the source: each chunk's first seq (else null)
+    final long[] spans;            // and then each task's first seq, and the rows in all (else null)
     final long clockStart, clockStep;   // and the processing time of arrival seq: start + seq * step
     final boolean clocked;
     final Long[] marks;            // with offsets: each chunk's carried-in watermark, the changes then carry theirs
@@ -68,6 +71,9 @@ public class Chain implements MapPartitionsFunction {
         String[] starts = s[0].containsKey("offsets") ? ((String) s[0].get("offsets")).split(",") : null;
         offsets = starts == null ? null : new long[starts.length];
         for (int c = 0; offsets != null && c < starts.length; c++) offsets[c] = Long.parseLong(starts[c]);
+        String[] bounds = s[0].containsKey("spans") ? ((String) s[0].get("spans")).split(",") : null;
+        spans = bounds == null ? null : new long[bounds.length];
+        for (int k = 0; spans != null && k < bounds.length; k++) spans[k] = Long.parseLong(bounds[k]);
         long[] clock = clock(s[0]);
         clocked = clock != null;
         clockStart = clocked ? clock[0] : 0;
@@ -87,16 +93,20 @@ public class Chain implements MapPartitionsFunction {
      * task after the first seeded from the inputs of the chunks before its own, counted by a
      * first job ({@link Inputs}) and sent to every task; as rows of {@code schema}; null when
      * those counts have more than {@code limit} rows (too many states to send every task).
-     * With {@code prefixes} (the arrivals numbered in the pass, a few chunks), each task reads
-     * the chunks before its own first instead, folding them in without emitting: no first job.
+     * With {@code prefixes} (the arrivals numbered in the pass: {@code offsets} and
+     * {@code spans=<first seq of task 0>,...,<rows in all>}), task {@code k} reads the stream
+     * from its start, folding the rows before its span in without emitting (no first job),
+     * then emits for its span: seqs {@code spans[k]} up to {@code spans[k + 1]}, whatever the
+     * chunks.
      */
     public static Dataset run(org.apache.spark.sql.classic.Dataset input, int chunks, String settings,
                               StructType schema, int limit, boolean prefixes) {
         Broadcast before = null;
-        if (chunks > 1 && prefixes) {
+        if (prefixes) {
             Chain chain = new Chain(settings, input.schema(), null);
-            if (chain.offsets == null) throw Internal.error("internal: prefixes need offsets");
-            return Internal.mapPartitions(input, chain, schema, new Internal.Turns(true));
+            if (chain.spans == null || chain.offsets == null) throw Internal.error("internal: prefixes need spans");
+            // every task reads the stream from its start, as far as its span's end (its partitions are opened as read)
+            return Internal.mapPartitions(input, chain, schema, new Internal.Turns(chain.spans.length - 1));
         }
         if (chunks > 1) {
             StructType in = input.schema();
@@ -178,29 +188,33 @@ public class Chain implements MapPartitionsFunction {
         }
     }
 
-    public Iterator call(final Iterator input) {
-        final int chunk = Internal.partition();
+    public Iterator call(final Iterator stream) {
+        final int chunk = Internal.partition();   // with spans, the task
         final HashMap[] states = new HashMap[levels.length];
         for (int l = 0; l < levels.length; l++) states[l] = new HashMap();
         seed(chunk, states);
         final GroupAggregate first = levels[0];
-        final long offset = offsets == null ? 0 : offsets[chunk];
+        final long offset = spans != null ? spans[chunk] : offsets == null ? 0 : offsets[chunk];
         // an insert-only stream read straight: a key's state, once made, stays in the map
-        final Internal.Memo memo = new Internal.Memo(offsets != null && first.keys == 1 ? input : null, 0);
-        if (offsets != null && before == null && chunk > 0) {   // prefixes: the chunks before come first
+        final Internal.Memo memo = new Internal.Memo(offsets != null && first.keys == 1 ? stream : null, 0);
+        Long carried = marks == null || spans != null ? null : marks[chunk];
+        if (spans != null && offset > 0) {   // the rows before the task's span: folded in silently
             for (long i = 0; i < offset; i++) {
-                InternalRow r = (InternalRow) input.next();
+                InternalRow r = (InternalRow) stream.next();
                 GroupAggregate.State state = (GroupAggregate.State) memo.get();
                 if (state != null) state.add(1, r); else memo.put(first.accumulate(states[0], key(r), r));
+                if (marks != null) carried = later(carried, r, own, ownKind, ownShift);
             }
             Iterator made = states[0].values().iterator();
             while (made.hasNext()) ((GroupAggregate.State) made.next()).settle();
             seedAbove(states);
         }
+        final Long start = carried;
+        final Iterator input = spans == null ? stream : Internal.first(stream, spans[chunk + 1] - offset);
         return new Internal.Folding(input) {
             private long last = Long.MIN_VALUE, read;
             private final ArrayList changes = new ArrayList(4);
-            private Long mark = marks == null ? null : marks[chunk];   // the watermark in force: before the row
+            private Long mark = start;   // the watermark in force: before the row
 
             void process(InternalRow r) {
                 long s = offsets != null ? offset + read++ : r.getLong(seq);
@@ -366,7 +380,7 @@ public class Chain implements MapPartitionsFunction {
      * ones; with {@code offsets}, the first level reads the stream's source straight.
      */
     public static Dataset miniBatch(org.apache.spark.sql.classic.Dataset input, String settings, StructType schema) {
-        return Internal.mapPartitions(input, new MiniBatch(settings, input.schema()), schema, new Internal.Turns(false));
+        return Internal.mapPartitions(input, new MiniBatch(settings, input.schema()), schema, new Internal.Turns(1));
     }
 
     /**

@@ -75,26 +75,43 @@ public final class Internal {
     }
 
     /**
-     * Groups of partitions read in turn: with {@code prefixes}, the {@code k}-th holds partitions
-     * {@code 0 .. k} (a task that reads the ones before its own first); else one group holds
-     * them all (one task reads the whole input, in order: {@code coalesce(1)} promises no order).
+     * Groups of partitions read in turn: {@code tasks} groups, each of them all, in order
+     * (tasks that read the whole input, or as far as they need: {@code coalesce(1)} promises
+     * no order).
      */
     static final class Turns implements org.apache.spark.rdd.PartitionCoalescer, java.io.Serializable {
-        private final boolean prefixes;
+        private final int tasks;
 
-        Turns(boolean prefixes) {
-            this.prefixes = prefixes;
+        Turns(int tasks) {
+            this.tasks = tasks;
         }
 
         public org.apache.spark.rdd.PartitionGroup[] coalesce(int count, RDD parent) {
             org.apache.spark.Partition[] parts = parent.partitions();
-            org.apache.spark.rdd.PartitionGroup[] groups = new org.apache.spark.rdd.PartitionGroup[prefixes ? parts.length : 1];
+            org.apache.spark.rdd.PartitionGroup[] groups = new org.apache.spark.rdd.PartitionGroup[tasks];
             for (int k = 0; k < groups.length; k++) {
                 groups[k] = new org.apache.spark.rdd.PartitionGroup(scala.Option.apply(null));
-                for (int j = 0; j <= (prefixes ? k : parts.length - 1); j++) groups[k].partitions().addOne(parts[j]);
+                for (int j = 0; j < parts.length; j++) groups[k].partitions().addOne(parts[j]);
             }
             return groups;
         }
+    }
+
+    /** The first {@code n} of {@code input}'s elements (fewer if it has fewer). */
+    static java.util.Iterator first(final java.util.Iterator input, final long n) {
+        return new java.util.Iterator() {
+            private long left = n;
+
+            public boolean hasNext() {
+                return left > 0 && input.hasNext();
+            }
+
+            public Object next() {
+                if (left <= 0) throw new java.util.NoSuchElementException();
+                left--;
+                return input.next();
+            }
+        };
     }
 
     static final String MARK = "flink-kit: ";
