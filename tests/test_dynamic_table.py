@@ -116,6 +116,29 @@ def test_a_fused_cascades_changelog_carries_its_watermarks_in_order(spark, time,
     assert got.where("watermark IS NOT NULL").count() > 0
 
 
+@pytest.mark.parametrize("chunks", [1, 3])
+def test_a_fused_cascades_final_table_is_folded_without_its_changes(spark, chunks):
+    """``final()`` of fused group aggregates under a Calc: one pass folds every arrival in
+    silently and gives the last table alone (a row per group, not a change per arrival),
+    the rows of the changelog's snapshot and of the batch query."""
+    from kit.changelog import snapshot
+    from kit.sql.table import PlanRun
+    rows = [(f"w{(i * i) % 11}", i) for i in range(60)]
+    df = spark.createDataFrame(rows, "word string, t bigint").repartition(chunks, "t").sortWithinPartitions("t")
+    query = ("SELECT cnt, freq FROM (SELECT cnt, COUNT(cnt) AS freq FROM (SELECT word, COUNT(*) AS cnt FROM words "
+             "GROUP BY word) GROUP BY cnt) WHERE freq > 1")
+    t = kit.sql(query, words=kit.stream(df, time="t"))
+    got = [tuple(r) for r in t.final().collect()]
+    df.createOrReplaceTempView("words_batch")
+    assert got == sorted(tuple(r) for r in spark.sql(query.replace("FROM words", "FROM words_batch")).collect())
+    assert got == [tuple(r) for r in snapshot(t.log).collect()]
+    top = t.root
+    while not hasattr(top, "calls"):
+        top = top.input
+    folded = PlanRun(t, final=top).node(t.root, update_before=True)
+    assert folded.df.count() == len(got) < t.log.df.count()
+
+
 def _shop(rows):
     df = pd.DataFrame(rows, columns=["product_id", "category", "sales"])
     df["t"] = [T0 + pd.Timedelta(seconds=i) for i in range(len(df))]

@@ -143,7 +143,8 @@ def _natural_type(call: AggCall, types: dict) -> str:
         else types[call.arg].simpleString()
 
 
-def chain(log: Changelog, levels: list, options: Options, source: tuple | None = None) -> Changelog | None:
+def chain(log: Changelog, levels: list, options: Options, source: tuple | None = None,
+          final: bool = False) -> Changelog | None:
     """Group aggregates each over the changelog of the one before, fused into one pass per
     chunk of arrivals (``kit/jvm/Chain.java``): ``levels`` bottom-up, ``(keys, calls,
     inputs)``, the first over ``log`` (insert-only, straight from one stream: its partitions
@@ -178,6 +179,10 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
     than a cold one.
 
         arrivals a b a, 2 tasks -> spans [0, 2, 3]: task 1 starts at {a: 1, b: 1} and {1: 2}
+
+    ``final``: only the last level's table at the end of input matters (``DynamicTable.final``):
+    where tasks take spans, one task folds every arrival in silently and gives that table
+    alone, as ``+I`` rows (of the last arrival), not the changes that lead to it.
     """
     mini_batch = options.mini_batch is not None
     if not log.insert_only or options.ttl_ms > 0 or not levels \
@@ -222,8 +227,8 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
             f";clock={epoch_ms(clock.start)}:{clock.step.millis}" if clock is not None else "")
         if prefixes:
             cores = log.df.sparkSession.sparkContext.defaultParallelism   # a classic session: the JVM's here
-            tasks = max(1, min(options.tasks, SPAN_TASKS, cores))
-            parts[0] += f";spans={','.join(map(str, spans(stream.arrivals.count, tasks)))}"
+            tasks = 1 if final else max(1, min(options.tasks, SPAN_TASKS, cores))
+            parts[0] += f";spans={','.join(map(str, spans(stream.arrivals.count, tasks)))}" + ";final=1" * final
         if marked:   # the watermark each row emits: off the time column as read, where Java can
             parts[0] += ";marks=" + ",".join("" if m is None else str(m) for m in stream.arrivals.carried)
             shift = stream.own_watermark_shift()

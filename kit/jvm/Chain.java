@@ -55,6 +55,7 @@ public class Chain implements MapPartitionsFunction {
     final int seq, n, pt;
     final long[] offsets;          // read straight from the source: each chunk's first seq (else null)
     final long[] spans;            // and then each task's first seq, and the rows in all (else null)
+    final boolean tableOnly;       // and final=1: the last level's table at the end alone, not the changes
     final long clockStart, clockStep;   // and the processing time of arrival seq: start + seq * step
     final boolean clocked;
     final Long[] marks;            // with offsets: each chunk's carried-in watermark, the changes then carry theirs
@@ -74,6 +75,7 @@ public class Chain implements MapPartitionsFunction {
         String[] bounds = s[0].containsKey("spans") ? ((String) s[0].get("spans")).split(",") : null;
         spans = bounds == null ? null : new long[bounds.length];
         for (int k = 0; spans != null && k < bounds.length; k++) spans[k] = Long.parseLong(bounds[k]);
+        tableOnly = "1".equals(s[0].get("final"));
         long[] clock = clock(s[0]);
         clocked = clock != null;
         clockStart = clocked ? clock[0] : 0;
@@ -197,19 +199,12 @@ public class Chain implements MapPartitionsFunction {
         final long offset = spans != null ? spans[chunk] : offsets == null ? 0 : offsets[chunk];
         // an insert-only stream read straight: a key's state, once made, stays in the map
         final Internal.Memo memo = new Internal.Memo(offsets != null && first.keys == 1 ? stream : null, 0);
-        Long carried = marks == null || spans != null ? null : marks[chunk];
-        if (spans != null && offset > 0) {   // the rows before the task's span: folded in silently
-            for (long i = 0; i < offset; i++) {
-                InternalRow r = (InternalRow) stream.next();
-                GroupAggregate.State state = (GroupAggregate.State) memo.get();
-                if (state != null) state.add(1, r); else memo.put(first.accumulate(states[0], key(r), r));
-                if (marks != null) carried = later(carried, r, own, ownKind, ownShift);
-            }
-            Iterator made = states[0].values().iterator();
-            while (made.hasNext()) ((GroupAggregate.State) made.next()).settle();
-            seedAbove(states);
-        }
-        final Long start = carried;
+        if (spans != null && tableOnly)   // every row folded in silently, then the last level's table
+            return table(states[levels.length - 1], spans[spans.length - 1] - 1,
+                         silently(stream, Long.MAX_VALUE, states, memo));
+        // the rows before the task's span: folded in silently
+        final Long start = spans != null && offset > 0 ? silently(stream, offset, states, memo)
+            : marks == null || spans != null ? null : marks[chunk];
         final Iterator input = spans == null ? stream : Internal.first(stream, spans[chunk + 1] - offset);
         return new Internal.Folding(input) {
             private long last = Long.MIN_VALUE, read;
@@ -257,6 +252,42 @@ public class Chain implements MapPartitionsFunction {
                 }
             }
         };
+    }
+
+    /**
+     * Folds up to {@code rows} of the stream's first rows into the first level of {@code states}
+     * without emitting (each state then settled), and the levels above from it, silently; the
+     * watermark in force after them (when marked).
+     */
+    private Long silently(Iterator stream, long rows, HashMap[] states, Internal.Memo memo) {
+        GroupAggregate first = levels[0];
+        Long mark = null;
+        for (long i = 0; i < rows && stream.hasNext(); i++) {
+            InternalRow r = (InternalRow) stream.next();
+            GroupAggregate.State state = (GroupAggregate.State) memo.get();
+            if (state != null) state.add(1, r); else memo.put(first.accumulate(states[0], key(r), r));
+            if (marks != null) mark = later(mark, r, own, ownKind, ownShift);
+        }
+        Iterator made = states[0].values().iterator();
+        while (made.hasNext()) ((GroupAggregate.State) made.next()).settle();
+        seedAbove(states);
+        return mark;
+    }
+
+    /** The last level's table ({@code states}): a {@code +I} per row, of arrival {@code s}, watermark {@code wm}. */
+    private Iterator table(HashMap states, long s, Long wm) {
+        ArrayList out = new ArrayList(states.size());
+        Long p = clocked ? Long.valueOf(clockStart + s * clockStep) : null;
+        int j = 0;
+        Iterator held = states.values().iterator();
+        while (held.hasNext()) {
+            GroupAggregate.State state = (GroupAggregate.State) held.next();
+            Object[] row = GroupAggregate.cells(GroupAggregate.INSERT, state.key, state.last(), s, GroupAggregate.EMPTY,
+                                                j++, p, marks == null ? 0 : 1);
+            if (marks != null) row[row.length - 1] = wm;
+            out.add(new GenericInternalRow(row));
+        }
+        return out.iterator();
     }
 
     /** Each level's settings ({@code |} between levels), as maps. */

@@ -71,6 +71,10 @@ class DynamicTable:
         run = PlanRun(self)
         log = run.node(self.root, update_before=self.sink == "retract")
         self._expired, self._late = run.expired, run.late
+        return self._named(log)
+
+    def _named(self, log: Changelog) -> Changelog:
+        """The root's changelog ``log``, its columns named and typed as the batch query's."""
         if len(log.columns) != len(self.columns):
             raise KitError(f"internal: the plan gives {len(log.columns)} columns, the query {len(self.columns)}")
         names = dict(zip(log.columns, self.columns))
@@ -133,8 +137,18 @@ class DynamicTable:
         return snapshot(self.log, at, one=_tasks(self.streams) == 1)
 
     def final(self) -> DataFrame:
-        """The table once every row has arrived: the batch query's rows."""
-        return self.snapshot(None)
+        """The table once every row has arrived: the batch query's rows. Where group aggregates
+        fused over a stream make the table (through Calcs), their pass folds the arrivals in
+        without emitting and gives the last table alone (``aggregate_compiled.chain``'s
+        ``final``): the same rows as the changelog's snapshot, without the changes."""
+        from ..changelog import snapshot
+        top = self.root
+        while isinstance(top, P.Calc):
+            top = top.input
+        if not isinstance(top, P.GroupAggregate):
+            return self.snapshot(None)
+        log = self._named(PlanRun(self, final=top).node(self.root, update_before=self.sink == "retract"))
+        return snapshot(log, None, one=_tasks(self.streams) == 1)
 
     # ------------------------------------------------------------ Flink's conversions
 
@@ -257,8 +271,8 @@ def _streams(root: P.Node) -> list:
 class PlanRun:
     """One run of a plan: each node's changelog, from the sources up."""
 
-    def __init__(self, table: DynamicTable, plan_only: bool = False):
-        self.table = table
+    def __init__(self, table: DynamicTable, plan_only: bool = False, final: P.GroupAggregate | None = None):
+        self.table, self.final = table, final   # final: a fused chain with this top gives its last table alone
         self.sources = {} if plan_only else self._sources()
         self.tasks = None if plan_only else _tasks(table.streams)   # the sources' scans have counted the rows
         self.expired = []          # per aggregate with a state TTL: the keys whose state expired
@@ -371,7 +385,7 @@ class PlanRun:
         levels.reverse()
         log = self.node(levels[0][0].input, True)
         return chain(log, [(list(a.keys), list(a.calls), inputs if i else None) for i, (a, inputs) in enumerate(levels)],
-                     self._with(update_before), (stream, source) if direct else None)
+                     self._with(update_before), (stream, source) if direct else None, final=self.final is n)
 
     def _with(self, update_before: bool) -> Options:
         """The query's options for one operator: ``update_before`` and ``tasks``, the tasks a
