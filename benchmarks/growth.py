@@ -7,7 +7,8 @@ versioned side of every 100th event (``key, rate, t``, primary key ``key``) and 
 of one row per key (all at the first event's time). The shapes: N = 1M, 10M and 30M over 10,000 keys (the growth line), and
 10M over 100,000 keys and over 10,000 keys with half the events on one hot key. Every run
 writes its result to Spark's ``noop`` sink: an updating query's ``changelog()``, a window's
-or a join's rows. ``--rows R`` runs R, 10 R and 30 R instead (a quick look).
+or a join's rows. (Flink's OVER aggregate ordered by time is not planned by the kit yet: no
+line for it.) ``--rows R`` runs R, 10 R and 30 R instead (a quick look).
 
 Columns: seconds per shape (with ``/proc/pressure/cpu``'s ``some`` share of the run), then
 the growth from 1M to 10M and from 10M to 30M (10 and 3 when the cost is linear).
@@ -38,16 +39,14 @@ FAMILIES = {
     "deduplicate, keep first per key (ROW_NUMBER), changelog()":
         ("SELECT * FROM (SELECT key, v, t, ROW_NUMBER() OVER (PARTITION BY key ORDER BY t) AS rn FROM e) "
          "WHERE rn = 1", True, "e"),
-    "OVER: running SUM per key":
-        ("SELECT key, t, SUM(v) OVER (PARTITION BY key ORDER BY t ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
-         " AS s FROM e", False, "e"),
     "window TVF: TUMBLE 1 min COUNT per key":
         ("SELECT key, window_start, window_end, COUNT(*) AS c FROM TABLE(TUMBLE(TABLE e, DESCRIPTOR(t), "
          "INTERVAL '1' MINUTE)) GROUP BY key, window_start, window_end", False, "e"),
     "MATCH_RECOGNIZE: V-shape over v per key":
         ("SELECT * FROM e MATCH_RECOGNIZE (PARTITION BY key ORDER BY t MEASURES FIRST(A.t) AS a_t, "
          "LAST(C.t) AS c_t ONE ROW PER MATCH AFTER MATCH SKIP TO LAST C PATTERN (A B+ C) "
-         "DEFINE B AS B.v < PREV(B.v), C AS C.v > PREV(C.v))", False, "e"),
+         "DEFINE B AS (LAST(B.v, 1) IS NULL AND B.v < A.v) OR B.v < LAST(B.v, 1), C AS C.v > LAST(B.v, 1))", False,
+         "e"),
     "interval join: versions of the key within 10 s before":
         ("SELECT e.key, e.v, r.rate FROM e, r WHERE e.key = r.key AND r.t BETWEEN e.t - INTERVAL '10' SECOND "
          "AND e.t", False, "er"),
