@@ -180,10 +180,13 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
 
         arrivals a b a, 2 tasks -> spans [0, 2, 3]: task 1 starts at {a: 1, b: 1} and {1: 2}
 
-    ``final``: only the last level's table at the end of input matters (``DynamicTable.final``):
-    where tasks take spans, one task folds every arrival in silently and gives that table
-    alone, as ``+I`` rows (of the last arrival), not the changes that lead to it.
+    ``final``: only the last level's table at the end of input matters (``DynamicTable.final``),
+    the same with mini-batch or without: where tasks take spans, one task folds every arrival
+    in silently and gives that table alone, as ``+I`` rows (of the last arrival), not the
+    changes that lead to it.
     """
+    if final:   # bundles change the changes, not the last table
+        options = replace(options, mini_batch=None)
     mini_batch = options.mini_batch is not None
     if not log.insert_only or options.ttl_ms > 0 or not levels \
             or (options.distinct_split and any(c.distinct for _, calls, _ in levels for c in calls)
