@@ -229,7 +229,7 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
         parts[0] += f";offsets={','.join(map(str, stream.arrivals.offsets))}" + (
             f";clock={epoch_ms(clock.start)}:{clock.step.millis}" if clock is not None else "")
         if prefixes:
-            cores = log.df.sparkSession.sparkContext.defaultParallelism   # a classic session: the JVM's here
+            cores = jvm.bridge.dataset(df).sparkSession().sparkContext().defaultParallelism()   # Connect too
             tasks = 1 if final else max(1, min(options.tasks, SPAN_TASKS, cores))
             parts[0] += f";spans={','.join(map(str, spans(stream.arrivals.count, tasks)))}" + ";final=1" * final
         if marked:   # the watermark each row emits: off the time column as read, where Java can
