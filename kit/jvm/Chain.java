@@ -36,7 +36,7 @@ import org.apache.spark.unsafe.types.UTF8String;
  * {@code marks=<each chunk's carried-in watermark, empty for none>}, each input row also has
  * {@code _g} last (the watermark it emits, as {@link ArrivalScan} reads it; with
  * {@code own=<t|l>:<shift>}, the event time as read, a TIMESTAMP or BIGINT ms, that many ms
- * ahead of it: {@link #own}, so a column read straight stays a column) and each change
+ * ahead of it: {@link #later}, so a column read straight stays a column) and each change
  * {@code _wm} last: the watermark in force when its arrival came (the largest emitted before
  * it), as the stream's own rows have it -- a changelog that needs no join to get it. Settings:
  * each level's {@link GroupAggregate} settings, separated by {@code |}; a level after the
