@@ -131,6 +131,29 @@ class Stream:
         scan = self.__dict__.get("arrivals")
         return scan.count if scan is not None else known_rows(self.source)
 
+    @cached_property
+    def rows(self) -> int:
+        """The input's rows: ``known_rows`` where known, else Spark's count of the source (a
+        job that reads no column where the format can skip them: Parquet's footers)."""
+        known = self.known_rows
+        return known if known is not None else self.source.count()
+
+    def columns_only(self, columns: list) -> DataFrame:
+        """``df``'s ``columns`` (the input's, and the stream's ``proctime``), typed as ``df`` has
+        them, straight over the source's partitions: no arrival scan, no ``seq``. For what
+        reads none of the arrivals' places: a query's analysis, a pass that numbers the
+        arrivals itself. The stream's ``proctime`` is NULL for a clock, a column's cast."""
+        exprs = []
+        for c in columns:
+            if c in self.shown_columns():
+                exprs.append(sparksql.name(c))
+            elif c == self.kit_columns.get("proctime"):
+                clock = isinstance(self.proctime, str)
+                exprs.append(f"CAST({sparksql.name(self.proctime) if clock else 'NULL'} AS TIMESTAMP) AS {sparksql.name(c)}")
+            else:
+                raise KitError(f"internal: the stream has no column {c!r}")
+        return sparksql.select(self.source, *exprs)
+
     @property
     def time_is_timestamp(self) -> bool:
         """True for TIMESTAMP time columns, False for BIGINT epoch milliseconds."""

@@ -146,13 +146,17 @@ def mode_text(mode: frozenset) -> str:
     return "[" + ",".join(_MODE_NAMES[k] for k in KINDS if k in mode) + "]"
 
 
-def from_stream(s, columns: list | None = None, names: list | None = None) -> Changelog:
+def from_stream(s, columns: list | None = None, names: list | None = None, numbered: bool = True) -> Changelog:
     """A stream's arrivals as an insert-only changelog: ``+I`` per row (``columns``: the
     source's by default; named ``names``, e.g. to keep clear of the changelog's own
-    ``_op``/``_pt``), ``seq``, ``_n = []`` and ``_pt`` (the arrival's processing time)."""
+    ``_op``/``_pt``), ``seq``, ``_n = []`` and ``_pt`` (the arrival's processing time).
+    ``numbered=False``: the same columns over the source with no arrival scan, ``seq`` and
+    ``_pt`` NULL (``Stream.columns_only``), for a pass that numbers the arrivals itself."""
     columns = list(s.source.columns if columns is None else columns)
     names = list(columns if names is None else names)
-    pt = "unix_millis(proctime)" if s.proctime is not None else "CAST(NULL AS BIGINT)"
-    df = s.df.selectExpr("'+I' AS _op", *[f"{sparksql.name(c)} AS {sparksql.name(n)}" for c, n in zip(columns, names)],
-                         "seq", "CAST(array() AS ARRAY<INT>) AS _n", f"{pt} AS _pt")
+    pt = "unix_millis(proctime)" if s.proctime is not None and numbered else "CAST(NULL AS BIGINT)"
+    df = s.df if numbered else s.columns_only(columns)
+    df = df.selectExpr("'+I' AS _op", *[f"{sparksql.name(c)} AS {sparksql.name(n)}" for c, n in zip(columns, names)],
+                       "seq" if numbered else "CAST(NULL AS BIGINT) AS seq", "CAST(array() AS ARRAY<INT>) AS _n",
+                       f"{pt} AS _pt")
     return Changelog(df, tuple(names), in_order=True)   # the stream's chunks in turn, each in arrival order

@@ -226,14 +226,16 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
     marked = numbered   # each change's watermark found in the pass too
     if numbered:
         clock = stream.proctime
-        parts[0] += f";offsets={','.join(map(str, stream.arrivals.offsets))}" + (
+        whole = prefixes or mini_batch   # each task reads the stream from its start: no arrival scan
+        parts[0] += f";offsets={0 if whole else ','.join(map(str, stream.arrivals.offsets))}" + (
             f";clock={epoch_ms(clock.start)}:{clock.step.millis}" if clock is not None else "")
         if prefixes:
             cores = jvm.bridge.dataset(df).sparkSession().sparkContext().defaultParallelism()   # Connect too
             tasks = 1 if final else max(1, min(options.tasks, SPAN_TASKS, cores))
-            parts[0] += f";spans={','.join(map(str, spans(stream.arrivals.count, tasks)))}" + ";final=1" * final
+            rows = stream.rows if tasks > 1 else 0   # the last task reads on to the end, whatever the count
+            parts[0] += f";spans={','.join(map(str, spans(rows, tasks)))}" + ";final=1" * final
         if marked:   # the watermark each row emits: off the time column as read, where Java can
-            parts[0] += ";marks=" + ",".join("" if m is None else str(m) for m in stream.arrivals.carried)
+            parts[0] += ";marks=" + ("" if whole else ",".join("" if m is None else str(m) for m in stream.arrivals.carried))
             shift = stream.own_watermark_shift()
             if shift is None:
                 raw.append(f"{stream.own_watermark_sql()} AS _g")

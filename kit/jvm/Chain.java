@@ -27,13 +27,15 @@ import org.apache.spark.unsafe.types.UTF8String;
  * stream from its start, folding the rows before its span in itself ({@link #run}).
  *
  * <p>Input columns: the first level's keys and arguments, {@code _w}, {@code seq},
- * {@code _n}, {@code _pt}; or, with {@code offsets=<each chunk's first seq>} (and
+ * {@code _n}, {@code _pt}; or, with {@code offsets=<each chunk's first seq>} ({@code 0} alone
+ * where a task reads the stream from its start: spans, mini-batch) (and
  * {@code clock=<start ms>:<step ms>}) in the first level's settings, the keys and arguments
  * alone, read from the stream's source: each a {@code +I} whose {@code seq} is its place
  * (a one-column key that Parquet keeps in a dictionary finds its state once per column
  * chunk, {@link Internal.Memo}: the state of an insert-only input's key stays in the map).
  * Output as {@link GroupAggregate}'s, of the last level. Read from the source with
- * {@code marks=<each chunk's carried-in watermark, empty for none>}, each input row also has
+ * {@code marks=<each chunk's carried-in watermark, empty for none>} (one empty where a task
+ * reads the stream from its start), each input row also has
  * {@code _g} last (the watermark it emits, as {@link ArrivalScan} reads it; with
  * {@code own=<t|l>:<shift>}, the event time as read, a TIMESTAMP or BIGINT ms, that many ms
  * ahead of it: {@link #later}, so a column read straight stays a column) and each change
@@ -54,7 +56,7 @@ public class Chain implements MapPartitionsFunction {
     final Broadcast before;        // Object[] per chunk: its distinct first-level inputs, weight last; or null
     final int seq, n, pt;
     final long[] offsets;          // read straight from the source: each chunk's first seq (else null)
-    final long[] spans;            // and then each task's first seq, and the rows in all (else null)
+    final long[] spans;            // and then each task's first seq, and the rows reckoned in all (else null)
     final boolean tableOnly;       // and final=1: the last level's table at the end alone, not the changes
     final long clockStart, clockStep;   // and the processing time of arrival seq: start + seq * step
     final boolean clocked;
@@ -96,10 +98,11 @@ public class Chain implements MapPartitionsFunction {
      * first job ({@link Inputs}) and sent to every task; as rows of {@code schema}; null when
      * those counts have more than {@code limit} rows (too many states to send every task).
      * With {@code prefixes} (the arrivals numbered in the pass: {@code offsets} and
-     * {@code spans=<first seq of task 0>,...,<rows in all>}), task {@code k} reads the stream
-     * from its start, folding the rows before its span in without emitting (no first job),
-     * then emits for its span: seqs {@code spans[k]} up to {@code spans[k + 1]}, whatever the
-     * chunks.
+     * {@code spans=<first seq of task 0>,...,<rows reckoned in all>}), task {@code k} reads the
+     * stream from its start, folding the rows before its span in without emitting (no first
+     * job), then emits for its span: seqs {@code spans[k]} up to {@code spans[k + 1]}, whatever
+     * the chunks; the last task on to the end, so a reckoning of the rows that is off costs
+     * balance, never rows.
      */
     public static Dataset run(org.apache.spark.sql.classic.Dataset input, int chunks, String settings,
                               StructType schema, int limit, boolean prefixes) {
@@ -199,13 +202,17 @@ public class Chain implements MapPartitionsFunction {
         final long offset = spans != null ? spans[chunk] : offsets == null ? 0 : offsets[chunk];
         // an insert-only stream read straight: a key's state, once made, stays in the map
         final Internal.Memo memo = new Internal.Memo(offsets != null && first.keys == 1 ? stream : null, 0);
-        if (spans != null && tableOnly)   // every row folded in silently, then the last level's table
-            return table(states[levels.length - 1], spans[spans.length - 1] - 1,
-                         silently(stream, Long.MAX_VALUE, states, memo));
+        final long[] folded = {0};
+        if (spans != null && tableOnly) {   // every row folded in silently, then the last level's table
+            Long wm = silently(stream, Long.MAX_VALUE, states, memo, folded);
+            return table(states[levels.length - 1], folded[0] - 1, wm);
+        }
         // the rows before the task's span: folded in silently
-        final Long start = spans != null && offset > 0 ? silently(stream, offset, states, memo)
+        final Long start = spans != null && offset > 0 ? silently(stream, offset, states, memo, folded)
             : marks == null || spans != null ? null : marks[chunk];
-        final Iterator input = spans == null ? stream : Internal.first(stream, spans[chunk + 1] - offset);
+        // the last span reads on to the end: its bound is where the rows were reckoned to end
+        final boolean toEnd = spans == null || chunk == spans.length - 2;
+        final Iterator input = toEnd ? stream : Internal.first(stream, spans[chunk + 1] - offset);
         return new Internal.Folding(input) {
             private long last = Long.MIN_VALUE, read;
             private final ArrayList changes = new ArrayList(4);
@@ -257,12 +264,12 @@ public class Chain implements MapPartitionsFunction {
     /**
      * Folds up to {@code rows} of the stream's first rows into the first level of {@code states}
      * without emitting (each state then settled), and the levels above from it, silently; the
-     * watermark in force after them (when marked).
+     * watermark in force after them (when marked). {@code folded[0]}: the rows it folded.
      */
-    private Long silently(Iterator stream, long rows, HashMap[] states, Internal.Memo memo) {
+    private Long silently(Iterator stream, long rows, HashMap[] states, Internal.Memo memo, long[] folded) {
         GroupAggregate first = levels[0];
         Long mark = null;
-        for (long i = 0; i < rows && stream.hasNext(); i++) {
+        for (; folded[0] < rows && stream.hasNext(); folded[0]++) {
             InternalRow r = (InternalRow) stream.next();
             GroupAggregate.State state = (GroupAggregate.State) memo.get();
             if (state != null) state.add(1, r); else memo.put(first.accumulate(states[0], key(r), r));

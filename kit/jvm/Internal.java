@@ -159,6 +159,39 @@ public final class Internal {
      * one SQL's {@code raise_error} raises, so PySpark shows its message alone, without a Java
      * stack trace.
      */
+    /**
+     * Whether {@code df}'s answer is the same whatever order its input rows come in: its
+     * analyzed plan is deterministic, and no aggregate but COUNT, MIN and MAX reads FLOAT or
+     * DOUBLE values (the order of the additions changes a sum's last digits).
+     */
+    public static boolean orderFree(org.apache.spark.sql.classic.Dataset df) {
+        org.apache.spark.sql.catalyst.plans.logical.LogicalPlan plan = df.queryExecution().analyzed();
+        return plan.deterministic() && orderFree(plan);
+    }
+
+    private static boolean orderFree(org.apache.spark.sql.catalyst.trees.TreeNode node) {
+        if (node instanceof org.apache.spark.sql.catalyst.expressions.aggregate.AggregateFunction
+            && !(node instanceof org.apache.spark.sql.catalyst.expressions.aggregate.Count
+                 || node instanceof org.apache.spark.sql.catalyst.expressions.aggregate.Min
+                 || node instanceof org.apache.spark.sql.catalyst.expressions.aggregate.Max)) {
+            java.util.Iterator args = CollectionConverters.asJava(
+                ((org.apache.spark.sql.catalyst.expressions.Expression) node).children()).iterator();
+            while (args.hasNext()) {
+                DataType type = ((org.apache.spark.sql.catalyst.expressions.Expression) args.next()).dataType();
+                if (type instanceof DoubleType || type instanceof org.apache.spark.sql.types.FloatType) return false;
+            }
+        }
+        java.util.Iterator children = CollectionConverters.asJava(node.children()).iterator();
+        while (children.hasNext()) if (!orderFree((org.apache.spark.sql.catalyst.trees.TreeNode) children.next())) return false;
+        if (node instanceof org.apache.spark.sql.catalyst.plans.QueryPlan) {
+            java.util.Iterator expressions = CollectionConverters.asJava(
+                ((org.apache.spark.sql.catalyst.plans.QueryPlan) node).expressions()).iterator();
+            while (expressions.hasNext())
+                if (!orderFree((org.apache.spark.sql.catalyst.trees.TreeNode) expressions.next())) return false;
+        }
+        return true;
+    }
+
     public static RuntimeException error(String message) {   // marked as the kit's: kit/errors.py
         scala.collection.immutable.Map parameters = (scala.collection.immutable.Map)
             scala.collection.immutable.Map$.MODULE$.empty().updated("errorMessage", MARK + message);

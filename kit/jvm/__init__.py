@@ -262,6 +262,12 @@ def chain(df, chunks: int, settings: str, schema, limit: int, prefixes: bool = F
     return None if out is None else bridge.frame(out, spark)
 
 
+def order_free(df) -> bool:
+    """``Internal.orderFree``: whether ``df``'s answer is the same whatever order its input
+    rows come in (deterministic; no sum or average of FLOAT or DOUBLE values)."""
+    return bool(bridge.jvm(df.sparkSession).flinkkit.Internal.orderFree(bridge.dataset(df)))
+
+
 def mini_batch_chain(df, settings: str, schema):
     """``Chain.miniBatch``: the chained mini-batch group aggregates of ``settings`` over the
     whole of ``df`` in one task (its partitions a stream's chunks, read in turn); rows of ``schema``."""

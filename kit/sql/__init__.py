@@ -199,7 +199,7 @@ def _continuous(run, statement: Statement, tables: dict, options, sink: str) -> 
     the streams' rows, as Spark SQL) gives the result's names and types and checks the query."""
     streams = {name: t for name, t in tables.items()}
     for name, s in streams.items():
-        run.tables[name.lower()] = s.df.select(*dynamic_plan.stream_columns(s))
+        run.tables[name.lower()] = s.columns_only(dynamic_plan.stream_columns(s))   # analysed, never run
     try:
         batch = run.sql(rewrite(statement, run, {}))
         retention = run.options.get("retention")

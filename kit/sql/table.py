@@ -35,10 +35,11 @@ from functools import cached_property
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from .. import sparksql
+from .. import jvm, sparksql
 from ..errors import KitError
 from ..spark import replay_tasks
 from ..stream import rows_of
+from ..time import Clock
 from .planner import logical as P, table_plan
 from .statement import Statement
 from ..changelog import (ALL, DELETE, INSERT, INSERT_ONLY, KINDS, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options,
@@ -137,11 +138,17 @@ class DynamicTable:
         return snapshot(self.log, at, one=_tasks(self.streams) == 1)
 
     def final(self) -> DataFrame:
-        """The table once every row has arrived: the batch query's rows. Where group aggregates
-        fused over a stream make the table (through Calcs), their pass folds the arrivals in
-        without emitting and gives the last table alone (``aggregate_compiled.chain``'s
-        ``final``): the same rows as the changelog's snapshot, without the changes."""
+        """The table once every row has arrived: the batch query's rows, sorted by its columns.
+        Where group aggregates and Calcs alone make it and the order of the arrivals cannot
+        change it (``_order_free``), Spark runs the batch query over the sources, in parallel.
+        Else, where group aggregates fused over a stream make the table (through Calcs), their
+        pass folds the arrivals in without emitting and gives the last table alone
+        (``aggregate_compiled.chain``'s ``final``): the same rows as the changelog's snapshot,
+        without the changes."""
         from ..changelog import snapshot
+        if self._order_free():
+            places = [f"_c{i}" for i in range(len(self.columns))]   # the query may repeat a name
+            return self.batch.toDF(*places).orderBy(*[F.col(c).asc_nulls_first() for c in places]).toDF(*self.columns)
         top = self.root
         while isinstance(top, P.Calc):
             top = top.input
@@ -149,6 +156,18 @@ class DynamicTable:
             return self.snapshot(None)
         log = self._named(PlanRun(self, final=top).node(self.root, update_before=self.sink == "retract"))
         return snapshot(log, None, one=_tasks(self.streams) == 1)
+
+    def _order_free(self) -> bool:
+        """Whether the final table is the batch query's answer over the sources' rows in any
+        order: the plan holds group aggregates and Calcs alone (a state TTL, a Top-N's ties, a
+        dedup's first row go by arrivals), over streams without processing time (the batch
+        reads the sources' columns: ``Stream.columns_only``), and Spark's plan of the query
+        is deterministic and sums no FLOAT or DOUBLE values (``jvm.order_free``)."""
+        def plain(n: P.Node) -> bool:
+            return isinstance(n, (P.Source, P.Calc, P.GroupAggregate)) and all(map(plain, n.inputs))
+
+        return (plain(self.root) and self.options.ttl_ms == 0 and all(s.proctime is None for s in self.streams)
+                and jvm.available(self.batch.sparkSession, "Internal") and jvm.order_free(self.batch))
 
     # ------------------------------------------------------------ Flink's conversions
 
@@ -255,6 +274,12 @@ def _tasks(streams: list) -> int:
     return replay_tasks(streams[0].source.sparkSession, rows_of(streams))
 
 
+def _source(s, numbered: bool = True) -> Changelog:
+    """Stream ``s``'s arrivals as ``PlanRun.sources`` has them (``from_stream``)."""
+    columns = P.stream_columns(s)
+    return from_stream(s, columns, [f"_s{i}" for i in range(len(columns))], numbered)
+
+
 def _streams(root: P.Node) -> list:
     """The distinct streams the plan reads, in the order FROM names them."""
     out = []
@@ -273,18 +298,18 @@ class PlanRun:
 
     def __init__(self, table: DynamicTable, plan_only: bool = False, final: P.GroupAggregate | None = None):
         self.table, self.final = table, final   # final: a fused chain with this top gives its last table alone
-        self.sources = {} if plan_only else self._sources()
-        self.tasks = None if plan_only else _tasks(table.streams)   # the sources' scans have counted the rows
+        self.tasks = None if plan_only else _tasks(table.streams)   # the sources' scans have counted the rows, if run
+        self.unnumbered = {}       # id(stream): its arrivals unnumbered, while a fused chain that numbers them is planned
         self.expired = []          # per aggregate with a state TTL: the keys whose state expired
         self.late = []             # per keep-first deduplicate on event time: the rows it dropped as late
 
-    def _sources(self) -> dict:
+    @cached_property
+    def sources(self) -> dict:
         """{id(stream): its arrivals as an insert-only changelog, the values named ``_s0``,
         ``_s1``... by position (a column the user named ``_pt`` or ``_op`` clashes with nothing)}."""
         streams = self.table.streams
         if len(streams) == 1:
-            columns = P.stream_columns(streams[0])
-            return {id(streams[0]): from_stream(streams[0], columns, [f"_s{i}" for i in range(len(columns))])}
+            return {id(streams[0]): _source(streams[0])}
         from ..changelog.join import merge
         options = self.table.options.extra
         logs = merge(streams, options.get("interleave", "event_time"), options.get("clock"))
@@ -293,7 +318,7 @@ class PlanRun:
     def node(self, n: P.Node, update_before: bool) -> Changelog:
         """The changelog of ``n``; ``update_before``: whether its consumer needs ``-U`` rows."""
         if isinstance(n, P.Source):
-            log = self.sources[id(n.stream)]
+            log = self.unnumbered.get(id(n.stream)) or self.sources[id(n.stream)]
             df = log.df.selectExpr("_op", *[f"{sparksql.name(c)} AS {i}" for c, i in zip(log.columns, n.columns)],
                                    "seq", "_n", "_pt")
             return Changelog(df, tuple(n.columns), INSERT_ONLY, None)
@@ -380,12 +405,21 @@ class PlanRun:
         # the columns the lowest level reads, when it copies them from the stream's source
         stream, named = below.stream, dict(zip(below.columns, below.source_columns))
         source = {c: named.get(column) for c, column in inputs.items()}
-        direct = stream.arrivals is not None and not filtered and all(
+        direct = jvm.available(stream.source.sparkSession, "ArrivalScan") and not filtered and all(
             source.get(c) in stream.source.columns for c in reads)
         levels.reverse()
-        log = self.node(levels[0][0].input, True)
+        options = self._with(update_before)
+        # where the pass reads the source and numbers the arrivals itself, its input's columns
+        # and partitions alone matter: no arrival scan for them (a mini-batch's ticks need a clock's)
+        numbers = direct and (stream.proctime is None or (isinstance(stream.proctime, Clock) and options.mini_batch is None))
+        if numbers:
+            self.unnumbered[id(stream)] = _source(stream, numbered=False)
+        try:
+            log = self.node(levels[0][0].input, True)
+        finally:
+            self.unnumbered.pop(id(stream), None)
         return chain(log, [(list(a.keys), list(a.calls), inputs if i else None) for i, (a, inputs) in enumerate(levels)],
-                     self._with(update_before), (stream, source) if direct else None, final=self.final is n)
+                     options, (stream, source) if direct else None, final=self.final is n)
 
     def _with(self, update_before: bool) -> Options:
         """The query's options for one operator: ``update_before`` and ``tasks``, the tasks a
