@@ -336,15 +336,19 @@ def test_fast_equals_reference(spark, rows, update_before, global_):
 @settings(max_examples=8, deadline=None)
 @given(rows=st.lists(st.tuples(st.sampled_from(["a", "b", "c", None]), st.one_of(st.none(), st.integers(-3, 3))),
                      min_size=1, max_size=12),
-       chunks=st.integers(1, 4), depth=st.integers(1, 3), update_before=st.booleans(), clock=st.booleans(),
+       chunks=st.integers(1, 6), depth=st.integers(1, 3), update_before=st.booleans(), clock=st.booleans(),
        counting=st.booleans(), tasks=st.integers(1, 3))
 @example(rows=[("a", 1), ("b", 2), ("a", 3), ("c", None), ("a", 1)], chunks=1, depth=2, update_before=True, clock=False,
          counting=False, tasks=2)
+@example(rows=[("a", 1), ("b", 2), ("a", 3), ("c", None), ("a", 1), ("b", 0), ("a", 2)], chunks=6, depth=2,
+         update_before=True, clock=True, counting=False, tasks=2)
 def test_chain_equals_level_by_level(spark, rows, chunks, depth, update_before, clock, counting, tasks):
     """The fused chain (kit/jvm/Chain.java) over a stream of ``chunks`` input partitions,
     each task seeded with the rows before its own, reading the stream's arrivals (a task per
     chunk) or its source straight (``tasks`` tasks of spans of the arrivals, whatever the
-    chunks: one chunk spread over two tasks in the example), against the replay of one
+    chunks: one chunk spread over two tasks in the example; above ``PREFIX_CHUNKS`` chunks a
+    task per chunk, numbering its arrivals from the rows its first job counted in the
+    chunks before, in the second example), against the replay of one
     aggregate after the other: the same changes,
     ``seq``, ``_n`` and processing time. ``counting``: only COUNTs and SUMs, which ``GroupAggregate``
     keeps as long tallies. Read from the source, each change also carries the watermark its

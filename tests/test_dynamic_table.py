@@ -93,18 +93,24 @@ def test_final_and_snapshot_are_sorted_whatever_the_partitioning(spark, partitio
 @pytest.mark.parametrize("mini_batch", [None, {"table.exec.mini-batch.enabled": "true",
                                                 "table.exec.mini-batch.allow-latency": "1 s",
                                                 "table.exec.mini-batch.size": "4"}])
-def test_a_fused_cascades_changelog_carries_its_watermarks_in_order(spark, time, mini_batch):
+@pytest.mark.parametrize("csv", [False, True])
+def test_a_fused_cascades_changelog_carries_its_watermarks_in_order(spark, tmp_path, time, mini_batch, csv):
     """Over a stream of several chunks, the fused cascade gives each change the watermark its
     arrival met: ``changelog()`` is the operator's output as it is, with no join with the
     arrivals and no sort, and equals the changes joined with the stream's rows and sorted;
     event time as TIMESTAMP, BIGINT ms (both read off the column in the pass) and INT ms
     (computed in Spark SQL), with disorder; with mini-batch, whose bundles
-    flush at arrivals of their own."""
+    flush at arrivals of their own. From CSV files too (one chunk each), which a task parses
+    once: a first job counts each chunk's rows and watermark for the next."""
     words = ["Hello", "World", "Hello", "Flink", "Spark", "Spark", "Spark", "Hello", "World"] * 3
     rows = [(w, (T0 + pd.Timedelta(seconds=i - 2 * (i % 3))).to_pydatetime(), i) for i, w in enumerate(words)]
     df = spark.createDataFrame(rows, "word string, t timestamp, i bigint").repartition(3, "i") \
         .sortWithinPartitions("i").selectExpr("word", "t", "unix_millis(t) AS ms",
                                               "CAST(unix_millis(t) - 1704067200000 AS INT) AS int_ms")
+    if csv:
+        df.write.csv(str(tmp_path / "words"))
+        df = spark.read.schema(df.schema).csv(str(tmp_path / "words"))
+        assert df.rdd.getNumPartitions() > 1
     t = kit.sql("SELECT cnt, COUNT(cnt) AS freq FROM (SELECT word, COUNT(*) AS cnt FROM words GROUP BY word) "
                 "GROUP BY cnt", words=kit.stream(df, time=time, watermark=kit.Duration.of_seconds(1)),
                 config=mini_batch)

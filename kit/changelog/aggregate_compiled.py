@@ -153,7 +153,8 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
     columns of the stream's source straight, ``(stream, {its column: the source's})``. The
     source's partitions are the chunks too: for a stream without a processing-time column,
     the pass reads the first level's inputs there, with no arrival scan, numbering the
-    arrivals itself (each chunk's first ``seq`` from the stream's scan).
+    arrivals itself (each chunk's first ``seq`` and carried-in watermark counted by the
+    first job below, or read by a task that reads the stream from its start).
     The changelog of the last level, equal to
     ``group_aggregate`` applied level by level -- or None where that must run instead:
 
@@ -170,7 +171,8 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
 
     Without mini-batch, every task starts from the states the rows before its own leave
     (an aggregate's state is a function of its input table). Read straight from the source
-    in up to ``PREFIX_CHUNKS`` chunks, the tasks (``options.tasks``, at most one per core
+    in up to ``PREFIX_CHUNKS`` chunks (and not from files parsed row by row, CSV or JSON,
+    which a task would parse again from their start: ``jvm.parses_rows``), the tasks (``options.tasks``, at most one per core
     and ``SPAN_TASKS``) take spans of the arrivals (``spans``), whatever the chunks: each
     reads the stream from its start, folding the rows before its span into the first level
     without emitting. Otherwise each task takes a chunk, and a first job counts each chunk's
@@ -220,22 +222,23 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
         args = sorted({c.arg for c in calls if c.arg is not None})
         raw = [f"{sparksql.name(columns[c])} AS {sparksql.name(i)}" for c, i in zip([*keys, *args], df.columns)]
     numbered = raw is not None and not isinstance(stream.proctime, str)   # the arrivals numbered in the pass
-    prefixes = numbered and not mini_batch and chunks <= PREFIX_CHUNKS   # tasks of spans
+    # tasks of spans; not over files parsed row by row, which a span's task would parse again from the start
+    prefixes = numbered and not mini_batch and chunks <= PREFIX_CHUNKS and not (
+        chunks > 1 and options.tasks > 1 and jvm.parses_rows(stream.source))
     if options.tasks > 1 and chunks == 1 and not mini_batch and not prefixes:
         return None
     marked = numbered   # each change's watermark found in the pass too
     if numbered:
         clock = stream.proctime
-        whole = prefixes or mini_batch   # each task reads the stream from its start: no arrival scan
-        parts[0] += f";offsets={0 if whole else ','.join(map(str, stream.arrivals.offsets))}" + (
-            f";clock={epoch_ms(clock.start)}:{clock.step.millis}" if clock is not None else "")
+        # the first chunk's seq and watermark: the pass counts the rows of any others (Chain.run)
+        parts[0] += ";offsets=0" + (f";clock={epoch_ms(clock.start)}:{clock.step.millis}" if clock is not None else "")
         if prefixes:
             cores = jvm.bridge.dataset(df).sparkSession().sparkContext().defaultParallelism()   # Connect too
             tasks = 1 if final else max(1, min(options.tasks, SPAN_TASKS, cores))
             rows = stream.rows if tasks > 1 else 0   # the last task reads on to the end, whatever the count
             parts[0] += f";spans={','.join(map(str, spans(rows, tasks)))}" + ";final=1" * final
         if marked:   # the watermark each row emits: off the time column as read, where Java can
-            parts[0] += ";marks=" + ("" if whole else ",".join("" if m is None else str(m) for m in stream.arrivals.carried))
+            parts[0] += ";marks="
             shift = stream.own_watermark_shift()
             if shift is None:
                 raw.append(f"{stream.own_watermark_sql()} AS _g")

@@ -97,6 +97,9 @@ public class Chain implements MapPartitionsFunction {
      * task after the first seeded from the inputs of the chunks before its own, counted by a
      * first job ({@link Inputs}) and sent to every task; as rows of {@code schema}; null when
      * those counts have more than {@code limit} rows (too many states to send every task).
+     * With the arrivals numbered in the pass, the same job counts each chunk's rows and finds
+     * the watermark it carries on, for the chunks' first seqs and carried-in watermarks (the
+     * settings' {@code offsets} and {@code marks}, for the first chunk alone, are made whole).
      * With {@code prefixes} (the arrivals numbered in the pass: {@code offsets} and
      * {@code spans=<first seq of task 0>,...,<rows reckoned in all>}), task {@code k} reads the
      * stream from its start, folding the rows before its span in without emitting (no first
@@ -115,56 +118,108 @@ public class Chain implements MapPartitionsFunction {
         }
         if (chunks > 1) {
             StructType in = input.schema();
+            Chain plain = new Chain(settings, in, null);
+            boolean numbered = plain.offsets != null, marked = plain.marks != null;
             int width = Arrays.asList(in.fieldNames()).indexOf("_w");
             if (width < 0) width = Arrays.asList(in.fieldNames()).indexOf("_g");   // from the source, marked
             if (width < 0) width = in.fields().length;   // read straight from the source: the inputs alone
             StructType counted = new StructType().add("_chunk", DataTypes.IntegerType);
             for (int c = 0; c < width; c++) counted = counted.add(in.fields()[c]);
-            counted = counted.add("_m", DataTypes.LongType);
+            counted = counted.add("_m", DataTypes.LongType).add("_s", DataTypes.BooleanType).add("_g", DataTypes.LongType);
+            Inputs inputs = new Inputs(width, chunks - 1, limit, new Internal.Reader(in), numbered,
+                                       marked ? plain.own : -1, plain.ownKind, plain.ownShift);
             org.apache.spark.sql.classic.Dataset summary = (org.apache.spark.sql.classic.Dataset)
-                Internal.mapPartitions(input, new Inputs(width, chunks - 1, limit, new Internal.Reader(in)), counted);
+                Internal.mapPartitions(input, inputs, counted);
             InternalRow[] rows = (InternalRow[]) summary.queryExecution().executedPlan().executeCollect();
-            if (rows.length > limit) return null;
+            if (rows.length - (numbered ? chunks - 1 : 0) > limit) return null;   // not the chunks' own rows
             Internal.Reader reader = new Internal.Reader(counted);
             ArrayList[] byChunk = new ArrayList[chunks];
+            long[] sizes = new long[chunks];
+            Long[] tops = new Long[chunks];
             for (int c = 0; c < chunks; c++) byChunk[c] = new ArrayList();
             for (int i = 0; i < rows.length; i++) {
+                int chunk = rows[i].getInt(0);
+                if (rows[i].getBoolean(width + 2)) {   // the chunk's rows and the largest watermark they emit
+                    sizes[chunk] = rows[i].getLong(width + 1);
+                    tops[chunk] = rows[i].isNullAt(width + 3) ? null : Long.valueOf(rows[i].getLong(width + 3));
+                    continue;
+                }
                 Object[] entry = new Object[width + 1];
                 for (int c = 0; c < width; c++) entry[c] = GroupAggregate.kept(reader.get(rows[i], c + 1));
                 entry[width] = Long.valueOf(rows[i].getLong(width + 1));
-                byChunk[rows[i].getInt(0)].add(entry);
+                byChunk[chunk].add(entry);
             }
             Object[] value = new Object[chunks];
             for (int c = 0; c < chunks; c++) value[c] = byChunk[c].toArray();
             before = JavaSparkContext.fromSparkContext(input.sparkSession().sparkContext()).broadcast(value);
+            if (numbered) settings = carriedIn(settings, sizes, tops);
         }
         return Internal.mapPartitions(input, new Chain(settings, input.schema(), before), schema);
     }
 
     /**
+     * {@code settings} with each chunk's first seq ({@code offsets}) and carried-in watermark
+     * ({@code marks}), from the rows of the chunks before it ({@code sizes}) and the largest
+     * watermark each emits ({@code tops}, null: none).
+     */
+    static String carriedIn(String settings, long[] sizes, Long[] tops) {
+        StringBuilder offsets = new StringBuilder(";offsets="), marks = new StringBuilder(";marks=");
+        long seq = 0;
+        Long mark = null;
+        for (int c = 0; c < sizes.length; c++) {
+            if (c > 0) {
+                offsets.append(',');
+                marks.append(',');
+            }
+            offsets.append(seq);
+            if (mark != null) marks.append(mark.longValue());
+            seq += sizes[c];
+            if (tops[c] != null && (mark == null || tops[c].longValue() > mark.longValue())) mark = tops[c];
+        }
+        int bar = settings.indexOf('|');
+        String first = bar < 0 ? settings : settings.substring(0, bar), rest = bar < 0 ? "" : settings.substring(bar);
+        return first + offsets + (first.contains(";marks=") ? marks.toString() : "") + rest;
+    }
+
+    /**
      * Each chunk's distinct first-level inputs (its rows' first {@code width} columns) and how
-     * many times each comes: rows {@code _chunk}, the columns, {@code _m}. The last chunk is
-     * not read: no task starts after it. A chunk with more than {@code limit} stops there (its
-     * counts are not complete, and too many to use anyway), so the driver gets at most
-     * {@code limit + 1} rows of each.
+     * many times each comes: rows {@code _chunk}, the columns, {@code _m}, {@code _s} false;
+     * for the arrivals numbered in the pass also the chunk's own row ({@code _s} true): its
+     * rows in {@code _m} and the largest watermark they emit in {@code _g} (read at {@code own}
+     * as {@link #later} reads it; -1: not marked), for each chunk's first seq and carried-in
+     * watermark ({@link #carriedIn}). The last chunk is not read: no task starts after it. A
+     * chunk with more than {@code limit} stops there (its counts are not complete, and too
+     * many to use anyway), so the driver gets at most {@code limit + 1} rows of each.
      */
     static final class Inputs implements MapPartitionsFunction {
-        private final int width, last, limit;
+        private final int width, last, limit, own;
         private final Internal.Reader reader;
+        private final boolean numbered;
+        private final char ownKind;
+        private final long ownShift;
 
-        Inputs(int width, int last, int limit, Internal.Reader reader) {
+        Inputs(int width, int last, int limit, Internal.Reader reader, boolean numbered, int own, char ownKind,
+               long ownShift) {
             this.width = width;
             this.last = last;
             this.limit = limit;
             this.reader = reader;
+            this.numbered = numbered;
+            this.own = own;
+            this.ownKind = ownKind;
+            this.ownShift = ownShift;
         }
 
         public Iterator call(Iterator input) {
             int chunk = Internal.partition();
             HashMap counts = new HashMap();   // the inputs (a value, or a list of them): {their count}
             Internal.Memo memo = new Internal.Memo(width == 1 ? input : null, 0);
+            long rows = 0;
+            Long top = null;   // the largest watermark the chunk's rows emit
             while (chunk != last && counts.size() <= limit && input.hasNext()) {
                 InternalRow r = (InternalRow) input.next();
+                rows++;
+                if (own >= 0) top = later(top, r, own, ownKind, ownShift);
                 long[] count = (long[]) memo.get();
                 if (count == null) {
                     Object[] values = new Object[width];
@@ -178,15 +233,24 @@ public class Chain implements MapPartitionsFunction {
                 }
                 count[0]++;
             }
-            ArrayList out = new ArrayList(counts.size());
+            ArrayList out = new ArrayList(counts.size() + 1);
             Iterator entries = counts.entrySet().iterator();
             while (entries.hasNext()) {
                 java.util.Map.Entry e = (java.util.Map.Entry) entries.next();
-                Object[] row = new Object[width + 2];
+                Object[] row = new Object[width + 4];
                 row[0] = Integer.valueOf(chunk);
                 if (width == 1) row[1] = e.getKey();
                 else System.arraycopy(((java.util.List) e.getKey()).toArray(), 0, row, 1, width);
                 row[width + 1] = Long.valueOf(((long[]) e.getValue())[0]);
+                row[width + 2] = Boolean.FALSE;
+                out.add(new GenericInternalRow(row));
+            }
+            if (numbered && chunk != last) {   // the chunk's own row: its rows, the largest watermark they emit
+                Object[] row = new Object[width + 4];
+                row[0] = Integer.valueOf(chunk);
+                row[width + 1] = Long.valueOf(rows);
+                row[width + 2] = Boolean.TRUE;
+                row[width + 3] = top;
                 out.add(new GenericInternalRow(row));
             }
             return out.iterator();

@@ -160,6 +160,19 @@ public final class Internal {
      * stack trace.
      */
     /**
+     * Whether {@code df} reads a file format that is parsed row by row (CSV, JSON, text: a file
+     * scan that gives no column batches), so that every read of it parses it again.
+     */
+    public static boolean parsesRows(org.apache.spark.sql.classic.Dataset df) {
+        java.util.Iterator leaves = CollectionConverters.asJava(df.queryExecution().sparkPlan().collectLeaves()).iterator();
+        while (leaves.hasNext()) {
+            SparkPlan leaf = (SparkPlan) leaves.next();
+            if (leaf instanceof org.apache.spark.sql.execution.FileSourceScanExec && !leaf.supportsColumnar()) return true;
+        }
+        return false;
+    }
+
+    /**
      * Whether {@code df}'s answer is the same whatever order its input rows come in: its
      * analyzed plan is deterministic, and no aggregate but COUNT, MIN and MAX reads FLOAT or
      * DOUBLE values (the order of the additions changes a sum's last digits).

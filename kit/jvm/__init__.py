@@ -262,6 +262,11 @@ def chain(df, chunks: int, settings: str, schema, limit: int, prefixes: bool = F
     return None if out is None else bridge.frame(out, spark)
 
 
+def parses_rows(df) -> bool:
+    """``Internal.parsesRows``: whether ``df`` reads files parsed row by row (CSV, JSON), again at every read."""
+    return bool(bridge.jvm(df.sparkSession).flinkkit.Internal.parsesRows(bridge.dataset(df)))
+
+
 def order_free(df) -> bool:
     """``Internal.orderFree``: whether ``df``'s answer is the same whatever order its input
     rows come in (deterministic; no sum or average of FLOAT or DOUBLE values)."""
