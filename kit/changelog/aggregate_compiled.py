@@ -223,8 +223,9 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
         raw = [f"{sparksql.name(columns[c])} AS {sparksql.name(i)}" for c, i in zip([*keys, *args], df.columns)]
     numbered = raw is not None and not isinstance(stream.proctime, str)   # the arrivals numbered in the pass
     # tasks of spans; not over files parsed row by row, which a span's task would parse again from the start
+    rows_parsed = numbered and jvm.parses_rows(stream.source)   # a file parsed row by row: CSV, JSON
     prefixes = numbered and not mini_batch and chunks <= PREFIX_CHUNKS and not (
-        chunks > 1 and options.tasks > 1 and jvm.parses_rows(stream.source))
+        chunks > 1 and options.tasks > 1 and rows_parsed)
     if options.tasks > 1 and chunks == 1 and not mini_batch and not prefixes:
         return None
     marked = numbered   # each change's watermark found in the pass too
@@ -248,10 +249,12 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
                 raw.append(f"{sparksql.name(stream.time)} AS _g")
             schema = schema.add("_wm", T.LongType())
         df = sparksql.select(stream.source, *raw)
+    # a file parsed row by row: read on a thread of its own by a task that reads it alone
+    parts[0] += ";ahead=1" * rows_parsed
     if mini_batch:   # one task reads the chunks in turn
         out = jvm.mini_batch_chain(df, "|".join(parts), schema)
     else:
-        if options.tasks == 1 and chunks > 1:   # one task reads the chunks in turn
+        if options.tasks == 1 and chunks > 1 and not prefixes:   # one task reads the chunks in turn (spans: already)
             df, chunks = df.coalesce(1), 1
         out = jvm.chain(df, chunks, "|".join(parts), schema, SUMMARY_LIMIT, prefixes)
     if out is None:

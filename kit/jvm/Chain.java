@@ -126,8 +126,11 @@ public class Chain implements MapPartitionsFunction {
             StructType counted = new StructType().add("_chunk", DataTypes.IntegerType);
             for (int c = 0; c < width; c++) counted = counted.add(in.fields()[c]);
             counted = counted.add("_m", DataTypes.LongType).add("_s", DataTypes.BooleanType).add("_g", DataTypes.LongType);
+            // a file parsed row by row, read ahead on a thread of its own where the chunks counted leave cores idle
+            boolean ahead = "1".equals(levelSettings(settings)[0].get("ahead"))
+                && chunks - 1 < input.sparkSession().sparkContext().defaultParallelism();
             Inputs inputs = new Inputs(width, chunks - 1, limit, new Internal.Reader(in), numbered,
-                                       marked ? plain.own : -1, plain.ownKind, plain.ownShift);
+                                       marked ? plain.own : -1, plain.ownKind, plain.ownShift, ahead);
             org.apache.spark.sql.classic.Dataset summary = (org.apache.spark.sql.classic.Dataset)
                 Internal.mapPartitions(input, inputs, counted);
             InternalRow[] rows = (InternalRow[]) summary.queryExecution().executedPlan().executeCollect();
@@ -197,9 +200,11 @@ public class Chain implements MapPartitionsFunction {
         private final boolean numbered;
         private final char ownKind;
         private final long ownShift;
+        private final boolean ahead;
 
         Inputs(int width, int last, int limit, Internal.Reader reader, boolean numbered, int own, char ownKind,
-               long ownShift) {
+               long ownShift, boolean ahead) {
+            this.ahead = ahead;
             this.width = width;
             this.last = last;
             this.limit = limit;
@@ -210,8 +215,9 @@ public class Chain implements MapPartitionsFunction {
             this.ownShift = ownShift;
         }
 
-        public Iterator call(Iterator input) {
+        public Iterator call(Iterator stream) {
             int chunk = Internal.partition();
+            Iterator input = ahead && chunk != last ? Internal.ahead(stream) : stream;
             HashMap counts = new HashMap();   // the inputs (a value, or a list of them): {their count}
             Internal.Memo memo = new Internal.Memo(width == 1 ? input : null, 0);
             long rows = 0;
@@ -479,7 +485,8 @@ public class Chain implements MapPartitionsFunction {
      * of {@code input}, read in one task, its partitions in turn (Flink's parallelism 1, as the
      * levels run one by one): each level's changes go to the next as its bundles flush, none
      * written out in between. The same settings as {@link #run}, with each level's mini-batch
-     * ones; with {@code offsets}, the first level reads the stream's source straight.
+     * ones; with {@code offsets}, the first level reads the stream's source straight; with
+     * {@code ahead=1}, a thread of its own reads it (a file parsed row by row: {@link Internal#ahead}).
      */
     public static Dataset miniBatch(org.apache.spark.sql.classic.Dataset input, String settings, StructType schema) {
         return Internal.mapPartitions(input, new MiniBatch(settings, input.schema()), schema, new Internal.Turns(1));
@@ -508,9 +515,11 @@ public class Chain implements MapPartitionsFunction {
         final Long[] marks;     // as Chain's: the changes carry the watermark of their seq (the chunks read in turn)
         final char ownKind;     // and the column after the inputs read as Chain's own
         final long ownShift;
+        final boolean ahead;    // the input read ahead on a thread of its own (Internal.ahead)
 
         MiniBatch(String settings, StructType schema) {
             java.util.Map[] s = levelSettings(settings);
+            ahead = "1".equals(s[0].get("ahead"));
             marks = marks(s[0]);
             ownKind = ownKind(s[0]);
             ownShift = ownShift(s[0]);
@@ -528,7 +537,8 @@ public class Chain implements MapPartitionsFunction {
             width = first < 0 ? levels[0].w : schema.fields().length - (marks == null ? 0 : 1);   // not _g
         }
 
-        public Iterator call(final Iterator input) {
+        public Iterator call(final Iterator rows) {
+            final Iterator input = ahead ? Internal.ahead(rows) : rows;
             final MiniBatchGroupAggregate.Level[] runs = new MiniBatchGroupAggregate.Level[levels.length];
             for (int l = 0; l < levels.length; l++) runs[l] = levels[l].new Level();
             final MiniBatchGroupAggregate bottom = levels[0];

@@ -463,6 +463,36 @@ public final class Internal {
         }
     }
 
+    /**
+     * {@code input}'s rows read ahead on a thread of their own ({@link Pipe}), each copied (Spark
+     * reuses them): a file parsed row by row then parses beside the task's own work.
+     */
+    static java.util.Iterator ahead(final java.util.Iterator input) {
+        final Pipe pipe = new Pipe(new Pipe.Stage() {
+            public boolean fill(java.util.ArrayList batch) {
+                while (batch.size() < 4096 && input.hasNext()) batch.add(((InternalRow) input.next()).copy());
+                return input.hasNext();
+            }
+        });
+        return new java.util.Iterator() {
+            private java.util.ArrayList batch = new java.util.ArrayList();
+            private int at;
+
+            public boolean hasNext() {
+                while (batch != null && at == batch.size()) {
+                    batch = pipe.take();
+                    at = 0;
+                }
+                return batch != null;
+            }
+
+            public Object next() {
+                if (!hasNext()) throw new java.util.NoSuchElementException();
+                return batch.get(at++);
+            }
+        };
+    }
+
     /** A class's settings, {@code "name=value;..."} (the Python side writes them), as a map. */
     public static java.util.Map settings(String text) {
         java.util.Map out = new java.util.HashMap();
