@@ -125,11 +125,14 @@ class Stream:
     @property
     def known_rows(self) -> int | None:
         """The input's rows when known without a job of their own: Spark's count of local
-        data, or the arrival scan's once it ran (``df`` runs it); else None."""
+        data, or the arrival scan's once it ran (``df`` runs it), or ``rows`` once read;
+        else None."""
         from .spark import known_rows
 
         scan = self.__dict__.get("arrivals")
-        return scan.count if scan is not None else known_rows(self.source)
+        if scan is not None:
+            return scan.count
+        return self.__dict__["rows"] if "rows" in self.__dict__ else known_rows(self.source)
 
     @cached_property
     def rows(self) -> int:

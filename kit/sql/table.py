@@ -219,7 +219,7 @@ class DynamicTable:
         aggregate's arguments), with the same decision."""
         if physical:
             return table_plan(self).tree()
-        modes = PlanRun(self, plan_only=True).modes(self.root, update_before=self.sink == "retract")
+        modes = PlanRun(self).modes(self.root, update_before=self.sink == "retract")
         return P.explain_tree(self.root, lambda n: f", changelogMode=[{mode_text(modes[id(n)])[1:-1]}]")
 
     def messages(self) -> list:
@@ -296,9 +296,8 @@ def _streams(root: P.Node) -> list:
 class PlanRun:
     """One run of a plan: each node's changelog, from the sources up."""
 
-    def __init__(self, table: DynamicTable, plan_only: bool = False, final: P.GroupAggregate | None = None):
+    def __init__(self, table: DynamicTable, final: P.GroupAggregate | None = None):
         self.table, self.final = table, final   # final: a fused chain with this top gives its last table alone
-        self.tasks = None if plan_only else _tasks(table.streams)   # the sources' scans have counted the rows, if run
         self.unnumbered = {}       # id(stream): its arrivals unnumbered, while a fused chain that numbers them is planned
         self.expired = []          # per aggregate with a state TTL: the keys whose state expired
         self.late = []             # per keep-first deduplicate on event time: the rows it dropped as late
@@ -424,8 +423,9 @@ class PlanRun:
     def _with(self, update_before: bool) -> Options:
         """The query's options for one operator: ``update_before`` and ``tasks``, the tasks a
         replay of the query's input rows is spread over (``kit.spark.replay_tasks``: one for
-        seed-sized inputs; the arrival scans have counted them)."""
-        return replace(self.table.options, update_before=update_before, tasks=self.tasks)
+        seed-sized inputs), as many as known then (the arrival scans of the operators below
+        have counted them, or a fused chain)."""
+        return replace(self.table.options, update_before=update_before, tasks=_tasks(self.table.streams))
 
     def _monotonic(self, rank: P.Rank) -> bool:
         """Whether each of a Top-N's sort columns only moves in its sort direction (Flink's
