@@ -151,8 +151,8 @@ class Stream:
             if c in self.shown_columns():
                 exprs.append(sparksql.name(c))
             elif c == self.kit_columns.get("proctime"):
-                clock = isinstance(self.proctime, str)
-                exprs.append(f"CAST({sparksql.name(self.proctime) if clock else 'NULL'} AS TIMESTAMP) AS {sparksql.name(c)}")
+                column = sparksql.name(self.proctime) if isinstance(self.proctime, str) else "NULL"
+                exprs.append(f"CAST({column} AS TIMESTAMP) AS {sparksql.name(c)}")
             else:
                 raise KitError(f"internal: the stream has no column {c!r}")
         return sparksql.select(self.source, *exprs)

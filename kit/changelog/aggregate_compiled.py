@@ -172,8 +172,9 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
     Without mini-batch, every task starts from the states the rows before its own leave
     (an aggregate's state is a function of its input table). Read straight from the source
     in up to ``PREFIX_CHUNKS`` chunks (and not from files parsed row by row, CSV or JSON,
-    which a task would parse again from their start: ``jvm.parses_rows``), the tasks (``options.tasks``, at most one per core
-    and ``SPAN_TASKS``) take spans of the arrivals (``spans``), whatever the chunks: each
+    which a task would parse again from their start: ``jvm.parses_rows``), the tasks
+    (``options.tasks``, at most one per core and ``SPAN_TASKS``) take spans of the arrivals
+    (``spans``), whatever the chunks: each
     reads the stream from its start, folding the rows before its span into the first level
     without emitting. Otherwise each task takes a chunk, and a first job counts each chunk's
     distinct first-level inputs (in Java, looking a value that Parquet keeps in a dictionary

@@ -64,6 +64,7 @@ public class Chain implements MapPartitionsFunction {
     final int own;                 // and the input's column of the watermark each row emits
     final char ownKind;            // how it is read there (own): ' ' as it is, else from the event time
     final long ownShift;
+    final boolean ahead;           // and a file parsed row by row: read ahead where a task reads it alone (Inputs)
 
     Chain(String settings, StructType schema, Broadcast before) {
         java.util.Map[] s = levelSettings(settings);
@@ -78,6 +79,7 @@ public class Chain implements MapPartitionsFunction {
         spans = bounds == null ? null : new long[bounds.length];
         for (int k = 0; spans != null && k < bounds.length; k++) spans[k] = Long.parseLong(bounds[k]);
         tableOnly = "1".equals(s[0].get("final"));
+        ahead = "1".equals(s[0].get("ahead"));
         long[] clock = clock(s[0]);
         clocked = clock != null;
         clockStart = clocked ? clock[0] : 0;
@@ -119,7 +121,7 @@ public class Chain implements MapPartitionsFunction {
         if (chunks > 1) {
             StructType in = input.schema();
             Chain plain = new Chain(settings, in, null);
-            boolean numbered = plain.offsets != null, marked = plain.marks != null;
+            boolean numbered = plain.offsets != null;
             int width = Arrays.asList(in.fieldNames()).indexOf("_w");
             if (width < 0) width = Arrays.asList(in.fieldNames()).indexOf("_g");   // from the source, marked
             if (width < 0) width = in.fields().length;   // read straight from the source: the inputs alone
@@ -127,10 +129,8 @@ public class Chain implements MapPartitionsFunction {
             for (int c = 0; c < width; c++) counted = counted.add(in.fields()[c]);
             counted = counted.add("_m", DataTypes.LongType).add("_s", DataTypes.BooleanType).add("_g", DataTypes.LongType);
             // a file parsed row by row, read ahead on a thread of its own where the chunks counted leave cores idle
-            boolean ahead = "1".equals(levelSettings(settings)[0].get("ahead"))
-                && chunks - 1 < input.sparkSession().sparkContext().defaultParallelism();
-            Inputs inputs = new Inputs(width, chunks - 1, limit, new Internal.Reader(in), numbered,
-                                       marked ? plain.own : -1, plain.ownKind, plain.ownShift, ahead);
+            boolean ahead = plain.ahead && chunks - 1 < input.sparkSession().sparkContext().defaultParallelism();
+            Inputs inputs = new Inputs(width, chunks - 1, limit, new Internal.Reader(in), plain, ahead);
             org.apache.spark.sql.classic.Dataset summary = (org.apache.spark.sql.classic.Dataset)
                 Internal.mapPartitions(input, inputs, counted);
             InternalRow[] rows = (InternalRow[]) summary.queryExecution().executedPlan().executeCollect();
@@ -188,31 +188,25 @@ public class Chain implements MapPartitionsFunction {
      * Each chunk's distinct first-level inputs (its rows' first {@code width} columns) and how
      * many times each comes: rows {@code _chunk}, the columns, {@code _m}, {@code _s} false;
      * for the arrivals numbered in the pass also the chunk's own row ({@code _s} true): its
-     * rows in {@code _m} and the largest watermark they emit in {@code _g} (read at {@code own}
-     * as {@link #later} reads it; -1: not marked), for each chunk's first seq and carried-in
+     * rows in {@code _m} and the largest watermark they emit in {@code _g} (read as the chain's
+     * {@link #later} reads it, when marked), for each chunk's first seq and carried-in
      * watermark ({@link #carriedIn}). The last chunk is not read: no task starts after it. A
      * chunk with more than {@code limit} stops there (its counts are not complete, and too
      * many to use anyway), so the driver gets at most {@code limit + 1} rows of each.
      */
     static final class Inputs implements MapPartitionsFunction {
-        private final int width, last, limit, own;
+        private final int width, last, limit;
         private final Internal.Reader reader;
-        private final boolean numbered;
-        private final char ownKind;
-        private final long ownShift;
+        private final Chain chain;   // its settings: whether the arrivals are numbered in the pass, marked, and how
         private final boolean ahead;
 
-        Inputs(int width, int last, int limit, Internal.Reader reader, boolean numbered, int own, char ownKind,
-               long ownShift, boolean ahead) {
-            this.ahead = ahead;
+        Inputs(int width, int last, int limit, Internal.Reader reader, Chain chain, boolean ahead) {
             this.width = width;
             this.last = last;
             this.limit = limit;
             this.reader = reader;
-            this.numbered = numbered;
-            this.own = own;
-            this.ownKind = ownKind;
-            this.ownShift = ownShift;
+            this.chain = chain;
+            this.ahead = ahead;
         }
 
         public Iterator call(Iterator stream) {
@@ -225,7 +219,7 @@ public class Chain implements MapPartitionsFunction {
             while (chunk != last && counts.size() <= limit && input.hasNext()) {
                 InternalRow r = (InternalRow) input.next();
                 rows++;
-                if (own >= 0) top = later(top, r, own, ownKind, ownShift);
+                if (chain.marks != null) top = later(top, r, chain.own, chain.ownKind, chain.ownShift);
                 long[] count = (long[]) memo.get();
                 if (count == null) {
                     Object[] values = new Object[width];
@@ -251,7 +245,7 @@ public class Chain implements MapPartitionsFunction {
                 row[width + 2] = Boolean.FALSE;
                 out.add(new GenericInternalRow(row));
             }
-            if (numbered && chunk != last) {   // the chunk's own row: its rows, the largest watermark they emit
+            if (chain.offsets != null && chunk != last) {   // the chunk's own row: its rows, the largest watermark they emit
                 Object[] row = new Object[width + 4];
                 row[0] = Integer.valueOf(chunk);
                 row[width + 1] = Long.valueOf(rows);
@@ -519,7 +513,7 @@ public class Chain implements MapPartitionsFunction {
 
         MiniBatch(String settings, StructType schema) {
             java.util.Map[] s = levelSettings(settings);
-            ahead = "1".equals(s[0].get("ahead"));
+            ahead = "1".equals(s[0].get("ahead"));   // as Chain's
             marks = marks(s[0]);
             ownKind = ownKind(s[0]);
             ownShift = ownShift(s[0]);
