@@ -6,7 +6,7 @@ order over the cores, in halves within a row group: 16 MB ones split 10M rows 58
 CSV for Flink. The kit replays it as a stream (watermark
 5 s behind) in file order -- and with ``order="arrival"``, once on that file (a pass finds it in
 that order already) and once on a copy sorted by user (``kit.stream`` sorts it, once) -- and
-runs each window query;
+runs each window query, and the tumbling one as a window TVF through ``kit.sql`` too;
 Spark's native ``groupBy(user, window(cTime, ...)).count()`` ignores arrival order and
 watermarks. Every run writes its result to Spark's ``noop`` sink, so nothing is collected.
 """
@@ -97,6 +97,11 @@ def windows(folder: Path, rows: int | None = None):
     label = f"tumbling 1 min COUNT per user, {n:,} clicks, 1,000 users (fast path)"
     yield [label, f"{tumbling:.2f} s", "Spark native groupBy(user, window(cTime, '1 minute')).count()",
            f"{native:.2f} s", f"{tumbling / native:.2f}", "not compared (no watermark in Spark)"]
+    tvf_native, tvf = _side_by_side(
+        lambda: spark.read.parquet(str(parquet)).groupBy("user", F.window("cTime", "1 minute")).count(),
+        lambda: kit.sql(QUERY, clicks=clicks()), runs=3)
+    yield [f"window TVF: kit.sql TUMBLE 1 min COUNT per user, {n:,} clicks, 1,000 users", f"{tvf:.2f} s",
+           "Spark native, as above", f"{tvf_native:.2f} s", f"{tvf / tvf_native:.2f}", ""]
     ordered = _median(lambda: clicks("arrival").key_by("user").window(TumblingEventTimeWindows.of(Time.minutes(1)))
                       .aggregate(Count(alias="cnt")).df)
     yield [label.replace("(fast path)", "(fast path, order=\"arrival\", file in that order: checked)"),

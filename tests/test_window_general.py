@@ -118,6 +118,35 @@ def test_general_path_equals_the_whole_stream_replay(spark, case):
         assert _spark(case) == expected, "spread over tasks: each key alone, its timer firings placed"
 
 
+def test_a_results_frames_keep_what_it_kept_while_they_live(spark):
+    """``result.df``, ``late`` and ``elements()`` written after the result itself is dropped
+    (``x.window(...).aggregate(...).df``, the usual chain) read what the result kept instead
+    of computing it again; once they are gone too, it is released."""
+    def persisted():   # the ids of the RDDs persisted in the JVM
+        return set(spark.sparkContext._jsc.getPersistentRDDs().keys())
+
+    gc.collect()
+    before = persisted()
+    df = spark.createDataFrame([("a", i * 1000) for i in range(20)], "k string, ts long").coalesce(1)
+    keyed = kit.stream(df, time="ts").key_by("k")
+    session = keyed.window(EventTimeSessionWindows.with_gap(Time.seconds(3))).aggregate(Count())
+    frames = [keyed.window(TumblingEventTimeWindows.of(Time.seconds(3))).aggregate(Count()).df,
+              session.late, session.elements()]
+    del session
+    expected = sorted(frames[0].collect())
+    ours = persisted() - before
+    assert ours
+    gc.collect()
+    time.sleep(1)   # a release would have run by now (it does not block)
+    assert ours <= persisted() and sorted(frames[0].collect()) == expected
+    del frames
+    gc.collect()
+    deadline = time.time() + 30
+    while ours & persisted() and time.time() < deadline:
+        time.sleep(0.2)
+    assert not ours & persisted()
+
+
 def test_what_a_result_keeps_is_released_when_it_is_garbage(spark):
     """Session windows (their firings and elements kept for the timer placement and
     ``late``/``elements()``) and the fast path (its JVM scan kept): deleted and collected,

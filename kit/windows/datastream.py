@@ -376,7 +376,7 @@ class WindowResult:
     @property
     def df(self) -> DataFrame:
         if self._df is None:
-            self._df = self._firings()
+            self._df = fast.holding(self._firings(), self)
         return self._df
 
     @property
@@ -386,7 +386,8 @@ class WindowResult:
         if not isinstance(self.time_type, T.IntegralType):   # the last column: the watermark
             late = late.selectExpr(*map(sparksql.name, late.columns[:-1]),
                                    _timestamp("_watermark", "concat('the late element seq=', _seq)") + " AS _watermark")
-        return late.toDF(*self.values, self.kit_columns["seq"], kit_name("watermark", set(self.values)))
+        return fast.holding(late.toDF(*self.values, self.kit_columns["seq"], kit_name("watermark", set(self.values))),
+                            self)
 
     def get_side_output(self, output_tag: OutputTag) -> DataFrame:
         if output_tag != self.windowed._late_tag:
@@ -397,8 +398,8 @@ class WindowResult:
     def elements(self) -> DataFrame:
         """Every input element with its ``seq`` and ``fate``: fired, late, evicted, expired,
         pending or no window."""
-        return self._in_arrival_order("element").toDF(*self.values, self.kit_columns["seq"],
-                                                      self.kit_columns["fate"])
+        return fast.holding(self._in_arrival_order("element").toDF(*self.values, self.kit_columns["seq"],
+                                                                   self.kit_columns["fate"]), self)
 
     def _in_arrival_order(self, kind: str) -> DataFrame:
         return self._one(self._replayed(kind)).sortWithinPartitions("_seq")

@@ -65,6 +65,13 @@ def kept_for(owner, df: DataFrame) -> DataFrame:
     return df
 
 
+def holding(df: DataFrame, owner) -> DataFrame:
+    """``df``, holding on to ``owner``: what ``owner`` keeps (``kept_for``) lives as long as
+    ``df`` does, so ``result.df`` written after ``result`` is dropped reads what was kept."""
+    df._kit_owner = owner
+    return df
+
+
 def _release(df: DataFrame) -> None:
     """``df.unpersist()`` in a thread of its own: a finalizer runs wherever the garbage
     collector does, maybe inside a py4j call of this thread, whose connection a call of its
