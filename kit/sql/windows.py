@@ -254,8 +254,13 @@ def windowed(df: DataFrame, call: WindowCall, drop_late: bool) -> tuple[DataFram
         out = (out.withColumn("_kit_start", F.min(t).over(session))
                   .withColumn("_kit_end", F.max(t).over(session) + gap).drop("_kit_new", "_kit_s"))
     else:
-        out = out.withColumn("_kit_w", F.explode(_windows(call, t)))
-        out = out.withColumn("_kit_start", F.col("_kit_w.s")).withColumn("_kit_end", F.col("_kit_w.e")).drop("_kit_w")
+        if call.kind == "TUMBLE":   # one window per row: no array to explode
+            start = t - F.pmod(t - call.offset, F.lit(call.sizes["size"]))
+            out = out.withColumn("_kit_start", start).withColumn("_kit_end", start + call.sizes["size"])
+        else:
+            out = out.withColumn("_kit_w", F.explode(_windows(call, t)))
+            out = (out.withColumn("_kit_start", F.col("_kit_w.s")).withColumn("_kit_end", F.col("_kit_w.e"))
+                   .drop("_kit_w"))
         if stream:
             out = out.withColumn("_kit_late", F.coalesce(F.col("_kit_end") - 1 <= millis(F.col("watermark")),
                                                          F.lit(False)))
@@ -271,12 +276,8 @@ def windowed(df: DataFrame, call: WindowCall, drop_late: bool) -> tuple[DataFram
 
 
 def _windows(call: WindowCall, t):
-    """The array of ``struct(s, e)`` windows of time ``t`` (ms) for TUMBLE, HOP, CUMULATE."""
+    """The array of ``struct(s, e)`` windows of time ``t`` (ms) for HOP and CUMULATE."""
     off = call.offset
-    if call.kind == "TUMBLE":
-        size = call.sizes["size"]
-        start = t - F.pmod(t - off, F.lit(size))
-        return F.array(F.struct(start.alias("s"), (start + size).alias("e")))
     if call.kind == "HOP":
         slide, size = call.sizes["slide"], call.sizes["size"]
         last = t - F.pmod(t - off, F.lit(slide))
