@@ -335,7 +335,8 @@ class WindowResult:
     the result also answers DataFrame methods like ``show`` and ``toPandas``), ``late``
     (the late side output) and ``elements()`` (every element and its fate). One replay of
     each key gives all three, kept once computed (the firings by the fast path, when it
-    applies, need no replay)."""
+    applies, need no replay) while the result or one of these frames lives: ``x.df`` read
+    after ``x`` is dropped reads what was kept."""
 
     def __init__(self, windowed: WindowedStream, spec: WindowSpec, output_type):
         self.windowed, self.spec = windowed, spec
@@ -451,8 +452,8 @@ class WindowResult:
         placement reads the firings twice, and ``df``, ``late`` and ``elements()`` read the
         same replay. The JVM replays for one kind at a time (it costs less than keeping every
         element's row), and only the firings are kept, unless ``keep`` is False (they are
-        read once: no timer to place). What is kept is released with the result
-        (``fast.kept_for``)."""
+        read once: no timer to place). What is kept is released with the result and its
+        frames (``fast.kept_for``, ``fast.holding``)."""
         columns = self._columns()
         if kind not in self._tagged:
             df, covered = self._run(columns, kind=kind)
