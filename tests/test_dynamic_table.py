@@ -169,6 +169,25 @@ def test_final_is_the_batch_query_where_no_order_of_arrivals_changes_it(spark, q
     assert got == [tuple(r) for r in snapshot(t.log).collect()] and len(got) > 1
 
 
+def test_the_tables_dataframe_methods_read_one_final_table(spark, monkeypatch):
+    """``t.count()``, ``t.columns``, ``t.final()``: planned once, one DataFrame; an attribute
+    of the table's own that fails with an AttributeError raises that error (not a DataFrame's
+    "no attribute")."""
+    df = spark.createDataFrame([("a", 1), ("b", 2), ("a", 3)], "word string, t bigint")
+    t = kit.sql("SELECT word, COUNT(*) AS c FROM words GROUP BY word", words=kit.stream(df, time="t"))
+    planned = []
+    monkeypatch.setattr(DynamicTable, "_order_free", lambda self: planned.append(1) or True)
+    assert t.count() == 2 and t.columns == ["word", "c"] and t.final() is t.final()
+    assert len(planned) == 1
+
+    def failing(self):
+        raise AttributeError("the table's own")
+
+    monkeypatch.setattr(DynamicTable, "mode", property(failing))
+    with pytest.raises(AttributeError, match="the table's own"):
+        t.mode
+
+
 def _shop(rows):
     df = pd.DataFrame(rows, columns=["product_id", "category", "sales"])
     df["t"] = [T0 + pd.Timedelta(seconds=i) for i in range(len(df))]

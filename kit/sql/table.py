@@ -144,7 +144,13 @@ class DynamicTable:
         Else, where group aggregates fused over a stream make the table (through Calcs), their
         pass folds the arrivals in without emitting and gives the last table alone
         (``aggregate_compiled.chain``'s ``final``): the same rows as the changelog's snapshot,
-        without the changes."""
+        without the changes. Planned once: the table's DataFrame methods (``t.count()``,
+        ``t.show()``) read the same DataFrame."""
+        if self.__dict__.get("_final") is None:
+            self._final = self._final_table()
+        return self._final
+
+    def _final_table(self) -> DataFrame:
         from ..changelog import snapshot
         if self._order_free():
             places = [f"_c{i}" for i in range(len(self.columns))]   # the query may repeat a name
@@ -258,6 +264,8 @@ class DynamicTable:
     def __getattr__(self, name):
         if name.startswith("_"):
             raise AttributeError(name)
+        if hasattr(type(self), name):   # its own attribute failed with an AttributeError: that error, not a DataFrame's
+            return object.__getattribute__(self, name)
         return getattr(self.final(), name)
 
     def __repr__(self):
