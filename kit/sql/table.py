@@ -146,10 +146,9 @@ class DynamicTable:
         (``aggregate_compiled.chain``'s ``final``): the same rows as the changelog's snapshot,
         without the changes. Planned once: the table's DataFrame methods (``t.count()``,
         ``t.show()``) read the same DataFrame."""
-        if self.__dict__.get("_final") is None:
-            self._final = self._final_table()
-        return self._final
+        return self._final_table
 
+    @cached_property
     def _final_table(self) -> DataFrame:
         from ..changelog import snapshot
         if self._order_free():
