@@ -89,6 +89,7 @@ from .statement import Statement
 from .table import SINKS, DynamicTable
 from .planner import logical as dynamic_plan
 from .windows import find_group_window, find_windows, groups_by_window, validate, windowed
+from .window_aggregate import window_aggregate
 from .interval import find_interval_joins
 
 __all__ = ["SEMANTICS", "SqlError", "clauses", "parse_match_recognize", "sql", "to_sql"]
@@ -152,6 +153,19 @@ def sql(query: str, semantics: str = "flink", aggregates: dict | None = None, co
         raise KitError(f"sink={sink!r} is not one of {list(SINKS)}")
     if continuous(statement, tables):
         return _continuous(run, statement, tables, dynamic, sink)
+
+    def probe(name, frame):   # the same statement over another table: no second read of the text
+        again = _Run(run.spark, statement, semantics, aggregates)
+        again.match_options, again.options = run.match_options, run.options
+        return _batch(again, statement, {name: frame}, aggregates)
+
+    fast = window_aggregate(statement, tables, probe)
+    return fast if fast is not None else _batch(run, statement, tables, aggregates)
+
+
+def _batch(run, statement: Statement, tables: dict, aggregates: dict) -> DataFrame:
+    """``statement`` run by ``run`` as Spark SQL over ``tables`` (the rewrite runs what Spark
+    lacks on the way), with what it dropped or matched as attributes of the result."""
     keep = run.keeps_views()
     try:
         for name, table in tables.items():

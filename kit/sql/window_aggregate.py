@@ -1,0 +1,168 @@
+"""A window aggregation over a TUMBLE TVF of a stream, run by the DataStream window
+operator's fast path (``kit.windows.fast``) instead of the annotated stream.
+
+The reference (``windows.windowed``, then Spark's GROUP BY) reads ``Stream.df``, which
+gives every row its watermark in a first scan, only to drop the rows late for their
+window. The window operator's fast path finds, in one pass over the source rows, the first
+arrival whose watermark passes each window's end, and aggregates what came before it: the
+same rows, the same late rule (``window_end - 1 ms <= watermark``), about half the time.
+
+It takes the query when it is exactly this shape, else the reference runs it::
+
+    SELECT <group columns, window_start, window_end, window_time, aggregates>
+    FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(<s's event time>), size [, offset])) [alias]
+    GROUP BY <columns of s>, window_start, window_end [, window_time]
+    [ORDER BY <output columns>] [LIMIT n]
+
+with aggregates ``COUNT(*)``, ``COUNT(c)``, ``SUM(c)``, ``AVG(c)`` of a numeric column,
+and ``MIN(c)``/``MAX(c)`` of a column that is not FLOAT or DOUBLE (Spark's MIN ranks NaN
+above every number, the window operator's keeps the first NaN as Flink does: the two
+would differ). ``s`` is a ``kit.Stream`` without a processing-time clock whose columns have
+no names of its own (``seq``, ``watermark``...). The output's names and types are the
+reference's: the same query planned over no rows gives them.
+
+    user  cTime     ->  user  window_start  window_end  cnt
+    Mary  12:00:01      Mary  12:00         12:01       2
+    Mary  12:00:30
+    Bob   12:01:05      Bob   12:01         12:02       1
+
+``late_rows`` holds the rows dropped as late with their window, as the reference gives
+them, from the operator's late side output (read when the user reads it).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from sqlglot import exp
+
+from ..time import Duration
+from ..windows import fast
+from ..windows.assigners import TumblingEventTimeWindows
+from ..windows.datastream import DataStream, WindowWarning
+from ..windows.functions import Aggregates, Avg, Count, Max, Min, Sum
+from .statement import Statement
+from .windows import find_windows, windowed
+
+__all__ = ["window_aggregate"]
+
+_WINDOW = ("window_start", "window_end", "window_time")
+_FUNCTIONS = {exp.Count: Count, exp.Sum: Sum, exp.Avg: Avg, exp.Min: Min, exp.Max: Max}
+_ORDERED = (T.IntegralType, T.DecimalType, T.StringType, T.DateType, T.TimestampType, T.TimestampNTZType)
+
+
+def window_aggregate(statement: Statement, tables: dict, probe) -> DataFrame | None:
+    """The query's result through the window operator, or None when it is not the module
+    doc's shape; ``probe(name, frame)`` runs the query over ``frame`` as table ``name``."""
+    tree = statement.tree
+    if not isinstance(tree, exp.Select) or \
+            {k for k, v in tree.args.items() if v} - {"expressions", "from_", "group", "order", "limit"}:
+        return None
+    found = find_windows(statement)
+    if len(found) != 1:
+        return None
+    (_, call), = found.values()
+    source = tree.args["from_"].this
+    name = next((n for n in tables if n.lower() == call.table.lower()), None)
+    stream = tables.get(name)
+    if call.kind != "TUMBLE" or call.node is not source or abs(call.offset) >= call.sizes["size"] \
+            or not isinstance(stream, DataStream) or call.time != stream.time or stream.proctime is not None \
+            or any(c != shown for c, shown in stream.kit_columns.items()):
+        return None
+    alias = source.alias
+
+    def column(node) -> str | None:
+        """The name of a column written bare or after the TVF's alias."""
+        if isinstance(node, exp.Column) and not node.args.get("db") and node.table in ("", alias):
+            return node.name
+        return None
+
+    schema = stream.source.schema
+    group = tree.args.get("group")
+    grouped = [column(e) for e in group.expressions] if group else [None]
+    if None in grouped or {k for k, v in group.args.items() if v} != {"expressions"} \
+            or not {"window_start", "window_end"} <= set(grouped):
+        return None
+    keys = list(dict.fromkeys(c for c in grouped if c not in _WINDOW))
+    if any(k not in schema.names for k in keys):
+        return None
+    picks, parts = [], []
+    for item in tree.expressions:
+        node = item.this if isinstance(item, exp.Alias) else item
+        if column(node) is not None and column(node) in grouped:
+            picks.append(column(node))
+        elif (part := _part(node, schema, f"_kit_a{len(parts)}")) is not None:
+            parts.append(part)
+            picks.append(part)
+        else:
+            return None
+    if not parts:
+        return None
+    shape = probe(name, stream.source.limit(0)).schema   # the reference's names and types
+    order = _order(tree.args.get("order"), shape.names)
+    limit = tree.args.get("limit")
+    if order is None or (limit is not None and not (isinstance(limit.expression, exp.Literal)
+                                                     and limit.expression.is_int)):
+        return None
+
+    with warnings.catch_warnings():   # a window over the whole stream runs in one task in Flink too
+        warnings.simplefilter("ignore", WindowWarning)
+        assigner = TumblingEventTimeWindows.of(Duration(call.sizes["size"]), Duration(call.offset))
+        windows = stream.key_by(*keys).window(assigner) if keys else stream.window_all(assigner)
+        result = windows.aggregate(Aggregates(*parts))
+    fired, integral = result.df, isinstance(schema[call.time].dataType, T.IntegralType)
+    end_ms = F.col("window_end") if integral else F.unix_millis(F.col("window_end"))
+    columns = []
+    for pick, field in zip(picks, shape.fields):
+        if isinstance(pick, str) and pick in keys:
+            value = F.col("key") if len(keys) == 1 else F.col("key")[pick]
+        elif pick == "window_time":
+            value = F.timestamp_millis(end_ms - 1)
+        elif isinstance(pick, str):
+            value = F.col(pick)
+        else:
+            value = F.col(pick.alias)
+            value = F.coalesce(value, F.lit(0)) if pick.function == "count" else value   # never NULL
+        columns.append(value.cast(field.dataType).alias(field.name))
+    out = fired.select(*columns)
+    out = out.orderBy(*order) if order else out
+    out = out.limit(int(limit.expression.this)) if limit is not None else out
+    late = result.late.withColumn("late", F.lit(True))
+    out.late_rows = fast.holding(windowed(late, call, drop_late=False)[0], result)
+    return fast.holding(out, result)
+
+
+def _part(node, schema: T.StructType, alias: str):
+    """The window operator's aggregate for ``COUNT(*)`` or ``FUNCTION(column)``, or None."""
+    function = _FUNCTIONS.get(type(node))
+    arg = node.this
+    if function is None or node.expressions or any(k not in ("this", "big_int") and v for k, v in node.args.items()):
+        return None
+    if function is Count and isinstance(arg, exp.Star):
+        return Count(alias=alias)
+    if not isinstance(arg, exp.Column) or arg.table or arg.name not in schema.names:
+        return None
+    dtype = schema[arg.name].dataType
+    fits = (isinstance(dtype, T.NumericType) if function in (Sum, Avg)
+            else isinstance(dtype, _ORDERED) if function in (Min, Max) else True)
+    return function(arg.name, alias=alias) if fits else None
+
+
+def _order(order, names: list) -> list | None:
+    """ORDER BY over output columns as Spark sort columns ([] for none), or None."""
+    if order is None:
+        return []
+    out = []
+    for ordered in order.expressions:
+        c = ordered.this
+        if not isinstance(c, exp.Column) or c.table or names.count(c.name) != 1:
+            return None
+        desc, first = bool(ordered.args.get("desc")), ordered.args.get("nulls_first")
+        first = not desc if first is None else first   # Spark's default: NULLs are the smallest
+        col = F.col(c.name)
+        out.append((col.desc_nulls_first() if first else col.desc_nulls_last()) if desc
+                   else (col.asc_nulls_first() if first else col.asc_nulls_last()))
+    return out

@@ -1,0 +1,103 @@
+"""A window aggregation over a TUMBLE TVF of a stream runs through the window operator's fast
+path (kit/sql/window_aggregate.py): the same rows, names, types and late rows as the
+reference (the TVF's view of the annotated stream, then Spark's GROUP BY)."""
+
+import datetime as dt
+import sys
+from unittest import mock
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import kit
+from kit.sql.statement import Statement
+from kit.sql.window_aggregate import window_aggregate
+from kit.time import Duration, WatermarkStrategy
+
+SPAN = 27720 * 100   # a multiple of every window size drawn below
+SQL = sys.modules["kit.sql"]
+QUERY = ("SELECT {keys}window_start, window_end, window_time, COUNT(*), COUNT(v) AS cv, SUM(v) AS total, "
+         "MIN(v), MAX(v) AS top, AVG(v) AS mean, SUM(w) AS wsum FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(ts), "
+         "INTERVAL '0.{size:03d}' SECOND, INTERVAL '{offset}' SECOND)) GROUP BY {keys}window_start, window_end, window_time")
+
+
+@st.composite
+def cases(draw):
+    """A window and 12 small streams one after the other in one input (each shifted by SPAN)."""
+    size = draw(st.integers(2, 12))
+    rows = []
+    for case in range(12):
+        t = draw(st.integers(-20, 20))
+        for _ in range(draw(st.integers(1, 10))):
+            t += draw(st.integers(0, 6))   # forward with disorder, some far behind (late)
+            rows.append((f"{case}{draw(st.sampled_from('ab'))}", draw(st.sampled_from(["x", None])),
+                         case * SPAN + t - draw(st.sampled_from([0, 0, 3, 9, 25])),
+                         draw(st.one_of(st.none(), st.integers(-5, 5))), draw(st.sampled_from([None, -2.0, 1.5]))))
+    return dict(rows=rows, size=size, offset=draw(st.integers(-size + 1, size - 1)),
+                delay=draw(st.sampled_from([0, 2, 5])), keys=draw(st.sampled_from(["k, ", "k, j, ", ""])),
+                timestamps=draw(st.booleans()))
+
+
+def _stream(case):
+    rows = case["rows"]
+    if case["timestamps"]:
+        epoch = dt.datetime(2024, 1, 1)
+        rows = [(k, j, epoch + dt.timedelta(milliseconds=t), v, w) for k, j, t, v, w in rows]
+    df = kit.spark().createDataFrame(rows, f"k string, j string, ts {'timestamp' if case['timestamps'] else 'long'}, "
+                                           "v int, w double")
+    return kit.stream(df, time="ts", watermark=WatermarkStrategy.for_sql_delay(Duration.of_millis(case["delay"])))
+
+
+def _sorted(df):
+    return sorted((tuple(r) for r in df.collect()), key=repr)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases())
+def test_the_window_operator_gives_the_references_rows(spark, case):
+    query = QUERY.format(keys=case["keys"], size=case["size"], offset=f"0.{case['offset']:03d}"
+                         if case["offset"] >= 0 else f"-0.{-case['offset']:03d}")
+    s = _stream(case)
+    with mock.patch.object(SQL, "window_aggregate", return_value=None):
+        expected = kit.sql(query, s=s)
+    got = window_aggregate(Statement(query), {"s": s}, lambda name, frame: kit.sql(query, **{name: frame}))
+    assert got is not None                                    # the fast path took it
+    assert [(f.name, f.dataType, f.nullable) for f in got.schema] == [(f.name, f.dataType, f.nullable) for f in expected.schema]
+    want, have = _sorted(expected), _sorted(got)
+    assert [r[:-2] for r in have] == [r[:-2] for r in want]
+    assert [v for r in have for v in r[-2:]] == pytest.approx([v for r in want for v in r[-2:]])   # AVG, SUM(w)
+    late, want_late = got.late_rows, expected.late_rows
+    assert [(f.name, f.dataType) for f in late.schema] == [(f.name, f.dataType) for f in want_late.schema]
+    assert late.collect() == want_late.orderBy("seq").collect()
+
+
+@pytest.mark.parametrize("query", [
+    "SELECT k, window_start, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(ts), INTERVAL '1' SECOND)) "
+    "WHERE v > 0 GROUP BY k, window_start, window_end",                 # a WHERE
+    "SELECT k, window_start, COUNT(DISTINCT v) FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(ts), INTERVAL '1' SECOND)) "
+    "GROUP BY k, window_start, window_end",                             # DISTINCT
+    "SELECT k, window_start, MIN(w) FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(ts), INTERVAL '1' SECOND)) "
+    "GROUP BY k, window_start, window_end",                             # MIN of a DOUBLE (NaN)
+    "SELECT k, window_start, COUNT(*) + 1 FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(ts), INTERVAL '1' SECOND)) "
+    "GROUP BY k, window_start, window_end",                             # an expression
+    "SELECT window_start, COUNT(*) FROM TABLE(HOP(TABLE s, DESCRIPTOR(ts), INTERVAL '1' SECOND, "
+    "INTERVAL '2' SECOND)) GROUP BY window_start, window_end",          # HOP
+    "SELECT k, window_start, COUNT(*) FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(ts), INTERVAL '1' SECOND)) "
+    "GROUP BY k, window_start",                                         # no window_end: a regular aggregation
+    "SELECT k, window_start, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(ts), INTERVAL '1' SECOND)) "
+    "GROUP BY k, window_start, window_end ORDER BY COUNT(*)",          # ORDER BY an expression
+])
+def test_other_queries_run_the_reference(spark, query):
+    s = _stream(dict(rows=[("a", "x", 5, 1, 1.0)], timestamps=False, delay=0))
+    assert window_aggregate(Statement(query), {"s": s}, lambda name, frame: kit.sql(query, **{name: frame})) is None
+
+
+def test_order_by_and_limit_apply_to_the_operators_rows(spark):
+    s = _stream(dict(rows=[("b", None, 7, None, None)] + [("a", "x", t, 1, 1.0) for t in (5, 1500, 1600, 2500)],
+                     timestamps=False, delay=0))
+    query = ("SELECT k AS key, window_start AS ws, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(ts), "
+             "INTERVAL '1' SECOND)) AS w GROUP BY w.k, window_start, window_end ORDER BY n DESC, ws, key LIMIT 3")
+    result = kit.sql(query, s=s)
+    assert [tuple(r) for r in result.collect()] == [("a", 1000, 2), ("a", 0, 1), ("b", 0, 1)]
+    assert result.columns == ["key", "ws", "n"] and result.late_rows.count() == 0
