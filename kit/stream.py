@@ -77,7 +77,17 @@ class Stream:
     def df(self) -> DataFrame:
         """The annotated rows, built when first read (operators that need no watermark
         per row never read it); the stream's own columns named as ``kit_columns`` says."""
-        out = _annotate(self)
+        return self._shown(_annotate(self))
+
+    def deferred_df(self) -> DataFrame:
+        """``df``'s rows with no job until they are read: numbered and given their watermarks
+        by Spark's own operators (``prefix_scan``) instead of the JVM's arrival scan, whose
+        first pass runs when it is built. For what is seldom read: a window aggregation's
+        late rows (``kit.sql.window_aggregate``)."""
+        return self._shown(_annotate(self, scan=False))
+
+    def _shown(self, out: DataFrame) -> DataFrame:
+        """The annotated rows ``out`` with the stream's own columns named as ``kit_columns`` says."""
         renamed = {**{self.inner(c): c for c in self.shown_columns()},
                    **{c: name for c, name in self.kit_columns.items()}}
         if all(old == new for old, new in renamed.items()):
@@ -506,8 +516,8 @@ def prepared(s: Stream) -> DataFrame:
     return sparksql.select(df, *exprs)
 
 
-def _annotate(s: Stream, ordered: bool = True) -> DataFrame:
-    scan = s.arrivals
+def _annotate(s: Stream, ordered: bool = True, scan: bool = True) -> DataFrame:
+    scan = s.arrivals if scan else None
     if scan is not None:   # the JVM's scan: its output partitions are the input's, in arrival order
         ordered = False
         out = scan.rows([s.inner(c) for c in s.shown_columns()]).withColumnRenamed("_pt", "_proc")

@@ -27,7 +27,8 @@ reference's: the same query planned over no rows gives them.
     Bob   12:01:05      Bob   12:01         12:02       1
 
 ``late_rows`` holds the rows dropped as late with their window, as the reference gives
-them, from the operator's late side output (read when the user reads it).
+them, from the stream's rows annotated when read (``Stream.deferred_df``): a query whose
+late rows are not read makes no pass for them.
 """
 
 from __future__ import annotations
@@ -130,8 +131,7 @@ def window_aggregate(statement: Statement, tables: dict, probe) -> DataFrame | N
     out = fired.select(*columns)
     out = out.orderBy(*order) if order else out
     out = out.limit(int(limit.expression.this)) if limit is not None else out
-    late = result.late.withColumn("late", F.lit(True))
-    out.late_rows = fast.holding(windowed(late, call, drop_late=False)[0], result)
+    out.late_rows = windowed(stream.deferred_df(), call, drop_late=True)[1]   # the reference's
     return fast.holding(out, result)
 
 
