@@ -1,4 +1,4 @@
-"""A window aggregation over a TUMBLE TVF of a stream runs through the window operator's fast
+"""A window aggregation over a TUMBLE or HOP TVF of a stream runs through the window operator's fast
 path (kit/sql/window_aggregate.py): the same rows, names, types and late rows as the
 reference (the TVF's view of the annotated stream, then Spark's GROUP BY)."""
 
@@ -18,14 +18,16 @@ from kit.time import Duration, WatermarkStrategy
 SPAN = 27720 * 100   # a multiple of every window size drawn below
 SQL = sys.modules["kit.sql"]
 QUERY = ("SELECT {keys}window_start, window_end, window_time, COUNT(*), COUNT(v) AS cv, SUM(v) AS total, "
-         "MIN(v), MAX(v) AS top, AVG(v) AS mean, SUM(w) AS wsum FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(ts), "
-         "INTERVAL '0.{size:03d}' SECOND, INTERVAL '{offset}' SECOND)) GROUP BY {keys}window_start, window_end, window_time")
+         "MIN(v), MAX(v) AS top, AVG(v) AS mean, SUM(w) AS wsum FROM TABLE({window}) "
+         "GROUP BY {keys}window_start, window_end, window_time")
+MS = "INTERVAL '{}0.{:03d}' SECOND".format   # MS("", 5): 5 ms, MS("-", 5): -5 ms
 
 
 @st.composite
 def cases(draw):
     """A window and 12 small streams one after the other in one input (each shifted by SPAN)."""
-    size = draw(st.integers(2, 12))
+    slide = draw(st.integers(2, 6))
+    size = slide * draw(st.integers(1, 3))
     rows = []
     for case in range(12):
         t = draw(st.integers(-20, 20))
@@ -34,7 +36,11 @@ def cases(draw):
             rows.append((f"{case}{draw(st.sampled_from('ab'))}", draw(st.sampled_from(["x", None])),
                          case * SPAN + t - draw(st.sampled_from([0, 0, 3, 9, 25])),
                          draw(st.one_of(st.none(), st.integers(-5, 5))), draw(st.sampled_from([None, -2.0, 1.5]))))
-    return dict(rows=rows, size=size, offset=draw(st.integers(-size + 1, size - 1)),
+    offset = draw(st.integers(-slide + 1, slide - 1))
+    offset = MS("-" if offset < 0 else "", abs(offset))
+    window = draw(st.sampled_from([f"TUMBLE(TABLE s, DESCRIPTOR(ts), {MS('', slide)}, {offset})",
+                                   f"HOP(TABLE s, DESCRIPTOR(ts), {MS('', slide)}, {MS('', size)}, {offset})"]))
+    return dict(rows=rows, window=window,
                 delay=draw(st.sampled_from([0, 2, 5])), keys=draw(st.sampled_from(["k, ", "k, j, ", ""])),
                 timestamps=draw(st.booleans()))
 
@@ -56,8 +62,7 @@ def _sorted(df):
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
 def test_the_window_operator_gives_the_references_rows(spark, case):
-    query = QUERY.format(keys=case["keys"], size=case["size"], offset=f"0.{case['offset']:03d}"
-                         if case["offset"] >= 0 else f"-0.{-case['offset']:03d}")
+    query = QUERY.format(keys=case["keys"], window=case["window"])
     s = _stream(case)
     with mock.patch.object(SQL, "window_aggregate", return_value=None):
         expected = kit.sql(query, s=s)
@@ -81,8 +86,8 @@ def test_the_window_operator_gives_the_references_rows(spark, case):
     "GROUP BY k, window_start, window_end",                             # MIN of a DOUBLE (NaN)
     "SELECT k, window_start, COUNT(*) + 1 FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(ts), INTERVAL '1' SECOND)) "
     "GROUP BY k, window_start, window_end",                             # an expression
-    "SELECT window_start, COUNT(*) FROM TABLE(HOP(TABLE s, DESCRIPTOR(ts), INTERVAL '1' SECOND, "
-    "INTERVAL '2' SECOND)) GROUP BY window_start, window_end",          # HOP
+    "SELECT window_start, COUNT(*) FROM TABLE(CUMULATE(TABLE s, DESCRIPTOR(ts), INTERVAL '1' SECOND, "
+    "INTERVAL '2' SECOND)) GROUP BY window_start, window_end",          # CUMULATE
     "SELECT k, window_start, COUNT(*) FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(ts), INTERVAL '1' SECOND)) "
     "GROUP BY k, window_start",                                         # no window_end: a regular aggregation
     "SELECT k, window_start, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(ts), INTERVAL '1' SECOND)) "

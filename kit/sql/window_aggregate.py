@@ -1,16 +1,18 @@
-"""A window aggregation over a TUMBLE TVF of a stream, run by the DataStream window
+"""A window aggregation over a TUMBLE or HOP TVF of a stream, run by the DataStream window
 operator's fast path (``kit.windows.fast``) instead of the annotated stream.
 
 The reference (``windows.windowed``, then Spark's GROUP BY) reads ``Stream.df``, which
 gives every row its watermark in a first scan, only to drop the rows late for their
 window. The window operator's fast path finds, in one pass over the source rows, the first
 arrival whose watermark passes each window's end, and aggregates what came before it: the
-same rows, the same late rule (``window_end - 1 ms <= watermark``), about half the time.
+same rows, the same late rule (``window_end - 1 ms <= watermark``, each of a row's windows
+judged apart), in about half the time.
 
 It takes the query when it is exactly this shape, else the reference runs it::
 
     SELECT <group columns, window_start, window_end, window_time, aggregates>
     FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(<s's event time>), size [, offset])) [alias]
+         (or HOP(TABLE s, DESCRIPTOR(...), slide, size [, offset]): size a multiple of slide)
     GROUP BY <columns of s>, window_start, window_end [, window_time]
     [ORDER BY <output columns>] [LIMIT n]
 
@@ -42,7 +44,7 @@ from sqlglot import exp
 
 from ..time import Duration
 from ..windows import fast
-from ..windows.assigners import TumblingEventTimeWindows
+from ..windows.assigners import SlidingEventTimeWindows, TumblingEventTimeWindows
 from ..windows.datastream import DataStream, WindowWarning
 from ..windows.functions import Aggregates, Avg, Count, Max, Min, Sum
 from .statement import Statement
@@ -69,7 +71,8 @@ def window_aggregate(statement: Statement, tables: dict, probe) -> DataFrame | N
     source = tree.args["from_"].this
     name = next((n for n in tables if n.lower() == call.table.lower()), None)
     stream = tables.get(name)
-    if call.kind != "TUMBLE" or call.node is not source or abs(call.offset) >= call.sizes["size"] \
+    step = call.sizes.get("slide", call.sizes.get("size"))
+    if call.kind not in ("TUMBLE", "HOP") or call.node is not source or abs(call.offset) >= step \
             or not isinstance(stream, DataStream) or call.time != stream.time or stream.proctime is not None \
             or any(c != shown for c, shown in stream.kit_columns.items()):
         return None
@@ -111,7 +114,9 @@ def window_aggregate(statement: Statement, tables: dict, probe) -> DataFrame | N
 
     with warnings.catch_warnings():   # a window over the whole stream runs in one task in Flink too
         warnings.simplefilter("ignore", WindowWarning)
-        assigner = TumblingEventTimeWindows.of(Duration(call.sizes["size"]), Duration(call.offset))
+        size, offset = Duration(call.sizes["size"]), Duration(call.offset)
+        assigner = (TumblingEventTimeWindows.of(size, offset) if call.kind == "TUMBLE"
+                    else SlidingEventTimeWindows.of(size, Duration(step), offset))
         windows = stream.key_by(*keys).window(assigner) if keys else stream.window_all(assigner)
         result = windows.aggregate(Aggregates(*parts))
     fired, integral = result.df, isinstance(schema[call.time].dataType, T.IntegralType)
