@@ -197,3 +197,20 @@ def test_the_jvm_pass_reads_a_file_scans_batches_in_place(spark, tmp_path):
     with pytest.raises(Exception, match="row 1 of input partition 0 has NULL event time in column 'ts'") as failure:
         windows.df.collect()
     assert "at flinkkit" not in str(failure.value)
+
+
+@pytest.mark.parametrize("name", ["key", "window_start", "window_end", "watermark_ms"])
+def test_a_key_named_like_a_firings_column_takes_the_fast_path(spark, name):
+    """The fast path's working columns are not these names: a key column called ``key`` (the
+    usual name) gets the fast path, with the reference replay's rows."""
+    pdf = pd.DataFrame({name: ["a", "b", "a", "a", "b"], "ts": [1, 3, 12, 4, 25], "v": [1, 2, 3, 4, 5]})
+
+    def result():
+        return (kit.stream(pdf, time="ts", watermark=Duration.of_millis(2)).key_by(name)
+                .window(TumblingEventTimeWindows.of(ms(10))).aggregate(Aggregates(Count(alias="n"), Sum("v"))))
+
+    with mock.patch.object(fast, "firings", wraps=fast.firings) as taken:
+        got = result().df.collect()
+    assert taken.call_count == 1
+    assert got == result()._firings(engine="reference").collect()
+    assert [tuple(r)[:4] for r in got] == [("a", 0, 10, 1), ("a", 10, 20, 1), ("b", 0, 10, 1), ("b", 20, 30, 1)]

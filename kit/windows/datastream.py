@@ -366,10 +366,11 @@ class WindowResult:
         # elements()) has their name: kit_<name> (kit_kit_<name> ...), as Flink reserves none
         self.kit_columns = {c: kit_name(c, set(output.fieldNames())) for c in _FIRING_COLUMNS}
         self.kit_columns.update({c: kit_name(c, set(self.values)) for c in ("seq", "fate")})
-        # the fast path names its working columns after the keys and outputs, and reads the
-        # stream's own columns by name: not on a clash with either
-        self._clashes = bool(set(_FIRING_COLUMNS) & (set(output.fieldNames()) | set(self.keys))) or any(
-            stream.inner(c) != c for c in self.values)
+        # the fast path names its working columns after the keys, the outputs and the firing's
+        # own columns (``contents``, ``pane``...), and reads the stream's own columns by name:
+        # not on a clash of these (a key named ``key`` or ``window_start`` is none)
+        self._clashes = bool(set(_FIRING_COLUMNS) & set(output.fieldNames()) or set(_METADATA) & set(self.keys)) \
+            or any(stream.inner(c) != c for c in self.values)
         self._df, self._tagged = None, {}
 
     # ------------------------------------------------------------ public
