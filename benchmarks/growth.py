@@ -70,7 +70,9 @@ def _shape(folder: Path, rows: int, keys: int, hot: bool) -> dict:
                         F.pmod(F.xxhash64("id", F.lit(3)), F.lit(1000)).alias("v"),
                         F.timestamp_millis(F.col("id") + F.lit(EPOCH_MS)).alias("t"), "id")
     if not paths["e"].exists():
-        events.drop("id").write.parquet(str(paths["e"]))
+        # one file, so a read keeps the time order (Spark reads the files of a folder larger
+        # first), in row groups of 16 MB, so its splits hold rows to read in parallel
+        events.drop("id").coalesce(1).write.option("parquet.block.size", 16 << 20).parquet(str(paths["e"]))
     if not paths["r"].exists():
         events.where("id % 100 = 0").selectExpr("key", "v AS rate", "t").coalesce(1).write.parquet(str(paths["r"]))
     if not paths["d"].exists():

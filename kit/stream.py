@@ -211,7 +211,9 @@ class Stream:
         - ``watermark``: a ``WatermarkStrategy``, or a ``Duration`` (or ``timedelta``) meaning
           ``for_bounded_out_of_orderness(d)``; default ``for_monotonous_timestamps()``.
         - ``order``: column(s) giving the arrival order; default: the input's order
-          (its partitions in order, rows in partition order; a file read keeps file order).
+          (its partitions in order, rows in partition order; one file is read in its order,
+          but Spark reads a folder of several files larger files first, so rows written in
+          time order over many files may arrive late: write one file, or pass ``order``).
           Ties in ``order`` keep input order. The order is fixed once, here: an input sorted
           by ``order``, or whose own order a second read would not repeat (a shuffle's output),
           is read now and kept (see ``in_arrival_order``).
