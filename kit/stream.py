@@ -109,9 +109,11 @@ class Stream:
 
     def inner(self, column: str) -> str:
         """An input column's name in the stream's frames for operators (``unordered()``, the
-        JVM scan's rows), where the stream's own columns keep their names: its own, or
-        ``__in_<name>`` for one named like them."""
-        return f"__in_{column}" if column in _ADDED and column in self.shown_columns() else column
+        JVM scan's rows), where the stream's own columns keep their names and operators name
+        their working columns with a ``_`` first: its own, or ``__in_<name>`` for one named
+        like the stream's own or starting with ``_``."""
+        clash = column in _ADDED or column.startswith("_")
+        return f"__in_{column}" if clash and column in self.shown_columns() else column
 
     def require_own_names(self, reader: str) -> None:
         """Raise a KitError when an input column has the name of one the stream adds:

@@ -336,3 +336,15 @@ def test_the_seeds_idle_state_retention_is_the_ttl(spark):
         "table.exec.state.ttl": 24 * 3_600_000}
     with pytest.raises(KitError, match="below the minimum"):
         idle_state_retention("2 h", "1 h")
+
+
+@pytest.mark.parametrize("name", ["seq", "_op", "_wm"])
+def test_a_result_column_named_like_the_changelogs_own_says_what_to_rename(spark, name):
+    """The changelog keeps ``seq``, ``_op``, ``_n``, ``_pt`` and ``_wm`` beside the result's
+    columns: a result column of one of those names fails at kit.sql with what to do (before:
+    Spark's AMBIGUOUS_REFERENCE when read)."""
+    clicks = kit.stream(pd.DataFrame({name: ["a", "b", "a"], "t": [1, 2, 3]}), time="t")
+    with pytest.raises(KitError, match=rf"result has column\(s\) \['{name}'\] named like the changelog's own"):
+        kit.sql(f"SELECT `{name}`, COUNT(*) AS c FROM clicks GROUP BY `{name}`", clicks=clicks)
+    renamed = kit.sql(f"SELECT `{name}` AS k, COUNT(*) AS c FROM clicks GROUP BY `{name}`", clicks=clicks)
+    assert sorted(map(tuple, renamed.final().collect())) == [("a", 2), ("b", 1)]

@@ -244,6 +244,21 @@ def test_fast_path_and_replay_agree(golden_streams):
     assert [row.watermark for row in emitted][-2:] == [None, None]      # end of input
 
 
+@pytest.mark.parametrize("name", ["_ts", "_g", "_seq", "_k0", "_vr", "_op"])
+@pytest.mark.parametrize("engine", ["fast", "replay"])
+def test_columns_named_like_the_joins_working_columns_join_by_their_values(spark, name, engine):
+    """The join names its working columns with a ``_`` first (``_ts``, ``_g``, ``_k0``...): a
+    key named like one joins by its own values (before: the fast path silently joined by the
+    event time or the watermark, the replay could not resolve it)."""
+    ms = lambda *t: pd.to_datetime(list(t), unit="ms")   # noqa: E731
+    left = kit.stream(pd.DataFrame({name: ["a", "b", "a"], "t": ms(10, 20, 30), "v": [1, 2, 3]}), time="t",
+                      watermark=Duration.of_millis(1))
+    right = kit.stream(pd.DataFrame({name: ["a", "b", "a"], "t": ms(0, 0, 25), "rate": [10, 20, 11]}), time="t",
+                       watermark=Duration.of_millis(1), primary_key=name)
+    rows = temporal_join(left, right, on=name, how="left", engine=engine).df.collect()
+    assert [(r[0], r.v, r.rate) for r in rows] == [("a", 1, 10), ("b", 2, 20), ("a", 3, 11)]
+
+
 @pytest.mark.parametrize("query, at, message", [
     ("SELECT * FROM orders o RIGHT JOIN rates FOR SYSTEM_TIME AS OF o.order_time AS r ON o.currency = r.currency",
      "RIGHT", "Temporal table join currently only supports INNER and LEFT JOIN, not RIGHT JOIN"),

@@ -214,3 +214,21 @@ def test_a_key_named_like_a_firings_column_takes_the_fast_path(spark, name):
     assert taken.call_count == 1
     assert got == result()._firings(engine="reference").collect()
     assert [tuple(r)[:4] for r in got] == [("a", 0, 10, 1), ("a", 10, 20, 1), ("b", 0, 10, 1), ("b", 20, 30, 1)]
+
+
+@pytest.mark.parametrize("name", ["_max", "_seq", "_after", "_at", "_ts", "_wm", "_own", "_g"])
+@pytest.mark.parametrize("role", ["key", "value"])
+def test_columns_named_like_working_columns_give_the_right_rows(spark, name, role):
+    """The operators name their working columns with a ``_`` first (``_at``, ``_ts``...):
+    an input column named like one (as key or as value) keeps its own values, and a window
+    over it the rows it should have (before: wrong keys, or Spark's AMBIGUOUS_REFERENCE)."""
+    columns = {"k": ["a", "b", "a", "a", "b"], "ts": [1, 3, 12, 4, 25], "v": [1, 2, 3, 4, 5]}
+    columns[name] = columns.pop("k" if role == "key" else "v")
+    key, value = (name, "v") if role == "key" else ("k", name)
+    stream = kit.stream(pd.DataFrame(columns), time="ts", watermark=Duration.of_millis(2))
+    result = stream.key_by(key).window(TumblingEventTimeWindows.of(ms(10))).aggregate(
+        Aggregates(Count(alias="n"), Sum(value, alias="s")))
+    assert [tuple(r)[:5] for r in result.df.collect()] == [
+        ("a", 0, 10, 1, 1), ("a", 10, 20, 1, 3), ("b", 0, 10, 1, 2), ("b", 20, 30, 1, 5)]
+    assert [tuple(r) for r in result.late.collect()] == [tuple(columns[c][3] for c in stream.source.columns) + (3, 9)]
+    assert stream.df.columns == [*stream.source.columns, "seq", "watermark", "late"]

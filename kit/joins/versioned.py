@@ -242,17 +242,19 @@ class TemporalJoin:
     # -- the replay ----------------------------------------------------------------------
     def _left_rows(self) -> DataFrame:
         """Left rows for the fast path: ``_ts``, the columns as ``_l0..``."""
-        return prepared(self.left).select("_ts", *[F.col(c).alias(f"_l{i}") for i, c in enumerate(self.left.source.columns)])
+        left = self.left
+        return prepared(left).select("_ts", *[F.col(left.inner(c)).alias(f"_l{i}") for i, c in enumerate(left.source.columns)])
 
     def _right_rows(self) -> DataFrame:
         """Right rows for the fast path: ``_k0..``, ``_ts``, ``_seq`` (an id that grows with
         arrival, not dense), ``_op``, ``_vr``."""
         df = prepared(self.right)
         lt = {f.name: f.dataType for f in self.left.source.schema.fields}
-        op = F.coalesce(F.col("op"), F.lit("+I")) if "op" in self.right.source.columns else F.lit("+I")
-        rows = df.select(*[F.col(r).cast(lt[l]).alias(f"_k{i}") for i, (l, r) in enumerate(self.keys)],
+        right = self.right
+        op = F.coalesce(F.col("op"), F.lit("+I")) if "op" in right.source.columns else F.lit("+I")
+        rows = df.select(*[F.col(right.inner(r)).cast(lt[l]).alias(f"_k{i}") for i, (l, r) in enumerate(self.keys)],
                          "_ts", F.monotonically_increasing_id().alias("_seq"), op.alias("_op"),
-                         F.struct(*self.right.source.columns).alias("_vr"))
+                         F.struct(*[F.col(right.inner(c)).alias(c) for c in right.source.columns]).alias("_vr"))
         if self.deduplicate:                 # the rows the deduplication passes (no TTL here)
             before = (Window.partitionBy(*[f"_k{i}" for i in range(len(self.keys))]).orderBy("_seq")
                       .rowsBetween(Window.unboundedPreceding, -1))

@@ -203,10 +203,10 @@ def _side_of(s: Stream, side: int, one: bool) -> DataFrame:
     where = F.concat(F.lit(f"{name} input, seq="), F.col("seq").cast("string"))
     late = F.when(F.col("_ts").isNull(), null_time_error(s.time, where).cast("boolean")).otherwise(
         F.expr("coalesce(_ts <= _wmb, false)"))
-    values = ", ".join(sparksql.name(c) for c in s.source.columns)
+    values = ", ".join(f"{sparksql.string(c)}, {sparksql.name(s.inner(c))}" for c in s.source.columns)
     return df.withColumn("_late", late).selectExpr(
         f"{side} AS _side", "seq AS _seq", "_ts", "_late", f"_wmi AS _{name[0]}w", "_mx", f"{pt} AS _spt",
-        f"struct({values}) AS _v{name[0]}")
+        f"named_struct({values}) AS _v{name[0]}")
 
 
 def interleaved(left: Stream, right: Stream, interleave: str = "event_time",

@@ -48,6 +48,7 @@ from ..changelog import (ALL, DELETE, INSERT, INSERT_ONLY, KINDS, UPDATE_AFTER, 
 __all__ = ["DynamicTable", "SINKS"]
 
 SINKS = ("retract", "upsert")
+_OWN = ("seq", "_op", "_n", "_pt", "_wm")   # the changelog's own columns beside the result's
 
 
 class DynamicTable:
@@ -61,6 +62,10 @@ class DynamicTable:
         self.statement = Statement.of(query)     # kit.sql's read of the query: explain() reads it again
         self.query = self.statement.text
         self.columns = list(batch.columns)
+        taken = [c for c in self.columns if c in _OWN]
+        if taken:
+            raise KitError(f"the query's result has column(s) {taken} named like the changelog's own {list(_OWN)}: "
+                           f"give them another name (e.g. {taken[0]} AS {taken[0].lstrip('_')}_; Flink reserves none, the kit these)")
         self._types = [f.dataType.simpleString() for f in batch.schema.fields]
         self.streams = _streams(root)
 

@@ -367,10 +367,11 @@ class WindowResult:
         self.kit_columns = {c: kit_name(c, set(output.fieldNames())) for c in _FIRING_COLUMNS}
         self.kit_columns.update({c: kit_name(c, set(self.values)) for c in ("seq", "fate")})
         # the fast path names its working columns after the keys, the outputs and the firing's
-        # own columns (``contents``, ``pane``...), and reads the stream's own columns by name:
-        # not on a clash of these (a key named ``key`` or ``window_start`` is none)
+        # own columns (``contents``, ``pane``...), with ``_`` first for its own (``_at``,
+        # ``_max``...), and reads the stream's own columns by name: not on a clash of these (a
+        # key named ``key`` or ``window_start`` is none)
         self._clashes = bool(set(_FIRING_COLUMNS) & set(output.fieldNames()) or set(_METADATA) & set(self.keys)) \
-            or any(stream.inner(c) != c for c in self.values)
+            or any(stream.inner(c) != c or c.startswith("_") for c in [*self.values, *output.fieldNames()])
         self._df, self._tagged = None, {}
 
     # ------------------------------------------------------------ public
@@ -443,7 +444,9 @@ class WindowResult:
         firing += [T.StructField(_out(i), f.dataType, f.nullable) for i, f in enumerate(self.output.fields)]
         firing += [T.StructField(c, T.StringType() if c in ("firing", "cause") else long)
                                         for c in _METADATA + ("_order", "_floor")]
-        element = [src[c] for c in self.values] + [T.StructField("_seq", long)]   # the input's may be "seq"
+        # by their inner names: the input's may be "seq", or "_seq"
+        element = [T.StructField(self.inner[c], src[c].dataType, src[c].nullable) for c in self.values] + [
+            T.StructField("_seq", long)]
         return {"firing": firing, "late": element + [T.StructField("_watermark", long)],
                 "element": element + [T.StructField("_fate", T.StringType())]}
 
