@@ -16,12 +16,14 @@ from .sql.explain_match import explain as explain_match
 from .stream import Stream
 from .time import Clock, Duration, Time, WatermarkStrategy
 from .windows.datastream import DataStream
+from .windows.live import LiveDataStream
 
-__all__ = ["KitError", "SqlError", "explain", "explain_match", "spark", "sql", "stream", "Stream", "Clock", "Duration",
+__all__ = ["KitError", "SqlError", "explain", "explain_match", "spark", "sql", "stream", "live", "Stream", "Clock", "Duration",
            "Time", "WatermarkStrategy", "data", "engine", "joins", "viz", "widgets"]
 __version__ = "0.1.0"
 
 stream = DataStream.of   # kit.stream(df, time=..., ...): a stream with the DataStream API
+live = LiveDataStream.of   # kit.live(spark.readStream..., time=..., ...): the same API on Structured Streaming
 errors.install()   # the kit's errors from running queries as KitErrors
 _preload("kit.viz")   # the charts (altair, vl-convert: seconds) load while a local session's JVM starts
 _LAZY = ("data", "engine", "joins", "viz", "widgets")

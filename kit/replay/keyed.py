@@ -174,10 +174,13 @@ class Context:
                 operator.on_timer(heapq.heappop(self._event), self)
 
 
-def run_key(operator: KeyedOperator, key: list, rows, watermarks=None, proctimes=None, out=None, at=0) -> list:
+def run_key(operator: KeyedOperator, key: list, rows, watermarks=None, proctimes=None, out=None, at=0,
+            end: int = MAX_TIME) -> list:
     """``operator`` over one key's ``rows`` in arrival order (``watermarks`` / ``proctimes``:
-    the clocks in force at each row, if given), then the end of input: what it output (added
-    to ``out``). ``at``: the first row's place in its task's table."""
+    the clocks in force at each row, if given), then the watermark moves to ``end``: the
+    end of input at ``MAX_TIME`` (then ``end_of_input``), else a stream still running whose
+    watermark is there now. What it output (added to ``out``). ``at``: the first row's place
+    in its task's table."""
     out = [] if out is None else out
     ctx, step = Context(key, operator.state, out), operator.process_element
     if watermarks is None and proctimes is None:
@@ -189,8 +192,9 @@ def run_key(operator: KeyedOperator, key: list, rows, watermarks=None, proctimes
                         None if proctimes is None else proctimes[i])
             ctx.at = at + i
             step(row, ctx)
-    ctx.advance(operator, MAX_TIME)
-    operator.end_of_input(ctx)
+    ctx.advance(operator, end)
+    if end == MAX_TIME:
+        operator.end_of_input(ctx)
     return out
 
 

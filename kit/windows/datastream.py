@@ -98,6 +98,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from .. import sparksql
 from ..arrow import column
 from ..errors import KitError, fail_sql
+from ..live.stream import LiveStream
 from ..replay.keyed import replay as replay_keys, run_task
 from ..spark import replay_tasks
 from ..stream import Arrivals, Stream, kit_name
@@ -112,7 +113,8 @@ from .placement import first_at_least, fires_on_timers, place_timers
 from .timer_order import in_flink_order
 from .triggers import CountTrigger, PurgingTrigger, Trigger
 
-__all__ = ["DataStream", "OutputTag", "KeyedStream", "WindowedStream", "WindowResult", "WindowWarning"]
+__all__ = ["DataStream", "OutputTag", "KeyedStream", "WindowedStream", "WindowResult", "WindowWarning", "declared_output",
+           "row_values"]
 
 _METADATA = ("firing", "pane", "cause", "timer", "watermark", "proctime", "fired_after", "contents")
 # result.df's own columns (``watermark_ms`` is made from ``watermark`` and ``fired_after``)
@@ -268,10 +270,24 @@ class WindowedStream:
                 kind += "_all"
         spec = WindowSpec(self.assigner, self._trigger or self.assigner.default_trigger(), contents,
                           None if function is None else (kind, function), self._evictor, self._lateness)
+        if isinstance(self.stream, LiveStream):
+            from .live import LiveWindowResult   # it builds on this module
+            return LiveWindowResult(self, spec, output_type)
         return WindowResult(self, spec, output_type)
 
 
 # -------------------------------------------------------------------- running on Spark
+
+
+def declared_output(spec: WindowSpec, schema: T.StructType, output_type) -> T.StructType | None:
+    """The columns of a window's outputs, where known before it runs: ``output_type`` (a DDL
+    string or StructType), a reduce's (the input's ``schema``), a built-in aggregate's."""
+    output = _schema(output_type)
+    if output is None and spec.function is None and spec.contents.kind == "reduce":
+        output = schema
+    elif output is None and spec.function is None and isinstance(getattr(spec.contents, "_agg", None), SqlAggregate):
+        output = spec.contents._agg.output_type(schema)
+    return output
 
 
 def _schema(output_type):
@@ -312,7 +328,8 @@ def _infer(value) -> T.StructType:
     return T.StructType(fields)
 
 
-def _row_values(value, schema: T.StructType) -> list:
+def row_values(value, schema: T.StructType) -> list:
+    """An output value (a Row, dict, tuple or single value) as the list of ``schema``'s columns."""
     names = schema.fieldNames()
     if isinstance(value, Row) and hasattr(value, "__fields__"):
         d = value.asDict()
@@ -353,14 +370,9 @@ class WindowResult:
             warnings.warn(f"{spec.trigger!r} on {spec.assigner!r} has timers of both clocks, whose order every "
                           "key's arrivals decide: the whole stream runs in one group on one core", WindowWarning,
                           stacklevel=3)
-        output = _schema(output_type)
+        output = declared_output(spec, stream.source.schema, output_type)
         if output is None:
-            if spec.function is None and spec.contents.kind == "reduce":
-                output = T.StructType([stream.source.schema[c] for c in self.values])
-            elif spec.function is None and isinstance(getattr(spec.contents, "_agg", None), SqlAggregate):
-                output = spec.contents._agg.output_type(stream.source.schema)
-            else:
-                output = self._infer_output()
+            output = self._infer_output()
         self.output = output
         # the kit's own columns, renamed where an output column (df) or an input column (late,
         # elements()) has their name: kit_<name> (kit_kit_<name> ...), as Flink reserves none
@@ -499,7 +511,7 @@ class WindowResult:
                             None if f.watermark in (MIN_TIME, MAX_TIME) else f.watermark,
                             None if placed else f.proctime, f.fired_after, len(f.seqs)]
                     for value in f.outputs:
-                        rows["firing"].append(head + [f.window.start, f.window.end] + _row_values(value, output)
+                        rows["firing"].append(head + [f.window.start, f.window.end] + row_values(value, output)
                                               + meta + [len(rows["firing"]), f.floor])
                 late = dict(result.late)
                 for e in elements:

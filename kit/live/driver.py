@@ -1,0 +1,209 @@
+"""The live driver: one ``KeyedOperator`` per key inside Spark Structured Streaming.
+
+The replay driver (``kit.replay.keyed``) steps an operator over recorded arrivals; this one
+steps the same operator over the rows of each micro-batch, in Spark's
+``transformWithStateInPandas``: a key's ``Context`` (its declared state, its timers, its
+clock) is kept pickled in the state store between batches (RocksDB), checkpointed with
+the query, so a restarted query goes on where the last committed batch left it.
+
+Flink's watermark, not Spark's. Spark drops rows behind its own watermark before an
+operator sees them; the operator must see them (late rows are shown, not lost). So Spark
+tracks the largest event time only (``withWatermark`` on a copy of the time, dropped before
+the operator: nothing is filtered), and the driver derives Flink's watermark from it
+(``WatermarkStrategy.watermark``). Spark moves its watermark between micro-batches, so every
+row of a batch meets the same watermark: the one after the rows of all earlier batches
+(Flink moves it after each row). At the start of each batch, before a key's rows, the
+key's timers up to that watermark fire; a key without rows in the batch is woken by a
+Spark timer set at its earliest one.
+
+    batch  rows (key, t)      watermark met (bounded 0 ms)   a timer at 9 fires
+    0      (a, 3) (b, 12)     none                           -
+    1      (a, 5)             11                             before (a, 5)
+
+``LiveRun.process(...)`` builds the streaming DataFrame: per batch, every arrival
+(``_kind = 'arrival'``: its values, ``_arr``, the watermark it met ``_wm``) and every
+output of the operators (``_kind = 'output'``: the ``output`` columns), so what the
+operators saw is recorded beside what they did, and ``kit.stream`` can replay it.
+"""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass
+
+import pandas as pd
+import pyarrow as pa
+from pyspark import TaskContext
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+
+from .. import sparksql
+from ..errors import KitError
+from ..replay.keyed import MAX_TIME, MIN_TIME, Context, KeyedOperator
+from ..time import WatermarkStrategy
+
+__all__ = ["LiveRun", "SHIFT_MS", "arrival_ids", "check_watermark"]
+
+# Spark keeps its watermark at 0 or above and means "none yet" by 0: it tracks the event
+# time shifted by 1000 years, so that times back to year 970 keep it above 0
+SHIFT_MS = 1000 * 365 * 86_400_000
+_TAG = "_kind"
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+def check_watermark(watermark: WatermarkStrategy) -> None:
+    """Live mode derives Flink's watermark from the largest event time Spark saw: a strategy
+    of that kind, or a KitError."""
+    if watermark.kind not in ("bounded", "sql"):
+        raise KitError(f"live mode follows a watermark of the largest event time seen "
+                       f"(for_bounded_out_of_orderness, for_monotonous_timestamps, for_sql_delay); "
+                       f"got {watermark!r}")
+
+
+def arrival_ids(df: DataFrame) -> DataFrame:
+    """``df`` (a streaming DataFrame) with ``_arr``: each row's place in the micro-batch as
+    Spark reads it (its partition, then its row in the partition), the arrival order of
+    the batch's rows (Spark allows no ``monotonically_increasing_id`` in a stream)."""
+    schema = T.StructType([*df.schema.fields, T.StructField("_arr", T.LongType(), False)])
+
+    def number(batches):
+        part, n = TaskContext.get().partitionId() << 40, 0
+        for b in batches:
+            ids = pa.array(range(part + n, part + n + b.num_rows), pa.int64())
+            n += b.num_rows
+            yield pa.RecordBatch.from_arrays([*b.columns, ids], names=[*b.schema.names, "_arr"])
+
+    return df.mapInArrow(number, schema)
+
+
+@dataclass(frozen=True)
+class LiveRun:
+    """How to run one operator per key live: the time column (BIGINT ms or TIMESTAMP), the
+    watermark strategy (bounded, monotonous or SQL's), the key columns, the input columns
+    each arrival carries (``columns``), and the operator's row: names among ``columns`` and
+    the arrival's own ``_ts`` (event time, ms), ``_wm`` (the watermark it met, ms) and
+    ``_arr`` (its place in the batch), as the replay's rows have them."""
+    time: str
+    watermark: WatermarkStrategy
+    keys: tuple
+    columns: tuple
+    row: tuple
+
+    def __post_init__(self):
+        check_watermark(self.watermark)
+
+    @property
+    def lag(self) -> int:
+        """How far Flink's watermark stays behind the largest event time (ms)."""
+        return -self.watermark.watermark(0)
+
+    def flink_watermark(self, spark_ms: int) -> int:
+        """Flink's watermark for a batch from Spark's (ms; 0: no row seen yet)."""
+        if spark_ms <= 0:
+            return MIN_TIME
+        return self.watermark.watermark(spark_ms - SHIFT_MS)
+
+    def spark_time(self, flink_ms: int) -> int:
+        """The Spark watermark (ms) at which Flink's reaches ``flink_ms``."""
+        return flink_ms + self.lag + SHIFT_MS
+
+    def process(self, df: DataFrame, operator: KeyedOperator, output: T.StructType) -> DataFrame:
+        """``operator`` over each key of the streaming ``df``: the tagged rows (see the module
+        doc), the arrivals' columns ``_c0..``, the outputs' ``_o0..``. ``operator``'s outputs
+        are tuples in ``output``'s order."""
+        for c in (self.time, *self.keys, *self.columns):
+            if c not in df.columns:
+                raise KitError(f"{c!r} is not a column of the live stream; columns are {df.columns}")
+        # the state store Spark's transformWithState runs on (a query keeps the one it started with)
+        df.sparkSession.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
+        kind = df.schema[self.time].dataType
+        millis = F.col(self.time) if isinstance(kind, T.IntegralType) else F.unix_millis(self.time)
+        inner = [f"_c{i}" for i in range(len(self.columns))]
+        rows = arrival_ids(df.select(*[F.col(sparksql.name(c)).alias(n) for c, n in zip(self.columns, inner)],
+                                     millis.alias("_ts")))
+        watched = (rows.withColumn("_event", F.timestamp_millis(F.col("_ts") + F.lit(SHIFT_MS)))
+                   .withWatermark("_event", "0 seconds").drop("_event"))   # Spark tracks, filters nothing
+        fields = [T.StructField(_TAG, T.StringType()), T.StructField("_arr", T.LongType()),
+                  T.StructField("_wm", T.LongType()), T.StructField("_ts", T.LongType())]
+        fields += [T.StructField(n, df.schema[c].dataType) for c, n in zip(self.columns, inner)]
+        fields += [T.StructField(f"_o{i}", f.dataType) for i, f in enumerate(output.fields)]
+        schema = T.StructType(fields)
+        names = dict(zip(self.columns, inner))
+        processor = _Processor(self, operator, [names.get(c, c) for c in self.row], schema, watched.columns)
+        keys = [names[k] for k in self.keys]
+        return watched.groupBy(*keys).transformWithStateInPandas(processor, schema, "Append", "EventTime")
+
+
+class _Processor(StatefulProcessor):
+    """``transformWithStateInPandas``'s processor: one key's ``Context`` per state entry
+    (its state, its event-time timers, its watermark) and the Spark timer that wakes it."""
+
+    def __init__(self, run: LiveRun, operator: KeyedOperator, row: list, schema: T.StructType, arriving: list):
+        self.run, self.operator, self.row, self.arriving = run, operator, row, arriving
+        self.names = schema.fieldNames()
+        self.inputs = [n for n in self.names if n.startswith("_c")]
+        self.outputs = len(self.names) - 4 - len(self.inputs)
+
+    def init(self, handle) -> None:
+        self.handle = handle
+        self.saved = handle.getValueState("context", "context binary")
+
+    def handleInputRows(self, key, rows, timerValues):
+        ctx, out, wake = self._load(key)
+        now = timerValues.getCurrentWatermarkInMs()
+        ctx.advance(self.operator, self.run.flink_watermark(now))
+        batch = pd.concat(list(rows), ignore_index=True)
+        batch.columns = self.arriving   # Spark may name them by position
+        batch = batch.sort_values("_arr", kind="stable")
+        batch["_wm"] = ctx.watermark
+        records = []
+        for arrival in batch[["_arr", "_wm", "_ts", *self.inputs]].itertuples(index=False, name=None):
+            records.append(("arrival", *arrival, *[None] * self.outputs))
+        for ctx.at, row in zip(batch["_arr"], batch[self.row].itertuples(index=False, name=None)):
+            self.operator.process_element(row, ctx)
+        yield self._frame(records + self._outputs(out))
+        self._save(ctx, wake, now)
+
+    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
+        ctx, out, _ = self._load(key)
+        now = timerValues.getCurrentWatermarkInMs()
+        ctx.advance(self.operator, self.run.flink_watermark(now))
+        yield self._frame(self._outputs(out))
+        self._save(ctx, None, now)   # Spark removed the timer that woke the key
+
+    def close(self) -> None:
+        pass
+
+    def _load(self, key) -> tuple:
+        """The key's context as the last batch left it (new: no state, no watermark yet),
+        the list it outputs to and the Spark timer set for it."""
+        out = []
+        ctx = Context(list(key), self.operator.state, out)
+        wake = None
+        if self.saved.exists():
+            ctx._state, ctx._event, ctx.watermark, wake = pickle.loads(self.saved.get()[0])
+        return ctx, out, wake
+
+    def _save(self, ctx, wake, now: int) -> None:
+        """The context back in the state store, and one Spark timer at its earliest timer;
+        one the watermark ``now`` (Spark's) already passed waits for it to rise, as it does
+        in Flink and the replay (a watermark that does not move fires nothing)."""
+        if ctx._proc:
+            raise KitError("live mode runs event-time timers only: the operator registered a processing-time timer")
+        earliest = ctx._event[0] if ctx._event else None
+        due = None if earliest is None or earliest >= MAX_TIME else max(self.run.spark_time(earliest), now + 1)
+        if due != wake:
+            if wake is not None:
+                self.handle.deleteTimer(wake)
+            if due is not None:
+                self.handle.registerTimer(due)
+        self.saved.update((pickle.dumps((ctx._state, ctx._event, ctx.watermark, due)),))
+
+    def _outputs(self, out: list) -> list:
+        blank = [None] * (3 + len(self.inputs))
+        return [("output", *blank, *o) for o in out]
+
+    def _frame(self, records: list) -> pd.DataFrame:
+        return pd.DataFrame.from_records(records, columns=self.names)

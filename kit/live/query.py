@@ -1,0 +1,80 @@
+"""A started live run: its rows written micro-batch by micro-batch, exactly once.
+
+``LiveQuery`` runs one Structured Streaming query over the live driver's tagged rows
+(``driver.LiveRun.process``) and writes each kind of row (``arrival``, and what the
+operator makes) to its own Parquet table under ``path``, partitioned by ``batch``. A batch
+that runs again after a restart (the query died before committing it) overwrites its own
+partition: nothing doubled, nothing lost. The query's checkpoint is ``path/_checkpoint``:
+start it again on the same ``path`` and it goes on from the last committed batch.
+
+    path/arrival/batch=0/...   every arrival: its columns, ``_arr``, ``_ts``, ``_wm``
+    path/<kind>/batch=0/...    the operator's rows of that kind
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from ..errors import KitError
+
+__all__ = ["LiveQuery"]
+
+
+class LiveQuery:
+    """One live query (``start()`` has started it): ``tables[kind]`` names the columns of
+    each kind of tagged row; ``table(kind)`` reads what its batches wrote."""
+
+    def __init__(self, tagged: DataFrame, path: str, tables: dict, trigger: str | None = None):
+        if trigger not in (None, "available_now") and not isinstance(trigger, str):
+            raise KitError(f"trigger must be None (as fast as batches come), 'available_now' (what is there, "
+                           f"then stop) or an interval like '10 seconds'; got {trigger!r}")
+        self.path, self.tables, self.spark = Path(path), tables, tagged.sparkSession
+        self.schemas = {kind: tagged.select(*columns).withColumn("batch", F.lit(0)).schema
+                        for kind, columns in tables.items()}
+        writer = tagged.writeStream.foreachBatch(self._write).option(
+            "checkpointLocation", str(self.path / "_checkpoint"))
+        if trigger == "available_now":
+            writer = writer.trigger(availableNow=True)
+        elif trigger is not None:
+            writer = writer.trigger(processingTime=trigger)
+        self.query = writer.start()
+
+    def _write(self, df: DataFrame, batch: int) -> None:
+        df = df.persist()
+        try:
+            for kind, columns in self.tables.items():
+                rows = df.where(F.col("_kind") == kind).select(*columns).withColumn("batch", F.lit(batch))
+                (rows.write.mode("overwrite").option("partitionOverwriteMode", "dynamic").partitionBy("batch")
+                 .parquet(str(self.path / kind)))
+        finally:
+            df.unpersist()
+
+    def table(self, kind: str) -> DataFrame:
+        """The rows of ``kind`` that committed batches wrote (with their ``batch``)."""
+        folder, schema = self.path / kind, self.schemas[kind]
+        if not any(folder.glob("batch=*")):
+            return self.spark.createDataFrame([], schema)
+        return self.spark.read.schema(schema).parquet(str(folder))
+
+    def process_all_available(self) -> "LiveQuery":
+        """Waits until every row available now went through (Spark's ``processAllAvailable``)."""
+        self.query.processAllAvailable()
+        return self
+
+    def await_termination(self, timeout: float | None = None):
+        return self.query.awaitTermination(timeout)
+
+    def stop(self) -> None:
+        self.query.stop()
+
+    @property
+    def status(self) -> dict:
+        """Spark's status of the query and its last progress: batch, rows, watermark, state."""
+        progress = self.query.lastProgress or {}
+        state = progress.get("stateOperators") or [{}]
+        return {"active": self.query.isActive, "message": self.query.status.get("message"),
+                "batch": progress.get("batchId"), "rows": progress.get("numInputRows"),
+                "state_rows": state[0].get("numRowsTotal"), "state_bytes": state[0].get("memoryUsedBytes")}

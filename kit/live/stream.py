@@ -1,0 +1,53 @@
+"""A live stream: an unbounded Spark source, its event time and watermark strategy.
+
+    live = kit.live(spark.readStream.schema("user string, cTime timestamp").json("clicks/"),
+                    time="cTime", watermark=Duration.of_seconds(5))
+
+Any streaming DataFrame is a source: a folder that files land in (CSV, JSON, Parquet), a
+socket, Spark's rate source. Its rows arrive micro-batch by micro-batch, in each batch in
+Spark's read order (``driver.arrival_ids``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame
+from pyspark.sql import types as T
+
+from ..errors import KitError
+from ..time import Duration, WatermarkStrategy, to_duration
+from .driver import check_watermark
+
+__all__ = ["LiveStream"]
+
+
+@dataclass(frozen=True)
+class LiveStream:
+    """A streaming DataFrame with its event time (``time``: TIMESTAMP or BIGINT epoch ms) and
+    watermark strategy (a watermark that follows the largest time seen)."""
+    source: DataFrame
+    time: str
+    watermark: WatermarkStrategy
+
+    @classmethod
+    def of(cls, df: DataFrame, time: str, watermark: WatermarkStrategy | Duration | None = None) -> "LiveStream":
+        """``kit.live(df, time=..., watermark=...)``: ``df`` from ``spark.readStream``;
+        ``watermark`` a ``WatermarkStrategy`` or a ``Duration`` (bounded out-of-orderness),
+        default ``for_monotonous_timestamps()``."""
+        if not isinstance(df, DataFrame) or not df.isStreaming:
+            raise KitError(f"kit.live() takes a streaming DataFrame (spark.readStream...); got "
+                           f"{'a batch DataFrame: use kit.stream()' if isinstance(df, DataFrame) else type(df).__name__}")
+        if time not in df.columns:
+            raise KitError(f"time column {time!r} is not a column; columns are {df.columns}")
+        kind = df.schema[time].dataType
+        if not isinstance(kind, (T.TimestampType, T.TimestampNTZType, T.IntegralType)):
+            raise KitError(f"time column {time!r} must be TIMESTAMP or BIGINT epoch milliseconds; "
+                           f"it is {kind.simpleString()} (cast it first)")
+        if watermark is None:
+            watermark = WatermarkStrategy.for_monotonous_timestamps()
+        elif not isinstance(watermark, WatermarkStrategy):
+            watermark = WatermarkStrategy.for_bounded_out_of_orderness(
+                to_duration(watermark, "kit.live", "watermark", like="Duration"))
+        check_watermark(watermark)
+        return cls(df, time, watermark)

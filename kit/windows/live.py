@@ -1,0 +1,225 @@
+"""DataStream windows on a live stream: the same ``WindowOperator`` on the live driver.
+
+    live = kit.live(spark.readStream.schema("user string, cTime timestamp").json("clicks/"),
+                    time="cTime", watermark=Duration.of_seconds(5))
+    run = (live.key_by("user").window(TumblingEventTimeWindows.of(Time.hours(1)))
+               .allowed_lateness(Time.minutes(10)).aggregate(Count(alias="clicks"))
+               .start("runs/hourly"))
+    run.process_all_available()
+    run.df        # the firings so far
+    run.late      # the elements dropped as late
+    run.replay()  # the recorded arrivals replayed by kit.stream: the same firings
+
+Each key's ``WindowOperator`` steps through the rows of each micro-batch (``LiveWindow``),
+its state kept by Spark's state store between batches (``kit.live.driver``), and after each
+step the firings and late elements it made leave as rows. Every row of a micro-batch meets
+the same watermark, the one after all earlier batches (Spark moves it between batches;
+Flink after each element): a window fires in the first batch whose watermark reaches its
+end, before that batch's rows. ``run.df``'s columns are ``WindowResult.df``'s (window
+bounds typed like the time column), with ``batch`` (the micro-batch that fired it) instead
+of ``proctime`` and ``fired_after``; ``run.late`` has the late elements' columns, their
+``watermark`` and ``batch``.
+
+Live mode runs event-time windows: a processing-time window or trigger, a ``window_all``
+and the elements' fates (``elements()``) are the replay's only. The firings' order across
+keys within one batch is Spark's; ``df`` sorts them by key, each key's in its order.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from pyspark.sql import DataFrame, Row, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ..errors import KitError
+from ..live.driver import LiveRun
+from ..live.query import LiveQuery
+from ..live.stream import LiveStream
+from ..replay.keyed import ValueState
+from ..time import WatermarkStrategy
+from .assigners import MIN_TIME
+from .datastream import KeyedStream, declared_output, row_values
+from .operator import Element, WindowOperator, timer_clocks
+
+__all__ = ["LiveDataStream", "LiveWindow", "LiveWindowResult", "LiveWindowQuery"]
+
+
+class LiveDataStream(LiveStream):
+    """A ``LiveStream`` with PyFlink's window API (``kit.live(df, ...)`` makes one)."""
+
+    def key_by(self, *columns: str) -> KeyedStream:
+        """``KeyedStream``: windows per value of ``columns`` (``.window(...)``)."""
+        return KeyedStream(self, tuple(columns))
+
+
+class LiveWindow(WindowOperator):
+    """The ``WindowOperator`` on the live driver's rows (the element's values, ``_ts``,
+    ``_wm``, ``_arr``): after each element and each timer it outputs the new firings and
+    late elements as tagged rows, and forgets them (a live key's state stays bounded)."""
+    state = WindowOperator.state + (ValueState("seq"), ValueState("order"))
+
+    def __init__(self, spec, values: list, emit):
+        super().__init__(spec)
+        self.element_row, self.emit = Row(*values), emit
+
+    def process_element(self, row, ctx):
+        op = self.operator(ctx)
+        seq = ctx.state("seq")
+        n = seq.value() or 0
+        seq.update(n + 1)
+        *values, ts, wm, arr = row
+        e = Element(n, ts, MIN_TIME if wm is None else wm, None, self.element_row(*values))
+        self.step(op, e, ctx)
+        self._flush(op, ctx, {n: (arr, values)})
+
+    def on_timer(self, timestamp, ctx):
+        super().on_timer(timestamp, ctx)
+        self._flush(self.operator(ctx), ctx, {})
+
+    def _flush(self, op, ctx, element: dict):
+        """The new firings (numbered in the key's order) and late elements (``element``:
+        seq -> the arrival and its values) as rows, then gone from the operator."""
+        order = ctx.state("order")
+        n = order.value() or 0
+        for out in self.emit(op, element, n):
+            ctx.output(out)
+        order.update(n + sum(len(f.outputs) for f in op.result.firings))
+        op.result.firings.clear()
+        op.result.late.clear()
+        op.seen.clear()
+        op.fired_seqs.clear()
+        op.evicted_seqs.clear()
+        op.dropped_seqs.clear()
+
+
+class LiveWindowResult:
+    """``...window(...).aggregate(...)`` on a live stream: ``start(path)`` runs it."""
+
+    def __init__(self, windowed, spec, output_type):
+        stream = windowed.stream
+        if not windowed.keys:
+            raise KitError("live mode runs keyed windows: key_by(...) first (window_all is the replay's)")
+        clocks = timer_clocks(spec)
+        if not spec.assigner.event_time or "processing" in clocks:
+            raise KitError(f"live mode runs event-time windows and triggers; {spec.assigner!r} with "
+                           f"{spec.trigger!r} needs processing-time timers (the replay runs them: kit.stream)")
+        self.stream, self.keys, self.spec = stream, windowed.keys, spec
+        self.values = list(stream.source.columns)
+        output = declared_output(spec, stream.source.schema, output_type)
+        if output is None:
+            raise KitError("live mode cannot run the function ahead to see its columns: pass "
+                           "output_type='name type, ...'")
+        clash = [c for c in output.fieldNames() if c in _OWN or c.startswith("_")]
+        if clash:
+            raise KitError(f"output column(s) {clash} have the name of a column live mode adds {list(_OWN)} or "
+                           "start with '_': rename them (the replay renames its own to kit_<name> instead)")
+        self.output, self.windowed = output, windowed
+
+    def start(self, path: str, trigger: str | None = None) -> "LiveWindowQuery":
+        """Starts the query; its rows and checkpoint go under ``path`` (``kit.live.query``).
+        ``trigger``: None (a batch as soon as the last is done), ``"available_now"`` (what the
+        source has now, then stop) or an interval such as ``"10 seconds"``."""
+        return LiveWindowQuery(self, path, trigger)
+
+
+_OWN = ("key", "window_start", "window_end", "firing", "pane", "cause", "timer", "watermark", "contents", "order",
+        "batch")
+
+
+def _firing_fields(result: LiveWindowResult) -> list:
+    schema = result.stream.source.schema
+    keys = [schema[k] for k in result.keys]
+    key = keys[0].dataType if len(keys) == 1 else T.StructType(keys)
+    long = T.LongType()
+    return ([T.StructField("key", key), T.StructField("window_start", long), T.StructField("window_end", long)]
+            + list(result.output.fields)
+            + [T.StructField(c, T.StringType() if c in ("firing", "cause") else long)
+               for c in ("firing", "pane", "cause", "timer", "watermark", "contents", "order")])
+
+
+class LiveWindowQuery(LiveQuery):
+    """A started live window (``LiveWindowResult.start``): ``df``, ``late``, ``arrivals``,
+    ``replay()``, and ``LiveQuery``'s ``process_all_available()``, ``stop()``, ``status``."""
+
+    def __init__(self, result: LiveWindowResult, path: str, trigger):
+        self.result = result
+        stream, keys, values, output = result.stream, list(result.keys), result.values, result.output
+        firing = _firing_fields(result)
+        late = [stream.source.schema[c] for c in values] + [T.StructField("_arr", T.LongType()),
+                                                             T.StructField("watermark", T.LongType())]
+        # one output column set for both kinds: the kind, then firing's, then late's
+        self._fields = [T.StructField("_what", T.StringType())] + firing + [
+            T.StructField(f"_late{i}", f.dataType) for i, f in enumerate(late)]
+        width, one = len(firing), len(keys) == 1
+
+        def emit(op, element, order):
+            for f in op.result.firings:
+                for value in f.outputs:
+                    yield ("firing", op.key if one else dict(zip(keys, op.key)), f.window.start,
+                           f.window.end, *row_values(value, output), f.kind, f.pane, f.cause, f.timer,
+                           None if f.watermark == MIN_TIME else f.watermark, len(f.seqs), order,
+                           *[None] * len(late))
+                    order += 1
+            for seq, watermark in op.result.late:
+                arr, vals = element[seq]
+                yield ("late", *[None] * width, *vals, arr, watermark)
+
+        self.run = LiveRun(stream.time, stream.watermark, tuple(keys), tuple(values), (*values, "_ts", "_wm", "_arr"))
+        tagged = self.run.process(stream.source, LiveWindow(result.spec, values, emit), T.StructType(self._fields))
+        names = {f"_o{i}": f.name for i, f in enumerate(self._fields)}
+        arrival = [F.col(f"_c{i}").alias(c) for i, c in enumerate(values)] + ["_arr", "_ts", "_wm"]
+        tables = {"arrival": arrival,
+                  "firing": [F.col(o).alias(n) for o, n in names.items() if n in {f.name for f in firing}],
+                  "late": [F.col(o).alias(n) for o, n in names.items() if n.startswith("_late")]}
+        super().__init__(tagged.withColumn("_kind", F.when(F.col("_kind") == "arrival", "arrival")
+                                           .otherwise(F.col("_o0"))), path, tables, trigger)
+
+    # ------------------------------------------------------------ what the batches wrote
+
+    @property
+    def df(self) -> DataFrame:
+        """The firings of the committed batches: in key order, each key's as they fired (as
+        ``WindowResult.df`` has them)."""
+        rows = self.table("firing").orderBy("key", "order")
+        times = ("window_start", "window_end", "timer", "watermark") if self._timestamps else ()
+        return rows.select(*[F.timestamp_millis(c).alias(c) if c in times else F.col(c)
+                             for c in rows.columns if c != "order"])
+
+    @property
+    def late(self) -> DataFrame:
+        """The elements dropped as late: their columns, the ``watermark`` then, ``batch``."""
+        rows = self.table("late").orderBy("batch", "_late" + str(len(self.result.values)))
+        values = self.result.values
+        watermark = F.col(f"_late{len(values) + 1}")
+        return rows.select(*[F.col(f"_late{i}").alias(c) for i, c in enumerate(values)],
+                           (F.timestamp_millis(watermark) if self._timestamps else watermark).alias("watermark"),
+                           "batch")
+
+    @property
+    def arrivals(self) -> DataFrame:
+        """Every arrival so far, in arrival order (``batch``, then ``_arr``: its place in the
+        batch), with ``_ts`` (event time, ms) and ``_wm``, the watermark it met (ms)."""
+        return self.table("arrival").orderBy("batch", "_arr")
+
+    def replay(self):
+        """The recorded arrivals replayed by ``kit.stream`` through the same window: a
+        ``WindowResult`` whose firings before the end of input are ``df``'s. Each arrival
+        emits the watermark the next one met (the last: the one after the largest time,
+        where the stream's watermark is now). Its stream has the record's ``batch``, ``_arr``
+        (the arrival order) and ``_emits`` (that watermark) beside the input's columns."""
+        from .datastream import DataStream, WindowResult
+        arrivals = self.arrivals
+        now = self.run.watermark.watermark(arrivals.agg(F.max("_ts")).first()[0])
+        after = F.coalesce(F.lead("_wm").over(Window.orderBy("batch", "_arr")), F.lit(now))
+        record = arrivals.withColumn("_emits", F.when(after != MIN_TIME, after))
+        stream = DataStream.of(record.select(*self.result.values, "batch", "_arr", "_emits"), time=self.run.time,
+                               order=["batch", "_arr"], watermark=WatermarkStrategy.from_column("_emits"))
+        windowed = copy.copy(self.result.windowed)
+        windowed.stream = stream
+        return WindowResult(windowed, self.result.spec, self.result.output)
+
+    @property
+    def _timestamps(self) -> bool:
+        return not isinstance(self.result.stream.source.schema[self.run.time].dataType, T.IntegralType)

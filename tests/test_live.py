@@ -1,0 +1,233 @@
+"""Live mode: the same per-key operator on Spark Structured Streaming as on the replay.
+
+Each test drops its micro-batches as files into a folder (one file per batch,
+``maxFilesPerTrigger=1``), runs the query until the folder is read (``availableNow``) and
+collects what each batch gave; the replay of the recorded arrivals (each with the watermark
+it met) must give the same outputs."""
+
+import itertools
+import sys
+
+import pandas as pd
+import pytest
+from pyspark import cloudpickle
+
+from kit import Duration, WatermarkStrategy
+from kit.errors import KitError
+from kit.live import LiveRun
+from kit.replay.keyed import MIN_TIME, KeyedOperator, ValueState, run_key
+from pyspark.sql import types as T
+
+
+class Count(KeyedOperator):
+    """A count per key, output when the watermark passes ``t + 10`` of each element."""
+    state = (ValueState("n"),)
+
+    def process_element(self, row, ctx):
+        t, = row
+        n = ctx.state("n")
+        n.update((n.value() or 0) + 1)
+        ctx.register_event_time_timer(t + 10)
+
+    def on_timer(self, timestamp, ctx):
+        ctx.output((ctx.key[0], timestamp, ctx.state("n").value()))
+
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])   # the workers get this module's operators by value
+
+OUTPUT = T.StructType([T.StructField("k", T.StringType()), T.StructField("timer", T.LongType()),
+                       T.StructField("n", T.LongType())])
+
+
+def run_live(spark, tmp_path, batches, run, operator, output):
+    """``batches`` (lists of (k, t) rows) through ``operator`` live: {batch id: rows}."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i, rows in enumerate(batches):
+        pd.DataFrame(rows, columns=["k", "t"]).to_parquet(folder / f"{i:04d}.parquet")
+    source = spark.readStream.schema("k string, t long").option("maxFilesPerTrigger", 1).parquet(str(folder))
+    seen = {}
+    query = (run.process(source, operator, output).writeStream
+             .foreachBatch(lambda df, batch: seen.__setitem__(batch, [r.asDict() for r in df.collect()]))
+             .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())
+    query.awaitTermination()
+    return seen
+
+
+def replayed(seen, operator, end):
+    """The recorded arrivals, key by key in arrival order with the watermarks they met,
+    through ``operator`` on the replay driver, the watermark then at ``end`` (the stream
+    still runs: no end of input)."""
+    arrivals = sorted(((b, r["_arr"], r["_c0"], r["_ts"], r["_wm"]) for b, rows in seen.items() for r in rows
+                       if r["_kind"] == "arrival"), key=lambda a: (a[2], a[0], a[1]))
+    out = []
+    for key, rows in itertools.groupby(arrivals, key=lambda a: a[2]):
+        rows = list(rows)
+        run_key(operator, [key], [(r[3],) for r in rows], watermarks=[r[4] for r in rows], out=out, end=end)
+    return sorted(out)
+
+
+BATCHES = [[("a", 1), ("b", 3)], [("a", 12), ("a", 2)], [("b", 30)], [("a", 40)], [("c", 41)]]
+
+
+def test_a_keyed_operator_live_gives_what_the_replay_of_its_arrivals_gives(spark, tmp_path):
+    run = LiveRun("t", WatermarkStrategy.for_monotonous_timestamps(), keys=("k",), columns=("k",), row=("_ts",))
+    seen = run_live(spark, tmp_path, BATCHES, run, Count(), OUTPUT)
+    arrivals = [[(r["_c0"], r["_ts"], r["_wm"]) for r in rows if r["_kind"] == "arrival"] for _, rows in sorted(seen.items())]
+    # every row of a batch met the watermark after all earlier batches: max t - 1
+    assert [a for a in arrivals if a] == [[("a", 1, MIN_TIME), ("b", 3, MIN_TIME)], [("a", 12, 2), ("a", 2, 2)],
+                                          [("b", 30, 11)], [("a", 40, 29)], [("c", 41, 39)]]
+    outputs = {b: sorted((r["_o0"], r["_o1"], r["_o2"]) for r in rows if r["_kind"] == "output")
+               for b, rows in seen.items()}
+    # a's timer at 11 fires in batch 2, where the watermark reaches 11 (a has no rows there:
+    # a Spark timer wakes it); a's at 12 and 22 and b's at 13 in batch 3 (29); b's at 40
+    # once the watermark reaches 40, in the batch Spark runs without rows after the last
+    assert {b: o for b, o in outputs.items() if o} == {
+        2: [("a", 11, 3)], 3: [("a", 12, 3), ("a", 22, 3), ("b", 13, 2)], 5: [("b", 40, 2)]}
+    assert sorted(itertools.chain(*outputs.values())) == replayed(seen, Count(), end=40)
+
+
+def test_live_needs_a_watermark_of_the_largest_time():
+    with pytest.raises(KitError, match="live mode follows a watermark of the largest event time seen"):
+        LiveRun("t", WatermarkStrategy.from_column("w"), keys=("k",), columns=("k",), row=("_ts",))
+
+
+def drop(folder, batches, columns="k string, t long, v long"):
+    """Each batch of rows as its own Parquet file in ``folder``, in order."""
+    names = [c.split()[0] for c in columns.split(", ")]
+    folder.mkdir(exist_ok=True)
+    for i, rows in enumerate(batches):
+        pd.DataFrame(rows, columns=names).to_parquet(folder / f"{i:04d}.parquet")
+
+
+WINDOW_BATCHES = [[("a", 1, 1), ("b", 3, 10)], [("a", 12, 2), ("a", 4, 3)], [("b", 25, 20), ("a", 2, 4)],
+                  [("a", 14, 5), ("b", 8, 30)], [("c", 41, 100)], [("a", 30, 6)]]
+
+
+@pytest.mark.parametrize("assigner", ["tumbling", "sliding", "session"])
+def test_live_windows_fire_as_the_replay_of_what_they_saw(spark, tmp_path, assigner):
+    """Firings and late elements of a keyed window live equal those of its recorded
+    arrivals replayed (the replay's end-of-input firings aside: the live stream goes on),
+    with allowed lateness and late elements; every row of a batch met one watermark."""
+    from kit.live.stream import LiveStream
+    from kit.windows import (Count, EventTimeSessionWindows, SlidingEventTimeWindows, Sum,
+                             TumblingEventTimeWindows, Aggregates)
+    from kit.time import Time
+    import kit
+    drop(tmp_path / "in", WINDOW_BATCHES)
+    source = spark.readStream.schema("k string, t long, v long").option("maxFilesPerTrigger", 1).parquet(
+        str(tmp_path / "in"))
+    live = kit.live(source, time="t", watermark=Duration.of_millis(2))
+    assert isinstance(live, LiveStream)
+    window = {"tumbling": TumblingEventTimeWindows.of(Time.milliseconds(10)),
+              "sliding": SlidingEventTimeWindows.of(Time.milliseconds(10), Time.milliseconds(5)),
+              "session": EventTimeSessionWindows.with_gap(Time.milliseconds(5))}[assigner]
+    result = (live.key_by("k").window(window).allowed_lateness(Time.milliseconds(3))
+              .aggregate(Aggregates(Count(alias="n"), Sum("v", alias="s"))))
+    run = result.start(str(tmp_path / "run"), trigger="available_now")
+    run.await_termination()
+    got = [tuple(r) for r in run.df.drop("batch").collect()]
+    replay = run.replay()
+    want = [tuple(r) for r in replay.df.where(f"watermark_ms < {2 ** 63 - 1}").select(*run.df.drop("batch").columns)
+            .collect()]
+    assert got == want and len(got) >= 4
+    assert run.late.count() >= 1
+    assert [tuple(r) for r in run.late.drop("batch").collect()] == [
+        tuple(r) for r in replay.late.select("k", "t", "v", "watermark").collect()]
+    # the watermark each arrival met is the one after all earlier batches (max t - 2 - 1)
+    met = [(r.batch, r._wm) for r in run.arrivals.collect()]
+    assert met == [(0, MIN_TIME), (0, MIN_TIME), (1, 0), (1, 0), (2, 9), (2, 9), (3, 22), (3, 22), (4, 22), (5, 38)]
+
+
+def _window_run(spark, folder, path, trigger="available_now"):
+    import kit
+    from kit.windows import Count, TumblingEventTimeWindows
+    from kit.time import Time
+    source = spark.readStream.schema("k string, t long, v long").option("maxFilesPerTrigger", 1).parquet(str(folder))
+    return (kit.live(source, time="t", watermark=Duration.of_millis(2)).key_by("k")
+            .window(TumblingEventTimeWindows.of(Time.milliseconds(10))).allowed_lateness(Time.milliseconds(3))
+            .aggregate(Count(alias="n")).start(str(path), trigger=trigger))
+
+
+def test_a_stopped_live_window_goes_on_from_its_checkpoint(spark, tmp_path):
+    """Stopped after three batches and started again on the same path, with more files
+    come meanwhile: the firings and late rows are the uninterrupted run's, none twice."""
+    drop(tmp_path / "all", WINDOW_BATCHES)
+    whole = _window_run(spark, tmp_path / "all", tmp_path / "whole")
+    whole.await_termination()
+    drop(tmp_path / "some", WINDOW_BATCHES[:3])
+    first = _window_run(spark, tmp_path / "some", tmp_path / "run")
+    first.await_termination()
+    assert first.status["batch"] is not None and not first.status["active"]
+    for i, rows in enumerate(WINDOW_BATCHES[3:], 3):
+        pd.DataFrame(rows, columns=["k", "t", "v"]).to_parquet(tmp_path / "some" / f"{i:04d}.parquet")
+    again = _window_run(spark, tmp_path / "some", tmp_path / "run")
+    again.await_termination()
+    # the batches are numbered apart (the stopped run had one more, with no rows, that fired
+    # what its watermark passed): the rest is the same
+    assert again.df.drop("batch").collect() == whole.df.drop("batch").collect() and whole.df.count() >= 4
+    assert again.late.drop("batch").collect() == whole.late.drop("batch").collect() and whole.late.count() >= 1
+    assert again.arrivals.count() == sum(map(len, WINDOW_BATCHES))
+
+
+def test_live_mode_says_what_it_does_not_run(spark, tmp_path):
+    import kit
+    from kit.windows import Count, TumblingEventTimeWindows, TumblingProcessingTimeWindows
+    from kit.time import Time
+    source = spark.readStream.schema("k string, t long").parquet(str(tmp_path))
+    live = kit.live(source, time="t")
+    with pytest.raises(KitError, match="live mode runs event-time windows"):
+        live.key_by("k").window(TumblingProcessingTimeWindows.of(Time.seconds(1))).aggregate(Count())
+    with pytest.raises(KitError, match="pass output_type="):
+        live.key_by("k").window(TumblingEventTimeWindows.of(Time.seconds(1))).process(lambda *a: [])
+    with pytest.raises(KitError, match=r"output column\(s\) \['window_end'\]"):
+        live.key_by("k").window(TumblingEventTimeWindows.of(Time.seconds(1))).aggregate(Count(alias="window_end"))
+    with pytest.raises(KitError, match="kit.live\\(\\) takes a streaming DataFrame"):
+        kit.live(spark.range(3), time="id")
+    with pytest.raises(KitError, match="time column 'x' is not a column"):
+        kit.live(source, time="x")
+
+
+KILLED = """
+import sys, time
+sys.path.insert(0, {root!r})
+import kit
+from kit import Duration
+from kit.time import Time
+from kit.windows import Count, TumblingEventTimeWindows
+spark = kit.spark()
+source = spark.readStream.schema("k string, t long, v long").option("maxFilesPerTrigger", 1).parquet({folder!r})
+run = (kit.live(source, time="t", watermark=Duration.of_millis(2)).key_by("k")
+       .window(TumblingEventTimeWindows.of(Time.milliseconds(10))).allowed_lateness(Time.milliseconds(3))
+       .aggregate(Count(alias="n")).start({path!r}))
+time.sleep(600)   # killed before
+"""
+
+
+def test_a_live_window_killed_mid_stream_restarts_with_nothing_lost_or_doubled(spark, tmp_path):
+    """The driver process killed (SIGKILL) while batches run, then the query started again
+    on its path: the firings and late rows equal an uninterrupted run's."""
+    import os
+    import signal
+    import subprocess
+    import time
+    from pathlib import Path
+    drop(tmp_path / "in", WINDOW_BATCHES)
+    whole = _window_run(spark, tmp_path / "in", tmp_path / "whole")
+    whole.await_termination()
+    script = KILLED.format(root=str(Path(__file__).parents[1]), folder=str(tmp_path / "in"), path=str(tmp_path / "run"))
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 300
+        while not (tmp_path / "run" / "firing" / "batch=2").exists():   # mid-stream: batches done, more to come
+            assert child.poll() is None and time.time() < deadline, "the live query did not get to batch 2"
+            time.sleep(0.05)
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    assert not (tmp_path / "run" / "arrival" / "batch=5").exists()   # killed before the last batch
+    again = _window_run(spark, tmp_path / "in", tmp_path / "run")
+    again.await_termination()
+    assert again.df.drop("batch").collect() == whole.df.drop("batch").collect()
+    assert again.late.drop("batch").collect() == whole.late.drop("batch").collect()
+    assert again.arrivals.drop("batch").collect() == whole.arrivals.drop("batch").collect()
