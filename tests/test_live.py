@@ -95,12 +95,13 @@ def test_live_needs_a_watermark_of_the_largest_time():
 def drop(folder, batches, columns="k string, t long, v long"):
     """Each batch of rows as its own Parquet file in ``folder``, in order."""
     names = [c.split()[0] for c in columns.split(", ")]
+    longs = {c.split()[0]: "Int64" for c in columns.split(", ") if c.split()[1] == "long"}
     folder.mkdir(exist_ok=True)
     for i, rows in enumerate(batches):
-        pd.DataFrame(rows, columns=names).to_parquet(folder / f"{i:04d}.parquet")
+        pd.DataFrame(rows, columns=names).astype(longs).to_parquet(folder / f"{i:04d}.parquet")
 
 
-WINDOW_BATCHES = [[("a", 1, 1), ("b", 3, 10)], [("a", 12, 2), ("a", 4, 3)], [("b", 25, 20), ("a", 2, 4)],
+WINDOW_BATCHES = [[("a", 1, 1), ("b", 3, 10)], [("a", 12, 2), ("a", 4, None)], [("b", 25, 20), ("a", 2, 4)],
                   [("a", 14, 5), ("b", 8, 30)], [("c", 41, 100)], [("a", 30, 6)]]
 
 
@@ -108,7 +109,8 @@ WINDOW_BATCHES = [[("a", 1, 1), ("b", 3, 10)], [("a", 12, 2), ("a", 4, 3)], [("b
 def test_live_windows_fire_as_the_replay_of_what_they_saw(spark, tmp_path, assigner):
     """Firings and late elements of a keyed window live equal those of its recorded
     arrivals replayed (the replay's end-of-input firings aside: the live stream goes on),
-    with allowed lateness and late elements; every row of a batch met one watermark."""
+    with allowed lateness and late elements; every row of a batch met one watermark. A NULL
+    value stays NULL (not a float NaN, as a pandas frame would have it)."""
     from kit.live.stream import LiveStream
     from kit.windows import (Count, EventTimeSessionWindows, SlidingEventTimeWindows, Sum,
                              TumblingEventTimeWindows, Aggregates)
@@ -231,3 +233,16 @@ def test_a_live_window_killed_mid_stream_restarts_with_nothing_lost_or_doubled(s
     assert again.df.drop("batch").collect() == whole.df.drop("batch").collect()
     assert again.late.drop("batch").collect() == whole.late.drop("batch").collect()
     assert again.arrivals.drop("batch").collect() == whole.arrivals.drop("batch").collect()
+
+
+def test_rows_without_event_time_go_aside_and_the_query_goes_on(spark, tmp_path):
+    batches = [[("a", 1, 1), ("b", None, 2)], [("a", 12, 3)], [("a", None, 4), ("a", 30, 5)]]
+    drop(tmp_path / "in", batches)
+    run = _window_run(spark, tmp_path / "in", tmp_path / "run")
+    run.await_termination()
+    assert [tuple(r) for r in run.bad.collect()] == [
+        ("b", None, 2, "NULL event time in column 't': Flink rejects the row", 0),
+        ("a", None, 4, "NULL event time in column 't': Flink rejects the row", 2)]
+    assert [(r.k, r.t) for r in run.arrivals.collect()] == [("a", 1), ("a", 12), ("a", 30)]
+    assert [(r.key, r.window_start, r.n) for r in run.df.collect()] == [("a", 0, 1), ("a", 10, 1)]
+    assert run.status["watermark"] == 30 - 2 - 1 and run.status["rows"] is not None

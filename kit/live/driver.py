@@ -2,9 +2,11 @@
 
 The replay driver (``kit.replay.keyed``) steps an operator over recorded arrivals; this one
 steps the same operator over the rows of each micro-batch, in Spark's
-``transformWithStateInPandas``: a key's ``Context`` (its declared state, its timers, its
-clock) is kept pickled in the state store between batches (RocksDB), checkpointed with
-the query, so a restarted query goes on where the last committed batch left it.
+``transformWithState`` (its rows as Python values, as the replay has them;
+``transformWithStateInPandas`` would make a nullable integer a float): a key's ``Context``
+(its declared state, its timers, its clock) is kept pickled in the state store between
+batches (RocksDB), checkpointed with the query, so a restarted query goes on where the
+last committed batch left it.
 
 Flink's watermark, not Spark's. Spark drops rows behind its own watermark before an
 operator sees them; the operator must see them (late rows are shown, not lost). So Spark
@@ -23,7 +25,9 @@ Spark timer set at its earliest one.
 ``LiveRun.process(...)`` builds the streaming DataFrame: per batch, every arrival
 (``_kind = 'arrival'``: its values, ``_arr``, the watermark it met ``_wm``) and every
 output of the operators (``_kind = 'output'``: the ``output`` columns), so what the
-operators saw is recorded beside what they did, and ``kit.stream`` can replay it.
+operators saw is recorded beside what they did, and ``kit.stream`` can replay it. A row
+without an event time (NULL, or a text Spark could not read as one) never reaches the
+operator (Flink fails the job on it): it leaves as ``_kind = 'bad'``, and the query goes on.
 """
 
 from __future__ import annotations
@@ -31,10 +35,9 @@ from __future__ import annotations
 import pickle
 from dataclasses import dataclass
 
-import pandas as pd
 import pyarrow as pa
 from pyspark import TaskContext
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
@@ -133,18 +136,18 @@ class LiveRun:
         names = dict(zip(self.columns, inner))
         processor = _Processor(self, operator, [names.get(c, c) for c in self.row], schema, watched.columns)
         keys = [names[k] for k in self.keys]
-        return watched.groupBy(*keys).transformWithStateInPandas(processor, schema, "Append", "EventTime")
+        return watched.groupBy(*keys).transformWithState(processor, schema, "Append", "EventTime")
 
 
 class _Processor(StatefulProcessor):
-    """``transformWithStateInPandas``'s processor: one key's ``Context`` per state entry
+    """``transformWithState``'s processor: one key's ``Context`` per state entry
     (its state, its event-time timers, its watermark) and the Spark timer that wakes it."""
 
     def __init__(self, run: LiveRun, operator: KeyedOperator, row: list, schema: T.StructType, arriving: list):
         self.run, self.operator, self.row, self.arriving = run, operator, row, arriving
         self.names = schema.fieldNames()
         self.inputs = [n for n in self.names if n.startswith("_c")]
-        self.outputs = len(self.names) - 4 - len(self.inputs)
+        self.blank = [None] * (len(self.names) - 4 - len(self.inputs))   # an arrival's output columns
 
     def init(self, handle) -> None:
         self.handle = handle
@@ -154,23 +157,24 @@ class _Processor(StatefulProcessor):
         ctx, out, wake = self._load(key)
         now = timerValues.getCurrentWatermarkInMs()
         ctx.advance(self.operator, self.run.flink_watermark(now))
-        batch = pd.concat(list(rows), ignore_index=True)
-        batch.columns = self.arriving   # Spark may name them by position
-        batch = batch.sort_values("_arr", kind="stable")
-        batch["_wm"] = ctx.watermark
-        records = []
-        for arrival in batch[["_arr", "_wm", "_ts", *self.inputs]].itertuples(index=False, name=None):
-            records.append(("arrival", *arrival, *[None] * self.outputs))
-        for ctx.at, row in zip(batch["_arr"], batch[self.row].itertuples(index=False, name=None)):
-            self.operator.process_element(row, ctx)
-        yield self._frame(records + self._outputs(out))
+        at = {name: i for i, name in enumerate(self.arriving)}
+        arrivals = sorted((tuple(r) for r in rows), key=lambda r: r[at["_arr"]])   # Spark may name them by position
+        records, wm = [], ctx.watermark
+        for r in arrivals:
+            ts = r[at["_ts"]]
+            records.append(("bad" if ts is None else "arrival", r[at["_arr"]], wm, ts,
+                            *[r[at[c]] for c in self.inputs], *self.blank))
+            if ts is not None:           # no event time: Flink rejects the row; live, it goes aside
+                ctx.at = r[at["_arr"]]
+                self.operator.process_element(tuple(wm if c == "_wm" else r[at[c]] for c in self.row), ctx)
+        yield from self._rows(records + self._outputs(out))
         self._save(ctx, wake, now)
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
         ctx, out, _ = self._load(key)
         now = timerValues.getCurrentWatermarkInMs()
         ctx.advance(self.operator, self.run.flink_watermark(now))
-        yield self._frame(self._outputs(out))
+        yield from self._rows(self._outputs(out))
         self._save(ctx, None, now)   # Spark removed the timer that woke the key
 
     def close(self) -> None:
@@ -205,5 +209,7 @@ class _Processor(StatefulProcessor):
         blank = [None] * (3 + len(self.inputs))
         return [("output", *blank, *o) for o in out]
 
-    def _frame(self, records: list) -> pd.DataFrame:
-        return pd.DataFrame.from_records(records, columns=self.names)
+    def _rows(self, records: list):
+        row = Row(*self.names)
+        for r in records:
+            yield row(*r)

@@ -18,7 +18,8 @@ Flink after each element): a window fires in the first batch whose watermark rea
 end, before that batch's rows. ``run.df``'s columns are ``WindowResult.df``'s (window
 bounds typed like the time column), with ``batch`` (the micro-batch that fired it) instead
 of ``proctime`` and ``fired_after``; ``run.late`` has the late elements' columns, their
-``watermark`` and ``batch``.
+``watermark`` and ``batch``; ``run.bad`` the rows without an event time, which no window
+saw (Flink fails the job on one; a live query goes on).
 
 Live mode runs event-time windows: a processing-time window or trigger, a ``window_all``
 and the elements' fates (``elements()``) are the replay's only. The firings' order across
@@ -28,6 +29,7 @@ keys within one batch is Spark's; ``df`` sorts them by key, each key's in its or
 from __future__ import annotations
 
 import copy
+import datetime as dt
 
 from pyspark.sql import DataFrame, Row, Window
 from pyspark.sql import functions as F
@@ -140,8 +142,9 @@ def _firing_fields(result: LiveWindowResult) -> list:
 
 
 class LiveWindowQuery(LiveQuery):
-    """A started live window (``LiveWindowResult.start``): ``df``, ``late``, ``arrivals``,
-    ``replay()``, and ``LiveQuery``'s ``process_all_available()``, ``stop()``, ``status``."""
+    """A started live window (``LiveWindowResult.start``): ``df``, ``late``, ``bad``,
+    ``arrivals``, ``replay()``, and ``LiveQuery``'s ``process_all_available()``, ``stop()``,
+    ``status`` (with Flink's ``watermark`` now)."""
 
     def __init__(self, result: LiveWindowResult, path: str, trigger):
         self.result = result
@@ -170,11 +173,12 @@ class LiveWindowQuery(LiveQuery):
         tagged = self.run.process(stream.source, LiveWindow(result.spec, values, emit), T.StructType(self._fields))
         names = {f"_o{i}": f.name for i, f in enumerate(self._fields)}
         arrival = [F.col(f"_c{i}").alias(c) for i, c in enumerate(values)] + ["_arr", "_ts", "_wm"]
-        tables = {"arrival": arrival,
+        reason = F.lit(f"NULL event time in column {stream.time!r}: Flink rejects the row").alias("reason")
+        tables = {"arrival": arrival, "bad": [*arrival[:len(values)], "_arr", reason],
                   "firing": [F.col(o).alias(n) for o, n in names.items() if n in {f.name for f in firing}],
                   "late": [F.col(o).alias(n) for o, n in names.items() if n.startswith("_late")]}
-        super().__init__(tagged.withColumn("_kind", F.when(F.col("_kind") == "arrival", "arrival")
-                                           .otherwise(F.col("_o0"))), path, tables, trigger)
+        super().__init__(tagged.withColumn("_kind", F.when(F.col("_kind") == "output", F.col("_o0"))
+                                           .otherwise(F.col("_kind"))), path, tables, trigger)
 
     # ------------------------------------------------------------ what the batches wrote
 
@@ -196,6 +200,11 @@ class LiveWindowQuery(LiveQuery):
         return rows.select(*[F.col(f"_late{i}").alias(c) for i, c in enumerate(values)],
                            (F.timestamp_millis(watermark) if self._timestamps else watermark).alias("watermark"),
                            "batch")
+
+    @property
+    def bad(self) -> DataFrame:
+        """The rows no operator saw, with their ``reason`` (no event time) and ``batch``."""
+        return self.table("bad").orderBy("batch", "_arr").drop("_arr")
 
     @property
     def arrivals(self) -> DataFrame:
@@ -223,3 +232,16 @@ class LiveWindowQuery(LiveQuery):
     @property
     def _timestamps(self) -> bool:
         return not isinstance(self.result.stream.source.schema[self.run.time].dataType, T.IntegralType)
+
+    @property
+    def status(self) -> dict:
+        """``LiveQuery.status`` and ``watermark``: Flink's, for the next batch (None before any row)."""
+        status = super().status
+        progress = self.query.lastProgress or {}
+        spark_ms = (progress.get("eventTime") or {}).get("watermark")
+        if spark_ms is not None:   # an ISO time: ms since the epoch, exactly
+            at = dt.datetime.fromisoformat(spark_ms.replace("Z", "+00:00"))
+            spark_ms = (at - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)) // dt.timedelta(milliseconds=1)
+        watermark = None if spark_ms is None else self.run.flink_watermark(spark_ms)
+        status["watermark"] = None if watermark in (None, MIN_TIME) else watermark
+        return status
