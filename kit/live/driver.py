@@ -186,8 +186,9 @@ class _Processor(StatefulProcessor):
         out = []
         ctx = Context(list(key), self.operator.state, out)
         wake = None
-        if self.saved.exists():
-            ctx._state, ctx._event, ctx.watermark, wake = pickle.loads(self.saved.get()[0])
+        saved = self.saved.get()   # one call to the state store (None: a new key)
+        if saved is not None:
+            ctx._state, ctx._event, ctx.watermark, wake = pickle.loads(saved[0])
         return ctx, out, wake
 
     def _save(self, ctx, wake, now: int) -> None:
