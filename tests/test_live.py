@@ -246,3 +246,20 @@ def test_rows_without_event_time_go_aside_and_the_query_goes_on(spark, tmp_path)
     assert [(r.k, r.t) for r in run.arrivals.collect()] == [("a", 1), ("a", 12), ("a", 30)]
     assert [(r.key, r.window_start, r.n) for r in run.df.collect()] == [("a", 0, 1), ("a", 10, 1)]
     assert run.status["watermark"] == 30 - 2 - 1 and run.status["rows"] is not None
+
+
+def test_a_changed_window_on_an_old_checkpoint_says_what_changed(spark, tmp_path):
+    """Its state was made by other operators: the kit refuses to go on from it, naming the
+    difference (Spark cannot see it: the state is one pickled value per key)."""
+    import kit
+    from kit.windows import Count, TumblingEventTimeWindows
+    from kit.time import Time
+    drop(tmp_path / "in", WINDOW_BATCHES[:2])
+    _window_run(spark, tmp_path / "in", tmp_path / "run").await_termination()
+    source = spark.readStream.schema("k string, t long, v long").parquet(str(tmp_path / "in"))
+    changed = (kit.live(source, time="t", watermark=Duration.of_millis(2)).key_by("k")
+               .window(TumblingEventTimeWindows.of(Time.milliseconds(20))).aggregate(Count(alias="n")))
+    with pytest.raises(KitError, match=r"holds the checkpoint of another query \(allowed_lateness: 3 -> 0; window: "
+                                       r"'TumblingEventTimeWindows.of\(Time.milliseconds\(10\)\)' -> "
+                                       r"'TumblingEventTimeWindows.of\(Time.milliseconds\(20\)\)'\)"):
+        changed.start(str(tmp_path / "run"))

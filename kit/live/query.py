@@ -27,11 +27,13 @@ class LiveQuery:
     """One live query (``start()`` has started it): ``tables[kind]`` names the columns of
     each kind of tagged row; ``table(kind)`` reads what its batches wrote."""
 
-    def __init__(self, tagged: DataFrame, path: str, tables: dict, trigger: str | None = None):
+    def __init__(self, tagged: DataFrame, path: str, tables: dict, trigger: str | None = None,
+                 query: dict | None = None):
         if trigger not in (None, "available_now") and not isinstance(trigger, str):
             raise KitError(f"trigger must be None (as fast as batches come), 'available_now' (what is there, "
                            f"then stop) or an interval like '10 seconds'; got {trigger!r}")
         self.path, self.tables, self.spark = Path(path), tables, tagged.sparkSession
+        _same_query(self.path, query or {})
         self.schemas = {kind: tagged.select(*columns).withColumn("batch", F.lit(0)).schema
                         for kind, columns in tables.items()}
         writer = tagged.writeStream.foreachBatch(self._write).option(
@@ -78,3 +80,21 @@ class LiveQuery:
         return {"active": self.query.isActive, "message": self.query.status.get("message"),
                 "batch": progress.get("batchId"), "rows": progress.get("numInputRows"),
                 "state_rows": state[0].get("numRowsTotal"), "state_bytes": state[0].get("memoryUsedBytes")}
+
+
+def _same_query(path: Path, query: dict) -> None:
+    """Refuses to go on from a checkpoint that another query left: its state was made by
+    other operators (Spark cannot tell: the kit keeps it as one pickled value per key).
+    ``query``: what makes the query (text per part), kept in ``path/_query.json``."""
+    import json
+    saved = path / "_query.json"
+    if saved.exists():
+        before = json.loads(saved.read_text())
+        changed = [f"{k}: {before.get(k)!r} -> {query.get(k)!r}" for k in sorted({*before, *query})
+                   if before.get(k) != query.get(k)]
+        if changed:
+            raise KitError(f"{path} holds the checkpoint of another query ({'; '.join(changed)}): its state "
+                           f"cannot go on under this one. Start on a new path, or delete {path} to start over")
+        return
+    path.mkdir(parents=True, exist_ok=True)
+    saved.write_text(json.dumps(query, indent=1))

@@ -126,6 +126,15 @@ class LiveWindowResult:
         return LiveWindowQuery(self, path, trigger)
 
 
+def _named(part) -> str:
+    """A part of the window as text that names it the same in every run (its type, not its
+    address, where its repr has one)."""
+    text = repr(part)
+    if " at 0x" not in text:
+        return text
+    return getattr(part, "__qualname__", None) or type(part).__qualname__
+
+
 _OWN = ("key", "window_start", "window_end", "firing", "pane", "cause", "timer", "watermark", "contents", "order",
         "batch")
 
@@ -177,8 +186,15 @@ class LiveWindowQuery(LiveQuery):
         tables = {"arrival": arrival, "bad": [*arrival[:len(values)], "_arr", reason],
                   "firing": [F.col(o).alias(n) for o, n in names.items() if n in {f.name for f in firing}],
                   "late": [F.col(o).alias(n) for o, n in names.items() if n.startswith("_late")]}
+        spec = result.spec
+        query = {"columns": ", ".join(f.simpleString() for f in stream.source.schema.fields), "time": stream.time,
+                 "watermark": repr(stream.watermark), "keys": ", ".join(keys), "window": repr(spec.assigner),
+                 "trigger": _named(spec.trigger), "evictor": _named(spec.evictor),
+                 "allowed_lateness": spec.allowed_lateness, "function": _named(spec.function and spec.function[1]),
+                 "contents": f"{spec.contents.kind} {_named(getattr(spec.contents, '_agg', None))}",
+                 "output": output.simpleString()}
         super().__init__(tagged.withColumn("_kind", F.when(F.col("_kind") == "output", F.col("_o0"))
-                                           .otherwise(F.col("_kind"))), path, tables, trigger)
+                                           .otherwise(F.col("_kind"))), path, tables, trigger, query)
 
     # ------------------------------------------------------------ what the batches wrote
 
