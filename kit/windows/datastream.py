@@ -98,7 +98,6 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from .. import sparksql
 from ..arrow import column
 from ..errors import KitError, fail_sql
-from ..live.stream import LiveStream
 from ..replay.keyed import replay as replay_keys, run_task
 from ..spark import replay_tasks
 from ..stream import Arrivals, Stream, kit_name
@@ -270,10 +269,8 @@ class WindowedStream:
                 kind += "_all"
         spec = WindowSpec(self.assigner, self._trigger or self.assigner.default_trigger(), contents,
                           None if function is None else (kind, function), self._evictor, self._lateness)
-        if isinstance(self.stream, LiveStream):
-            from .live import LiveWindowResult   # it builds on this module
-            return LiveWindowResult(self, spec, output_type)
-        return WindowResult(self, spec, output_type)
+        make = getattr(self.stream, "window_result", WindowResult)   # a live stream makes its own
+        return make(self, spec, output_type)
 
 
 # -------------------------------------------------------------------- running on Spark

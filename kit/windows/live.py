@@ -42,7 +42,7 @@ from ..live.stream import LiveStream
 from ..replay.keyed import ValueState
 from ..time import WatermarkStrategy
 from .assigners import MIN_TIME
-from .datastream import KeyedStream, declared_output, row_values
+from .datastream import DataStream, KeyedStream, WindowResult, declared_output, row_values
 from .operator import Element, WindowOperator, timer_clocks
 
 __all__ = ["LiveDataStream", "LiveWindow", "LiveWindowResult", "LiveWindowQuery"]
@@ -54,6 +54,10 @@ class LiveDataStream(LiveStream):
     def key_by(self, *columns: str) -> KeyedStream:
         """``KeyedStream``: windows per value of ``columns`` (``.window(...)``)."""
         return KeyedStream(self, tuple(columns))
+
+    def window_result(self, windowed, spec, output_type) -> "LiveWindowResult":
+        """What a window's function gives on this stream (``WindowedStream`` asks)."""
+        return LiveWindowResult(windowed, spec, output_type)
 
 
 class LiveWindow(WindowOperator):
@@ -234,7 +238,6 @@ class LiveWindowQuery(LiveQuery):
         emits the watermark the next one met (the last: the one after the largest time,
         where the stream's watermark is now). Its stream has the record's ``batch``, ``_arr``
         (the arrival order) and ``_emits`` (that watermark) beside the input's columns."""
-        from .datastream import DataStream, WindowResult
         arrivals = self.arrivals
         now = self.run.watermark.watermark(arrivals.agg(F.max("_ts")).first()[0])
         after = F.coalesce(F.lead("_wm").over(Window.orderBy("batch", "_arr")), F.lit(now))
