@@ -221,13 +221,13 @@ def test_a_live_window_killed_mid_stream_restarts_with_nothing_lost_or_doubled(s
     child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.time() + 300
-        while not (tmp_path / "run" / "firing" / "batch=2").exists():   # mid-stream: batches done, more to come
+        while not (tmp_path / "run" / "rows" / "_kind=arrival" / "batch=2").exists():   # mid-stream
             assert child.poll() is None and time.time() < deadline, "the live query did not get to batch 2"
             time.sleep(0.05)
     finally:
         os.kill(child.pid, signal.SIGKILL)
         child.wait()
-    assert not (tmp_path / "run" / "arrival" / "batch=5").exists()   # killed before the last batch
+    assert not (tmp_path / "run" / "rows" / "_kind=arrival" / "batch=5").exists()   # before the last batch
     again = _window_run(spark, tmp_path / "in", tmp_path / "run")
     again.await_termination()
     assert again.df.drop("batch").collect() == whole.df.drop("batch").collect()

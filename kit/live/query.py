@@ -1,14 +1,15 @@
 """A started live run: its rows written micro-batch by micro-batch, exactly once.
 
 ``LiveQuery`` runs one Structured Streaming query over the live driver's tagged rows
-(``driver.LiveRun.process``) and writes each kind of row (``arrival``, and what the
-operator makes) to its own Parquet table under ``path``, partitioned by ``batch``. A batch
-that runs again after a restart (the query died before committing it) overwrites its own
-partition: nothing doubled, nothing lost. The query's checkpoint is ``path/_checkpoint``:
-start it again on the same ``path`` and it goes on from the last committed batch.
+(``driver.LiveRun.process``) and writes them, each micro-batch in one Spark job, to one
+Parquet table under ``path`` partitioned by ``_kind`` (``arrival``, and what the operator
+makes) and ``batch``. A batch that runs again after a restart (the query died before
+committing it) overwrites its own partitions: nothing doubled, nothing lost. The query's
+checkpoint is ``path/_checkpoint``: start it again on the same ``path`` and it goes on
+from the last committed batch; ``table(kind)`` reads one kind's rows, in its columns.
 
-    path/arrival/batch=0/...   every arrival: its columns, ``_arr``, ``_ts``, ``_wm``
-    path/<kind>/batch=0/...    the operator's rows of that kind
+    path/rows/_kind=arrival/batch=0/...   every arrival: its columns, ``_arr``, ``_ts``, ``_wm``
+    path/rows/_kind=<kind>/batch=0/...    the operator's rows of that kind
 """
 
 from __future__ import annotations
@@ -34,8 +35,9 @@ class LiveQuery:
                            f"then stop) or an interval like '10 seconds'; got {trigger!r}")
         self.path, self.tables, self.spark = Path(path), tables, tagged.sparkSession
         _same_query(self.path, query or {})
-        self.schemas = {kind: tagged.select(*columns).withColumn("batch", F.lit(0)).schema
-                        for kind, columns in tables.items()}
+        # the table's columns: the tagged rows', then the partition columns
+        self.raw = self.spark.createDataFrame([], tagged.drop("_kind").withColumn("_kind", F.lit("")).withColumn(
+            "batch", F.lit(0)).schema)
         writer = tagged.writeStream.foreachBatch(self._write).option(
             "checkpointLocation", str(self.path / "_checkpoint"))
         if trigger == "available_now":
@@ -45,21 +47,16 @@ class LiveQuery:
         self.query = writer.start()
 
     def _write(self, df: DataFrame, batch: int) -> None:
-        df = df.persist()
-        try:
-            for kind, columns in self.tables.items():
-                rows = df.where(F.col("_kind") == kind).select(*columns).withColumn("batch", F.lit(batch))
-                (rows.write.mode("overwrite").option("partitionOverwriteMode", "dynamic").partitionBy("batch")
-                 .parquet(str(self.path / kind)))
-        finally:
-            df.unpersist()
+        (df.withColumn("batch", F.lit(batch)).write.mode("overwrite").option("partitionOverwriteMode", "dynamic")
+         .partitionBy("_kind", "batch").parquet(str(self.path / "rows")))
 
     def table(self, kind: str) -> DataFrame:
         """The rows of ``kind`` that committed batches wrote (with their ``batch``)."""
-        folder, schema = self.path / kind, self.schemas[kind]
-        if not any(folder.glob("batch=*")):
-            return self.spark.createDataFrame([], schema)
-        return self.spark.read.schema(schema).parquet(str(folder))
+        folder, columns = self.path / "rows", [*self.tables[kind], "batch"]
+        if not any(folder.glob(f"_kind={kind}/batch=*")):
+            return self.spark.createDataFrame([], self.raw.select(*columns).schema)
+        return self.spark.read.schema(self.raw.schema).parquet(str(folder)).where(F.col("_kind") == kind).select(
+            *columns)
 
     def process_all_available(self) -> "LiveQuery":
         """Waits until every row available now went through (Spark's ``processAllAvailable``)."""

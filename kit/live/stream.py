@@ -5,7 +5,8 @@
 
 Any streaming DataFrame is a source: a folder that files land in (CSV, JSON, Parquet), a
 socket, Spark's rate source. Its rows arrive micro-batch by micro-batch, in each batch in
-Spark's read order (``driver.arrival_ids``).
+Spark's read order (``driver.arrival_ids``); a folder's files come oldest first (by their
+modification time, as Spark's file source takes them), ``maxFilesPerTrigger`` at a time.
 """
 
 from __future__ import annotations
