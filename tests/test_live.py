@@ -6,20 +6,30 @@ collects what each batch gave; the replay of the recorded arrivals (each with th
 it met) must give the same outputs."""
 
 import itertools
+import os
+import signal
+import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
 from pyspark import cloudpickle
+from pyspark.sql import types as T
 
+import kit
 from kit import Duration, WatermarkStrategy
 from kit.errors import KitError
 from kit.live import LiveRun
+from kit.live.stream import LiveStream
 from kit.replay.keyed import MIN_TIME, KeyedOperator, ValueState, run_key
-from pyspark.sql import types as T
+from kit.time import Time
+from kit.windows import (Aggregates, Count, EventTimeSessionWindows, SlidingEventTimeWindows, Sum,
+                         TumblingEventTimeWindows, TumblingProcessingTimeWindows)
 
 
-class Count(KeyedOperator):
+class CountPerKey(KeyedOperator):
     """A count per key, output when the watermark passes ``t + 10`` of each element."""
     state = (ValueState("n"),)
 
@@ -39,12 +49,20 @@ OUTPUT = T.StructType([T.StructField("k", T.StringType()), T.StructField("timer"
                        T.StructField("n", T.LongType())])
 
 
+def write(folder, i, frame):
+    """``frame`` as the ``i``-th file of ``folder``: Spark's file source takes files by their
+    modification time (in ms), so the i-th is i seconds after the first."""
+    path = folder / f"{i:04d}.parquet"
+    frame.to_parquet(path)
+    os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
+
+
 def run_live(spark, tmp_path, batches, run, operator, output):
     """``batches`` (lists of (k, t) rows) through ``operator`` live: {batch id: rows}."""
     folder = tmp_path / "in"
     folder.mkdir()
     for i, rows in enumerate(batches):
-        pd.DataFrame(rows, columns=["k", "t"]).to_parquet(folder / f"{i:04d}.parquet")
+        write(folder, i, pd.DataFrame(rows, columns=["k", "t"]))
     source = spark.readStream.schema("k string, t long").option("maxFilesPerTrigger", 1).parquet(str(folder))
     seen = {}
     query = (run.process(source, operator, output).writeStream
@@ -72,7 +90,7 @@ BATCHES = [[("a", 1), ("b", 3)], [("a", 12), ("a", 2)], [("b", 30)], [("a", 40)]
 
 def test_a_keyed_operator_live_gives_what_the_replay_of_its_arrivals_gives(spark, tmp_path):
     run = LiveRun("t", WatermarkStrategy.for_monotonous_timestamps(), keys=("k",), columns=("k",), row=("_ts",))
-    seen = run_live(spark, tmp_path, BATCHES, run, Count(), OUTPUT)
+    seen = run_live(spark, tmp_path, BATCHES, run, CountPerKey(), OUTPUT)
     arrivals = [[(r["_c0"], r["_ts"], r["_wm"]) for r in rows if r["_kind"] == "arrival"] for _, rows in sorted(seen.items())]
     # every row of a batch met the watermark after all earlier batches: max t - 1
     assert [a for a in arrivals if a] == [[("a", 1, MIN_TIME), ("b", 3, MIN_TIME)], [("a", 12, 2), ("a", 2, 2)],
@@ -84,7 +102,7 @@ def test_a_keyed_operator_live_gives_what_the_replay_of_its_arrivals_gives(spark
     # once the watermark reaches 40, in the batch Spark runs without rows after the last
     assert {b: o for b, o in outputs.items() if o} == {
         2: [("a", 11, 3)], 3: [("a", 12, 3), ("a", 22, 3), ("b", 13, 2)], 5: [("b", 40, 2)]}
-    assert sorted(itertools.chain(*outputs.values())) == replayed(seen, Count(), end=40)
+    assert sorted(itertools.chain(*outputs.values())) == replayed(seen, CountPerKey(), end=40)
 
 
 def test_live_needs_a_watermark_of_the_largest_time():
@@ -92,13 +110,13 @@ def test_live_needs_a_watermark_of_the_largest_time():
         LiveRun("t", WatermarkStrategy.from_column("w"), keys=("k",), columns=("k",), row=("_ts",))
 
 
-def drop(folder, batches, columns="k string, t long, v long"):
-    """Each batch of rows as its own Parquet file in ``folder``, in order."""
+def drop(folder, batches, columns="k string, t long, v long", first=0):
+    """Each batch of rows as its own Parquet file in ``folder``, in order (from the ``first``-th)."""
     names = [c.split()[0] for c in columns.split(", ")]
     longs = {c.split()[0]: "Int64" for c in columns.split(", ") if c.split()[1] == "long"}
     folder.mkdir(exist_ok=True)
-    for i, rows in enumerate(batches):
-        pd.DataFrame(rows, columns=names).astype(longs).to_parquet(folder / f"{i:04d}.parquet")
+    for i, rows in enumerate(batches, first):
+        write(folder, i, pd.DataFrame(rows, columns=names).astype(longs))
 
 
 WINDOW_BATCHES = [[("a", 1, 1), ("b", 3, 10)], [("a", 12, 2), ("a", 4, None)], [("b", 25, 20), ("a", 2, 4)],
@@ -111,11 +129,6 @@ def test_live_windows_fire_as_the_replay_of_what_they_saw(spark, tmp_path, assig
     arrivals replayed (the replay's end-of-input firings aside: the live stream goes on),
     with allowed lateness and late elements; every row of a batch met one watermark. A NULL
     value stays NULL (not a float NaN, as a pandas frame would have it)."""
-    from kit.live.stream import LiveStream
-    from kit.windows import (Count, EventTimeSessionWindows, SlidingEventTimeWindows, Sum,
-                             TumblingEventTimeWindows, Aggregates)
-    from kit.time import Time
-    import kit
     drop(tmp_path / "in", WINDOW_BATCHES)
     source = spark.readStream.schema("k string, t long, v long").option("maxFilesPerTrigger", 1).parquet(
         str(tmp_path / "in"))
@@ -142,9 +155,6 @@ def test_live_windows_fire_as_the_replay_of_what_they_saw(spark, tmp_path, assig
 
 
 def _window_run(spark, folder, path, trigger="available_now"):
-    import kit
-    from kit.windows import Count, TumblingEventTimeWindows
-    from kit.time import Time
     source = spark.readStream.schema("k string, t long, v long").option("maxFilesPerTrigger", 1).parquet(str(folder))
     return (kit.live(source, time="t", watermark=Duration.of_millis(2)).key_by("k")
             .window(TumblingEventTimeWindows.of(Time.milliseconds(10))).allowed_lateness(Time.milliseconds(3))
@@ -161,8 +171,7 @@ def test_a_stopped_live_window_goes_on_from_its_checkpoint(spark, tmp_path):
     first = _window_run(spark, tmp_path / "some", tmp_path / "run")
     first.await_termination()
     assert first.status["batch"] is not None and not first.status["active"]
-    for i, rows in enumerate(WINDOW_BATCHES[3:], 3):
-        pd.DataFrame(rows, columns=["k", "t", "v"]).to_parquet(tmp_path / "some" / f"{i:04d}.parquet")
+    drop(tmp_path / "some", WINDOW_BATCHES[3:], first=3)
     again = _window_run(spark, tmp_path / "some", tmp_path / "run")
     again.await_termination()
     # the batches are numbered apart (the stopped run had one more, with no rows, that fired
@@ -173,9 +182,6 @@ def test_a_stopped_live_window_goes_on_from_its_checkpoint(spark, tmp_path):
 
 
 def test_live_mode_says_what_it_does_not_run(spark, tmp_path):
-    import kit
-    from kit.windows import Count, TumblingEventTimeWindows, TumblingProcessingTimeWindows
-    from kit.time import Time
     source = spark.readStream.schema("k string, t long").parquet(str(tmp_path))
     live = kit.live(source, time="t")
     with pytest.raises(KitError, match="live mode runs event-time windows"):
@@ -209,11 +215,6 @@ time.sleep(600)   # killed before
 def test_a_live_window_killed_mid_stream_restarts_with_nothing_lost_or_doubled(spark, tmp_path):
     """The driver process killed (SIGKILL) while batches run, then the query started again
     on its path: the firings and late rows equal an uninterrupted run's."""
-    import os
-    import signal
-    import subprocess
-    import time
-    from pathlib import Path
     drop(tmp_path / "in", WINDOW_BATCHES)
     whole = _window_run(spark, tmp_path / "in", tmp_path / "whole")
     whole.await_termination()
@@ -251,9 +252,6 @@ def test_rows_without_event_time_go_aside_and_the_query_goes_on(spark, tmp_path)
 def test_a_changed_window_on_an_old_checkpoint_says_what_changed(spark, tmp_path):
     """Its state was made by other operators: the kit refuses to go on from it, naming the
     difference (Spark cannot see it: the state is one pickled value per key)."""
-    import kit
-    from kit.windows import Count, TumblingEventTimeWindows
-    from kit.time import Time
     drop(tmp_path / "in", WINDOW_BATCHES[:2])
     _window_run(spark, tmp_path / "in", tmp_path / "run").await_termination()
     source = spark.readStream.schema("k string, t long, v long").parquet(str(tmp_path / "in"))
