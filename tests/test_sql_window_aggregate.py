@@ -106,3 +106,15 @@ def test_order_by_and_limit_apply_to_the_operators_rows(spark):
     result = kit.sql(query, s=s)
     assert [tuple(r) for r in result.collect()] == [("a", 1000, 2), ("a", 0, 1), ("b", 0, 1)]
     assert result.columns == ["key", "ws", "n"] and result.late_rows.count() == 0
+
+
+def test_a_routed_window_aggregation_takes_the_window_operators_fast_path(spark):
+    """kit.sql hands the TVF to the DataStream window, whose own fast path must take it (its
+    output names ``_kit_a0..`` are not working columns): the replay would give the same rows
+    20x slower (a 10M-row TUMBLE: 5 s -> 100 s)."""
+    from kit.windows import fast
+    s = _stream({"rows": [("a", None, 1, 1, 1.0), ("b", "x", 12, 2, 2.0)], "timestamps": False, "delay": 0})
+    with mock.patch.object(fast, "firings", wraps=fast.firings) as taken:
+        kit.sql("SELECT k, window_start, COUNT(*) AS c, SUM(v) AS s FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(ts), "
+                "INTERVAL '0.01' SECOND)) GROUP BY k, window_start, window_end", s=s).collect()
+    assert taken.call_count == 1

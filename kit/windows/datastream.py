@@ -377,10 +377,11 @@ class WindowResult:
         self.kit_columns.update({c: kit_name(c, set(self.values)) for c in ("seq", "fate")})
         # the fast path names its working columns after the keys, the outputs and the firing's
         # own columns (``contents``, ``pane``...), with ``_`` first for its own (``_at``,
-        # ``_max``...), and reads the stream's own columns by name: not on a clash of these (a
-        # key named ``key`` or ``window_start`` is none)
+        # ``_max``...; none starts ``_kit_``, as kit.sql's outputs do), and reads the stream's own
+        # columns by name: not on a clash of these (a key named ``key`` or ``window_start`` is none)
         self._clashes = bool(set(_FIRING_COLUMNS) & set(output.fieldNames()) or set(_METADATA) & set(self.keys)) \
-            or any(stream.inner(c) != c or c.startswith("_") for c in [*self.values, *output.fieldNames()])
+            or any(stream.inner(c) != c or c.startswith("_") and not c.startswith("_kit_")
+                   for c in [*self.values, *output.fieldNames()])
         self._df, self._tagged = None, {}
 
     # ------------------------------------------------------------ public
