@@ -121,6 +121,8 @@ def group_aggregate(log: Changelog, keys: list[str], calls: list[AggCall], optio
     """``SELECT keys, calls GROUP BY keys`` over ``log`` as a changelog (module doc), and the
     state expirations (None when the TTL is off)."""
     keys = list(keys)
+    if log.df.isStreaming and engine == "auto":   # live: the reference function on the live driver
+        engine = "reference"
     types = _check(log, keys, calls, options, engine)
     out = (*keys, *(c.name for c in calls))
     why = not_fast(log, calls, options, types)

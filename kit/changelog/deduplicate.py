@@ -134,7 +134,7 @@ def deduplicate(log: Changelog, keys: list[str], keep: str, options: Options,
                          INSERT_ONLY, tuple(keys))
     mode = INSERT_ONLY if not last else frozenset(
         {INSERT, UPDATE_AFTER} | ({UPDATE_BEFORE} if options.update_before else set()))
-    if engine == "auto" and not options.ttl_ms:
+    if engine == "auto" and not options.ttl_ms and not log.df.isStreaming:   # live: the functions
         df = _deduplicate_fast(log, list(keys), last, time, options.update_before)
     else:
         ub, ttl = options.update_before, options.ttl_ms

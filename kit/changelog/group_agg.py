@@ -20,6 +20,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from .. import sparksql
 from ..errors import KitError
+from ..live import per_key
 from ..replay.keyed import KeyedOperator, ValueState, replay, spread, tuples
 from . import ADDS, DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options
 
@@ -264,13 +265,17 @@ def replay_schema(keys, calls, options, types) -> tuple:
 
 
 def reference(log: Changelog, keys, calls, options, types) -> tuple:
-    """Each key replayed in Python (``GroupAggFunction``), spread over ``options.tasks`` tasks by key."""
+    """Each key replayed in Python (``GroupAggFunction``), spread over ``options.tasks`` tasks by
+    key; over a streaming ``log`` (live), run by the live driver (``kit.live.per_key``)."""
     spec, schema, _ = replay_schema(keys, calls, options, types)
     read = list(dict.fromkeys(c.arg for c in calls if c.arg))
     args = [4 + read.index(c.arg) if c.arg else None for c in calls]
-    df = spread(log.df, keys, options.tasks, "seq", "_n")
-    replayed = replay(df, keys, lambda key: GroupAggFunction(spec, args), schema, ["_op", "seq", "_n", "_pt", *read],
-                      tuples(schema, nan_is_null=True))
+    operator, columns = (lambda key: GroupAggFunction(spec, args)), ["_op", "seq", "_n", "_pt", *read]
+    if log.df.isStreaming:   # live: the same operator per key, micro-batch after micro-batch
+        replayed = per_key(log.df, keys, operator, schema, columns)
+    else:
+        replayed = replay(spread(log.df, keys, options.tasks, "seq", "_n"), keys, operator, schema, columns,
+                          tuples(schema, nan_is_null=True))
     return outputs(replayed, keys, calls, options)
 
 

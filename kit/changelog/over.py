@@ -51,13 +51,12 @@ Flink refuses a DESC order and more than one order column; so does ``over_aggreg
 from __future__ import annotations
 
 from bisect import bisect_left
-from functools import cmp_to_key
 
 from pyspark.sql import types as T
 
 from ..errors import KitError
 from . import ADDS, ALL, DELETE, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options
-from .rank import sort_key_comparator
+from .rank import SortedKeys, SortKeys
 from .replay import check_columns, replay_per_key
 
 __all__ = ["over_aggregate", "NonTimeRangeUnboundedPrecedingFunction",
@@ -123,14 +122,14 @@ class _Aggs:
 
 # ---------------------------------------------------------------- Flink's functions
 
-class _NonTimeUnboundedPrecedingOver:
+class _NonTimeUnboundedPrecedingOver(SortedKeys):
     """Flink's ``AbstractNonTimeUnboundedPrecedingOver``: the partition's sort keys in order
     (``keys``) and, per key, its rows in arrival order (``rows``). ``process`` takes one
     message and returns its outputs ``(kind, row, values of the calls)``."""
 
     def __init__(self, sort_at: list, directions: list, aggs: _Aggs, update_before: bool):
         self.sort_at, self.aggs, self.update_before = sort_at, aggs, update_before
-        self.key = cmp_to_key(sort_key_comparator(directions))
+        self.key = SortKeys(directions)
         self.keys, self.rows, self.out = [], [], []
 
     def _find(self, row) -> tuple:

@@ -58,7 +58,7 @@ from ..errors import KitError
 from . import ADDS, ALL, DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options
 from .replay import Row, check_columns, replay_per_key
 
-__all__ = ["top_n", "rank_fanout", "rank_strategy", "sort_key_comparator",
+__all__ = ["top_n", "rank_fanout", "rank_strategy", "sort_key_comparator", "SortKeys", "SortedKeys",
            "AppendOnlyTopNFunction", "FastTop1Function", "RetractableTopNFunction", "UpdatableTopNFunction"]
 
 STRATEGIES = ("append", "retract", "update_fast")   # Flink's AppendFast, Retract, UpdateFast
@@ -83,7 +83,36 @@ def sort_key_comparator(order: list):
     return compare
 
 
-class TopNBuffer:
+class SortKeys:
+    """``cmp_to_key(sort_key_comparator(order))`` that pickles (as its ``order``), and so
+    do the holders of its keys (``SortedKeys``): the live driver keeps a key's function
+    pickled between micro-batches."""
+    __slots__ = ("order", "wrap")
+
+    def __init__(self, order):
+        self.order = [tuple(o) for o in order]
+        self.wrap = cmp_to_key(sort_key_comparator(self.order))
+
+    def __call__(self, values):
+        return self.wrap(values)
+
+    def __reduce__(self):
+        return SortKeys, (self.order,)
+
+
+class SortedKeys:
+    """What holds sort keys made by its ``key`` (a ``SortKeys``) in ``keys``: pickles their
+    values and wraps them again when loaded."""
+
+    def __getstate__(self):
+        return {**self.__dict__, "keys": [k.obj for k in self.keys]}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self.keys = [self.key(k) for k in self.keys]
+
+
+class TopNBuffer(SortedKeys):
     """Flink's ``TopNBuffer``: sort key -> the rows (or row keys) under it in arrival order,
     the keys kept sorted; ``count`` rows in all."""
 
@@ -141,7 +170,7 @@ class _TopN:
                  output_rank: bool, update_before: bool):
         self.sort_columns, self.start, self.end = sort_columns, start, end
         self.output_rank, self.update_before = output_rank, update_before
-        self.key = cmp_to_key(sort_key_comparator(order))
+        self.key = SortKeys(order)
         self.with_number = output_rank or start > 1   # Flink's "with-number algorithm"
         self.out = []
 
@@ -234,7 +263,7 @@ class FastTop1Function(_TopN):
             self.row = row
 
 
-class RetractableTopNFunction(_TopN):
+class RetractableTopNFunction(_TopN, SortedKeys):
     """Top-N over any changelog: every row of the partition is kept (per sort key, in
     order: its ``counts`` and its rows in arrival order); a retraction finds its row by all
     its values. Flink emits first, then updates its state."""

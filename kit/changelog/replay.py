@@ -16,6 +16,7 @@ from pyspark.sql.pandas.types import to_arrow_type
 
 from .. import sparksql
 from ..errors import KitError
+from ..live import per_key
 from ..replay.keyed import KeyedOperator, ValueState, replay, spread
 from . import Changelog, Options
 
@@ -55,15 +56,21 @@ class Function(KeyedOperator):
 def replay_per_key(log: Changelog, keys: list, make, options: Options, extra: list) -> DataFrame:
     """Run ``make()`` (a fresh function per key) over each key's messages in arrival order
     on Spark: the input spread over ``options.tasks`` by ``keys``, one ``mapInArrow`` per
-    task. Output: the value columns of the rows the function emitted, ``extra`` (name,
+    task (a streaming ``log``, live: ``kit.live.per_key``, micro-batch after micro-batch). Output: the value columns of the rows the function emitted, ``extra`` (name,
     Spark type, function of the output tuple giving a value of that type), ``_op``, ``seq``,
     ``_n``, ``_pt``."""
     columns = list(log.columns)
     df = log.df.select(*[F.col(sparksql.name(c)) for c in columns], "_op", "seq", "_n", "_pt")
-    df = spread(df, keys, options.tasks, "seq", "_n")
     fields = [df.schema[c] for c in columns] + [T.StructField(n, t) for n, t, _ in extra] + [
         T.StructField("_op", T.StringType()), T.StructField("seq", T.LongType()),
         T.StructField("_n", T.ArrayType(T.IntegerType())), T.StructField("_pt", T.LongType())]
+    if df.isStreaming:   # live: the same function per key, micro-batch after micro-batch
+        def changes(rows, out):   # a row: the columns, _op, seq, _n, _pt; an output's row, the values it keeps
+            for o, at, j in out:
+                _, seq, n, pt = rows[at][-4:]
+                yield (*o[1].values, *[f(o) for _, _, f in extra], o[0], seq, [*n, j], pt)
+        return per_key(df, keys, lambda key: Function(make), T.StructType(fields), [*columns, "_op", "_pt"], changes)
+    df = spread(df, keys, options.tasks, "seq", "_n")
 
     def output(table, out):
         out = list(out)

@@ -22,6 +22,12 @@ Spark timer set at its earliest one.
     0      (a, 3) (b, 12)     none                           -
     1      (a, 5)             11                             before (a, 5)
 
+``per_key(...)`` runs an operator without timers (a continuous query's: a group aggregate,
+a Top-N) over a changelog that is a stream of change rows: per batch, a key's rows in the
+order of the arrivals that caused them (``seq``, ``_n``), its state kept between batches.
+Chained one after the other in one query (each keyed as its operator needs), they run a
+continuous query's plan, the word-frequency cascade among them.
+
 ``LiveRun.process(...)`` builds the streaming DataFrame: per batch, every arrival
 (``_kind = 'arrival'``: its values, ``_arr``, the watermark it met ``_wm``) and every
 output of the operators (``_kind = 'output'``: the ``output`` columns), so what the
@@ -36,7 +42,6 @@ import pickle
 from dataclasses import dataclass
 
 import pyarrow as pa
-from pyspark import TaskContext
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -47,7 +52,7 @@ from ..errors import KitError
 from ..replay.keyed import MAX_TIME, MIN_TIME, Context, KeyedOperator
 from ..time import WatermarkStrategy
 
-__all__ = ["LiveRun", "SHIFT_MS", "arrival_ids", "check_watermark"]
+__all__ = ["LiveRun", "SHIFT_MS", "arrivals", "arrival_ids", "check_watermark", "per_key"]
 
 # Spark keeps its watermark at 0 or above and means "none yet" by 0: it tracks the event
 # time shifted by 1000 years, so that times back to year 970 keep it above 0
@@ -67,18 +72,31 @@ def check_watermark(watermark: WatermarkStrategy) -> None:
 
 def arrival_ids(df: DataFrame) -> DataFrame:
     """``df`` (a streaming DataFrame) with ``_arr``: each row's place in the micro-batch as
-    Spark reads it (its partition, then its row in the partition), the arrival order of
-    the batch's rows (Spark allows no ``monotonically_increasing_id`` in a stream)."""
+    Spark reads it (its partitions in order, each's rows in order), the arrival order of
+    the batch's rows (Spark allows no ``monotonically_increasing_id`` in a stream). Counted
+    in one task over the partitions in turn, so that every branch of a query that reads the
+    source (the recorded arrivals and the operators' input) gives a row the same number,
+    whatever place Spark gives the branch's tasks."""
     schema = T.StructType([*df.schema.fields, T.StructField("_arr", T.LongType(), False)])
 
     def number(batches):
-        part, n = TaskContext.get().partitionId() << 40, 0
+        n = 0
         for b in batches:
-            ids = pa.array(range(part + n, part + n + b.num_rows), pa.int64())
+            ids = pa.array(range(n, n + b.num_rows), pa.int64())
             n += b.num_rows
             yield pa.RecordBatch.from_arrays([*b.columns, ids], names=[*b.schema.names, "_arr"])
 
-    return df.mapInArrow(number, schema)
+    return df.coalesce(1).mapInArrow(number, schema)
+
+
+def arrivals(df: DataFrame, time: str, columns) -> DataFrame:
+    """The streaming ``df``'s rows as the live drivers read them: ``columns`` named ``_c0,
+    _c1...``, ``_ts`` (the event time ``time`` in ms, NULL where it has none) and ``_arr``
+    (``arrival_ids``)."""
+    kind = df.schema[time].dataType
+    millis = F.col(sparksql.name(time)) if isinstance(kind, T.IntegralType) else F.unix_millis(sparksql.name(time))
+    return arrival_ids(df.select(*[F.col(sparksql.name(c)).alias(f"_c{i}") for i, c in enumerate(columns)],
+                                 millis.alias("_ts")))
 
 
 @dataclass(frozen=True)
@@ -121,11 +139,8 @@ class LiveRun:
                 raise KitError(f"{c!r} is not a column of the live stream; columns are {df.columns}")
         # the state store Spark's transformWithState runs on (a query keeps the one it started with)
         df.sparkSession.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
-        kind = df.schema[self.time].dataType
-        millis = F.col(self.time) if isinstance(kind, T.IntegralType) else F.unix_millis(self.time)
         inner = [f"_c{i}" for i in range(len(self.columns))]
-        rows = arrival_ids(df.select(*[F.col(sparksql.name(c)).alias(n) for c, n in zip(self.columns, inner)],
-                                     millis.alias("_ts")))
+        rows = arrivals(df, self.time, self.columns)
         watched = (rows.withColumn("_event", F.timestamp_millis(F.col("_ts") + F.lit(SHIFT_MS)))
                    .withWatermark("_event", "0 seconds").drop("_event"))   # Spark tracks, filters nothing
         fields = [T.StructField(_TAG, T.StringType()), T.StructField("_arr", T.LongType()),
@@ -214,3 +229,50 @@ class _Processor(StatefulProcessor):
         row = Row(*self.names)
         for r in records:
             yield row(*r)
+
+
+def per_key(df: DataFrame, keys: list, operator, schema: T.StructType, columns: list, output=None) -> DataFrame:
+    """``operator(key)`` (a ``KeyedOperator`` that sets no timers) over each key of the
+    streaming changelog ``df`` (its ``seq`` and ``_n`` give the order of a key's rows in a
+    micro-batch); a row is the tuple of ``columns``' values. ``output(rows, outputs)`` makes
+    the rows of ``schema`` from a key's sorted rows (all of ``df``'s columns) and what the
+    operator output for them; default: each output is a tuple in ``schema``'s order."""
+    df.sparkSession.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
+    if not keys:   # one key for all rows (first: the columns an output reads from the end stay there)
+        df, keyed = df.select(F.lit(0).alias("_all"), "*"), ["_all"]
+    processor = _Changes(operator, df.columns, list(columns), schema.fieldNames(), output, bool(keys))
+    return df.groupBy(*[F.col(sparksql.name(k)) for k in keys or keyed]).transformWithState(
+        processor, schema, "Append", "None")
+
+
+class _Changes(StatefulProcessor):
+    """``per_key``'s processor: a key's operator state, pickled in one state entry."""
+
+    def __init__(self, operator, arriving: list, columns: list, names: list, output, keyed: bool):
+        self.operator, self.names, self.output, self.keyed = operator, names, output, keyed
+        self.at = {name: i for i, name in enumerate(arriving)}   # Spark may name a row's fields by position
+        self.columns = [self.at[c] for c in columns]
+
+    def init(self, handle) -> None:
+        self.saved = handle.getValueState("state", "state binary")
+
+    def handleInputRows(self, key, rows, timerValues):
+        key, out = list(key) if self.keyed else [], []
+        operator = self.operator(key)
+        ctx = Context(key, operator.state, out)
+        saved = self.saved.get()
+        if saved is not None:
+            ctx._state = pickle.loads(saved[0])
+        seq, n = self.at["seq"], self.at["_n"]
+        rows = sorted((tuple(r) for r in rows), key=lambda r: (r[seq], r[n]))
+        for ctx.at, r in enumerate(rows):
+            operator.process_element(tuple(r[i] for i in self.columns), ctx)
+        if ctx._event or ctx._proc:
+            raise KitError("live mode runs a continuous query's operators without timers: one registered a timer")
+        self.saved.update((pickle.dumps(ctx._state),))
+        row = Row(*self.names)
+        for values in (out if self.output is None else self.output(rows, out)):
+            yield row(*values)
+
+    def close(self) -> None:
+        pass

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
+from .. import sparksql
 from ..errors import KitError
 from ..time import Duration, WatermarkStrategy, to_duration
 from .driver import check_watermark
@@ -30,6 +31,20 @@ class LiveStream:
     source: DataFrame
     time: str
     watermark: WatermarkStrategy
+    proctime = None    # live mode runs on event time: no processing-time clock
+
+    @property
+    def time_is_timestamp(self) -> bool:
+        return not isinstance(self.source.schema[self.time].dataType, T.IntegralType)
+
+    @property
+    def lag(self) -> int:
+        """How far the watermark stays behind the largest event time seen (ms)."""
+        return -self.watermark.watermark(0)
+
+    def columns_only(self, columns: list) -> DataFrame:
+        """The source's ``columns`` (a query's analysis reads them: nothing runs)."""
+        return sparksql.select(self.source, *map(sparksql.name, columns))
 
     @classmethod
     def of(cls, df: DataFrame, time: str, watermark: WatermarkStrategy | Duration | None = None) -> "LiveStream":

@@ -44,6 +44,10 @@ any arrival, Flink's conversions; ``sink="upsert"`` drops update-before rows. It
 are named and typed as the same query run as a batch (Spark's rules: an AVG of an INT is a
 DOUBLE). Other queries over streams read the annotated rows (``Stream.df``) as a table.
 
+Over a live stream (``kit.live(...)``) a continuous query returns a ``LiveTable``
+(``kit.sql.live``): ``start(path)`` runs it on Spark Structured Streaming, the same
+operators micro-batch by micro-batch.
+
 Not translated: a MATCH_RECOGNIZE whose input is a CTE name (use a subquery); a window
 TVF or group window over anything but a table passed to ``kit.sql`` (a CTE, view or
 subquery); processing-time windows (``PROCTIME()``, ``*_PROCTIME``); Flink functions Spark
@@ -69,6 +73,7 @@ from sqlglot import exp
 from sqlglot.tokens import TokenType
 
 from ..errors import KitError
+from ..live.stream import LiveStream
 from .. import match_recognize as matching  # looked up per call, so tests can stand in
 from ..match_recognize.errors import MatchRecognizeError, NotSupportedByFlink
 from ..match_recognize.matcher import SEMANTICS
@@ -87,6 +92,7 @@ from ..joins.versioned import VERSION, TemporalTableFunction
 from .options import dynamic_options
 from .statement import Statement
 from .table import SINKS, DynamicTable
+from .live import LiveTable
 from .planner import logical as dynamic_plan
 from .windows import find_group_window, find_windows, groups_by_window, validate, windowed
 from .window_aggregate import window_aggregate
@@ -144,13 +150,11 @@ def sql(query: str, semantics: str = "flink", aggregates: dict | None = None, co
     if semantics == "standard":   # delimited identifiers ("Name"), which Flink's SQL rejects
         query = delimited_to_backquoted(query)
     aggregates = {name.upper(): function for name, function in (aggregates or {}).items()}
-    statement = Statement(query)                 # the query, read once: every reader below gets it
-    run = _Run(session(), statement, semantics, aggregates)
-    run.match_options, config = match_options(config or {})
-    dynamic, config = dynamic_options(config)
-    run.options = join_options(config)
+    statement, run, dynamic = _prepared(query, semantics, aggregates, config)
     if sink not in SINKS:
         raise KitError(f"sink={sink!r} is not one of {list(SINKS)}")
+    if any(isinstance(t, LiveStream) for t in tables.values()):
+        return LiveTable(_continuous(run, statement, live(statement, tables), dynamic, sink), tables, config)
     if continuous(statement, tables):
         return _continuous(run, statement, tables, dynamic, sink)
 
@@ -161,6 +165,24 @@ def sql(query: str, semantics: str = "flink", aggregates: dict | None = None, co
 
     fast = window_aggregate(statement, tables, probe)
     return fast if fast is not None else _batch(run, statement, tables, aggregates)
+
+
+def _prepared(query: str, semantics: str, aggregates: dict, config: dict | None) -> tuple:
+    """``query`` read once (every reader below gets the ``Statement``), its ``_Run`` with the
+    options of ``config`` for MATCH_RECOGNIZE and joins, and those for continuous queries."""
+    statement = Statement(query)
+    run = _Run(session(), statement, semantics, aggregates)
+    run.match_options, config = match_options(config or {})
+    dynamic, config = dynamic_options(config)
+    run.options = join_options(config)
+    return statement, run, dynamic
+
+
+def replayed(query: str, tables: dict, config: dict | None = None, sink: str = "retract") -> DynamicTable:
+    """``query`` over the streams ``tables`` planned as a continuous query, even one that only
+    appends: a live query's replay (``kit.sql.live``) has a changelog whatever its query."""
+    statement, run, dynamic = _prepared(query, "flink", {}, config)
+    return _continuous(run, statement, tables, dynamic, sink)
 
 
 def _batch(run, statement: Statement, tables: dict, aggregates: dict) -> DataFrame:
@@ -206,6 +228,21 @@ def continuous(statement: Statement, tables: dict) -> bool:
     special = tree.find(exp.MatchRecognize, exp.Version, exp.Lateral) is not None
     return dynamic_plan.updating(statement) and not (special or find_windows(statement) or find_group_window(statement)
                 or groups_by_window(statement) or find_interval_joins(statement, lambda n: streams.get(n.lower())))
+
+
+def live(statement: Statement, tables: dict) -> dict:
+    """``tables`` when ``statement`` is a query live mode runs over them (a continuous query
+    over one ``kit.live`` stream, ``kit.sql.live``); else a KitError says why not."""
+    if not all(isinstance(t, LiveStream) for t in tables.values()):
+        raise KitError(f"a query over a live stream reads live streams only; got "
+                       f"{', '.join(f'{n}: {type(t).__name__}' for n, t in tables.items())}")
+    tree = statement.tree
+    special = tree is not None and tree.find(exp.MatchRecognize, exp.Version, exp.Lateral) is not None
+    if special or find_windows(statement) or find_group_window(statement) or groups_by_window(statement):
+        raise KitError("live mode runs continuous queries (GROUP BY, DISTINCT, Top-N, deduplication, OVER) over "
+                       "a live stream; MATCH_RECOGNIZE, window TVFs, group windows and temporal joins are the "
+                       "replay's (kit.stream), and DataStream windows run live: kit.live(...).key_by(...).window(...)")
+    return tables
 
 
 def _continuous(run, statement: Statement, tables: dict, options, sink: str) -> DynamicTable:

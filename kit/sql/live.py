@@ -1,0 +1,201 @@
+"""A continuous query over a live stream: ``kit.sql`` over ``kit.live(...)``, started.
+
+    clicks = kit.live(spark.readStream.schema("user string, cTime timestamp").json("clicks/"),
+                      time="cTime")
+    q = kit.sql("SELECT user, COUNT(*) AS cnt FROM clicks GROUP BY user", clicks=clicks)
+    run = q.start("runs/counts")
+    run.process_all_available()
+    run.changelog()     # seq  op  user  cnt  watermark  batch
+    run.replay()        # the recorded arrivals replayed by kit.stream: the same changelog
+
+The query is planned as over a replay (``kit.sql.planner``), and each operator of the plan
+runs as the same Flink function on the live driver (``kit.live.per_key``): a group
+aggregate, a Top-N, a deduplicate, an OVER aggregate each keyed as it needs, their change
+rows flowing in one Structured Streaming query from one to the next (the word-frequency
+cascade is two aggregates chained so). Each micro-batch writes the arrivals and the
+root's changes (``kit.live.query.LiveQuery``, exactly once).
+
+What differs from a replay, and why:
+
+- ``seq`` numbers the arrivals a run recorded, in the order the operators took them: by
+  micro-batch, and in one by Spark's read order. A change belongs to the arrival that caused
+  it, so ``changelog()`` is ordered by ``seq`` then the change's place among that arrival's,
+  as a single-task Flink job emits them.
+- The watermark an arrival met is the one after all earlier micro-batches (Flink's moves
+  after each row; Spark moves its own between batches): the strategy's watermark of the
+  largest event time of the batches before.
+- A row without an event time never reaches the query (Flink fails the job on it): it is
+  in ``bad`` with the reason, and the query goes on.
+- What runs on processing time (a state TTL, mini-batches) and what needs two inputs or the
+  watermark inside an operator (joins, keeping the first row on event time) is the
+  replay's only: a ``KitError`` says so when the query is planned.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from .. import sparksql
+from ..changelog import Changelog, Options
+from ..errors import KitError
+from ..live import arrivals as live_arrivals
+from ..live.query import LiveQuery
+from ..stream import Stream
+from ..time import WatermarkStrategy
+from .planner import logical as P
+from .table import DynamicTable, PlanRun
+
+__all__ = ["LiveTable", "LiveTableQuery"]
+
+
+class LiveTable:
+    """``kit.sql``'s answer over a live stream: ``start(path)`` runs it; ``explain()`` and
+    ``columns`` are the plan's (as over a replay)."""
+
+    def __init__(self, table: DynamicTable, names: dict, config: dict | None):
+        self.table, self.names, self.config = table, names, config
+        self.columns = table.columns
+        options, streams = table.options, table.streams
+        why = ("a state TTL (table.exec.state.ttl) runs on processing time" if options.ttl_ms else
+               "a mini-batch (table.exec.mini-batch.enabled) runs on processing time" if options.mini_batch else
+               "the split of distinct aggregates (table.optimizer.distinct-agg.split.enabled)"
+               if options.distinct_split else None)
+        if why is None:
+            why = _not_live(table.root)
+        if why is None and len(streams) != 1:
+            why = "a query over two streams"
+        if why is not None:
+            raise KitError(f"live mode does not run {why}: the replay does (kit.stream over a recorded input)")
+
+    def start(self, path: str, trigger: str | None = None) -> "LiveTableQuery":
+        """Starts the query; its rows and checkpoint go under ``path`` (``kit.live.query``).
+        ``trigger``: None (a batch as soon as the last is done), ``"available_now"`` (what the
+        source has now, then stop) or an interval such as ``"10 seconds"``."""
+        return LiveTableQuery(self, path, trigger)
+
+    def explain(self, physical: bool = True) -> str:
+        """The plan, as ``DynamicTable.explain`` prints it."""
+        return self.table.explain(physical)
+
+    @property
+    def mode(self) -> frozenset:
+        return self.table.mode
+
+    def __repr__(self):
+        return f"LiveTable({', '.join(self.columns)}; start(path) runs it)"
+
+
+def _not_live(node: P.Node) -> str | None:
+    """What in the plan under ``node`` live mode does not run (None: it runs it all)."""
+    if isinstance(node, P.Join):
+        return "a join of two streams"
+    if isinstance(node, P.Deduplicate) and node.time and node.keep == "first":
+        return "keeping the first row on event time (it waits for the watermark)"
+    for child in node.inputs:
+        why = _not_live(child)
+        if why is not None:
+            return why
+    return None
+
+
+class LivePlanRun(PlanRun):
+    """A plan's operators over a live stream's arrivals (``kit.live.arrivals``): each its
+    reference function on the live driver (a group aggregate is never fused with the one
+    below: each keeps its own state, keyed its own way)."""
+
+    def __init__(self, table: DynamicTable, arrivals: DataFrame):
+        super().__init__(table)
+        self.arrivals = arrivals
+
+    @property
+    def sources(self) -> dict:
+        """{id(stream): its arrivals with an event time as an insert-only changelog}, as
+        ``PlanRun.sources`` (values ``_s0, _s1...``, ``seq`` their ``_arr``, no processing time)."""
+        s = self.table.streams[0]
+        names = [f"_s{i}" for i in range(len(P.stream_columns(s)))]
+        df = self.arrivals.where("_ts IS NOT NULL").selectExpr(
+            "'+I' AS _op", *[f"_c{i} AS {n}" for i, n in enumerate(names)], "_arr AS seq",
+            "CAST(array() AS ARRAY<INT>) AS _n", "CAST(NULL AS BIGINT) AS _pt")
+        return {id(s): Changelog(df, tuple(names))}
+
+    def _chained(self, n, update_before):
+        return None
+
+    def _with(self, update_before: bool) -> Options:
+        return replace(self.table.options, update_before=update_before, tasks=1)
+
+
+class LiveTableQuery(LiveQuery):
+    """A started live query (``LiveTable.start``): ``changelog()``, ``arrivals``, ``bad``,
+    ``replay()``, and ``LiveQuery``'s ``process_all_available()``, ``stop()``, ``status``."""
+
+    def __init__(self, live: LiveTable, path: str, trigger):
+        self.live = live
+        table, stream = live.table, live.table.streams[0]
+        self.stream, self.values = stream, list(stream.source.columns)
+        rows = live_arrivals(stream.source, stream.time, self.values)
+        log = table._named(LivePlanRun(table, rows).node(table.root, update_before=table.sink == "retract"))
+        out = [f"_o{i}" for i in range(len(table.columns))]
+        changes = log.df.select(F.lit("change").alias("_kind"), F.col("seq").alias("_arr"), "_n", "_op",
+                                *[F.col(sparksql.name(c)).alias(o) for c, o in zip(table.columns, out)])
+        recorded = rows.withColumn("_kind", F.when(F.col("_ts").isNull(), "bad").otherwise("arrival"))
+        tagged = recorded.unionByName(changes, allowMissingColumns=True)
+        values = [F.col(f"_c{i}").alias(c) for i, c in enumerate(self.values)]
+        reason = F.lit(f"NULL event time in column {stream.time!r}: Flink rejects the row").alias("reason")
+        tables = {"arrival": [*values, "_arr", "_ts"], "bad": [*values, "_arr", reason],
+                  "change": ["_arr", "_n", "_op", *out]}
+        query = {"query": table.query, "columns": ", ".join(f.simpleString() for f in stream.source.schema.fields),
+                 "time": stream.time, "watermark": repr(stream.watermark), "sink": table.sink,
+                 "config": repr(sorted((live.config or {}).items(), key=str))}
+        super().__init__(tagged, path, tables, trigger, query)
+
+    # ------------------------------------------------------------ what the batches wrote
+
+    @property
+    def arrivals(self) -> DataFrame:
+        """Every arrival with an event time so far, in arrival order: its columns, ``seq``
+        (its number), ``_ts`` (event time, ms), ``_wm`` (the watermark it met, ms; NULL
+        before the first), ``batch`` and ``_arr`` (its place in the batch)."""
+        rows = self.table("arrival")
+        tops = rows.groupBy("batch").agg(F.max("_ts").alias("_top"))
+        before = Window.orderBy("batch").rowsBetween(Window.unboundedPreceding, -1)
+        marks = tops.select("batch", (F.max("_top").over(before) - F.lit(self.stream.lag)).alias("_wm"))
+        return (rows.join(marks, "batch").withColumn("seq", F.row_number().over(Window.orderBy("batch", "_arr")) - 1)
+                .select(*self.values, "seq", "_ts", "_wm", "batch", "_arr").orderBy("seq"))
+
+    @property
+    def bad(self) -> DataFrame:
+        """The rows no operator saw, with their ``reason`` (no event time) and ``batch``."""
+        return self.table("bad").orderBy("batch", "_arr").drop("_arr")
+
+    def changelog(self) -> DataFrame:
+        """Every change the committed batches made, in the order Flink emits them: ``seq``
+        (the arrival that caused it, as ``arrivals`` numbers them), ``op``, the query's
+        columns, ``watermark`` (the one that arrival met) and ``batch``."""
+        marks = self.arrivals.select("batch", "_arr", "seq", "_wm")
+        changes = self.table("change").join(marks, ["batch", "_arr"])
+        wm = F.col("_wm")
+        watermark = F.timestamp_millis(wm) if self.stream.time_is_timestamp else wm
+        return changes.orderBy("seq", "_n").select(
+            "seq", F.col("_op").alias("op"),
+            *[F.col(f"_o{i}").alias(c) for i, c in enumerate(self.live.columns)], watermark.alias("watermark"),
+            "batch")
+
+    def replay(self):
+        """The recorded arrivals replayed by ``kit.stream`` through the same query: a
+        ``DynamicTable`` whose ``changelog()`` is ``changelog()``'s rows (without ``batch``).
+        Each arrival emits the watermark the next one met (the last: the one after the
+        largest time); the replayed stream has the record's ``batch``, ``_arr`` and
+        ``_emits`` (that watermark) beside the input's columns."""
+        from . import replayed
+        record = self.arrivals
+        now = record.agg(F.max("_ts")).first()[0]
+        after = F.lead("_wm", 1, None if now is None else now - self.stream.lag).over(Window.orderBy("seq"))
+        stream = Stream.of(record.withColumn("_emits", after).select(*self.values, "batch", "_arr", "_emits"),
+                           time=self.stream.time, order=["batch", "_arr"],
+                           watermark=WatermarkStrategy.from_column("_emits"))
+        (name,) = self.live.names
+        return replayed(self.live.table.query, {name: stream}, self.live.config, self.live.table.sink)

@@ -1,0 +1,189 @@
+"""Continuous queries live: ``kit.sql`` over ``kit.live(...)`` on Spark Structured Streaming.
+
+Each test drops micro-batches as files into a folder (one file a batch), runs the queries
+until the folder is read (``available_now``), and compares each live changelog with the
+replay of the arrivals the run recorded (each with the watermark it met): row for row."""
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import kit
+from kit import Duration
+from kit.errors import KitError
+
+from test_live import drop
+
+COLUMNS = "word string, t long, v long"
+
+
+def generated(seed=7, batches=4, rows=7):
+    """Batches of (word, t, v): few words (keys that update), times out of order with rows
+    far behind the watermark, a NULL time now and then, repeated values (ties)."""
+    rng, top, out = random.Random(seed), 0, []
+    for _ in range(batches):
+        batch = []
+        for _ in range(rows):
+            top += rng.randint(0, 40)
+            t = None if rng.random() < 0.06 else max(0, top - rng.choice([0, 0, 5, 30, 120]))
+            batch.append((rng.choice("abcd"), t, rng.choice([1, 2, 2, 3, 5, None])))
+        out.append(batch)
+    return out
+
+
+def source(spark, folder):
+    return spark.readStream.schema(COLUMNS).option("maxFilesPerTrigger", 1).parquet(str(folder))
+
+
+def changes(frame) -> list:
+    return [tuple(r) for r in frame.collect()]
+
+
+QUERIES = {
+    "group aggregate": "SELECT word, COUNT(*) AS n, SUM(v) AS total, MIN(v) AS low, MAX(t) AS last, "
+                       "AVG(v) AS mean, COUNT(DISTINCT v) AS kinds FROM s GROUP BY word",
+    "cascade": "SELECT n, COUNT(*) AS freq FROM (SELECT word, COUNT(*) AS n FROM s GROUP BY word) GROUP BY n",
+    "global aggregate": "SELECT COUNT(*) AS n, MAX(v) AS top FROM s WHERE v IS NOT NULL",
+    "top-2 per key": "SELECT word, t, v, rn FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY word "
+                     "ORDER BY v DESC, t ASC) AS rn FROM s) WHERE rn <= 2",
+    "top-1 over counts": "SELECT word, n FROM (SELECT *, ROW_NUMBER() OVER (ORDER BY n DESC, word ASC) AS rn "
+                         "FROM (SELECT word, COUNT(*) AS n FROM s GROUP BY word)) WHERE rn = 1",
+    "deduplicate last on event time": "SELECT word, t, v FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY word "
+                                      "ORDER BY t DESC) AS rn FROM s) WHERE rn = 1",
+    "over": "SELECT word, v, SUM(t) OVER (PARTITION BY word ORDER BY v ROWS BETWEEN UNBOUNDED PRECEDING "
+            "AND CURRENT ROW) AS running FROM s",
+    "distinct": "SELECT DISTINCT word, v FROM s",
+    "filter": "SELECT word, t + 1 AS next FROM s WHERE v > 1",
+}
+
+
+def test_each_continuous_query_live_gives_the_changelog_of_its_replay(spark, tmp_path):
+    """Every family live (group aggregates with retractions, the cascade, a global
+    aggregate, Top-N over rows and over updates, deduplication, OVER, DISTINCT, a filter)
+    over batches with disorder, late rows and NULL times: the changelog equals the
+    replay's of the recorded arrivals, row for row, with the watermark each arrival met."""
+    batches = generated()
+    drop(tmp_path / "in", batches, COLUMNS)
+    live = kit.live(source(spark, tmp_path / "in"), time="t", watermark=Duration.of_millis(20))
+    runs = {name: kit.sql(q, s=live).start(str(tmp_path / name.replace(" ", "_")), trigger="available_now")
+            for name, q in QUERIES.items()}
+    nulls = sum(t is None for b in batches for _, t, _ in b)
+    for name, run in runs.items():
+        run.await_termination()
+        live_rows = changes(run.changelog().drop("batch"))
+        assert live_rows, name
+        assert live_rows == changes(run.replay().changelog()), name
+        assert run.bad.count() == nulls and run.arrivals.count() == sum(map(len, batches)) - nulls, name
+    # the record: every arrival with the watermark it met, the one after the batches before
+    arrivals = runs["filter"].arrivals.collect()
+    for a in arrivals:
+        before = [b.t for b in arrivals if b.batch < a.batch]
+        assert a._wm == (max(before) - 20 - 1 if before else None)
+
+
+def test_the_changelog_of_a_live_group_aggregate(spark, tmp_path):
+    """Flink's row kinds, arrival by arrival, across micro-batches; a NULL time goes aside."""
+    drop(tmp_path / "in", [[("a", 1, 1), ("b", 2, 1), ("a", 3, 1)], [("b", None, 1), ("a", 0, 1), ("c", 9, 1)]],
+         COLUMNS)
+    live = kit.live(source(spark, tmp_path / "in"), time="t")
+    run = kit.sql("SELECT word, COUNT(*) AS n FROM s GROUP BY word", s=live).start(str(tmp_path / "run"),
+                                                                                   trigger="available_now")
+    run.await_termination()
+    assert changes(run.changelog()) == [
+        (0, "+I", "a", 1, None, 0), (1, "+I", "b", 1, None, 0), (2, "-U", "a", 1, None, 0), (2, "+U", "a", 2, None, 0),
+        (3, "-U", "a", 2, 2, 1), (3, "+U", "a", 3, 2, 1), (4, "+I", "c", 1, 2, 1)]
+    assert changes(run.bad) == [("b", None, 1, "NULL event time in column 't': Flink rejects the row", 1)]
+    upsert = kit.sql("SELECT word, COUNT(*) AS n FROM s GROUP BY word", s=live, sink="upsert")
+    run = upsert.start(str(tmp_path / "upsert"), trigger="available_now")
+    run.await_termination()
+    assert [r.op for r in run.changelog().collect()] == ["+I", "+I", "+U", "+U", "+I"]
+
+
+def test_a_live_cascade_stopped_and_started_again_goes_on_from_its_checkpoint(spark, tmp_path):
+    """Stopped after three batches, more files come, started again on its path: the
+    changelog is the uninterrupted run's, nothing lost, nothing doubled."""
+    batches = generated(seed=3)
+    query = QUERIES["cascade"]
+    drop(tmp_path / "all", batches, COLUMNS)
+    whole = kit.sql(query, s=kit.live(source(spark, tmp_path / "all"), time="t")).start(
+        str(tmp_path / "whole"), trigger="available_now")
+    drop(tmp_path / "part", batches[:3], COLUMNS)
+    first = kit.sql(query, s=kit.live(source(spark, tmp_path / "part"), time="t")).start(
+        str(tmp_path / "run"), trigger="available_now")
+    first.await_termination()
+    drop(tmp_path / "part", batches[3:], COLUMNS, first=3)
+    again = kit.sql(query, s=kit.live(source(spark, tmp_path / "part"), time="t")).start(
+        str(tmp_path / "run"), trigger="available_now")
+    again.await_termination()
+    whole.await_termination()
+    assert changes(again.changelog()) == changes(whole.changelog())
+
+
+KILLED = """
+import sys, time
+sys.path.insert(0, {root!r})
+import kit
+spark = kit.spark()
+source = spark.readStream.schema({columns!r}).option("maxFilesPerTrigger", 1).parquet({folder!r})
+run = kit.sql({query!r}, s=kit.live(source, time="t")).start({path!r})
+time.sleep(600)   # killed before
+"""
+
+
+def test_a_live_cascade_killed_mid_stream_restarts_with_nothing_lost_or_doubled(spark, tmp_path):
+    """The driver process killed (SIGKILL) while batches run, then the query started again
+    on its path: the changelog equals an uninterrupted run's."""
+    batches, query = generated(seed=5), QUERIES["cascade"]
+    drop(tmp_path / "all", batches, COLUMNS)
+    whole = kit.sql(query, s=kit.live(source(spark, tmp_path / "all"), time="t")).start(
+        str(tmp_path / "whole"), trigger="available_now")
+    drop(tmp_path / "in", batches[:3], COLUMNS)   # the rest comes after the kill: it is mid-stream
+    script = KILLED.format(root=str(Path(__file__).parents[1]), columns=COLUMNS, folder=str(tmp_path / "in"),
+                           query=query, path=str(tmp_path / "run"))
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 300
+        while not (tmp_path / "run" / "rows" / "_kind=arrival" / "batch=1").exists():
+            assert child.poll() is None and time.time() < deadline, "the live query did not get to batch 1"
+            time.sleep(0.05)
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    drop(tmp_path / "in", batches[3:], COLUMNS, first=3)
+    again = kit.sql(query, s=kit.live(source(spark, tmp_path / "in"), time="t")).start(
+        str(tmp_path / "run"), trigger="available_now")
+    again.await_termination()
+    whole.await_termination()
+    assert changes(again.changelog().drop("batch")) == changes(whole.changelog().drop("batch"))
+    assert again.arrivals.count() == whole.arrivals.count()
+
+
+def test_live_mode_says_which_queries_it_does_not_run(spark, tmp_path):
+    drop(tmp_path / "in", [[("a", 1, 1)]], COLUMNS)
+    live = kit.live(source(spark, tmp_path / "in"), time="t")
+    group = "SELECT word, COUNT(*) AS n FROM s GROUP BY word"
+    cases = [
+        (group, {"table.exec.state.ttl": "10 s"}, "a state TTL"),
+        (group, {"table.exec.mini-batch.enabled": True, "table.exec.mini-batch.allow-latency": "1 s",
+                 "table.exec.mini-batch.size": 10}, "a mini-batch"),
+        ("SELECT word, t FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY word ORDER BY t ASC) AS rn FROM s) "
+         "WHERE rn = 1", None, "keeping the first row on event time"),
+        ("SELECT a.word, b.v FROM s a JOIN s b ON a.word = b.word", None, "a join of two streams"),
+        ("SELECT window_start, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(t), INTERVAL '1' SECOND)) "
+         "GROUP BY window_start, window_end", None, "window TVFs"),
+    ]
+    for query, config, why in cases:
+        with pytest.raises(KitError, match=why):
+            kit.sql(query, s=live, config=config)
+    with pytest.raises(KitError, match="reads live streams only"):
+        kit.sql("SELECT word, COUNT(*) AS n FROM s GROUP BY word", s=live,
+                d=kit.stream(spark.createDataFrame([("a", 1)], "word string, t long"), time="t"))
+    kit.sql(group, s=live).start(str(tmp_path / "run"), trigger="available_now").await_termination()
+    with pytest.raises(KitError, match=r"holds the checkpoint of another query \(query: "):
+        kit.sql("SELECT word, MAX(v) AS n FROM s GROUP BY word", s=live).start(str(tmp_path / "run"))
