@@ -7,9 +7,11 @@ replay of the arrivals the run recorded (each with the watermark it met): row fo
 import os
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,8 @@ import pytest
 import kit
 from kit import Duration
 from kit.errors import KitError
+from kit.time import Time
+from kit.windows import Count, TumblingEventTimeWindows
 
 from test_live import drop
 
@@ -126,14 +130,20 @@ def test_a_live_cascade_stopped_and_started_again_goes_on_from_its_checkpoint(sp
 
 
 KILLED = """
-import sys, time
+import sqlite3, sys, time
 sys.path.insert(0, {root!r})
 import kit
 spark = kit.spark()
 source = spark.readStream.schema({columns!r}).option("maxFilesPerTrigger", 1).parquet({folder!r})
-run = kit.sql({query!r}, s=kit.live(source, time="t")).start({path!r})
+sink = kit.DbApiSink(lambda: sqlite3.connect({db!r}), "freq")
+run = kit.sql({query!r}, s=kit.live(source, time="t")).start({path!r}, sink=sink)
 time.sleep(600)   # killed before
 """
+
+
+def stored(db) -> list:
+    with closing(sqlite3.connect(db)) as con:
+        return con.execute("SELECT batch, change, op, n, freq FROM freq ORDER BY batch, change").fetchall()
 
 
 def test_a_live_cascade_killed_mid_stream_restarts_with_nothing_lost_or_doubled(spark, tmp_path):
@@ -144,8 +154,9 @@ def test_a_live_cascade_killed_mid_stream_restarts_with_nothing_lost_or_doubled(
     whole = kit.sql(query, s=kit.live(source(spark, tmp_path / "all"), time="t")).start(
         str(tmp_path / "whole"), trigger="available_now")
     drop(tmp_path / "in", batches[:3], COLUMNS)   # the rest comes after the kill: it is mid-stream
+    db = str(tmp_path / "out.db")
     script = KILLED.format(root=str(Path(__file__).parents[1]), columns=COLUMNS, folder=str(tmp_path / "in"),
-                           query=query, path=str(tmp_path / "run"))
+                           query=query, path=str(tmp_path / "run"), db=db)
     child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.time() + 300
@@ -156,12 +167,43 @@ def test_a_live_cascade_killed_mid_stream_restarts_with_nothing_lost_or_doubled(
         os.kill(child.pid, signal.SIGKILL)
         child.wait()
     drop(tmp_path / "in", batches[3:], COLUMNS, first=3)
+    sink = kit.DbApiSink(lambda: sqlite3.connect(db), "freq")
     again = kit.sql(query, s=kit.live(source(spark, tmp_path / "in"), time="t")).start(
-        str(tmp_path / "run"), trigger="available_now")
+        str(tmp_path / "run"), trigger="available_now", sink=sink)
     again.await_termination()
     whole.await_termination()
     assert changes(again.changelog().drop("batch")) == changes(whole.changelog().drop("batch"))
     assert again.arrivals.count() == whole.arrivals.count()
+    # the database holds each change once, in Flink's order, by the batch that made it
+    assert [r[2:] for r in stored(db)] == [(r.op, r.n, r.freq) for r in whole.changelog().collect()]
+    assert {r[0] for r in stored(db)} == {r.batch for r in whole.changelog().collect()}
+
+
+def test_a_database_sink_gets_each_batch_once_however_often_it_runs(spark, tmp_path):
+    """A DB-API table (sqlite3) written per batch: a batch written again (as after a restart
+    before Spark committed it) replaces its own rows; a window's firings go the same way."""
+    drop(tmp_path / "in", [[("a", 1, 1), ("b", 2, 1)], [("a", 3, 1)]], COLUMNS)
+    live = kit.live(source(spark, tmp_path / "in"), time="t")
+    db = str(tmp_path / "out.db")
+    run = kit.sql("SELECT word, COUNT(*) AS n FROM s GROUP BY word", s=live).start(
+        str(tmp_path / "run"), trigger="available_now", sink=kit.DbApiSink(lambda: sqlite3.connect(db), "counts"))
+    run.await_termination()
+    rows = [(0, 0, "+I", "a", 1), (0, 1, "+I", "b", 1), (1, 0, "-U", "a", 1), (1, 1, "+U", "a", 2)]
+    query = "SELECT batch, change, op, word, n FROM counts ORDER BY batch, change"
+    with closing(sqlite3.connect(db)) as con:
+        assert con.execute(query).fetchall() == rows
+    run.sink.write(run.batch_rows(1), 1)
+    with closing(sqlite3.connect(db)) as con:
+        assert con.execute(query).fetchall() == rows
+    windows = (live.key_by("word").window(TumblingEventTimeWindows.of(Time.milliseconds(2))).aggregate(Count(alias="n"))
+               .start(str(tmp_path / "windows"), trigger="available_now",
+                      sink=kit.DbApiSink(lambda: sqlite3.connect(db), "windows")))
+    windows.await_termination()
+    with closing(sqlite3.connect(db)) as con:
+        assert con.execute("SELECT key, window_start, window_end, n, batch FROM windows").fetchall() == [
+            ("a", 0, 2, 1, 1)]
+    with pytest.raises(KitError, match="table must be a plain SQL name"):
+        kit.DbApiSink(lambda: sqlite3.connect(db), "counts; DROP TABLE x")
 
 
 def test_live_mode_says_which_queries_it_does_not_run(spark, tmp_path):

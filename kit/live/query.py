@@ -14,14 +14,18 @@ from the last committed batch; ``table(kind)`` reads one kind's rows, in its col
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+from decimal import Decimal
 from pathlib import Path
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from ..errors import KitError
 
-__all__ = ["LiveQuery"]
+__all__ = ["LiveQuery", "DbApiSink"]
 
 
 class LiveQuery:
@@ -29,11 +33,13 @@ class LiveQuery:
     each kind of tagged row; ``table(kind)`` reads what its batches wrote."""
 
     def __init__(self, tagged: DataFrame, path: str, tables: dict, trigger: str | None = None,
-                 query: dict | None = None):
+                 query: dict | None = None, sink: "DbApiSink | None" = None):
         if trigger not in (None, "available_now") and not isinstance(trigger, str):
             raise KitError(f"trigger must be None (as fast as batches come), 'available_now' (what is there, "
                            f"then stop) or an interval like '10 seconds'; got {trigger!r}")
-        self.path, self.tables, self.spark = Path(path), tables, tagged.sparkSession
+        if sink is not None and not isinstance(sink, DbApiSink):
+            raise KitError(f"sink must be a kit.live.DbApiSink (a DB-API table); got {type(sink).__name__}")
+        self.path, self.tables, self.spark, self.sink = Path(path), tables, tagged.sparkSession, sink
         _same_query(self.path, query or {})
         # the table's columns: the tagged rows', then the partition columns
         self.raw = self.spark.createDataFrame([], tagged.drop("_kind").withColumn("_kind", F.lit("")).withColumn(
@@ -49,6 +55,13 @@ class LiveQuery:
     def _write(self, df: DataFrame, batch: int) -> None:
         (df.withColumn("batch", F.lit(batch)).write.mode("overwrite").option("partitionOverwriteMode", "dynamic")
          .partitionBy("_kind", "batch").parquet(str(self.path / "rows")))
+        if self.sink is not None:   # read back: the batch's rows as written, not the batch run again
+            self.sink.write(self.batch_rows(batch), batch)
+
+    def batch_rows(self, batch: int) -> DataFrame:
+        """The query's output rows that micro-batch ``batch`` made, as a sink receives them
+        (each kind of query says which: its firings, its changes)."""
+        raise KitError(f"{type(self).__name__} sends no rows to a sink")
 
     def table(self, kind: str) -> DataFrame:
         """The rows of ``kind`` that committed batches wrote (with their ``batch``)."""
@@ -83,7 +96,6 @@ def _same_query(path: Path, query: dict) -> None:
     """Refuses to go on from a checkpoint that another query left: its state was made by
     other operators (Spark cannot tell: the kit keeps it as one pickled value per key).
     ``query``: what makes the query (text per part), kept in ``path/_query.json``."""
-    import json
     saved = path / "_query.json"
     if saved.exists():
         before = json.loads(saved.read_text())
@@ -95,3 +107,75 @@ def _same_query(path: Path, query: dict) -> None:
         return
     path.mkdir(parents=True, exist_ok=True)
     saved.write_text(json.dumps(query, indent=1))
+
+
+class DbApiSink:
+    """A table of a DB-API database that a live query's output goes to, micro-batch by
+    micro-batch, idempotently by batch id: each batch's rows replace the rows of the same
+    ``batch`` in one transaction, so a batch run again after a restart (its query died
+    before Spark committed it) is there once. ``connect()`` opens a connection (``sqlite3``'s
+    or any DB-API driver's, with ``?`` parameters unless ``paramstyle`` says ``format``);
+    the table is made at the first batch, its columns the rows' (``batch`` among them).
+
+        sink = DbApiSink(lambda: sqlite3.connect("counts.db"), "counts")
+        run = kit.sql(query, s=live).start("runs/counts", sink=sink)
+
+    The batch's rows are collected on the driver: a sink for results of notebook size."""
+
+    def __init__(self, connect, table: str, paramstyle: str = "qmark"):
+        if not callable(connect):
+            raise KitError(f"connect must be a function that opens a DB-API connection; got {type(connect).__name__}")
+        if not isinstance(table, str) or not table.replace("_", "a").isalnum():
+            raise KitError(f"table must be a plain SQL name (letters, digits, _); got {table!r}")
+        if paramstyle not in ("qmark", "format"):
+            raise KitError(f"paramstyle must be 'qmark' (?) or 'format' (%s); got {paramstyle!r}")
+        self.connect, self.table, self.mark = connect, table, "?" if paramstyle == "qmark" else "%s"
+
+    def write(self, frame: DataFrame, batch: int) -> None:
+        columns = [f.name for f in frame.schema.fields]
+        rows = [tuple(r) for r in frame.collect()]
+        con = self.connect()
+        try:
+            plain = type(con).__module__ == "sqlite3"   # sqlite3 stores numbers and text: the rest as text
+            cur = con.cursor()
+            types = ", ".join(f"{_quoted(f.name)} {_sql_type(f.dataType)}" for f in frame.schema.fields)
+            cur.execute(f"CREATE TABLE IF NOT EXISTS {self.table} ({types})")
+            cur.execute(f"DELETE FROM {self.table} WHERE batch = {self.mark}", (batch,))
+            if rows:
+                marks = ", ".join([self.mark] * len(columns))
+                cur.executemany(f"INSERT INTO {self.table} ({', '.join(map(_quoted, columns))}) VALUES ({marks})",
+                                [tuple(map(_plain, r)) for r in rows] if plain else rows)
+            con.commit()
+        finally:
+            con.close()
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _sql_type(dtype) -> str:
+    """The SQL type of a column of Spark type ``dtype`` (TEXT for what has no plain one)."""
+    if isinstance(dtype, T.DecimalType):
+        return f"DECIMAL({dtype.precision}, {dtype.scale})"
+    for kinds, name in _SQL_TYPES:
+        if isinstance(dtype, kinds):
+            return name
+    return "TEXT"
+
+
+_SQL_TYPES = ((T.IntegralType, "BIGINT"), ((T.FloatType, T.DoubleType), "DOUBLE"), (T.BooleanType, "BOOLEAN"),
+              ((T.TimestampType, T.TimestampNTZType), "TIMESTAMP"), (T.DateType, "DATE"))
+
+
+def _plain(value):
+    """A value as sqlite3 stores it: numbers and text as they are, times ISO text, decimals text."""
+    if isinstance(value, dt.datetime):
+        return value.isoformat(sep=" ")
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, default=str)
+    return value

@@ -70,11 +70,12 @@ class LiveTable:
         if why is not None:
             raise KitError(f"live mode does not run {why}: the replay does (kit.stream over a recorded input)")
 
-    def start(self, path: str, trigger: str | None = None) -> "LiveTableQuery":
+    def start(self, path: str, trigger: str | None = None, sink=None) -> "LiveTableQuery":
         """Starts the query; its rows and checkpoint go under ``path`` (``kit.live.query``).
         ``trigger``: None (a batch as soon as the last is done), ``"available_now"`` (what the
-        source has now, then stop) or an interval such as ``"10 seconds"``."""
-        return LiveTableQuery(self, path, trigger)
+        source has now, then stop) or an interval such as ``"10 seconds"``. ``sink``: a
+        ``kit.DbApiSink`` that each batch's changes go to too (``batch_rows``)."""
+        return LiveTableQuery(self, path, trigger, sink)
 
     def explain(self, physical: bool = True) -> str:
         """The plan, as ``DynamicTable.explain`` prints it."""
@@ -132,7 +133,7 @@ class LiveTableQuery(LiveQuery):
     """A started live query (``LiveTable.start``): ``changelog()``, ``arrivals``, ``bad``,
     ``replay()``, and ``LiveQuery``'s ``process_all_available()``, ``stop()``, ``status``."""
 
-    def __init__(self, live: LiveTable, path: str, trigger):
+    def __init__(self, live: LiveTable, path: str, trigger, sink=None):
         self.live = live
         table, stream = live.table, live.table.streams[0]
         self.stream, self.values = stream, list(stream.source.columns)
@@ -150,7 +151,7 @@ class LiveTableQuery(LiveQuery):
         query = {"query": table.query, "columns": ", ".join(f.simpleString() for f in stream.source.schema.fields),
                  "time": stream.time, "watermark": repr(stream.watermark), "sink": table.sink,
                  "config": repr(sorted((live.config or {}).items(), key=str))}
-        super().__init__(tagged, path, tables, trigger, query)
+        super().__init__(tagged, path, tables, trigger, query, sink)
 
     # ------------------------------------------------------------ what the batches wrote
 
@@ -183,6 +184,14 @@ class LiveTableQuery(LiveQuery):
             "seq", F.col("_op").alias("op"),
             *[F.col(f"_o{i}").alias(c) for i, c in enumerate(self.live.columns)], watermark.alias("watermark"),
             "batch")
+
+    def batch_rows(self, batch: int) -> DataFrame:
+        """The changes micro-batch ``batch`` made, as a sink receives them: ``batch``,
+        ``change`` (0, 1, ...: the order Flink emits them in), ``op`` and the query's columns."""
+        rows = self.table("change").where(F.col("batch") == batch)
+        order = Window.orderBy("_arr", "_n")
+        return rows.select("batch", (F.row_number().over(order) - 1).alias("change"), F.col("_op").alias("op"),
+                           *[F.col(f"_o{i}").alias(c) for i, c in enumerate(self.live.columns)])
 
     def replay(self):
         """The recorded arrivals replayed by ``kit.stream`` through the same query: a

@@ -123,11 +123,12 @@ class LiveWindowResult:
                            "start with '_': rename them (the replay renames its own to kit_<name> instead)")
         self.output, self.windowed = output, windowed
 
-    def start(self, path: str, trigger: str | None = None) -> "LiveWindowQuery":
+    def start(self, path: str, trigger: str | None = None, sink=None) -> "LiveWindowQuery":
         """Starts the query; its rows and checkpoint go under ``path`` (``kit.live.query``).
         ``trigger``: None (a batch as soon as the last is done), ``"available_now"`` (what the
-        source has now, then stop) or an interval such as ``"10 seconds"``."""
-        return LiveWindowQuery(self, path, trigger)
+        source has now, then stop) or an interval such as ``"10 seconds"``. ``sink``: a
+        ``kit.DbApiSink`` that each batch's firings go to too (``batch_rows``)."""
+        return LiveWindowQuery(self, path, trigger, sink)
 
 
 def _named(part) -> str:
@@ -159,7 +160,7 @@ class LiveWindowQuery(LiveQuery):
     ``arrivals``, ``replay()``, and ``LiveQuery``'s ``process_all_available()``, ``stop()``,
     ``status`` (with Flink's ``watermark`` now)."""
 
-    def __init__(self, result: LiveWindowResult, path: str, trigger):
+    def __init__(self, result: LiveWindowResult, path: str, trigger, sink=None):
         self.result = result
         stream, keys, values, output = result.stream, list(result.keys), result.values, result.output
         firing = _firing_fields(result)
@@ -198,7 +199,7 @@ class LiveWindowQuery(LiveQuery):
                  "contents": f"{spec.contents.kind} {_named(getattr(spec.contents, '_agg', None))}",
                  "output": output.simpleString()}
         super().__init__(tagged.withColumn("_kind", F.when(F.col("_kind") == "output", F.col("_o0"))
-                                           .otherwise(F.col("_kind"))), path, tables, trigger, query)
+                                           .otherwise(F.col("_kind"))), path, tables, trigger, query, sink)
 
     # ------------------------------------------------------------ what the batches wrote
 
@@ -206,7 +207,14 @@ class LiveWindowQuery(LiveQuery):
     def df(self) -> DataFrame:
         """The firings of the committed batches: in key order, each key's as they fired (as
         ``WindowResult.df`` has them)."""
-        rows = self.table("firing").orderBy("key", "order")
+        return self._firings(self.table("firing"))
+
+    def batch_rows(self, batch: int) -> DataFrame:
+        """The firings of micro-batch ``batch``, as a sink receives them (``df``'s columns)."""
+        return self._firings(self.table("firing").where(F.col("batch") == batch))
+
+    def _firings(self, rows: DataFrame) -> DataFrame:
+        rows = rows.orderBy("key", "order")
         times = ("window_start", "window_end", "timer", "watermark") if self._timestamps else ()
         return rows.select(*[F.timestamp_millis(c).alias(c) if c in times else F.col(c)
                              for c in rows.columns if c != "order"])
