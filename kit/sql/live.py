@@ -185,6 +185,15 @@ class LiveTableQuery(LiveQuery):
             *[F.col(f"_o{i}").alias(c) for i, c in enumerate(self.live.columns)], watermark.alias("watermark"),
             "batch")
 
+    @property
+    def status(self) -> dict:
+        """``LiveQuery.status``, its ``rows`` the arrivals of the last batch (Spark counts
+        each of the query's two reads of the source: the record and the operators' input)."""
+        status = super().status
+        if status["rows"] is not None:
+            status["rows"] //= 2
+        return status
+
     def batch_rows(self, batch: int) -> DataFrame:
         """The changes micro-batch ``batch`` made, as a sink receives them: ``batch``,
         ``change`` (0, 1, ...: the order Flink emits them in), ``op`` and the query's columns."""
@@ -198,11 +207,12 @@ class LiveTableQuery(LiveQuery):
         ``DynamicTable`` whose ``changelog()`` is ``changelog()``'s rows (without ``batch``).
         Each arrival emits the watermark the next one met (the last: the one after the
         largest time); the replayed stream has the record's ``batch``, ``_arr`` and
-        ``_emits`` (that watermark) beside the input's columns."""
+        ``_emits`` (that watermark, typed as the time column) beside the input's columns."""
         from . import replayed
         record = self.arrivals
         now = record.agg(F.max("_ts")).first()[0]
         after = F.lead("_wm", 1, None if now is None else now - self.stream.lag).over(Window.orderBy("seq"))
+        after = F.timestamp_millis(after) if self.stream.time_is_timestamp else after
         stream = Stream.of(record.withColumn("_emits", after).select(*self.values, "batch", "_arr", "_emits"),
                            time=self.stream.time, order=["batch", "_arr"],
                            watermark=WatermarkStrategy.from_column("_emits"))

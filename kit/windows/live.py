@@ -245,11 +245,13 @@ class LiveWindowQuery(LiveQuery):
         ``WindowResult`` whose firings before the end of input are ``df``'s. Each arrival
         emits the watermark the next one met (the last: the one after the largest time,
         where the stream's watermark is now). Its stream has the record's ``batch``, ``_arr``
-        (the arrival order) and ``_emits`` (that watermark) beside the input's columns."""
+        (the arrival order) and ``_emits`` (that watermark, typed as the time column) beside
+        the input's columns."""
         arrivals = self.arrivals
         now = self.run.watermark.watermark(arrivals.agg(F.max("_ts")).first()[0])
         after = F.coalesce(F.lead("_wm").over(Window.orderBy("batch", "_arr")), F.lit(now))
-        record = arrivals.withColumn("_emits", F.when(after != MIN_TIME, after))
+        emits = F.when(after != MIN_TIME, after)
+        record = arrivals.withColumn("_emits", F.timestamp_millis(emits) if self._timestamps else emits)
         stream = DataStream.of(record.select(*self.result.values, "batch", "_arr", "_emits"), time=self.run.time,
                                order=["batch", "_arr"], watermark=WatermarkStrategy.from_column("_emits"))
         windowed = copy.copy(self.result.windowed)

@@ -113,7 +113,7 @@ def _show(page, index: int, ready: str, what: str) -> list[dict]:
 
 @pytest.mark.parametrize("name", ["00_time_and_watermarks.ipynb", "01_click_windows.ipynb",
                                   "02_ticker_patterns.ipynb", "03_temporal_joins.ipynb",
-                                  "04_dynamic_tables.ipynb", "05_sql_engine.ipynb"])
+                                  "04_dynamic_tables.ipynb", "05_sql_engine.ipynb", "06_live.ipynb"])
 def test_an_unrun_notebook_shows_its_charts_and_widgets_and_stays_unmodified(untrusted_lab, browser, name):
     base, token = untrusted_lab
     page = browser
