@@ -10,12 +10,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from . import cascade, deployments, dynamic, growth, joins, match_recognize, redraw, windows
+from . import cascade, deployments, dynamic, growth, joins, live, match_recognize, redraw, windows
 
 WORKLOADS = {"mr_vshape": match_recognize.vshape, "windows": windows.windows, "temporal_join": joins.temporal_join,
              "dynamic": dynamic.dynamic}
 # benchmarks with a table of their own: a markdown section
-SECTIONS = {"cascade": cascade.cascade, "growth": growth.growth, "redraw": redraw.redraw, "deployments": deployments.deployments}
+SECTIONS = {"cascade": cascade.cascade, "growth": growth.growth, "redraw": redraw.redraw, "deployments": deployments.deployments,
+            "live": live.live}
 
 
 def main() -> None:

@@ -1,0 +1,154 @@
+"""Live mode (issue 44): the same queries on Spark Structured Streaming, as a user runs them
+-- ``kit.live`` over a folder of CSV files, ``start(path)`` -- against the same query
+replayed by the kit (``kit.stream`` over the same files, to Spark's ``noop`` sink) and real
+Flink 2.3 streaming SQL (parallelism 2, ``blackhole`` sink) reading the same folder.
+
+Input: N Zipf words (``dynamic._words``) with ``t`` BIGINT epoch ms 1 ms apart, cut into
+files of equal size in time order (each file's modification time after the last: Spark's
+file source takes them in that order). Two queries: the word-frequency cascade and a
+one-second tumbling count per word (the DataStream window live, Flink's TUMBLE TVF).
+
+- sustained: the folder read by one live run (``available_now``, ``maxFilesPerTrigger``
+  files per micro-batch), rows / wall time from ``start`` to its end (the micro-batches'
+  writes included);
+- latency: a running query (default trigger) fed one file at a time, from the file's write
+  to its changes committed in the query's table (``process_all_available`` returning):
+  median and largest over the files;
+- the kit's replay and Flink read the whole folder at once.
+
+The machine's CPU pressure (``/proc/pressure/cpu``'s ``some`` share) is given for each run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import time
+from pathlib import Path
+
+from pyspark.sql import functions as F
+
+import kit
+from kit.time import Time
+from kit.windows import Count, TumblingEventTimeWindows
+
+from .cascade import _stall_us
+from .dynamic import CASCADE, _words
+from .match_recognize import FLINK_PYTHON, _flink_run
+
+FILES = 20
+PER_TRIGGER = 5
+WINDOW_SQL = ("SELECT word, window_start, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE words, DESCRIPTOR(ts), "
+              "INTERVAL '1' SECOND)) GROUP BY word, window_start, window_end")
+
+
+def _write(folder: Path, rows: int) -> Path:
+    """The words as ``FILES`` CSV files (``word,t``) in time order, modification times 1 s apart."""
+    out = folder / f"live_{rows}"
+    if out.exists():
+        return out
+    words = kit.spark().read.parquet(str(_words(folder, rows)[0])).select("word", F.unix_millis("t").alias("t"))
+    staging = folder / f"live_{rows}_staging"
+    words.repartitionByRange(FILES, "t").sortWithinPartitions("t").write.mode("overwrite").csv(str(staging))
+    out.mkdir()
+    parts = sorted(staging.glob("part-*.csv"), key=lambda p: int(p.name.split("-")[1]))
+    for i, part in enumerate(parts):
+        target = out / f"{i:04d}.csv"
+        shutil.move(str(part), target)
+        os.utime(target, (1_700_000_000 + i, 1_700_000_000 + i))
+    shutil.rmtree(staging)
+    return out
+
+
+def _source(folder: Path, per_trigger: int):
+    spark = kit.spark()
+    return kit.live(spark.readStream.schema("word STRING, t BIGINT").option("maxFilesPerTrigger", per_trigger)
+                    .csv(str(folder)), time="t")
+
+
+def _started(query: str, live, path: Path, trigger=None):
+    if query == "cascade":
+        return kit.sql(CASCADE, words=live).start(str(path), trigger=trigger)
+    return (live.key_by("word").window(TumblingEventTimeWindows.of(Time.seconds(1))).aggregate(Count(alias="n"))
+            .start(str(path), trigger=trigger))
+
+
+def _pressure(run) -> tuple:
+    stalled, start = _stall_us(), time.time()
+    out = run()
+    seconds = time.time() - start
+    return out, seconds, (_stall_us() - stalled) / 1e4 / seconds
+
+
+def _sustained(query: str, folder: Path, work: Path) -> tuple[float, float]:
+    shutil.rmtree(work / query, ignore_errors=True)
+    _, seconds, pressure = _pressure(lambda: _started(query, _source(folder, PER_TRIGGER), work / query,
+                                                      "available_now").await_termination())
+    return seconds, pressure
+
+
+def _latency(query: str, folder: Path, work: Path, files: int = 5) -> list[float]:
+    """Seconds from a file's write to its batch committed, for ``files`` files one at a time."""
+    inbox, path = work / f"{query}_inbox", work / f"{query}_latency"
+    shutil.rmtree(inbox, ignore_errors=True)
+    shutil.rmtree(path, ignore_errors=True)
+    inbox.mkdir(parents=True)
+    run = _started(query, _source(inbox, 1), path)
+    waits = []
+    try:
+        for i, part in enumerate(sorted(folder.glob("*.csv"))[:files]):
+            target = inbox / part.name
+            start = time.time()
+            shutil.copy(part, target)
+            os.utime(target, (1_700_000_000 + i, 1_700_000_000 + i))
+            run.process_all_available()
+            waits.append(time.time() - start)
+    finally:
+        run.stop()
+    return waits
+
+
+def _replay(query: str, folder: Path) -> float:
+    spark = kit.spark()
+    words = kit.stream(spark.read.schema("word STRING, t BIGINT").csv(str(folder)), time="t")
+    if query == "cascade":
+        frame = kit.sql(CASCADE, words=words).changelog()
+    else:
+        frame = words.key_by("word").window(TumblingEventTimeWindows.of(Time.seconds(1))).aggregate(Count(alias="n")).df
+    start = time.time()
+    frame.write.format("noop").mode("overwrite").save()
+    return time.time() - start
+
+
+def _flink(query: str, folder: Path) -> float | None:
+    if not FLINK_PYTHON.exists():
+        return None
+    ddl = (f"CREATE TABLE words (word STRING, t BIGINT, ts AS TO_TIMESTAMP_LTZ(t, 3), WATERMARK FOR ts AS ts) "
+           f"WITH ('connector' = 'filesystem', 'path' = '{folder.resolve()}', 'format' = 'csv')")
+    return _flink_run(ddl, CASCADE if query == "cascade" else WINDOW_SQL, parallelism=2, mode="streaming",
+                      sink="blackhole")["seconds"]
+
+
+def live(folder: Path, rows: int | None = None) -> str:
+    """The table as a markdown section."""
+    folder.mkdir(parents=True, exist_ok=True)
+    n = rows or 200_000
+    files = _write(folder, n)
+    work = folder / "live_runs"
+    lines = [f"### Live mode: {n:,} Zipf words in {FILES} CSV files, {PER_TRIGGER} files a micro-batch", "",
+             "| query | kit live: s (CPU pressure) | kit live events/s | latency per file: median / max s "
+             "| kit replay s | Flink 2.3 streaming p=2 s | live / replay | live / Flink |",
+             "|---|---|---|---|---|---|---|---|"]
+    for query in ("cascade", "tumbling count"):
+        name = "cascade" if query == "cascade" else "window"
+        seconds, pressure = _sustained(name, files, work)
+        waits = _latency(name, files, work)
+        replay = _replay(name, files)
+        flink = _flink(name, files)
+        lines.append(f"| {query} | {seconds:.1f} ({pressure:.0f} %) | {n / seconds:,.0f} | "
+                     f"{statistics.median(waits):.2f} / {max(waits):.2f} | {replay:.1f} | "
+                     f"{'-' if flink is None else f'{flink:.1f}'} | {seconds / replay:.1f}x | "
+                     f"{'-' if flink is None else f'{seconds / flink:.1f}x'} |")
+        print(lines[-1], flush=True)
+    return "\n".join(lines) + "\n"
