@@ -330,6 +330,16 @@ def test_unknown_options_name_the_known_ones(spark):
         kit.sql("SELECT user FROM clicks", clicks=s, sink="append")
 
 
+def test_the_distinct_split_takes_flinks_default_bucket_count():
+    """Enabled alone, the split has Flink's 1024 buckets (it failed asking for bucket-num)."""
+    from kit.sql.options import dynamic_options
+    split = "table.optimizer.distinct-agg.split.enabled"
+    assert dynamic_options({split: True})[0].distinct_split == 1024
+    assert dynamic_options({split: "true", "table.optimizer.distinct-agg.split.bucket-num": 8})[0].distinct_split == 8
+    with pytest.raises(KitError, match="bucket-num set but"):
+        dynamic_options({"table.optimizer.distinct-agg.split.bucket-num": 8})
+
+
 def test_the_seeds_idle_state_retention_is_the_ttl(spark):
     from kit.sql.options import idle_state_retention
     assert idle_state_retention(kit.Duration.of_hours(12), kit.Duration.of_hours(24)) == {

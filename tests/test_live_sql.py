@@ -219,10 +219,14 @@ def test_live_mode_says_which_queries_it_does_not_run(spark, tmp_path):
         ("SELECT a.word, b.v FROM s a JOIN s b ON a.word = b.word", None, "a join of two streams"),
         ("SELECT window_start, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(t), INTERVAL '1' SECOND)) "
          "GROUP BY window_start, window_end", None, "window TVFs"),
+        ("SELECT word, COUNT(DISTINCT v) AS n FROM s GROUP BY word", {"table.optimizer.distinct-agg.split.enabled": True},
+         "the split of distinct aggregates"),
+        ("SELECT word, t FROM s UNION ALL SELECT word, t FROM s2", None, "a query over two streams"),
     ]
+    other = kit.live(source(spark, tmp_path / "in"), time="t")
     for query, config, why in cases:
         with pytest.raises(KitError, match=why):
-            kit.sql(query, s=live, config=config)
+            kit.sql(query, s=live, s2=other, config=config)
     with pytest.raises(KitError, match="reads live streams only"):
         kit.sql("SELECT word, COUNT(*) AS n FROM s GROUP BY word", s=live,
                 d=kit.stream(spark.createDataFrame([("a", 1)], "word string, t long"), time="t"))

@@ -63,11 +63,11 @@ def dynamic_options(config: dict, ttl_ms: int = 0) -> tuple[Options, dict]:
     phase = str(config.get(PHASE, "AUTO")).upper()
     if phase not in PHASES:
         raise KitError(f"{PHASE}={config[PHASE]!r} is not one of {list(PHASES)}")
-    split = _positive(config, BUCKETS) if _flag(config, SPLIT) else None
-    if split is None and BUCKETS in config:
+    split = None
+    if _flag(config, SPLIT):   # Flink's default: 1024 buckets
+        split = _positive(config, BUCKETS) if BUCKETS in config else 1024
+    elif BUCKETS in config:
         raise KitError(f"{BUCKETS} set but {SPLIT} is not true")
-    if _flag(config, SPLIT) and BUCKETS not in config:
-        split = 1024
     return Options(ttl_ms=ttl_ms, mini_batch=mini_batch, agg_phase=phase, distinct_split=split), rest
 
 
