@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import json
 
 from pyspark.sql import DataFrame, Row, Window
 from pyspark.sql import functions as F
@@ -243,13 +244,12 @@ class LiveWindowQuery(LiveQuery):
     def replay(self):
         """The recorded arrivals replayed by ``kit.stream`` through the same window: a
         ``WindowResult`` whose firings before the end of input are ``df``'s. Each arrival
-        emits the watermark the next one met (the last: the one after the largest time,
-        where the stream's watermark is now). Its stream has the record's ``batch``, ``_arr``
+        emits the watermark the next one met (the last: the one of the last committed
+        micro-batch, ``_applied``: the live operators fired no timer past it). Its stream has the record's ``batch``, ``_arr``
         (the arrival order) and ``_emits`` (that watermark, typed as the time column) beside
         the input's columns."""
         arrivals = self.arrivals
-        now = self.run.watermark.watermark(arrivals.agg(F.max("_ts")).first()[0])
-        after = F.coalesce(F.lead("_wm").over(Window.orderBy("batch", "_arr")), F.lit(now))
+        after = F.coalesce(F.lead("_wm").over(Window.orderBy("batch", "_arr")), F.lit(self._applied()))
         emits = F.when(after != MIN_TIME, after)
         record = arrivals.withColumn("_emits", F.timestamp_millis(emits) if self._timestamps else emits)
         stream = DataStream.of(record.select(*self.result.values, "batch", "_arr", "_emits"), time=self.run.time,
@@ -257,6 +257,17 @@ class LiveWindowQuery(LiveQuery):
         windowed = copy.copy(self.result.windowed)
         windowed.stream = stream
         return WindowResult(windowed, self.result.spec, self.result.output)
+
+    def _applied(self) -> int:
+        """Flink's watermark in the last committed micro-batch (with data or not: Spark runs one
+        without data when its watermark moved, and the timers it passed fire there), from
+        Spark's offset log, which keeps each batch's watermark; ``MIN_TIME`` before any."""
+        checkpoint = self.path / "_checkpoint"
+        done = [int(p.name) for p in (checkpoint / "commits").glob("[0-9]*")]
+        if not done:
+            return MIN_TIME
+        meta = json.loads((checkpoint / "offsets" / str(max(done))).read_text().splitlines()[1])
+        return self.run.flink_watermark(int(meta.get("batchWatermarkMs", 0)))
 
     @property
     def _timestamps(self) -> bool:
