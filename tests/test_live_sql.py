@@ -179,6 +179,31 @@ def test_a_live_cascade_killed_mid_stream_restarts_with_nothing_lost_or_doubled(
     assert {r[0] for r in stored(db)} == {r.batch for r in whole.changelog().collect()}
 
 
+def test_records_spark_could_not_read_go_aside_with_their_text(spark, tmp_path):
+    """A JSON source with Spark's column of malformed records: a line that is no JSON and one
+    whose time is no time go to ``bad`` with their text, in a window and in SQL; the other rows
+    run as without them, and the column is none of the query's."""
+    inbox = tmp_path / "in"
+    inbox.mkdir()
+    lines = ['{"word": "a", "t": 1}', 'not json at all', '{"word": "b", "t": "soon"}', '{"word": "a", "t": 2}']
+    (inbox / "0.json").write_text("\n".join(lines) + "\n")
+    raw = spark.readStream.schema("word STRING, t BIGINT, _corrupt_record STRING").json(str(inbox))
+    live = kit.live(raw, time="t")
+    assert live.source.columns == ["word", "t"]
+    why = "malformed record (Spark could not read it): "
+    run = kit.sql("SELECT word, COUNT(*) AS n FROM s GROUP BY word", s=live).start(str(tmp_path / "sql"),
+                                                                                   trigger="available_now")
+    run.await_termination()
+    assert changes(run.bad) == [(None, None, why + lines[1], 0), ("b", None, why + lines[2], 0)]
+    assert [(r.op, r.word, r.n) for r in run.changelog().collect()] == [("+I", "a", 1), ("-U", "a", 1), ("+U", "a", 2)]
+    assert changes(run.changelog().drop("batch")) == changes(run.replay().changelog())
+    windows = (live.key_by("word").window(TumblingEventTimeWindows.of(Time.milliseconds(2))).aggregate(Count(alias="n"))
+               .start(str(tmp_path / "windows"), trigger="available_now"))
+    windows.await_termination()
+    assert [r.reason for r in windows.bad.collect()] == [why + lines[1], why + lines[2]]
+    assert [(r.word, r.t) for r in windows.arrivals.collect()] == [("a", 1), ("a", 2)]
+
+
 def test_a_database_sink_gets_each_batch_once_however_often_it_runs(spark, tmp_path):
     """A DB-API table (sqlite3) written per batch: a batch written again (as after a restart
     before Spark committed it) replaces its own rows; a window's firings go the same way."""

@@ -89,12 +89,15 @@ def arrival_ids(df: DataFrame) -> DataFrame:
     return df.coalesce(1).mapInArrow(number, schema)
 
 
-def arrivals(df: DataFrame, time: str, columns) -> DataFrame:
+def arrivals(df: DataFrame, time: str, columns, malformed: str | None = None) -> DataFrame:
     """The streaming ``df``'s rows as the live drivers read them: ``columns`` named ``_c0,
-    _c1...``, ``_ts`` (the event time ``time`` in ms, NULL where it has none) and ``_arr``
-    (``arrival_ids``)."""
+    _c1...``, ``_ts`` (the event time ``time`` in ms, NULL where it has none, or where the
+    ``malformed`` column holds the text of a record Spark could not read: the row goes
+    aside) and ``_arr`` (``arrival_ids``)."""
     kind = df.schema[time].dataType
     millis = F.col(sparksql.name(time)) if isinstance(kind, T.IntegralType) else F.unix_millis(sparksql.name(time))
+    if malformed is not None:
+        millis = F.when(F.col(sparksql.name(malformed)).isNull(), millis)
     return arrival_ids(df.select(*[F.col(sparksql.name(c)).alias(f"_c{i}") for i, c in enumerate(columns)],
                                  millis.alias("_ts")))
 
@@ -105,12 +108,14 @@ class LiveRun:
     watermark strategy (bounded, monotonous or SQL's), the key columns, the input columns
     each arrival carries (``columns``), and the operator's row: names among ``columns`` and
     the arrival's own ``_ts`` (event time, ms), ``_wm`` (the watermark it met, ms) and
-    ``_arr`` (its place in the batch), as the replay's rows have them."""
+    ``_arr`` (its place in the batch), as the replay's rows have them. ``malformed``: the
+    column (among ``columns``) of the records Spark could not read, which go aside."""
     time: str
     watermark: WatermarkStrategy
     keys: tuple
     columns: tuple
     row: tuple
+    malformed: str | None = None
 
     def __post_init__(self):
         check_watermark(self.watermark)
@@ -140,7 +145,7 @@ class LiveRun:
         # the state store Spark's transformWithState runs on (a query keeps the one it started with)
         df.sparkSession.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
         inner = [f"_c{i}" for i in range(len(self.columns))]
-        rows = arrivals(df, self.time, self.columns)
+        rows = arrivals(df, self.time, self.columns, self.malformed)
         watched = (rows.withColumn("_event", F.timestamp_millis(F.col("_ts") + F.lit(SHIFT_MS)))
                    .withWatermark("_event", "0 seconds").drop("_event"))   # Spark tracks, filters nothing
         fields = [T.StructField(_TAG, T.StringType()), T.StructField("_arr", T.LongType()),

@@ -6,14 +6,17 @@
 Any streaming DataFrame is a source: a folder that files land in (CSV, JSON, Parquet), a
 socket, Spark's rate source. Its rows arrive micro-batch by micro-batch, in each batch in
 Spark's read order (``driver.arrival_ids``); a folder's files come oldest first (by their
-modification time, as Spark's file source takes them), ``maxFilesPerTrigger`` at a time.
+modification time, as Spark's file source takes them), ``maxFilesPerTrigger`` at a time. A schema with Spark's column of malformed records
+(``_corrupt_record STRING``, CSV and JSON in PERMISSIVE mode) sends each row Spark could not
+read aside (``bad``, with its text) instead of to the operators with NULLs.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from .. import sparksql
@@ -27,11 +30,29 @@ __all__ = ["LiveStream"]
 @dataclass(frozen=True)
 class LiveStream:
     """A streaming DataFrame with its event time (``time``: TIMESTAMP or BIGINT epoch ms) and
-    watermark strategy (a watermark that follows the largest time seen)."""
+    watermark strategy (a watermark that follows the largest time seen). ``source``: its
+    columns as a query sees them; ``raw``: as read, with Spark's column of malformed records
+    (``malformed``, named by ``spark.sql.columnNameOfCorruptRecord``) when the schema has one."""
     source: DataFrame
     time: str
     watermark: WatermarkStrategy
+    raw: DataFrame | None = None
+    malformed: str | None = None
     proctime = None    # live mode runs on event time: no processing-time clock
+
+    @property
+    def recorded(self) -> list:
+        """The columns each arrival is recorded with: the source's, then the malformed text."""
+        return [*self.source.columns, *([self.malformed] if self.malformed else [])]
+
+    def reason(self, malformed: str | None) -> Column:
+        """Why a row went aside (``bad``): its malformed text (recorded as ``malformed``), or
+        no event time."""
+        null = F.lit(f"NULL event time in column {self.time!r}: Flink rejects the row")
+        if malformed is None:
+            return null.alias("reason")
+        text = F.concat(F.lit("malformed record (Spark could not read it): "), F.col(malformed))
+        return F.when(F.col(malformed).isNotNull(), text).otherwise(null).alias("reason")
 
     @property
     def time_is_timestamp(self) -> bool:
@@ -66,4 +87,7 @@ class LiveStream:
             watermark = WatermarkStrategy.for_bounded_out_of_orderness(
                 to_duration(watermark, "kit.live", "watermark", like="Duration"))
         check_watermark(watermark)
-        return cls(df, time, watermark)
+        malformed = df.sparkSession.conf.get("spark.sql.columnNameOfCorruptRecord", "_corrupt_record")
+        if malformed in df.columns and malformed != time:   # a malformed row goes aside, with its text
+            return cls(df.drop(malformed), time, watermark, df, malformed)
+        return cls(df, time, watermark, df)

@@ -137,7 +137,7 @@ class LiveTableQuery(LiveQuery):
         self.live = live
         table, stream = live.table, live.table.streams[0]
         self.stream, self.values = stream, list(stream.source.columns)
-        rows = live_arrivals(stream.source, stream.time, self.values)
+        rows = live_arrivals(stream.raw, stream.time, stream.recorded, stream.malformed)
         log = table._named(LivePlanRun(table, rows).node(table.root, update_before=table.sink == "retract"))
         out = [f"_o{i}" for i in range(len(table.columns))]
         changes = log.df.select(F.lit("change").alias("_kind"), F.col("seq").alias("_arr"), "_n", "_op",
@@ -145,7 +145,7 @@ class LiveTableQuery(LiveQuery):
         recorded = rows.withColumn("_kind", F.when(F.col("_ts").isNull(), "bad").otherwise("arrival"))
         tagged = recorded.unionByName(changes, allowMissingColumns=True)
         values = [F.col(f"_c{i}").alias(c) for i, c in enumerate(self.values)]
-        reason = F.lit(f"NULL event time in column {stream.time!r}: Flink rejects the row").alias("reason")
+        reason = stream.reason(f"_c{len(self.values)}" if stream.malformed else None)
         tables = {"arrival": [*values, "_arr", "_ts"], "bad": [*values, "_arr", reason],
                   "change": ["_arr", "_n", "_op", *out]}
         query = {"query": table.query, "columns": ", ".join(f.simpleString() for f in stream.source.schema.fields),

@@ -184,11 +184,12 @@ class LiveWindowQuery(LiveQuery):
                 arr, vals = element[seq]
                 yield ("late", *[None] * width, *vals, arr, watermark)
 
-        self.run = LiveRun(stream.time, stream.watermark, tuple(keys), tuple(values), (*values, "_ts", "_wm", "_arr"))
-        tagged = self.run.process(stream.source, LiveWindow(result.spec, values, emit), T.StructType(self._fields))
+        self.run = LiveRun(stream.time, stream.watermark, tuple(keys), tuple(stream.recorded),
+                           (*values, "_ts", "_wm", "_arr"), stream.malformed)
+        tagged = self.run.process(stream.raw, LiveWindow(result.spec, values, emit), T.StructType(self._fields))
         names = {f"_o{i}": f.name for i, f in enumerate(self._fields)}
         arrival = [F.col(f"_c{i}").alias(c) for i, c in enumerate(values)] + ["_arr", "_ts", "_wm"]
-        reason = F.lit(f"NULL event time in column {stream.time!r}: Flink rejects the row").alias("reason")
+        reason = stream.reason(f"_c{len(values)}" if stream.malformed else None)
         tables = {"arrival": arrival, "bad": [*arrival[:len(values)], "_arr", reason],
                   "firing": [F.col(o).alias(n) for o, n in names.items() if n in {f.name for f in firing}],
                   "late": [F.col(o).alias(n) for o, n in names.items() if n.startswith("_late")]}
