@@ -13,7 +13,7 @@ read aside (``bad``, with its text) instead of to the operators with NULLs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -36,8 +36,8 @@ class LiveStream:
     source: DataFrame
     time: str
     watermark: WatermarkStrategy
-    raw: DataFrame | None = None
-    malformed: str | None = None
+    raw: DataFrame | None = field(default=None, repr=False)
+    malformed: str | None = field(default=None, repr=False)
     proctime = None    # live mode runs on event time: no processing-time clock
 
     @property
