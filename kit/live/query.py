@@ -38,7 +38,7 @@ class LiveQuery:
             raise KitError(f"trigger must be None (as fast as batches come), 'available_now' (what is there, "
                            f"then stop) or an interval like '10 seconds'; got {trigger!r}")
         if sink is not None and not isinstance(sink, DbApiSink):
-            raise KitError(f"sink must be a kit.live.DbApiSink (a DB-API table); got {type(sink).__name__}")
+            raise KitError(f"sink must be a kit.DbApiSink (a DB-API table); got {type(sink).__name__}")
         self.path, self.tables, self.spark, self.sink = Path(path), tables, tagged.sparkSession, sink
         _same_query(self.path, query or {})
         # the table's columns: the tagged rows', then the partition columns

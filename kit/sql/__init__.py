@@ -225,9 +225,16 @@ def continuous(statement: Statement, tables: dict) -> bool:
     tree = statement.tree
     if tree is None or not {name.name.lower() for name in tree.find_all(exp.Identifier)} & set(streams):
         return False
-    special = tree.find(exp.MatchRecognize, exp.Version, exp.Lateral) is not None
-    return dynamic_plan.updating(statement) and not (special or find_windows(statement) or find_group_window(statement)
-                or groups_by_window(statement) or find_interval_joins(statement, lambda n: streams.get(n.lower())))
+    return dynamic_plan.updating(statement) and not (
+        _own_operator(statement) or find_interval_joins(statement, lambda n: streams.get(n.lower())))
+
+
+def _own_operator(statement: Statement) -> bool:
+    """Whether ``statement`` has what the rewrite runs as its own operator: MATCH_RECOGNIZE, a
+    temporal join (``FOR SYSTEM_TIME AS OF``, LATERAL), a window TVF or a group window."""
+    tree = statement.tree
+    return (tree is not None and tree.find(exp.MatchRecognize, exp.Version, exp.Lateral) is not None) or bool(
+        find_windows(statement) or find_group_window(statement) or groups_by_window(statement))
 
 
 def live(statement: Statement, tables: dict) -> dict:
@@ -236,9 +243,7 @@ def live(statement: Statement, tables: dict) -> dict:
     if not all(isinstance(t, LiveStream) for t in tables.values()):
         raise KitError(f"a query over a live stream reads live streams only; got "
                        f"{', '.join(f'{n}: {type(t).__name__}' for n, t in tables.items())}")
-    tree = statement.tree
-    special = tree is not None and tree.find(exp.MatchRecognize, exp.Version, exp.Lateral) is not None
-    if special or find_windows(statement) or find_group_window(statement) or groups_by_window(statement):
+    if _own_operator(statement):
         raise KitError("live mode runs continuous queries (GROUP BY, DISTINCT, Top-N, deduplication, OVER) over "
                        "a live stream; MATCH_RECOGNIZE, window TVFs, group windows and temporal joins are the "
                        "replay's (kit.stream), and DataStream windows run live: kit.live(...).key_by(...).window(...)")
