@@ -3,6 +3,7 @@ batches, or stepped one by one with rising watermarks through the replay driver'
 ``run_key``, give the matches of the whole-partition run (``run_partition``, the generated
 fast path), each output at the watermark that completes it."""
 
+import pickle
 from dataclasses import replace
 
 import numpy as np
@@ -15,7 +16,7 @@ from kit.match_recognize.errors import MatchRecognizeError, MatchRuntimeError
 from kit.match_recognize.matcher import Partition, run_partition
 from kit.match_recognize.measures import prepare_columns
 from kit.match_recognize.spec import OrderItem
-from kit.replay.keyed import MAX_TIME, run_key
+from kit.replay.keyed import MAX_TIME, Context, run_key
 from test_mr_flink import b, c, mr, pat, q, random_spec, ticker
 
 COLUMNS = ["symbol", "rowtime", "price", "tax"]
@@ -84,6 +85,36 @@ def test_cep_operator_through_run_key_equals_the_whole_partition(data, arrivals)
         return [e.row for e in matches], [e.match for e in matches]
 
     assert outcome(stepped) == outcome(lambda: whole(columns(kept), spec))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data(), st.lists(st.tuples(st.integers(0, 8), st.integers(8, 12)), min_size=0, max_size=14))
+def test_cep_operator_state_pickled_between_rows_gives_the_same_matches(data, arrivals):
+    """The key's state pickled and loaded after every row (as the live driver keeps it in
+    Spark's state store between micro-batches): the same outputs, at the same watermarks,
+    as the operator whose state stayed in memory (WITHIN and aggregates among the specs)."""
+    spec = random_spec(data.draw, aggregates=data.draw(st.booleans()))
+    if data.draw(st.booleans()):
+        spec = replace(spec, within_ms=data.draw(st.sampled_from((1000, 3000))))
+    rows = [("ACME", t * 1000, p, 1) for t, p in arrivals]
+    marks = [-1]
+    for _ in arrivals[1:]:
+        marks.append(marks[-1] + data.draw(st.sampled_from((0, 0, 500, 1000, 2000))))
+
+    def run(reload: bool):
+        operator, out = CepOperator(spec, COLUMNS, rowtime="rowtime"), []
+        ctx = Context(["ACME"], operator.state, out)
+        for i, row in enumerate(rows):
+            ctx.advance(operator, marks[i])
+            ctx.at = i
+            operator.process_element(row, ctx)
+            if reload:
+                ctx._state, ctx._event = pickle.loads(pickle.dumps((ctx._state, ctx._event)))
+        ctx.advance(operator, MAX_TIME)
+        operator.end_of_input(ctx)
+        return [(e.watermark, e.row, e.match) for e in out]
+
+    assert outcome(lambda: (run(True), [])) == outcome(lambda: (run(False), []))
 
 
 def ms(t):

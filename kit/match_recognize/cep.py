@@ -54,11 +54,36 @@ class Emitted(NamedTuple):
 
 class _Key:
     """One key's matcher: its released rows compiled against (``partition``), its NFA, the
-    matches output so far."""
-    __slots__ = ("partition", "nfa", "matches")
+    matches output so far. It pickles as data (a live driver keeps it in Spark's state
+    store): the rows, the NFA's open and waiting matches and the step budget left; the
+    compiled clause is made again (``CepOperator._key``) when it is next used."""
+    __slots__ = ("partition", "nfa", "matches", "saved")
 
     def __init__(self, partition: Partition):
-        self.partition, self.nfa, self.matches = partition, partition.nfa(), 0
+        self.partition, self.nfa, self.matches, self.saved = partition, partition.nfa(), 0, None
+
+    def __getstate__(self):
+        if self.partition is None:   # loaded and not used since: as it was saved
+            return self.saved
+        p, nfa, m = self.partition, self.nfa, self.nfa.matches
+        return (p.lists, p.rows, p.budget.limit, p.budget.left, p.budget.reads[0], nfa.rows,
+                m.partial, m.waiting, m.emitted, m.seq, m.floor, self.matches)
+
+    def __setstate__(self, saved):
+        self.partition, self.nfa, self.matches, self.saved = None, None, saved[-1], saved
+
+    def restore(self, partition: Partition) -> "_Key":
+        """The matcher of a loaded key, on ``partition`` (the clause compiled against no rows)."""
+        lists, rows, limit, left, reads, nfa_rows, partial, waiting, emitted, seq, floor, _ = self.saved
+        for name, values in lists.items():
+            partition.lists[name].extend(values)
+        partition.rows, partition.budget.limit, partition.budget.left = rows, limit, left
+        partition.budget.reads[0] = reads
+        nfa = partition.nfa()
+        nfa.rows, m = nfa_rows, nfa.matches
+        m.partial, m.waiting, m.emitted, m.seq, m.floor = partial, waiting, emitted, seq, floor
+        self.partition, self.nfa, self.saved = partition, nfa, None
+        return self
 
 
 class CepOperator(KeyedOperator):
@@ -101,14 +126,17 @@ class CepOperator(KeyedOperator):
             ctx.register_event_time_timer(expires)
 
     def end_of_input(self, ctx):
-        key = ctx.state("nfaState").value()
-        if key is not None:
+        if ctx.state("nfaState").value() is not None:
+            key = self._key(ctx)
             self._output(ctx, key, key.nfa.finish())
 
     def _key(self, ctx) -> _Key:
         state = ctx.state("nfaState")
-        if state.value() is None:
+        key = state.value()
+        if key is None:
             state.update(_Key(self._partition()))
+        elif key.partition is None:   # unpickled: its clause compiled again
+            key.restore(self._partition())
         return state.value()
 
     def _sorted(self, rows: list) -> list:
