@@ -154,8 +154,10 @@ class LiveRun:
         fields += [T.StructField(f"_o{i}", f.dataType) for i, f in enumerate(output.fields)]
         schema = T.StructType(fields)
         names = dict(zip(self.columns, inner))
+        if not self.keys:   # one key for all rows
+            watched = watched.withColumn("_all", F.lit(0))
         processor = _Processor(self, operator, [names.get(c, c) for c in self.row], schema, watched.columns)
-        keys = [names[k] for k in self.keys]
+        keys = [names[k] for k in self.keys] or ["_all"]
         return watched.groupBy(*keys).transformWithState(processor, schema, "Append", "EventTime")
 
 

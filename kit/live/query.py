@@ -19,18 +19,23 @@ import json
 from decimal import Decimal
 from pathlib import Path
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..errors import KitError
+from ..replay.keyed import MIN_TIME
+from .driver import LiveRun
 
 __all__ = ["LiveQuery", "DbApiSink"]
 
 
 class LiveQuery:
     """One live query (``start()`` has started it): ``tables[kind]`` names the columns of
-    each kind of tagged row; ``table(kind)`` reads what its batches wrote."""
+    each kind of tagged row; ``table(kind)`` reads what its batches wrote. ``run``: the
+    ``LiveRun`` of a query of one keyed operator (windows, MATCH_RECOGNIZE), whose record
+    (``record``) a replay reads."""
+    run: LiveRun | None = None
 
     def __init__(self, tagged: DataFrame, path: str, tables: dict, trigger: str | None = None,
                  query: dict | None = None, sink: "DbApiSink | None" = None):
@@ -84,12 +89,59 @@ class LiveQuery:
 
     @property
     def status(self) -> dict:
-        """Spark's status of the query and its last progress: batch, rows, watermark, state."""
+        """Spark's status of the query and its last progress: batch, rows, state; with a keyed
+        driver run (``run``), ``watermark``: Flink's for the next batch (None before any row)."""
         progress = self.query.lastProgress or {}
         state = progress.get("stateOperators") or [{}]
-        return {"active": self.query.isActive, "message": self.query.status.get("message"),
-                "batch": progress.get("batchId"), "rows": progress.get("numInputRows"),
-                "state_rows": state[0].get("numRowsTotal"), "state_bytes": state[0].get("memoryUsedBytes")}
+        status = {"active": self.query.isActive, "message": self.query.status.get("message"),
+                  "batch": progress.get("batchId"), "rows": progress.get("numInputRows"),
+                  "state_rows": state[0].get("numRowsTotal"), "state_bytes": state[0].get("memoryUsedBytes")}
+        if self.run is not None:
+            spark_ms = (progress.get("eventTime") or {}).get("watermark")
+            if spark_ms is not None:   # an ISO time: ms since the epoch, exactly
+                at = dt.datetime.fromisoformat(spark_ms.replace("Z", "+00:00"))
+                spark_ms = (at - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)) // dt.timedelta(milliseconds=1)
+            watermark = None if spark_ms is None else self.run.flink_watermark(spark_ms)
+            status["watermark"] = None if watermark in (None, MIN_TIME) else watermark
+        return status
+
+    # ---------------------------------------------------- a keyed driver run's record
+
+    @property
+    def arrivals(self) -> DataFrame:
+        """Every arrival so far, in arrival order (``batch``, then ``_arr``: its place in the
+        batch), with ``_ts`` (event time, ms) and ``_wm``, the watermark it met (ms)."""
+        return self.table("arrival").orderBy("batch", "_arr")
+
+    @property
+    def bad(self) -> DataFrame:
+        """The rows no operator saw, with their ``reason`` (no event time, or malformed) and ``batch``."""
+        return self.table("bad").orderBy("batch", "_arr").drop("_arr")
+
+    def record(self, columns: list, timestamps: bool, upto: int | None = None) -> DataFrame:
+        """The arrivals as a replay reads them: ``columns``, ``batch``, ``_arr`` (the arrival
+        order) and ``_emits``, the watermark after each (typed as the time column: TIMESTAMP
+        when ``timestamps``): the one the next arrival met, and after the last the one of the
+        last committed micro-batch (``applied``: the live operators fired no timer past it).
+        ``upto``: only the arrivals whose time is at or below it (ms)."""
+        applied, arrivals = self.applied(), self.arrivals
+        if upto is not None:
+            arrivals = arrivals.where(F.col("_ts") <= upto)
+        after = F.coalesce(F.lead("_wm").over(Window.orderBy("batch", "_arr")), F.lit(applied))
+        emits = F.when(after != MIN_TIME, after)
+        return arrivals.withColumn("_emits", F.timestamp_millis(emits) if timestamps else emits).select(
+            *columns, "batch", "_arr", "_emits")
+
+    def applied(self) -> int:
+        """Flink's watermark in the last committed micro-batch (with data or not: Spark runs one
+        without data when its watermark moved, and the timers it passed fire there), from
+        Spark's offset log, which keeps each batch's watermark; ``MIN_TIME`` before any."""
+        checkpoint = self.path / "_checkpoint"
+        done = [int(p.name) for p in (checkpoint / "commits").glob("[0-9]*")]
+        if not done:
+            return MIN_TIME
+        meta = json.loads((checkpoint / "offsets" / str(max(done))).read_text().splitlines()[1])
+        return self.run.flink_watermark(int(meta.get("batchWatermarkMs", 0)))
 
 
 def _same_query(path: Path, query: dict) -> None:

@@ -110,7 +110,7 @@ class CepOperator(KeyedOperator):
     def process_element(self, row, ctx):
         t = to_ms(row[self.time])
         if t <= ctx.watermark:
-            ctx.output(Emitted(ctx.watermark, row))
+            self.emit(ctx, Emitted(ctx.watermark, row))
             return
         ctx.state("elementQueueState").setdefault(t, []).append(row)
         ctx.register_event_time_timer(t)
@@ -150,7 +150,11 @@ class CepOperator(KeyedOperator):
         for R, L in found:
             key.matches += 1
             match, row = key.partition.one_row(key.matches, R, L)
-            ctx.output(Emitted(ctx.watermark, row, match))
+            self.emit(ctx, Emitted(ctx.watermark, row, match))
+
+    def emit(self, ctx, emitted: Emitted):
+        """One output (a driver may make it a row of its own: ``kit.match_recognize.live``)."""
+        ctx.output(emitted)
 
 
 def _objects(values) -> np.ndarray:

@@ -73,6 +73,7 @@ from sqlglot import exp
 from sqlglot.tokens import TokenType
 
 from ..errors import KitError
+from ..time import WatermarkStrategy
 from ..live.stream import LiveStream
 from .. import match_recognize as matching  # looked up per call, so tests can stand in
 from ..match_recognize.errors import MatchRecognizeError, NotSupportedByFlink
@@ -92,7 +93,7 @@ from ..joins.versioned import VERSION, TemporalTableFunction
 from .options import dynamic_options
 from .statement import Statement
 from .table import SINKS, DynamicTable
-from .live import LiveTable
+from .live import LiveMatchTable, LiveTable
 from .planner import logical as dynamic_plan
 from .windows import find_group_window, find_windows, groups_by_window, validate, windowed
 from .window_aggregate import window_aggregate
@@ -154,7 +155,9 @@ def sql(query: str, semantics: str = "flink", aggregates: dict | None = None, co
     if sink not in SINKS:
         raise KitError(f"sink={sink!r} is not one of {list(SINKS)}")
     if any(isinstance(t, LiveStream) for t in tables.values()):
-        return LiveTable(_continuous(run, statement, live(statement, tables), dynamic, sink), tables, config)
+        if live(statement, tables):
+            return _live_match(run, statement, tables, config)
+        return LiveTable(_continuous(run, statement, tables, dynamic, sink), tables, config)
     if continuous(statement, tables):
         return _continuous(run, statement, tables, dynamic, sink)
 
@@ -237,17 +240,65 @@ def _own_operator(statement: Statement) -> bool:
         find_windows(statement) or find_group_window(statement) or groups_by_window(statement))
 
 
-def live(statement: Statement, tables: dict) -> dict:
-    """``tables`` when ``statement`` is a query live mode runs over them (a continuous query
-    over one ``kit.live`` stream, ``kit.sql.live``); else a KitError says why not."""
+def live(statement: Statement, tables: dict) -> bool:
+    """Whether ``statement`` is a MATCH_RECOGNIZE over a live stream (``kit.match_recognize.live``)
+    rather than a continuous query over one (``kit.sql.live``): live mode runs those two; for
+    anything else a KitError says why not."""
     if not all(isinstance(t, LiveStream) for t in tables.values()):
         raise KitError(f"a query over a live stream reads live streams only; got "
                        f"{', '.join(f'{n}: {type(t).__name__}' for n, t in tables.items())}")
-    if _own_operator(statement):
-        raise KitError("live mode runs continuous queries (GROUP BY, DISTINCT, Top-N, deduplication, OVER) over "
-                       "a live stream; MATCH_RECOGNIZE, window TVFs, group windows and temporal joins are the "
+    tree = statement.tree
+    matches = tree is not None and tree.find(exp.MatchRecognize) is not None
+    if (tree is not None and tree.find(exp.Version, exp.Lateral) is not None) or find_windows(statement) \
+            or find_group_window(statement) or groups_by_window(statement):
+        raise KitError("live mode runs continuous queries (GROUP BY, DISTINCT, Top-N, deduplication, OVER) and "
+                       "MATCH_RECOGNIZE over a live stream; window TVFs, group windows and temporal joins are the "
                        "replay's (kit.stream), and DataStream windows run live: kit.live(...).key_by(...).window(...)")
-    return tables
+    return matches
+
+
+def _live_match(run, statement: Statement, tables: dict, config: dict | None) -> LiveMatchTable:
+    """The MATCH_RECOGNIZE of ``statement`` over the live stream of ``tables``, planned on a
+    stream of no rows of the same columns: its twin (``MatchResult``) gives the clause checked
+    and coerced, the query around it is analysed over the twin's rows."""
+    if len(tables) != 1:
+        raise KitError(f"live mode runs MATCH_RECOGNIZE over one live stream; got {len(tables)}: {', '.join(tables)}")
+    if run.semantics == "standard":
+        raise KitError("live mode runs MATCH_RECOGNIZE with Flink's semantics (semantics='standard' reads rows "
+                       "a stream has not released: the replay's only)")
+    ((name, stream),) = tables.items()
+    empty = run.spark.createDataFrame([], stream.source.schema)
+    try:
+        run.register(name, Stream.of(empty, time=stream.time, watermark=stream.watermark))
+        rewritten = rewrite(statement, run, run.aggregates)
+        batch = run.sql(rewritten)
+        read = name.lower() in run.views    # the stream read as a table beside the clause
+        if len(run.matches) != 1 or run.matches[0].late is None or read:
+            raise KitError("live mode runs one MATCH_RECOGNIZE that reads the live stream itself (not a query "
+                           "over it), in a query that reads nothing else: the replay (kit.stream) runs the rest")
+    finally:
+        run.drop()
+    (view,) = [v for v, label in run.labels.items() if label == "MATCH_RECOGNIZE"]
+    spark, keeps = run.spark, run.keeps_views()
+
+    def outer(matches: DataFrame) -> DataFrame:
+        """The query around the clause over ``matches`` (the clause's rows)."""
+        fresh = f"{view}_{uuid.uuid4().hex[:8]}"
+        matches.createOrReplaceTempView(fresh)
+        try:
+            return spark.sql(rewritten.text.replace(view, fresh))
+        finally:
+            if not keeps:
+                spark.catalog.dropTempView(fresh)
+
+    def replayer(record: DataFrame) -> DataFrame:
+        replayed = Stream.of(record, time=stream.time, order=["batch", "_arr"],
+                             watermark=WatermarkStrategy.from_column("_emits"))
+        return sql(statement.text, run.semantics, run.aggregates, config, **{name: replayed})
+
+    query = {"query": statement.text, "columns": ", ".join(f.simpleString() for f in stream.source.schema.fields),
+             "time": stream.time, "watermark": repr(stream.watermark), "config": repr(sorted((config or {}).items(), key=str))}
+    return LiveMatchTable(stream, run.matches[0], batch.columns, outer, replayer, query)
 
 
 def _continuous(run, statement: Statement, tables: dict, options, sink: str) -> DynamicTable:

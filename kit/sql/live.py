@@ -43,12 +43,13 @@ from ..changelog import Changelog, Options
 from ..errors import KitError
 from ..live import arrivals as live_arrivals
 from ..live.query import LiveQuery
+from ..match_recognize.live import LiveMatchQuery
 from ..stream import Stream
 from ..time import WatermarkStrategy
 from .planner import logical as P
 from .table import DynamicTable, PlanRun
 
-__all__ = ["LiveTable", "LiveTableQuery"]
+__all__ = ["LiveMatchTable", "LiveTable", "LiveTableQuery"]
 
 
 class LiveTable:
@@ -87,6 +88,26 @@ class LiveTable:
 
     def __repr__(self):
         return f"LiveTable({', '.join(self.columns)}; start(path) runs it)"
+
+
+class LiveMatchTable:
+    """``kit.sql``'s answer when its MATCH_RECOGNIZE reads a live stream: ``start(path)`` runs
+    it (``kit.match_recognize.live``); ``columns`` are the query's. ``twin``: the clause over
+    no rows; ``outer(matches)``: the query around the clause over its rows; ``replayer(record)``:
+    the query over ``kit.stream`` of a record."""
+
+    def __init__(self, stream, twin, columns: list, outer, replayer, query: dict):
+        self.stream, self.twin, self.columns = stream, twin, columns
+        self.outer, self.replayer, self.query = outer, replayer, query
+
+    def start(self, path: str, trigger: str | None = None, sink=None) -> LiveMatchQuery:
+        """Starts the query; its rows and checkpoint go under ``path`` (``kit.live.query``).
+        ``trigger`` as ``LiveTable.start``'s; ``sink``: a ``kit.DbApiSink`` that each batch's
+        rows of the query go to too (``batch_rows``)."""
+        return LiveMatchQuery(self.stream, self.twin, path, trigger, sink, self.query, self.outer, self.replayer)
+
+    def __repr__(self):
+        return f"LiveMatchTable({', '.join(self.columns)}; start(path) runs it)"
 
 
 def _not_live(node: P.Node) -> str | None:
@@ -166,11 +187,6 @@ class LiveTableQuery(LiveQuery):
         marks = tops.select("batch", (F.max("_top").over(before) - F.lit(self.stream.lag)).alias("_wm"))
         return (rows.join(marks, "batch").withColumn("seq", F.row_number().over(Window.orderBy("batch", "_arr")) - 1)
                 .select(*self.values, "seq", "_ts", "_wm", "batch", "_arr").orderBy("seq"))
-
-    @property
-    def bad(self) -> DataFrame:
-        """The rows no operator saw, with their ``reason`` (no event time) and ``batch``."""
-        return self.table("bad").orderBy("batch", "_arr").drop("_arr")
 
     def changelog(self) -> DataFrame:
         """Every change the committed batches made, in the order Flink emits them: ``seq``

@@ -29,10 +29,8 @@ keys within one batch is Spark's; ``df`` sorts them by key, each key's in its or
 from __future__ import annotations
 
 import copy
-import datetime as dt
-import json
 
-from pyspark.sql import DataFrame, Row, Window
+from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -231,58 +229,19 @@ class LiveWindowQuery(LiveQuery):
                            (F.timestamp_millis(watermark) if self._timestamps else watermark).alias("watermark"),
                            "batch")
 
-    @property
-    def bad(self) -> DataFrame:
-        """The rows no operator saw, with their ``reason`` (no event time) and ``batch``."""
-        return self.table("bad").orderBy("batch", "_arr").drop("_arr")
-
-    @property
-    def arrivals(self) -> DataFrame:
-        """Every arrival so far, in arrival order (``batch``, then ``_arr``: its place in the
-        batch), with ``_ts`` (event time, ms) and ``_wm``, the watermark it met (ms)."""
-        return self.table("arrival").orderBy("batch", "_arr")
-
     def replay(self):
         """The recorded arrivals replayed by ``kit.stream`` through the same window: a
         ``WindowResult`` whose firings before the end of input are ``df``'s. Each arrival
         emits the watermark the next one met (the last: the one of the last committed
-        micro-batch, ``_applied``: the live operators fired no timer past it). Its stream has the record's ``batch``, ``_arr``
-        (the arrival order) and ``_emits`` (that watermark, typed as the time column) beside
-        the input's columns."""
-        arrivals = self.arrivals
-        after = F.coalesce(F.lead("_wm").over(Window.orderBy("batch", "_arr")), F.lit(self._applied()))
-        emits = F.when(after != MIN_TIME, after)
-        record = arrivals.withColumn("_emits", F.timestamp_millis(emits) if self._timestamps else emits)
-        stream = DataStream.of(record.select(*self.result.values, "batch", "_arr", "_emits"), time=self.run.time,
-                               order=["batch", "_arr"], watermark=WatermarkStrategy.from_column("_emits"))
+        micro-batch: the live operators fired no timer past it). Its stream is ``record``'s:
+        the input's columns, ``batch``, ``_arr`` (the arrival order) and ``_emits``."""
+        record = self.record(self.result.values, self._timestamps)
+        stream = DataStream.of(record, time=self.run.time, order=["batch", "_arr"],
+                               watermark=WatermarkStrategy.from_column("_emits"))
         windowed = copy.copy(self.result.windowed)
         windowed.stream = stream
         return WindowResult(windowed, self.result.spec, self.result.output)
 
-    def _applied(self) -> int:
-        """Flink's watermark in the last committed micro-batch (with data or not: Spark runs one
-        without data when its watermark moved, and the timers it passed fire there), from
-        Spark's offset log, which keeps each batch's watermark; ``MIN_TIME`` before any."""
-        checkpoint = self.path / "_checkpoint"
-        done = [int(p.name) for p in (checkpoint / "commits").glob("[0-9]*")]
-        if not done:
-            return MIN_TIME
-        meta = json.loads((checkpoint / "offsets" / str(max(done))).read_text().splitlines()[1])
-        return self.run.flink_watermark(int(meta.get("batchWatermarkMs", 0)))
-
     @property
     def _timestamps(self) -> bool:
         return not isinstance(self.result.stream.source.schema[self.run.time].dataType, T.IntegralType)
-
-    @property
-    def status(self) -> dict:
-        """``LiveQuery.status`` and ``watermark``: Flink's, for the next batch (None before any row)."""
-        status = super().status
-        progress = self.query.lastProgress or {}
-        spark_ms = (progress.get("eventTime") or {}).get("watermark")
-        if spark_ms is not None:   # an ISO time: ms since the epoch, exactly
-            at = dt.datetime.fromisoformat(spark_ms.replace("Z", "+00:00"))
-            spark_ms = (at - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)) // dt.timedelta(milliseconds=1)
-        watermark = None if spark_ms is None else self.run.flink_watermark(spark_ms)
-        status["watermark"] = None if watermark in (None, MIN_TIME) else watermark
-        return status
