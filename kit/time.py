@@ -259,6 +259,11 @@ class WatermarkStrategy:
         watermark = max_timestamp - self.delay.millis - (self.kind == "bounded")
         return watermark if watermark >= -2 ** 63 else None
 
+    @property
+    def lag(self) -> int:
+        """How far a watermark of the largest timestamp seen stays behind it (ms)."""
+        return -self.watermark(0)
+
     def __repr__(self) -> str:
         if self.kind == "bounded":
             if self.delay.millis == 0:

@@ -8,8 +8,10 @@ it met) must give the same outputs."""
 import itertools
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -25,6 +27,7 @@ from kit.live import LiveRun
 from kit.live.stream import LiveStream
 from kit.replay.keyed import MIN_TIME, KeyedOperator, ValueState, run_key
 from kit.time import Time
+from kit.widgets import watch
 from kit.windows import (Aggregates, Count, EventTimeSessionWindows, SlidingEventTimeWindows, Sum,
                          TumblingEventTimeWindows, TumblingProcessingTimeWindows)
 
@@ -283,3 +286,60 @@ def test_a_window_on_spark_rate_source_fires_as_the_replay_of_what_it_saw(spark,
     got = [tuple(r) for r in run.df.drop("batch").collect()]
     want = run.replay().df.where(f"watermark_ms < {2 ** 63 - 1}").select(*run.df.drop("batch").columns)
     assert got == [tuple(r) for r in want.collect()] and len(got) >= 3
+
+
+def test_a_window_on_a_socket_source_fires_as_the_replay_of_what_it_saw(spark, tmp_path):
+    """Spark's socket source (text lines, parsed by the user's select): lines sent in two
+    bursts, each read by the query as it comes; the firings are the replay's of the record,
+    and a line whose time does not parse is bad, with the query going on."""
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    sent = threading.Event()
+    bursts = [["a,1", "b,3", "a,12"], ["a,4", "b,25", "x,oops", "a,30"]]
+
+    def serve():
+        conn, _ = server.accept()
+        with conn:
+            for lines in bursts:
+                conn.sendall(("\n".join(lines) + "\n").encode())
+                sent.wait(60)   # the next burst once the first went through
+                sent.clear()
+            sent.wait(60)       # open until the test is done
+
+    threading.Thread(target=serve, daemon=True).start()
+    lines = (spark.readStream.format("socket").option("host", "127.0.0.1").option("port", port).load()
+             .selectExpr("split(value, ',')[0] AS k", "TRY_CAST(split(value, ',')[1] AS BIGINT) AS t"))
+    run = (kit.live(lines, time="t", watermark=Duration.of_millis(2)).key_by("k")
+           .window(TumblingEventTimeWindows.of(Time.milliseconds(10))).aggregate(Count(alias="n"))
+           .start(str(tmp_path / "run")))
+    try:
+        for lines_so_far in itertools.accumulate(len(b) for b in bursts):
+            deadline = time.time() + 120
+            while run.arrivals.count() + run.bad.count() < lines_so_far:
+                assert time.time() < deadline, "the socket's lines did not reach the query"
+                time.sleep(0.2)
+            sent.set()
+        run.process_all_available()
+    finally:
+        run.stop()
+        sent.set()
+        server.close()
+    got = [tuple(r) for r in run.df.drop("batch").collect()]
+    want = run.replay().df.where(f"watermark_ms < {2 ** 63 - 1}").select(*run.df.drop("batch").columns)
+    assert got and got == [tuple(r) for r in want.collect()]
+    assert [tuple(r) for r in run.bad.select("k", "t").collect()] == [("x", None)]
+
+
+def test_a_watched_live_query_is_redrawn_in_place_as_batches_commit(spark, tmp_path):
+    """``kit.widgets.watch``: the output drawn when the view is made, redrawn as batches
+    commit, and after ``wait()`` it shows what the stopped query's last batch left."""
+    drop(tmp_path / "in", WINDOW_BATCHES)
+    source = spark.readStream.schema("k string, t long, v long").option("maxFilesPerTrigger", 1).parquet(
+        str(tmp_path / "in"))
+    run = (kit.live(source, time="t", watermark=Duration.of_millis(2)).key_by("k")
+           .window(TumblingEventTimeWindows.of(Time.milliseconds(10))).aggregate(Count(alias="n"))
+           .start(str(tmp_path / "run"), trigger="available_now"))
+    view = watch(run, lambda run: f"{run.df.count()} firings")
+    view.wait()
+    assert view.data["text/plain"] == f"'{run.df.count()} firings'" and run.df.count() > 0
+    assert view.redraws >= 2 and not run.query.isActive

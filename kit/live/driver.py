@@ -120,11 +120,6 @@ class LiveRun:
     def __post_init__(self):
         check_watermark(self.watermark)
 
-    @property
-    def lag(self) -> int:
-        """How far Flink's watermark stays behind the largest event time (ms)."""
-        return -self.watermark.watermark(0)
-
     def flink_watermark(self, spark_ms: int) -> int:
         """Flink's watermark for a batch from Spark's (ms; 0: no row seen yet)."""
         if spark_ms <= 0:
@@ -133,7 +128,7 @@ class LiveRun:
 
     def spark_time(self, flink_ms: int) -> int:
         """The Spark watermark (ms) at which Flink's reaches ``flink_ms``."""
-        return flink_ms + self.lag + SHIFT_MS
+        return flink_ms + self.watermark.lag + SHIFT_MS
 
     def process(self, df: DataFrame, operator: KeyedOperator, output: T.StructType) -> DataFrame:
         """``operator`` over each key of the streaming ``df``: the tagged rows (see the module

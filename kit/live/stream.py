@@ -58,11 +58,6 @@ class LiveStream:
     def time_is_timestamp(self) -> bool:
         return not isinstance(self.source.schema[self.time].dataType, T.IntegralType)
 
-    @property
-    def lag(self) -> int:
-        """How far the watermark stays behind the largest event time seen (ms)."""
-        return -self.watermark.watermark(0)
-
     def columns_only(self, columns: list) -> DataFrame:
         """The source's ``columns`` (a query's analysis reads them: nothing runs)."""
         return sparksql.select(self.source, *map(sparksql.name, columns))

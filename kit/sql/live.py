@@ -184,7 +184,7 @@ class LiveTableQuery(LiveQuery):
         rows = self.table("arrival")
         tops = rows.groupBy("batch").agg(F.max("_ts").alias("_top"))
         before = Window.orderBy("batch").rowsBetween(Window.unboundedPreceding, -1)
-        marks = tops.select("batch", (F.max("_top").over(before) - F.lit(self.stream.lag)).alias("_wm"))
+        marks = tops.select("batch", (F.max("_top").over(before) - F.lit(self.stream.watermark.lag)).alias("_wm"))
         return (rows.join(marks, "batch").withColumn("seq", F.row_number().over(Window.orderBy("batch", "_arr")) - 1)
                 .select(*self.values, "seq", "_ts", "_wm", "batch", "_arr").orderBy("seq"))
 
@@ -227,7 +227,7 @@ class LiveTableQuery(LiveQuery):
         from . import replayed
         record = self.arrivals
         now = record.agg(F.max("_ts")).first()[0]
-        after = F.lead("_wm", 1, None if now is None else now - self.stream.lag).over(Window.orderBy("seq"))
+        after = F.lead("_wm", 1, None if now is None else now - self.stream.watermark.lag).over(Window.orderBy("seq"))
         after = F.timestamp_millis(after) if self.stream.time_is_timestamp else after
         stream = Stream.of(record.withColumn("_emits", after).select(*self.values, "batch", "_arr", "_emits"),
                            time=self.stream.time, order=["batch", "_arr"],

@@ -44,7 +44,7 @@ from typing import Any, Callable
 
 import ipywidgets as widgets
 
-__all__ = ["Bound", "bind"]
+__all__ = ["Bound", "Watched", "bind", "watch"]
 
 MAX_ROWS = 50  # rows of a Spark DataFrame brought to the driver for display
 
@@ -212,6 +212,58 @@ class Bound(widgets.VBox):
     def __repr__(self) -> str:
         args = ", ".join(f"{name}={value!r}" for name, value in self.values.items())
         return f"bind({getattr(self.fn, '__name__', 'fn')}, {args})"
+
+
+def watch(run, draw: Callable[[Any], Any], every: float = 0.5) -> "Watched":
+    """``draw(run)`` (a chart, a table...) redrawn in place after each micro-batch the live
+    query ``run`` (``start()``'s answer) commits, until it stops::
+
+        view = watch(run, lambda run: run.df.toPandas())
+        view           # the table, growing batch by batch
+        view.wait()    # returns once the query stopped and its last batch is drawn
+    """
+    return Watched(run, draw, every)
+
+
+class Watched(Bound):
+    """The widget :func:`watch` returns: a ``Bound`` without controls whose output is
+    redrawn (in the one redraw thread) when a thread that looks at the query every
+    ``every`` seconds sees a new batch in its progress; ``redraws`` counts the drawings,
+    ``elapsed`` is the last one's time."""
+
+    def __init__(self, run, draw: Callable[[Any], Any], every: float):
+        self.run, self.redraws = run, 0
+        self._stopped = threading.Event()
+
+        def drawn():
+            self.redraws += 1
+            return draw(run)
+        super().__init__(drawn, {})
+        threading.Thread(target=self._poll, args=(every,), name="kit-widgets-watch", daemon=True).start()
+
+    def _poll(self, every: float) -> None:
+        seen = self._batch()
+        while True:
+            active = self.run.query.isActive   # before the batch: a stopped query's last is seen
+            batch = self._batch()
+            if batch != seen:
+                seen = batch
+                self._changed({})
+            if not active:
+                break
+            time.sleep(every)
+        self._stopped.set()
+
+    def _batch(self):
+        return (self.run.query.lastProgress or {}).get("batchId")
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Return once the query stopped and the output shows its last batch."""
+        self._stopped.wait(timeout)
+        super().wait(timeout)
+
+    def __repr__(self) -> str:
+        return f"watch({type(self.run).__name__})"
 
 
 _queue: queue.Queue | None = None
