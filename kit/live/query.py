@@ -77,7 +77,11 @@ class LiveQuery:
             *columns)
 
     def process_all_available(self) -> "LiveQuery":
-        """Waits until every row available now went through (Spark's ``processAllAvailable``)."""
+        """Waits until every row available now went through (Spark's ``processAllAvailable``,
+        twice: it returns at the first trigger that finds no new data, and a trigger that
+        looked at the source just before a file landed, finishing after the call, is one;
+        the second call's first trigger looked after the file was there)."""
+        self.query.processAllAvailable()
         self.query.processAllAvailable()
         return self
 
