@@ -343,3 +343,33 @@ def test_a_watched_live_query_is_redrawn_in_place_as_batches_commit(spark, tmp_p
     view.wait()
     assert view.data["text/plain"] == f"'{run.df.count()} firings'" and run.df.count() > 0
     assert view.redraws >= 2 and not run.query.isActive
+
+
+def test_a_malformed_parquet_file_stops_the_query_with_a_line_or_goes_to_bad(spark, tmp_path):
+    """A file in the folder that is no Parquet file: read as it is, the query stops and says
+    which file and how to go on (no Java trace); read with ``ignoreCorruptFiles``, the query
+    goes on past it, and ``bad`` lists it with the batch that met it."""
+    drop(tmp_path / "in", [[("a", 1, 1)], [("a", 12, 2)]])
+    broken = tmp_path / "in" / "0002.parquet"
+    broken.write_bytes(b"PAR1 half a file")
+    os.utime(broken, (1_700_000_002, 1_700_000_002))   # after the others: Spark takes files oldest first
+    drop(tmp_path / "in", [[("b", 30, 3)]], first=3)
+
+    def hourly(path, **options):
+        source = spark.readStream.schema("k string, t long, v long").option("maxFilesPerTrigger", 1).options(
+            **options).parquet(str(tmp_path / "in"))
+        return (kit.live(source, time="t", watermark=Duration.of_millis(2)).key_by("k")
+                .window(TumblingEventTimeWindows.of(Time.milliseconds(10))).aggregate(Count(alias="n"))
+                .start(str(tmp_path / path), trigger="available_now"))
+
+    with pytest.raises(KitError, match=r"^the live query stopped: Spark could not read \S+/0002.parquet \(.*is not a "
+                                       r"Parquet file.*\)\. Read the folder with \.option\('ignoreCorruptFiles', "
+                                       r"'true'\)[^\n]*$"):
+        hourly("stops").await_termination()
+    run = hourly("goes_on", ignoreCorruptFiles="true")
+    run.await_termination()
+    assert [(r.key, r.window_start, r.n) for r in run.df.collect()] == [("a", 0, 1), ("a", 10, 1)]
+    ((reason, batch),) = [(r.reason, r.batch) for r in run.bad.collect()]
+    assert batch == 2 and reason.startswith("malformed file (Spark could not read it: ") and reason.endswith(
+        "/0002.parquet")
+    assert run.arrivals.count() == 3

@@ -18,7 +18,11 @@ import datetime as dt
 import json
 from decimal import Decimal
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
+import pyarrow.parquet as pq
+
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -81,12 +85,20 @@ class LiveQuery:
         twice: it returns at the first trigger that finds no new data, and a trigger that
         looked at the source just before a file landed, finishing after the call, is one;
         the second call's first trigger looked after the file was there)."""
-        self.query.processAllAvailable()
-        self.query.processAllAvailable()
+        try:
+            self.query.processAllAvailable()
+            self.query.processAllAvailable()
+        except StreamingQueryException as error:
+            raise _stopped(error) from None
         return self
 
     def await_termination(self, timeout: float | None = None):
-        return self.query.awaitTermination(timeout)
+        """Waits until the query stops (``timeout`` seconds at most: then whether it stopped);
+        a query that failed raises a KitError saying why, in a line or two."""
+        try:
+            return self.query.awaitTermination(timeout)
+        except StreamingQueryException as error:
+            raise _stopped(error) from None
 
     def stop(self) -> None:
         self.query.stop()
@@ -119,8 +131,32 @@ class LiveQuery:
 
     @property
     def bad(self) -> DataFrame:
-        """The rows no operator saw, with their ``reason`` (no event time, or malformed) and ``batch``."""
-        return self.table("bad").orderBy("batch", "_arr").drop("_arr")
+        """The rows no operator saw, with their ``reason`` (no event time, or malformed) and
+        ``batch``; then each Parquet file of a committed batch that Spark could not read (a
+        source read with ``.option("ignoreCorruptFiles", "true")`` skips it; without, the query
+        stops), its columns NULL and its ``reason`` naming it."""
+        rows = self.table("bad")
+        files = [(*[None] * (len(rows.columns) - 3), None, f"malformed file (Spark could not read it: {why}): {path}",
+                  batch) for batch, path, why in self.unreadable_files()]
+        if files:
+            rows = rows.unionByName(self.spark.createDataFrame(files, rows.schema))
+        return rows.orderBy("batch", F.col("_arr").asc_nulls_last()).drop("_arr")
+
+    def unreadable_files(self) -> list:
+        """``(batch, path, why)`` of each Parquet file a committed batch's source listed (its
+        file log in the checkpoint) whose footer cannot be read; local files only."""
+        checkpoint = self.path / "_checkpoint"
+        done = {int(p.name) for p in (checkpoint / "commits").glob("[0-9]*")}
+        listed = set()
+        for log in (checkpoint / "sources").glob("*/[0-9]*"):
+            for line in log.read_text().splitlines()[1:]:   # after the version: an entry per file
+                entry = json.loads(line)
+                if entry.get("batchId") in done:
+                    listed.add((entry["batchId"], entry["path"]))
+        checked = self.__dict__.setdefault("_checked", {})
+        for _, path in listed - set(checked):
+            checked[path] = _unreadable(path)
+        return sorted((batch, path, checked[path]) for batch, path in listed if checked[path])
 
     def record(self, columns: list, timestamps: bool, upto: int | None = None) -> DataFrame:
         """The arrivals as a replay reads them: ``columns``, ``batch``, ``_arr`` (the arrival
@@ -146,6 +182,42 @@ class LiveQuery:
             return MIN_TIME
         meta = json.loads((checkpoint / "offsets" / str(max(done))).read_text().splitlines()[1])
         return self.run.flink_watermark(int(meta.get("batchWatermarkMs", 0)))
+
+
+def _unreadable(uri: str) -> str | None:
+    """Why the local Parquet file at ``uri`` cannot be read (its footer), or None: it can, or
+    it is no Parquet file (not named so, no magic bytes), or not local."""
+    address = urlparse(uri)
+    if address.scheme not in ("", "file"):
+        return None
+    path = unquote(address.path)
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(4)
+        if not (path.endswith(".parquet") or magic == b"PAR1"):
+            return None
+        pq.read_metadata(path)
+    except FileNotFoundError:
+        return None     # gone since (Spark's own cleanup, or the user's)
+    except Exception as error:   # what pyarrow says of it: the reason shown
+        return (str(error).splitlines() or [type(error).__name__])[0]
+    return None
+
+
+def _stopped(error: Exception) -> KitError:
+    """A failed query's error (Spark's, with its Java and Python traces) as the kit's, in a
+    line or two: a file Spark could not read (and how to go on past it), the kit's own error
+    raised inside the query, or the first line of Spark's."""
+    lines = [line.strip() for line in str(error).splitlines()]
+    read = next((line for line in lines if "[FAILED_READ_FILE" in line), None)
+    if read is not None:
+        path = read.split("reading file ", 1)[-1].split()[0].rstrip(".")
+        cause = next((line.split(": ", 1)[-1] for line in lines if line.startswith("Caused by:")), "")
+        return KitError(f"the live query stopped: Spark could not read {path} ({cause}). Read the folder with "
+                        f".option('ignoreCorruptFiles', 'true'): the query then goes on past such a file, and "
+                        f"`bad` lists it")
+    own = [line.split(": ", 1)[1] for line in lines if line.startswith(("kit.errors.KitError: ", "KitError: "))]
+    return KitError(f"the live query stopped: {own[-1] if own else lines[0][:500]}")
 
 
 def _same_query(path: Path, query: dict) -> None:

@@ -8,7 +8,10 @@ socket, Spark's rate source. Its rows arrive micro-batch by micro-batch, in each
 Spark's read order (``driver.arrival_ids``); a folder's files come oldest first (by their
 modification time, as Spark's file source takes them), ``maxFilesPerTrigger`` at a time. A schema with Spark's column of malformed records
 (``_corrupt_record STRING``, CSV and JSON in PERMISSIVE mode) sends each row Spark could not
-read aside (``bad``, with its text) instead of to the operators with NULLs.
+read aside (``bad``, with its text) instead of to the operators with NULLs. A Parquet file
+Spark cannot read stops the query (a KitError names it), unless the source reads with
+``.option("ignoreCorruptFiles", "true")``: then the query goes on past it, and ``bad`` lists
+the file with the batch that met it (``LiveQuery.unreadable_files``).
 """
 
 from __future__ import annotations

@@ -226,8 +226,9 @@ class LiveTableQuery(LiveQuery):
         ``_emits`` (that watermark, typed as the time column) beside the input's columns."""
         from . import replayed
         record = self.arrivals
-        now = record.agg(F.max("_ts")).first()[0]
-        after = F.lead("_wm", 1, None if now is None else now - self.stream.watermark.lag).over(Window.orderBy("seq"))
+        now = F.max("_ts").over(Window.partitionBy()) - F.lit(self.stream.watermark.lag)
+        order = Window.orderBy("seq")
+        after = F.when(F.lead("seq").over(order).isNull(), now).otherwise(F.lead("_wm").over(order))   # last: now
         after = F.timestamp_millis(after) if self.stream.time_is_timestamp else after
         stream = Stream.of(record.withColumn("_emits", after).select(*self.values, "batch", "_arr", "_emits"),
                            time=self.stream.time, order=["batch", "_arr"],
