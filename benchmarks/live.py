@@ -6,7 +6,9 @@ Flink 2.3 streaming SQL (parallelism 2, ``blackhole`` sink) reading the same fol
 Input: N Zipf words (``dynamic._words``) with ``t`` BIGINT epoch ms 1 ms apart, cut into
 files of equal size in time order (each file's modification time after the last: Spark's
 file source takes them in that order). Two queries: the word-frequency cascade and a
-one-second tumbling count per word (the DataStream window live, Flink's TUMBLE TVF).
+one-second tumbling count per word (the DataStream window live, Flink's TUMBLE TVF). A
+third: the V-shape MATCH_RECOGNIZE of ``match_recognize.py`` over N rows of its ticker walk
+(100 symbols), in the same number of files, watermark 1 ms behind (as its Flink run).
 
 - sustained: the folder read by one live run (``available_now``, ``maxFilesPerTrigger``
   files per micro-batch), rows / wall time from ``start`` to its end (the micro-batches'
@@ -35,7 +37,7 @@ from kit.windows import Count, TumblingEventTimeWindows
 
 from .cascade import _stall_us
 from .dynamic import CASCADE, _words
-from .match_recognize import FLINK_PYTHON, _flink_run
+from .match_recognize import FLINK_PYTHON, QUERY as V_SHAPE, _flink_run
 
 FILES = 20
 PER_TRIGGER = 5
@@ -61,8 +63,34 @@ def _write(folder: Path, rows: int) -> Path:
     return out
 
 
-def _source(folder: Path, per_trigger: int):
+TICKER = "symbol STRING, rowtime TIMESTAMP, price BIGINT, tax BIGINT"
+STAMPS = "yyyy-MM-dd HH:mm:ss.SSS"
+
+
+def _write_ticker(folder: Path, rows: int) -> Path:
+    """The ticker walk as ``FILES`` CSV files in arrival order (time, then symbol)."""
+    out = folder / f"live_ticker_{rows}"
+    if out.exists():
+        return out
+    staging = folder / f"live_ticker_{rows}_staging"
+    (kit.data.ticker_walk(rows, symbols=100).repartitionByRange(FILES, "rowtime")
+     .sortWithinPartitions("rowtime", "symbol").write.mode("overwrite").option("timestampFormat", STAMPS)
+     .csv(str(staging)))
+    out.mkdir()
+    for i, part in enumerate(sorted(staging.glob("part-*.csv"), key=lambda p: int(p.name.split("-")[1]))):
+        target = out / f"{i:04d}.csv"
+        shutil.move(str(part), target)
+        os.utime(target, (1_700_000_000 + i, 1_700_000_000 + i))
+    shutil.rmtree(staging)
+    return out
+
+
+def _source(folder: Path, per_trigger: int, query: str = "cascade"):
     spark = kit.spark()
+    if query == "match":
+        return kit.live(spark.readStream.schema(TICKER).option("timestampFormat", STAMPS)
+                        .option("maxFilesPerTrigger", per_trigger).csv(str(folder)), time="rowtime",
+                        watermark=kit.Duration.of_millis(1))
     return kit.live(spark.readStream.schema("word STRING, t BIGINT").option("maxFilesPerTrigger", per_trigger)
                     .csv(str(folder)), time="t")
 
@@ -70,6 +98,8 @@ def _source(folder: Path, per_trigger: int):
 def _started(query: str, live, path: Path, trigger=None):
     if query == "cascade":
         return kit.sql(CASCADE, words=live).start(str(path), trigger=trigger)
+    if query == "match":
+        return kit.sql(V_SHAPE, Ticker=live).start(str(path), trigger=trigger)
     return (live.key_by("word").window(TumblingEventTimeWindows.of(Time.seconds(1))).aggregate(Count(alias="n"))
             .start(str(path), trigger=trigger))
 
@@ -83,7 +113,7 @@ def _pressure(run) -> tuple:
 
 def _sustained(query: str, folder: Path, work: Path) -> tuple[float, float]:
     shutil.rmtree(work / query, ignore_errors=True)
-    _, seconds, pressure = _pressure(lambda: _started(query, _source(folder, PER_TRIGGER), work / query,
+    _, seconds, pressure = _pressure(lambda: _started(query, _source(folder, PER_TRIGGER, query), work / query,
                                                       "available_now").await_termination())
     return seconds, pressure
 
@@ -94,7 +124,7 @@ def _latency(query: str, folder: Path, work: Path, files: int = 5) -> list[float
     shutil.rmtree(inbox, ignore_errors=True)
     shutil.rmtree(path, ignore_errors=True)
     inbox.mkdir(parents=True)
-    run = _started(query, _source(inbox, 1), path)
+    run = _started(query, _source(inbox, 1, query), path)
     waits = []
     try:
         for i, part in enumerate(sorted(folder.glob("*.csv"))[:files]):
@@ -111,6 +141,12 @@ def _latency(query: str, folder: Path, work: Path, files: int = 5) -> list[float
 
 def _replay(query: str, folder: Path) -> float:
     spark = kit.spark()
+    if query == "match":
+        ticker = kit.stream(spark.read.schema(TICKER).option("timestampFormat", STAMPS).csv(str(folder)),
+                            time="rowtime", watermark=kit.Duration.of_millis(1))
+        start = time.time()   # kit.sql runs the matcher (its errors are raised there)
+        kit.sql(V_SHAPE, Ticker=ticker).write.format("noop").mode("overwrite").save()
+        return time.time() - start
     words = kit.stream(spark.read.schema("word STRING, t BIGINT").csv(str(folder)), time="t")
     if query == "cascade":
         frame = kit.sql(CASCADE, words=words).changelog()
@@ -124,6 +160,11 @@ def _replay(query: str, folder: Path) -> float:
 def _flink(query: str, folder: Path) -> float | None:
     if not FLINK_PYTHON.exists():
         return None
+    if query == "match":
+        ddl = (f"CREATE TABLE Ticker ({TICKER.replace('TIMESTAMP', 'TIMESTAMP(3)')}, WATERMARK FOR rowtime AS "
+               f"rowtime - INTERVAL '0.001' SECOND) WITH ('connector' = 'filesystem', 'path' = "
+               f"'{folder.resolve()}', 'format' = 'csv')")
+        return _flink_run(ddl, V_SHAPE, parallelism=2, mode="streaming", sink="blackhole")["seconds"]
     ddl = (f"CREATE TABLE words (word STRING, t BIGINT, ts AS TO_TIMESTAMP_LTZ(t, 3), WATERMARK FOR ts AS ts) "
            f"WITH ('connector' = 'filesystem', 'path' = '{folder.resolve()}', 'format' = 'csv')")
     return _flink_run(ddl, CASCADE if query == "cascade" else WINDOW_SQL, parallelism=2, mode="streaming",
@@ -134,14 +175,15 @@ def live(folder: Path, rows: int | None = None) -> str:
     """The table as a markdown section."""
     folder.mkdir(parents=True, exist_ok=True)
     n = rows or 200_000
-    files = _write(folder, n)
+    inputs = {"cascade": _write(folder, n), "window": _write(folder, n), "match": _write_ticker(folder, n)}
     work = folder / "live_runs"
-    lines = [f"### Live mode: {n:,} Zipf words in {FILES} CSV files, {PER_TRIGGER} files a micro-batch", "",
+    lines = [f"### Live mode: {n:,} Zipf words (ticker rows for MATCH_RECOGNIZE) in {FILES} CSV files, "
+             f"{PER_TRIGGER} files a micro-batch", "",
              "| query | kit live: s (CPU pressure) | kit live events/s | latency per file: median / max s "
              "| kit replay s | Flink 2.3 streaming p=2 s | live / replay | live / Flink |",
              "|---|---|---|---|---|---|---|---|"]
-    for query in ("cascade", "tumbling count"):
-        name = "cascade" if query == "cascade" else "window"
+    for query, name in (("cascade", "cascade"), ("tumbling count", "window"), ("V-shape MATCH_RECOGNIZE", "match")):
+        files = inputs[name]
         seconds, pressure = _sustained(name, files, work)
         waits = _latency(name, files, work)
         replay = _replay(name, files)
