@@ -12,14 +12,18 @@ import subprocess
 import sys
 import time
 from contextlib import closing
+from decimal import Decimal
 from pathlib import Path
 
+import numpy as np
 import pytest
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 import kit
 from kit import Duration
 from kit.errors import KitError
+from kit.match_recognize.live import _value
 
 from test_live import drop
 
@@ -173,3 +177,13 @@ def test_live_mode_says_which_match_recognize_it_does_not_run(spark, tmp_path):
         with pytest.raises(KitError, match=why):
             table = kit.sql(query, Ticker=live, **extra)
             table.start(str(tmp_path / "refused"))
+
+
+def test_a_measure_reaches_the_live_row_as_spark_takes_it():
+    """A TIMESTAMP measure as epoch ms (the read converts it back), a DECIMAL rounded half up
+    to its scale as the replay's, a numpy scalar as a Python one, NaN as NULL in a DECIMAL."""
+    assert _value(np.datetime64(1500, "ms"), T.TimestampType()) == 1500
+    assert _value(np.datetime64("NaT"), T.TimestampType()) is None
+    assert _value(2.345, T.DecimalType(10, 2)) == Decimal("2.35")
+    assert _value(float("nan"), T.DecimalType(10, 2)) is None
+    assert _value(np.int64(3), T.LongType()) == 3 and type(_value(np.int64(3), T.LongType())) is int

@@ -37,7 +37,8 @@ from ..live.driver import LiveRun
 from ..live.query import LiveQuery
 from ..live.stream import LiveStream
 from .cep import CepOperator, Emitted
-from .operator import MatchResult, _scaled
+from .expressions import to_decimal
+from .operator import MatchResult
 
 __all__ = ["LiveCep", "LiveMatchQuery"]
 
@@ -66,7 +67,9 @@ def _value(value, dtype: T.DataType):
         return None if np.isnat(value) else int(value.astype("datetime64[ms]").astype("int64"))
     if isinstance(value, np.generic):
         value = value.item()
-    return _scaled([value], dtype)[0] if isinstance(dtype, T.DecimalType) else value
+    if isinstance(dtype, T.DecimalType) and value is not None:   # rounded to its scale, as the replay's
+        return None if value != value else to_decimal(value, dtype.scale)
+    return value
 
 
 def _carried(dtype: T.DataType) -> T.DataType:
