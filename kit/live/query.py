@@ -72,13 +72,23 @@ class LiveQuery:
         (each kind of query says which: its firings, its changes)."""
         raise KitError(f"{type(self).__name__} sends no rows to a sink")
 
-    def table(self, kind: str) -> DataFrame:
-        """The rows of ``kind`` that committed batches wrote (with their ``batch``)."""
+    def table(self, kind: str, batch: int | None = None) -> DataFrame:
+        """The rows of ``kind`` that committed batches wrote (with their ``batch``), or that
+        batch ``batch`` wrote (committed or not: a sink reads the batch it is in). Read by
+        their partitions, never while a batch writes one (a read of the whole folder could
+        list a partition being replaced)."""
         folder, columns = self.path / "rows", [*self.tables[kind], "batch"]
-        if not any(folder.glob(f"_kind={kind}/batch=*")):
+        wanted = self.committed() if batch is None else {batch}
+        paths = [str(p) for p in sorted((folder / f"_kind={kind}").glob("batch=*"))
+                 if int(p.name.split("=", 1)[1]) in wanted]
+        if not paths:
             return self.spark.createDataFrame([], self.raw.select(*columns).schema)
-        return self.spark.read.schema(self.raw.schema).parquet(str(folder)).where(F.col("_kind") == kind).select(
+        return self.spark.read.schema(self.raw.schema).option("basePath", str(folder)).parquet(*paths).select(
             *columns)
+
+    def committed(self) -> set:
+        """The ids of the batches Spark committed (its checkpoint's commit log)."""
+        return {int(p.name) for p in (self.path / "_checkpoint" / "commits").glob("[0-9]*")}
 
     def process_all_available(self) -> "LiveQuery":
         """Waits until every row available now went through (Spark's ``processAllAvailable``,
@@ -145,8 +155,7 @@ class LiveQuery:
     def unreadable_files(self) -> list:
         """``(batch, path, why)`` of each Parquet file a committed batch's source listed (its
         file log in the checkpoint) whose footer cannot be read; local files only."""
-        checkpoint = self.path / "_checkpoint"
-        done = {int(p.name) for p in (checkpoint / "commits").glob("[0-9]*")}
+        checkpoint, done = self.path / "_checkpoint", self.committed()
         listed = set()
         for log in (checkpoint / "sources").glob("*/[0-9]*"):
             for line in log.read_text().splitlines()[1:]:   # after the version: an entry per file
@@ -176,11 +185,10 @@ class LiveQuery:
         """Flink's watermark in the last committed micro-batch (with data or not: Spark runs one
         without data when its watermark moved, and the timers it passed fire there), from
         Spark's offset log, which keeps each batch's watermark; ``MIN_TIME`` before any."""
-        checkpoint = self.path / "_checkpoint"
-        done = [int(p.name) for p in (checkpoint / "commits").glob("[0-9]*")]
+        done = self.committed()
         if not done:
             return MIN_TIME
-        meta = json.loads((checkpoint / "offsets" / str(max(done))).read_text().splitlines()[1])
+        meta = json.loads((self.path / "_checkpoint" / "offsets" / str(max(done))).read_text().splitlines()[1])
         return self.run.flink_watermark(int(meta.get("batchWatermarkMs", 0)))
 
 

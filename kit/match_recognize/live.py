@@ -136,7 +136,7 @@ class LiveMatchQuery(LiveQuery):
 
     def batch_rows(self, batch: int) -> DataFrame:
         """The query's rows over the matches micro-batch ``batch`` output, with ``batch``."""
-        rows = self.outer(self._matches(self.table("match").where(F.col("batch") == batch)).drop("batch"))
+        rows = self.outer(self._matches(self.table("match", batch)).drop("batch"))
         return rows.withColumn("batch", F.lit(batch))
 
     @property

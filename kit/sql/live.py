@@ -213,7 +213,7 @@ class LiveTableQuery(LiveQuery):
     def batch_rows(self, batch: int) -> DataFrame:
         """The changes micro-batch ``batch`` made, as a sink receives them: ``batch``,
         ``change`` (0, 1, ...: the order Flink emits them in), ``op`` and the query's columns."""
-        rows = self.table("change").where(F.col("batch") == batch)
+        rows = self.table("change", batch)
         order = Window.orderBy("_arr", "_n")
         return rows.select("batch", (F.row_number().over(order) - 1).alias("change"), F.col("_op").alias("op"),
                            *[F.col(f"_o{i}").alias(c) for i, c in enumerate(self.live.columns)])

@@ -36,6 +36,7 @@ fresh one took up to twice as long.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import queue
 import threading
@@ -128,7 +129,7 @@ class Bound(widgets.VBox):
 
     def set(self, **values: Any) -> dict[str, Any]:
         """Move controls as a user would, recompute once, return the new :attr:`data`."""
-        self.wait()
+        self._idle.wait()   # no redraw running (``Bound.wait``; a ``Watched``'s waits for more)
         self._holding = True
         try:
             for name, value in values.items():
@@ -214,48 +215,52 @@ class Bound(widgets.VBox):
         return f"bind({getattr(self.fn, '__name__', 'fn')}, {args})"
 
 
-def watch(run, draw: Callable[[Any], Any], every: float = 0.5) -> "Watched":
-    """``draw(run)`` (a chart, a table...) redrawn in place after each micro-batch the live
-    query ``run`` (``start()``'s answer) commits, until it stops::
+def watch(run, draw: Callable[..., Any], every: float = 0.5, **controls: widgets.ValueWidget) -> "Watched":
+    """``draw(run, **values)`` (a chart, a table...) redrawn in place after each micro-batch
+    the live query ``run`` (``start()``'s answer) commits, until it stops, and when a
+    control moves (as :func:`bind`'s)::
 
         view = watch(run, lambda run: run.df.toPandas())
         view           # the table, growing batch by batch
         view.wait()    # returns once the query stopped and its last batch is drawn
     """
-    return Watched(run, draw, every)
+    return Watched(run, draw, every, controls)
 
 
 class Watched(Bound):
-    """The widget :func:`watch` returns: a ``Bound`` without controls whose output is
-    redrawn (in the one redraw thread) when a thread that looks at the query every
-    ``every`` seconds sees a new batch in its progress; ``redraws`` counts the drawings,
-    ``elapsed`` is the last one's time."""
+    """The widget :func:`watch` returns: a ``Bound`` whose output is also redrawn (in the one
+    redraw thread) when a thread that looks at the query every ``every`` seconds sees a new
+    batch in its progress; ``redraws`` counts the drawings, ``elapsed`` is the last one's time."""
 
-    def __init__(self, run, draw: Callable[[Any], Any], every: float):
+    def __init__(self, run, draw: Callable[..., Any], every: float, controls: dict):
         self.run, self.redraws = run, 0
         self._stopped = threading.Event()
-
-        def drawn():
-            self.redraws += 1
-            return draw(run)
-        super().__init__(drawn, {})
+        super().__init__(functools.partial(draw, run), controls)
         threading.Thread(target=self._poll, args=(every,), name="kit-widgets-watch", daemon=True).start()
 
     def _poll(self, every: float) -> None:
-        seen = self._batch()
-        while True:
-            active = self.run.query.isActive   # before the batch: a stopped query's last is seen
-            batch = self._batch()
-            if batch != seen:
-                seen = batch
-                self._changed({})
-            if not active:
-                break
-            time.sleep(every)
-        self._stopped.set()
+        try:
+            seen = self._batch()
+            while True:
+                active = self.run.query.isActive   # before the batch: a stopped query's last is seen
+                batch = self._batch()
+                if batch != seen:
+                    seen = batch
+                    self._changed({})
+                if not active:
+                    break
+                time.sleep(every)
+        except Exception as exc:   # the session went away under it: the view stays as last drawn
+            self.error = exc
+        finally:
+            self._stopped.set()
 
     def _batch(self):
         return (self.run.query.lastProgress or {}).get("batchId")
+
+    def _draw(self, values: dict[str, Any], wanted: int) -> None:
+        self.redraws += 1
+        super()._draw(values, wanted)
 
     def wait(self, timeout: float | None = None) -> None:
         """Return once the query stopped and the output shows its last batch."""
@@ -263,7 +268,8 @@ class Watched(Bound):
         super().wait(timeout)
 
     def __repr__(self) -> str:
-        return f"watch({type(self.run).__name__})"
+        args = "".join(f", {name}={value!r}" for name, value in self.values.items())
+        return f"watch({type(self.run).__name__}{args})"
 
 
 _queue: queue.Queue | None = None

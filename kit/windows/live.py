@@ -211,7 +211,7 @@ class LiveWindowQuery(LiveQuery):
 
     def batch_rows(self, batch: int) -> DataFrame:
         """The firings of micro-batch ``batch``, as a sink receives them (``df``'s columns)."""
-        return self._firings(self.table("firing").where(F.col("batch") == batch))
+        return self._firings(self.table("firing", batch))
 
     def _firings(self, rows: DataFrame) -> DataFrame:
         rows = rows.orderBy("key", "order")
