@@ -113,6 +113,20 @@ def test_live_needs_a_watermark_of_the_largest_time():
         LiveRun("t", WatermarkStrategy.from_column("w"), keys=("k",), columns=("k",), row=("_ts",))
 
 
+def killed_at_batch(script: str, path, batch: int) -> None:
+    """``script`` run in another Python process, killed (SIGKILL) once its live query under
+    ``path`` has written the arrivals of micro-batch ``batch``."""
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 300
+        while not (path / "rows" / "_kind=arrival" / f"batch={batch}").exists():
+            assert child.poll() is None and time.time() < deadline, f"the live query did not get to batch {batch}"
+            time.sleep(0.05)
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+
+
 def drop(folder, batches, columns="k string, t long, v long", first=0):
     """Each batch of rows as its own Parquet file in ``folder``, in order (from the ``first``-th)."""
     names = [c.split()[0] for c in columns.split(", ")]
@@ -224,15 +238,7 @@ def test_a_live_window_killed_mid_stream_restarts_with_nothing_lost_or_doubled(s
     drop(tmp_path / "killed", WINDOW_BATCHES[:4])   # the last two come after the kill: it is mid-stream
     script = KILLED.format(root=str(Path(__file__).parents[1]), folder=str(tmp_path / "killed"),
                            path=str(tmp_path / "run"))
-    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.time() + 300
-        while not (tmp_path / "run" / "rows" / "_kind=arrival" / "batch=2").exists():   # mid-stream
-            assert child.poll() is None and time.time() < deadline, "the live query did not get to batch 2"
-            time.sleep(0.05)
-    finally:
-        os.kill(child.pid, signal.SIGKILL)
-        child.wait()
+    killed_at_batch(script, tmp_path / "run", 2)   # mid-stream
     drop(tmp_path / "killed", WINDOW_BATCHES[4:], first=4)
     again = _window_run(spark, tmp_path / "killed", tmp_path / "run")
     again.await_termination()

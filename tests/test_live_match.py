@@ -4,13 +4,8 @@ Each test drops micro-batches as files into a folder (one file a batch), runs th
 until the folder is read (``available_now``) or kills it, and compares what the live run
 output with the replay of the arrivals it released (each with the watermark it met)."""
 
-import os
 import random
-import signal
 import sqlite3
-import subprocess
-import sys
-import time
 from contextlib import closing
 from decimal import Decimal
 from pathlib import Path
@@ -25,7 +20,7 @@ from kit import Duration
 from kit.errors import KitError
 from kit.match_recognize.live import _value
 
-from test_live import drop
+from test_live import drop, killed_at_batch
 
 COLUMNS = "symbol string, t long, price long"
 V_SHAPE = """SELECT * FROM Ticker MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY {time}
@@ -138,15 +133,7 @@ def test_a_live_match_killed_mid_stream_restarts_with_nothing_lost_or_doubled(sp
     db = str(tmp_path / "out.db")
     script = KILLED.format(root=str(Path(__file__).parents[1]), columns=COLUMNS, folder=str(tmp_path / "in"),
                            query=query, path=str(tmp_path / "run"), db=db)
-    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.time() + 300
-        while not (tmp_path / "run" / "rows" / "_kind=arrival" / "batch=1").exists():
-            assert child.poll() is None and time.time() < deadline, "the live query did not get to batch 1"
-            time.sleep(0.05)
-    finally:
-        os.kill(child.pid, signal.SIGKILL)
-        child.wait()
+    killed_at_batch(script, tmp_path / "run", 1)
     drop(tmp_path / "in", batches[3:], COLUMNS, first=3)
     sink = kit.DbApiSink(lambda: sqlite3.connect(db), "matches")
     again = kit.sql(query, Ticker=kit.live(source(spark, tmp_path / "in"), time="t")).start(
