@@ -128,10 +128,11 @@ def _latency(query: str, folder: Path, work: Path, files: int = 5) -> list[float
     waits = []
     try:
         for i, part in enumerate(sorted(folder.glob("*.csv"))[:files]):
-            target = inbox / part.name
+            aside = inbox / f".{part.name}"   # Spark skips it; moved in whole, never listed half-copied
             start = time.time()
-            shutil.copy(part, target)
-            os.utime(target, (1_700_000_000 + i, 1_700_000_000 + i))
+            shutil.copy(part, aside)
+            os.utime(aside, (1_700_000_000 + i, 1_700_000_000 + i))
+            os.replace(aside, inbox / part.name)
             run.process_all_available()
             waits.append(time.time() - start)
     finally:

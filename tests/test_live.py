@@ -6,6 +6,7 @@ collects what each batch gave; the replay of the recorded arrivals (each with th
 it met) must give the same outputs."""
 
 import itertools
+import json
 import os
 import signal
 import socket
@@ -54,10 +55,18 @@ OUTPUT = T.StructType([T.StructField("k", T.StringType()), T.StructField("timer"
 
 def write(folder, i, frame):
     """``frame`` as the ``i``-th file of ``folder``: Spark's file source takes files by their
-    modification time (in ms), so the i-th is i seconds after the first."""
-    path = folder / f"{i:04d}.parquet"
-    frame.to_parquet(path)
-    os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
+    modification time (in ms), so the i-th is i seconds after the first. Written aside (a
+    name starting with ``.``, which Spark skips) and moved in whole, time set: a running
+    query never lists a half-written file, nor one with the time of its writing."""
+    landed(folder / f"{i:04d}.parquet", i, frame.to_parquet)
+
+
+def landed(path, i, write):
+    """``write(aside)`` makes the file, which then lands at ``path`` whole, as the ``i``-th."""
+    aside = path.with_name(f".{path.name}")
+    write(aside)
+    os.utime(aside, (1_700_000_000 + i, 1_700_000_000 + i))
+    os.replace(aside, path)
 
 
 def run_live(spark, tmp_path, batches, run, operator, output):
@@ -196,6 +205,29 @@ def test_a_stopped_live_window_goes_on_from_its_checkpoint(spark, tmp_path):
     assert again.df.drop("batch").collect() == whole.df.drop("batch").collect() and whole.df.count() >= 4
     assert again.late.drop("batch").collect() == whole.late.drop("batch").collect() and whole.late.count() >= 1
     assert again.arrivals.count() == sum(map(len, WINDOW_BATCHES))
+
+
+def test_a_restart_reads_files_spark_picked_before_a_crash_one_batch_at_a_time(spark, tmp_path):
+    """Spark's file source logs the files of its next batch before the batch is planned: a
+    run killed in between leaves an entry no batch read (forged here: the next file's). The
+    restarted run reads each file in a batch of its own, as the uninterrupted run did (Spark
+    would read that file with the next: one batch, one watermark, and a late row on time)."""
+    drop(tmp_path / "all", WINDOW_BATCHES)
+    whole = _window_run(spark, tmp_path / "all", tmp_path / "whole")
+    whole.await_termination()
+    drop(tmp_path / "some", WINDOW_BATCHES[:3])
+    _window_run(spark, tmp_path / "some", tmp_path / "run").await_termination()
+    drop(tmp_path / "some", WINDOW_BATCHES[3:], first=3)
+    log = tmp_path / "run" / "_checkpoint" / "sources" / "0"
+    last = max(int(p.name) for p in log.glob("[0-9]*"))
+    entry = {"path": (tmp_path / "some" / "0003.parquet").as_uri(), "timestamp": 1_700_000_003_000, "batchId": last + 1}
+    (log / str(last + 1)).write_text("v1\n" + json.dumps(entry))
+    again = _window_run(spark, tmp_path / "some", tmp_path / "run")
+    again.await_termination()
+    per_batch = [len(list(rows)) for _, rows in itertools.groupby(again.arrivals.collect(), key=lambda r: r.batch)]
+    assert per_batch == list(map(len, WINDOW_BATCHES))
+    assert again.df.drop("batch").collect() == whole.df.drop("batch").collect()
+    assert again.late.drop("batch").collect() == whole.late.drop("batch").collect() and whole.late.count() >= 1
 
 
 def test_live_mode_says_what_it_does_not_run(spark, tmp_path):
@@ -356,9 +388,7 @@ def test_a_malformed_parquet_file_stops_the_query_with_a_line_or_goes_to_bad(spa
     which file and how to go on (no Java trace); read with ``ignoreCorruptFiles``, the query
     goes on past it, and ``bad`` lists it with the batch that met it."""
     drop(tmp_path / "in", [[("a", 1, 1)], [("a", 12, 2)]])
-    broken = tmp_path / "in" / "0002.parquet"
-    broken.write_bytes(b"PAR1 half a file")
-    os.utime(broken, (1_700_000_002, 1_700_000_002))   # after the others: Spark takes files oldest first
+    landed(tmp_path / "in" / "0002.parquet", 2, lambda aside: aside.write_bytes(b"PAR1 half a file"))
     drop(tmp_path / "in", [[("b", 30, 3)]], first=3)
 
     def hourly(path, **options):

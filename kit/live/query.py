@@ -50,6 +50,7 @@ class LiveQuery:
             raise KitError(f"sink must be a kit.DbApiSink (a DB-API table); got {type(sink).__name__}")
         self.path, self.tables, self.spark, self.sink = Path(path), tables, tagged.sparkSession, sink
         _same_query(self.path, query or {})
+        _forget_unplanned_files(self.path / "_checkpoint")
         # the table's columns: the tagged rows', then the partition columns
         self.raw = self.spark.createDataFrame([], tagged.drop("_kind").withColumn("_kind", F.lit("")).withColumn(
             "batch", F.lit(0)).schema)
@@ -226,6 +227,32 @@ def _stopped(error: Exception) -> KitError:
                         f"`bad` lists it")
     own = [line.split(": ", 1)[1] for line in lines if line.startswith(("kit.errors.KitError: ", "KitError: "))]
     return KitError(f"the live query stopped: {own[-1] if own else lines[0][:500]}")
+
+
+def _forget_unplanned_files(checkpoint: Path) -> None:
+    """Makes a restart take a folder's files in the batches an uninterrupted run would have.
+    Spark's file source writes the files it picks for the next batch to its own log
+    (``sources/<n>/<id>``) before the batch is planned (``offsets/<id>``); a run killed in
+    between leaves an entry no batch reads, and the restarted source reads it together with
+    the next file it picks: two files in one batch, whose rows all meet one watermark (a late
+    row may be on time). Such entries are removed (their files are then picked again, one
+    batch at a time); a compaction of the log (``<id>.compact``, every tenth) stays as it is.
+
+        offsets/1: {"logOffset": 1}    sources/0/2 (file 002.json): removed, read in batch 2
+    """
+    planned = sorted((checkpoint / "offsets").glob("[0-9]*"), key=lambda p: int(p.name))
+    if not planned:
+        return
+    offsets = planned[-1].read_text().splitlines()[2:]   # after the version and the batch metadata
+    for n, line in enumerate(offsets):
+        try:
+            last = json.loads(line)["logOffset"]   # a file source's (another source's offset has none)
+        except (ValueError, TypeError, KeyError):
+            continue
+        for entry in (checkpoint / "sources" / str(n)).glob("[0-9]*"):
+            if entry.name.isdigit() and int(entry.name) > last:
+                entry.unlink()
+                entry.with_name(f".{entry.name}.crc").unlink(missing_ok=True)
 
 
 def _same_query(path: Path, query: dict) -> None:
