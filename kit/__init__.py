@@ -16,11 +16,13 @@ from .sql.explain_match import explain as explain_match
 from .stream import Stream
 from .time import Clock, Duration, Time, WatermarkStrategy
 from .windows.datastream import DataStream
+from .live.memory import MemoryStream
 from .live.query import DbApiSink
 from .windows.live import LiveDataStream
 
-__all__ = ["KitError", "SqlError", "explain", "explain_match", "spark", "sql", "stream", "live", "DbApiSink", "Stream", "Clock",
-           "Duration", "Time", "WatermarkStrategy", "data", "engine", "joins", "viz", "widgets"]
+__all__ = ["KitError", "SqlError", "explain", "explain_match", "spark", "sql", "stream", "live", "DbApiSink",
+           "MemoryStream", "Stream", "Clock", "Duration", "Time", "WatermarkStrategy", "data", "engine", "joins", "viz",
+           "widgets"]
 __version__ = "0.1.0"
 
 stream = DataStream.of   # kit.stream(df, time=..., ...): a stream with the DataStream API

@@ -5,6 +5,7 @@ Each test drops its micro-batches as files into a folder (one file per batch,
 collects what each batch gave; the replay of the recorded arrivals (each with the watermark
 it met) must give the same outputs."""
 
+import datetime as dt
 import itertools
 import json
 import os
@@ -228,6 +229,37 @@ def test_a_restart_reads_files_spark_picked_before_a_crash_one_batch_at_a_time(s
     assert per_batch == list(map(len, WINDOW_BATCHES))
     assert again.df.drop("batch").collect() == whole.df.drop("batch").collect()
     assert again.late.drop("batch").collect() == whole.late.drop("batch").collect() and whole.late.count() >= 1
+
+
+def test_a_memory_stream_makes_a_micro_batch_of_each_add_data(spark, tmp_path):
+    """``kit.MemoryStream``: each ``add_data`` is one micro-batch, in order, TIMESTAMP values
+    as given (naive: UTC); the windows over it are the replay's of what they saw."""
+    stream = kit.MemoryStream("k STRING, t TIMESTAMP, v BIGINT", folder=tmp_path / "memory")
+    at = lambda ms: dt.datetime(2024, 1, 1) + dt.timedelta(milliseconds=ms)   # noqa: E731
+    for rows in WINDOW_BATCHES[:4]:
+        stream.add_data([(k, at(t), v) for k, t, v in rows])
+    stream.add_data([{"k": "c", "t": at(41), "v": 100}])
+    run = (kit.live(stream.df, time="t", watermark=Duration.of_millis(2)).key_by("k")
+           .window(TumblingEventTimeWindows.of(Time.milliseconds(10))).aggregate(Count(alias="n"))
+           .start(str(tmp_path / "run"), trigger="available_now"))
+    run.await_termination()
+    got = [[(r.k, r.t, r.v) for r in rows] for _, rows in itertools.groupby(run.arrivals.collect(), key=lambda r: r.batch)]
+    assert got == [[(k, at(t), v) for k, t, v in rows] for rows in WINDOW_BATCHES[:5]]
+    want = run.replay().df.where(f"watermark_ms < {2 ** 63 - 1}").select(*run.df.drop("batch").columns)
+    assert run.df.drop("batch").collect() == want.collect() and run.df.count() >= 3
+    assert repr(stream) == "MemoryStream(struct<k:string,t:timestamp,v:bigint>, 5 batches added)"
+
+
+@pytest.mark.parametrize("schema, rows, message", [
+    ("k STRING,, t", [], "schema must be a DDL string"),
+    ("k STRING, t BIGINT", [], "add_data needs at least one row"),
+    ("k STRING, t BIGINT", [("a",)], r"a row is a tuple of 2 values \(k, t\) or a dict; got \('a',\)"),
+    ("k STRING, t BIGINT", [{"k": "a", "x": 1}], r"\['x'\] are not columns; columns are \['k', 't'\]"),
+    ("k STRING, t BIGINT", [("a", "soon")], "the rows do not fit the schema struct<k:string,t:bigint>"),
+])
+def test_a_memory_stream_says_what_is_wrong(spark, tmp_path, schema, rows, message):
+    with pytest.raises(KitError, match=message):
+        kit.MemoryStream(schema, folder=tmp_path).add_data(rows)
 
 
 def test_live_mode_says_what_it_does_not_run(spark, tmp_path):

@@ -4,7 +4,7 @@
                     time="cTime", watermark=Duration.of_seconds(5))
 
 Any streaming DataFrame is a source: a folder that files land in (CSV, JSON, Parquet), a
-socket, Spark's rate source. Its rows arrive micro-batch by micro-batch, in each batch in
+socket, Spark's rate source, a ``kit.MemoryStream``'s ``df`` (rows added from Python). Its rows arrive micro-batch by micro-batch, in each batch in
 Spark's read order (``driver.arrival_ids``); a folder's files come oldest first (by their
 modification time, as Spark's file source takes them), ``maxFilesPerTrigger`` at a time. A schema with Spark's column of malformed records
 (``_corrupt_record STRING``, CSV and JSON in PERMISSIVE mode) sends each row Spark could not
