@@ -125,16 +125,28 @@ def test_live_needs_a_watermark_of_the_largest_time():
 
 def killed_at_batch(script: str, path, batch: int) -> None:
     """``script`` run in another Python process, killed (SIGKILL) once its live query under
-    ``path`` has written the arrivals of micro-batch ``batch``."""
-    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ``path`` has written the arrivals of micro-batch ``batch``: the whole driver, its Python
+    and its JVM (which would go on writing the checkpoint for a while after its Python died)."""
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
     try:
         deadline = time.time() + 300
         while not (path / "rows" / "_kind=arrival" / f"batch={batch}").exists():
             assert child.poll() is None and time.time() < deadline, f"the live query did not get to batch {batch}"
             time.sleep(0.05)
     finally:
-        os.kill(child.pid, signal.SIGKILL)
+        os.killpg(child.pid, signal.SIGKILL)
         child.wait()
+        while _alive(child.pid):
+            time.sleep(0.05)
+
+
+def _alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def drop(folder, batches, columns="k string, t long, v long", first=0):
