@@ -24,14 +24,17 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from .. import sparksql
 from ..errors import KitError, fail
+from ..live import per_key
+from ..replay.keyed import KeyedOperator, ValueState
 from ..spark import known_rows
 from . import INSERT, INSERT_ONLY, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options
 from .replay import Row, check_columns, replay_per_key
 
-__all__ = ["deduplicate", "late_rows", "ProcTimeDeduplicateKeepFirstRowFunction",
+__all__ = ["deduplicate", "late_rows", "FirstOnEventTime", "ProcTimeDeduplicateKeepFirstRowFunction",
            "ProcTimeDeduplicateKeepLastRowFunction", "RowTimeDeduplicateFunction"]
 
 
@@ -107,11 +110,13 @@ class RowTimeDeduplicateFunction(_Deduplicate):
 
 
 def deduplicate(log: Changelog, keys: list[str], keep: str, options: Options,
-                time: str | None = None, engine: str = "auto", marks: DataFrame | None = None) -> Changelog:
+                time: str | None = None, engine: str = "auto", marks: DataFrame | None = None,
+                watermark=None) -> Changelog:
     """Flink's deduplication (``ROW_NUMBER() OVER (PARTITION BY keys ORDER BY time ASC|DESC)
     = 1``): ``keep`` ``"first"`` or ``"last"`` row per key, by arrival (``time`` None:
     processing time) or by event time ``time`` (a rowtime column; keeping the first needs
-    ``marks``, the input stream's ``seq``, ``watermark`` (and ``proctime``): ``_first_on_event_time``).
+    ``marks``, the input stream's ``seq``, ``watermark`` (and ``proctime``): ``_first_on_event_time``;
+    live, ``watermark``, the stream's strategy: ``FirstOnEventTime``).
     ``engine``: ``"auto"`` takes Spark window functions when the state TTL is off,
     ``"replay"`` always replays."""
     check_columns(log, list(keys) + ([time] if time else []), "deduplicate")
@@ -123,6 +128,12 @@ def deduplicate(log: Changelog, keys: list[str], keep: str, options: Options,
     last = keep == "last"
     if engine not in ("auto", "replay"):
         raise KitError(f"engine must be 'auto' or 'replay', not {engine!r}")
+    if time is not None and not last and log.df.isStreaming:
+        if watermark is None or options.ttl_ms:
+            raise KitError("keeping the first row on event time live needs the stream's watermark strategy "
+                           "(watermark=) and no state TTL")
+        return Changelog(_first_on_event_time_live(log, list(keys), time, watermark), log.columns, INSERT_ONLY,
+                         tuple(keys))
     if time is not None and not last:
         if marks is None:
             raise KitError("keeping the first row on event time needs the watermarks of the input's one "
@@ -219,6 +230,67 @@ def _first_on_event_time(log: Changelog, keys, time, marks: DataFrame, tasks: in
     pt = "unix_millis(proctime)" if "proctime" in marks.columns else "CAST(NULL AS BIGINT)"
     fired = fired.join(marks.selectExpr("seq", f"{pt} AS _pt"), "seq")
     return fired.selectExpr("'+I' AS _op", *(f"_row.{c}" for c in cols), "seq", "array(CAST(_k AS INT)) AS _n", "_pt")
+
+
+class FirstOnEventTime(KeyedOperator):
+    """Keep first on event time, one key at a time as its rows and watermarks come (the live
+    driver's; ``_first_on_event_time`` gives the same rows as one computation): a row below
+    the watermark it arrives at is dropped; of the others the row of the smallest time (ties:
+    the earlier) is kept, and emitted by its timer once the watermark rises to its time;
+    then the key emits nothing more. A row: the values (the time at ``time``), ``seq`` and
+    ``_n``; an output: the values and the emission's order among one rise's (time, then
+    arrival: the batch's time, ``seq``, ``_n``), as ints.
+
+        rows (t) / watermark met    ->  emitted
+        a 5 / -inf, a 3 / -inf          a 3, when the watermark reaches 3
+        a 1 / 4                         (late: dropped)
+    """
+    state = (ValueState("kept"), ValueState("done"))
+
+    def __init__(self, time: int):
+        self.time = time
+
+    def process_element(self, row, ctx):
+        *values, seq, n = row
+        t = values[self.time]
+        if t is None:
+            raise KitError(f"row {values} has a NULL event time: keeping the first row on event time needs one")
+        kept = ctx.state("kept").value()
+        if ctx.state("done").value() or t < ctx.watermark or (kept is not None and kept[0][self.time] <= t):
+            return
+        order = [*_ints(t), *_ints(ctx.processing_time or 0), *_ints(seq), *n]
+        ctx.state("kept").update((tuple(values), order))
+        ctx.register_event_time_timer(t)
+
+    def on_timer(self, timestamp, ctx):
+        kept = ctx.state("kept").value()
+        if kept is not None and kept[0][self.time] <= timestamp:
+            ctx.output(kept)
+            ctx.state("kept").update(None)
+            ctx.state("done").update(True)
+
+
+def _ints(x: int) -> list:
+    """``x`` (a 62-bit int) as two INTs that sort as it does."""
+    return [x >> 31, x & 0x7FFFFFFF]
+
+
+def _first_on_event_time_live(log: Changelog, keys: list, time: str, watermark) -> DataFrame:
+    """``FirstOnEventTime`` per key on the live driver: its emissions, each with ``seq`` -1
+    (it belongs to the rise of the watermark before the micro-batch's arrivals: the live
+    query numbers it so) and ``_n`` its order among the rise's."""
+    columns = list(log.columns)
+    df = log.df.select(*[F.col(sparksql.name(c)) for c in columns], "_op", "seq", "_n", "_pt")
+    fields = [df.schema[c] for c in columns] + [
+        T.StructField("_op", T.StringType()), T.StructField("seq", T.LongType()),
+        T.StructField("_n", T.ArrayType(T.IntegerType())), T.StructField("_pt", T.LongType())]
+
+    def emitted(rows, out):
+        for values, order in out:
+            yield (*values, INSERT, -1, order, None)
+    at = columns.index(time)
+    return per_key(df, keys, lambda key: FirstOnEventTime(at), T.StructType(fields), [*columns, "seq", "_n"],
+                   emitted, watermark=watermark)
 
 
 def _deduplicate_fast(log, keys, last, time, update_before) -> DataFrame:

@@ -1,5 +1,5 @@
 """Live mode (layer 4, a driver): the kit's operators on Spark Structured Streaming."""
 
-from .driver import LiveRun, arrivals, per_key
+from .driver import LiveRun, arrivals, per_key, watched
 
-__all__ = ["LiveRun", "arrivals", "per_key"]
+__all__ = ["LiveRun", "arrivals", "per_key", "watched"]

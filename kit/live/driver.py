@@ -22,9 +22,10 @@ Spark timer set at its earliest one.
     0      (a, 3) (b, 12)     none                           -
     1      (a, 5)             11                             before (a, 5)
 
-``per_key(...)`` runs an operator without timers (a continuous query's: a group aggregate,
-a Top-N) over a changelog that is a stream of change rows: per batch, a key's rows in the
-order of the arrivals that caused them (``seq``, ``_n``), its state kept between batches.
+``per_key(...)`` runs a continuous query's operator (a group aggregate, a Top-N; with
+``watermark=``, one with event-time timers: keeping the first row on event time) over a
+changelog that is a stream of change rows: per batch, a key's rows in the order of the
+arrivals that caused them (``seq``, ``_n``), its state kept between batches.
 Chained one after the other in one query (each keyed as its operator needs), they run a
 continuous query's plan, the word-frequency cascade among them.
 
@@ -52,7 +53,8 @@ from ..errors import KitError
 from ..replay.keyed import MAX_TIME, MIN_TIME, Context, KeyedOperator
 from ..time import WatermarkStrategy
 
-__all__ = ["LiveRun", "SHIFT_MS", "arrivals", "arrival_ids", "check_watermark", "per_key"]
+__all__ = ["LiveRun", "SHIFT_MS", "arrivals", "arrival_ids", "check_watermark", "flink_watermark", "per_key",
+           "watched"]
 
 # Spark keeps its watermark at 0 or above and means "none yet" by 0: it tracks the event
 # time shifted by 1000 years, so that times back to year 970 keep it above 0
@@ -68,6 +70,20 @@ def check_watermark(watermark: WatermarkStrategy) -> None:
         raise KitError(f"live mode follows a watermark of the largest event time seen "
                        f"(for_bounded_out_of_orderness, for_monotonous_timestamps, for_sql_delay); "
                        f"got {watermark!r}")
+
+
+def flink_watermark(strategy: WatermarkStrategy, spark_ms: int) -> int:
+    """Flink's watermark for a batch from Spark's (ms; 0: no row seen yet)."""
+    if spark_ms <= 0:
+        return MIN_TIME
+    return strategy.watermark(spark_ms - SHIFT_MS)
+
+
+def watched(df: DataFrame, ts: str = "_ts") -> DataFrame:
+    """The streaming ``df`` with Spark's watermark on its event time ``ts`` (ms): Spark tracks
+    the largest, shifted (``SHIFT_MS``), and filters nothing (the column is dropped again)."""
+    return (df.withColumn("_event", F.timestamp_millis(F.col(ts) + F.lit(SHIFT_MS)))
+            .withWatermark("_event", "0 seconds").drop("_event"))
 
 
 def arrival_ids(df: DataFrame) -> DataFrame:
@@ -122,13 +138,7 @@ class LiveRun:
 
     def flink_watermark(self, spark_ms: int) -> int:
         """Flink's watermark for a batch from Spark's (ms; 0: no row seen yet)."""
-        if spark_ms <= 0:
-            return MIN_TIME
-        return self.watermark.watermark(spark_ms - SHIFT_MS)
-
-    def spark_time(self, flink_ms: int) -> int:
-        """The Spark watermark (ms) at which Flink's reaches ``flink_ms``."""
-        return flink_ms + self.watermark.lag + SHIFT_MS
+        return flink_watermark(self.watermark, spark_ms)
 
     def process(self, df: DataFrame, operator: KeyedOperator, output: T.StructType) -> DataFrame:
         """``operator`` over each key of the streaming ``df``: the tagged rows (see the module
@@ -141,8 +151,7 @@ class LiveRun:
         df.sparkSession.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
         inner = [f"_c{i}" for i in range(len(self.columns))]
         rows = arrivals(df, self.time, self.columns, self.malformed)
-        watched = (rows.withColumn("_event", F.timestamp_millis(F.col("_ts") + F.lit(SHIFT_MS)))
-                   .withWatermark("_event", "0 seconds").drop("_event"))   # Spark tracks, filters nothing
+        rows = watched(rows)   # Spark tracks, filters nothing
         fields = [T.StructField(_TAG, T.StringType()), T.StructField("_arr", T.LongType()),
                   T.StructField("_wm", T.LongType()), T.StructField("_ts", T.LongType())]
         fields += [T.StructField(n, df.schema[c].dataType) for c, n in zip(self.columns, inner)]
@@ -150,10 +159,10 @@ class LiveRun:
         schema = T.StructType(fields)
         names = dict(zip(self.columns, inner))
         if not self.keys:   # one key for all rows
-            watched = watched.withColumn("_all", F.lit(0))
-        processor = _Processor(self, operator, [names.get(c, c) for c in self.row], schema, watched.columns)
+            rows = rows.withColumn("_all", F.lit(0))
+        processor = _Processor(self, operator, [names.get(c, c) for c in self.row], schema, rows.columns)
         keys = [names[k] for k in self.keys] or ["_all"]
-        return watched.groupBy(*keys).transformWithState(processor, schema, "Append", "EventTime")
+        return rows.groupBy(*keys).transformWithState(processor, schema, "Append", "EventTime")
 
 
 class _Processor(StatefulProcessor):
@@ -209,18 +218,8 @@ class _Processor(StatefulProcessor):
         return ctx, out, wake
 
     def _save(self, ctx, wake, now: int) -> None:
-        """The context back in the state store, and one Spark timer at its earliest timer;
-        one the watermark ``now`` (Spark's) already passed waits for it to rise, as it does
-        in Flink and the replay (a watermark that does not move fires nothing)."""
-        if ctx._proc:
-            raise KitError("live mode runs event-time timers only: the operator registered a processing-time timer")
-        earliest = ctx._event[0] if ctx._event else None
-        due = None if earliest is None or earliest >= MAX_TIME else max(self.run.spark_time(earliest), now + 1)
-        if due != wake:
-            if wake is not None:
-                self.handle.deleteTimer(wake)
-            if due is not None:
-                self.handle.registerTimer(due)
+        """The context back in the state store, and the Spark timer that wakes it (``_wake``)."""
+        due = _wake(self.handle, ctx, wake, now, self.run.watermark)
         self.saved.update((pickle.dumps((ctx._state, ctx._event, ctx.watermark, due)),))
 
     def _outputs(self, out: list) -> list:
@@ -233,48 +232,110 @@ class _Processor(StatefulProcessor):
             yield row(*r)
 
 
-def per_key(df: DataFrame, keys: list, operator, schema: T.StructType, columns: list, output=None) -> DataFrame:
-    """``operator(key)`` (a ``KeyedOperator`` that sets no timers) over each key of the
-    streaming changelog ``df`` (its ``seq`` and ``_n`` give the order of a key's rows in a
-    micro-batch); a row is the tuple of ``columns``' values. ``output(rows, outputs)`` makes
-    the rows of ``schema`` from a key's sorted rows (all of ``df``'s columns) and what the
-    operator output for them; default: each output is a tuple in ``schema``'s order."""
+def _wake(handle, ctx: Context, wake, now: int, strategy: WatermarkStrategy):
+    """Keeps one Spark timer for the key, at the Spark watermark that brings Flink's to its
+    earliest timer (``wake``: the one set before; None: none), and returns it. A timer the
+    watermark ``now`` (Spark's) already passed waits for it to rise, as in Flink and the
+    replay (a watermark that does not move fires nothing)."""
+    if ctx._proc:
+        raise KitError("live mode runs event-time timers only: the operator registered a processing-time timer")
+    earliest = ctx._event[0] if ctx._event else None
+    due = None if earliest is None or earliest >= MAX_TIME else max(earliest + strategy.lag + SHIFT_MS, now + 1)
+    if due != wake:
+        if wake is not None:
+            handle.deleteTimer(wake)
+        if due is not None:
+            handle.registerTimer(due)
+    return due
+
+
+def per_key(df: DataFrame, keys: list, operator, schema: T.StructType, columns: list, output=None,
+            watermark: WatermarkStrategy | None = None) -> DataFrame:
+    """``operator(key)`` (a ``KeyedOperator``) over each key of the streaming changelog ``df``
+    (its ``seq`` and ``_n`` give the order of a key's rows in a micro-batch); a row is the
+    tuple of ``columns``' values. ``output(rows, outputs)`` makes the rows of ``schema`` from
+    a key's sorted rows (all of ``df``'s columns) and what the operator output for them;
+    default: each output is a tuple in ``schema``'s order. Without ``watermark`` the operator
+    sets no timers. With it (the stream's strategy; ``df`` carries Spark's watermark of the
+    arrivals, ``watched``), as ``LiveRun.process``: before a key's rows its timers up to
+    Flink's watermark fire, and a key without rows is woken by a Spark timer; ``ctx.watermark``
+    is Flink's, ``ctx.processing_time`` the batch's time (Spark's, rising batch by batch)."""
     df.sparkSession.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
     if not keys:   # one key for all rows (first: the columns an output reads from the end stay there)
         df, keyed = df.select(F.lit(0).alias("_all"), "*"), ["_all"]
-    processor = _Changes(operator, df.columns, list(columns), schema.fieldNames(), output, bool(keys))
+    processor = _Changes(operator, df.columns, list(columns), schema.fieldNames(), output, bool(keys), watermark)
     return df.groupBy(*[F.col(sparksql.name(k)) for k in keys or keyed]).transformWithState(
-        processor, schema, "Append", "None")
+        processor, schema, "Append", "None" if watermark is None else "EventTime")
 
 
 class _Changes(StatefulProcessor):
-    """``per_key``'s processor: a key's operator state, pickled in one state entry."""
+    """``per_key``'s processor: a key's operator state, pickled in one state entry (with
+    event time: its timers, its watermark and the Spark timer set for it too)."""
 
-    def __init__(self, operator, arriving: list, columns: list, names: list, output, keyed: bool):
+    def __init__(self, operator, arriving: list, columns: list, names: list, output, keyed: bool,
+                 watermark: WatermarkStrategy | None = None):
         self.operator, self.names, self.output, self.keyed = operator, names, output, keyed
         self.at = {name: i for i, name in enumerate(arriving)}   # Spark may name a row's fields by position
         self.columns = [self.at[c] for c in columns]
+        self.watermark = watermark
 
     def init(self, handle) -> None:
+        self.handle = handle
         self.saved = handle.getValueState("state", "state binary")
 
     def handleInputRows(self, key, rows, timerValues):
-        key, out = list(key) if self.keyed else [], []
-        operator = self.operator(key)
-        ctx = Context(key, operator.state, out)
-        saved = self.saved.get()
-        if saved is not None:
-            ctx._state = pickle.loads(saved[0])
+        operator, ctx, out, wake = self._load(key)
+        now = self._advance(operator, ctx, timerValues)
         seq, n = self.at["seq"], self.at["_n"]
         rows = sorted((tuple(r) for r in rows), key=lambda r: (r[seq], r[n]))
         for ctx.at, r in enumerate(rows):
             operator.process_element(tuple(r[i] for i in self.columns), ctx)
-        if ctx._event or ctx._proc:
+        if self.watermark is None and (ctx._event or ctx._proc):
             raise KitError("live mode runs a continuous query's operators without timers: one registered a timer")
-        self.saved.update((pickle.dumps(ctx._state),))
-        row = Row(*self.names)
-        for values in (out if self.output is None else self.output(rows, out)):
-            yield row(*values)
+        self._save(ctx, wake, now)
+        yield from self._rows(rows, out)   # the timers' outputs, then the rows'
+
+    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
+        operator, ctx, out, _ = self._load(key)
+        now = self._advance(operator, ctx, timerValues)
+        self._save(ctx, None, now)   # Spark removed the timer that woke the key
+        yield from self._rows([], out)
 
     def close(self) -> None:
         pass
+
+    def _load(self, key) -> tuple:
+        """The key's operator and context as the last batch left them, the list it outputs
+        to and the Spark timer set for it."""
+        key, out = list(key) if self.keyed else [], []
+        operator = self.operator(key)
+        ctx, wake = Context(key, operator.state, out), None
+        saved = self.saved.get()   # one call to the state store (None: a new key)
+        if saved is not None:
+            if self.watermark is None:
+                ctx._state = pickle.loads(saved[0])
+            else:
+                ctx._state, ctx._event, ctx.watermark, wake = pickle.loads(saved[0])
+        return operator, ctx, out, wake
+
+    def _advance(self, operator, ctx, timerValues) -> int | None:
+        """With event time: Flink's watermark moved to the batch's, firing the timers it
+        passed; Spark's watermark (ms)."""
+        if self.watermark is None:
+            return None
+        now = timerValues.getCurrentWatermarkInMs()
+        ctx.processing_time = timerValues.getCurrentProcessingTimeInMs()
+        ctx.advance(operator, flink_watermark(self.watermark, now))
+        return now
+
+    def _save(self, ctx, wake, now) -> None:
+        if self.watermark is None:
+            self.saved.update((pickle.dumps(ctx._state),))
+            return
+        due = _wake(self.handle, ctx, wake, now, self.watermark)
+        self.saved.update((pickle.dumps((ctx._state, ctx._event, ctx.watermark, due)),))
+
+    def _rows(self, rows: list, out: list):
+        row = Row(*self.names)
+        for values in (out if self.output is None else self.output(rows, out)):
+            yield row(*values)

@@ -29,7 +29,7 @@ from pyspark.sql import types as T
 
 from ..errors import KitError
 from ..replay.keyed import MIN_TIME
-from .driver import LiveRun
+from .driver import LiveRun, flink_watermark
 
 __all__ = ["LiveQuery", "DbApiSink"]
 
@@ -190,7 +190,12 @@ class LiveQuery:
         if not done:
             return MIN_TIME
         meta = json.loads((self.path / "_checkpoint" / "offsets" / str(max(done))).read_text().splitlines()[1])
-        return self.run.flink_watermark(int(meta.get("batchWatermarkMs", 0)))
+        return flink_watermark(self.watermark, int(meta.get("batchWatermarkMs", 0)))
+
+    @property
+    def watermark(self):
+        """The stream's watermark strategy (the keyed run's)."""
+        return self.run.watermark
 
 
 def _unreadable(uri: str) -> str | None:

@@ -26,9 +26,12 @@ What differs from a replay, and why:
   largest event time of the batches before.
 - A row without an event time never reaches the query (Flink fails the job on it): it is
   in ``bad`` with the reason, and the query goes on.
-- What runs on processing time (a state TTL, mini-batches) and what needs two inputs or the
-  watermark inside an operator (joins, keeping the first row on event time) is the
-  replay's only: a ``KitError`` says so when the query is planned.
+- Keeping the first row on event time waits for the watermark: its operator runs with
+  Spark's event-time timers (``per_key(..., watermark=)``), and a row it emits belongs to
+  the rise of the watermark between two micro-batches, so it takes the ``seq`` of the last
+  arrival before that rise, as in the replay (``changelog()``).
+- What runs on processing time (a state TTL, mini-batches) and what needs two inputs
+  (joins) is the replay's only: a ``KitError`` says so when the query is planned.
 """
 
 from __future__ import annotations
@@ -41,8 +44,9 @@ from pyspark.sql import functions as F
 from .. import sparksql
 from ..changelog import Changelog, Options
 from ..errors import KitError
-from ..live import arrivals as live_arrivals
+from ..live import arrivals as live_arrivals, watched
 from ..live.query import LiveQuery
+from ..replay.keyed import MIN_TIME
 from ..match_recognize.live import LiveMatchQuery
 from ..stream import Stream
 from ..time import WatermarkStrategy
@@ -110,12 +114,18 @@ class LiveMatchTable:
         return f"LiveMatchTable({', '.join(self.columns)}; start(path) runs it)"
 
 
+def _timers(node: P.Node) -> bool:
+    """Whether an operator of the plan under ``node`` sets event-time timers (keeping the
+    first row on event time)."""
+    if isinstance(node, P.Deduplicate) and node.time and node.keep == "first":
+        return True
+    return any(_timers(child) for child in node.inputs)
+
+
 def _not_live(node: P.Node) -> str | None:
     """What in the plan under ``node`` live mode does not run (None: it runs it all)."""
     if isinstance(node, P.Join):
         return "a join of two streams"
-    if isinstance(node, P.Deduplicate) and node.time and node.keep == "first":
-        return "keeping the first row on event time (it waits for the watermark)"
     for child in node.inputs:
         why = _not_live(child)
         if why is not None:
@@ -138,13 +148,21 @@ class LivePlanRun(PlanRun):
         ``PlanRun.sources`` (values ``_s0, _s1...``, ``seq`` their ``_arr``, no processing time)."""
         s = self.table.streams[0]
         names = [f"_s{i}" for i in range(len(P.stream_columns(s)))]
-        df = self.arrivals.where("_ts IS NOT NULL").selectExpr(
+        rows = self.arrivals.where("_ts IS NOT NULL")
+        if _timers(self.table.root):   # Spark's watermark of the arrivals, for the operators' timers
+            rows = watched(rows)
+        df = rows.selectExpr(
             "'+I' AS _op", *[f"_c{i} AS {n}" for i, n in enumerate(names)], "_arr AS seq",
             "CAST(array() AS ARRAY<INT>) AS _n", "CAST(NULL AS BIGINT) AS _pt")
         return {id(s): Changelog(df, tuple(names))}
 
     def _chained(self, n, update_before):
         return None
+
+    def _deduplicate(self, n, log, update_before):
+        from ..changelog.deduplicate import deduplicate
+        return deduplicate(log, list(n.keys), n.keep, self._with(update_before), time=n.time,
+                           watermark=self.table.streams[0].watermark)
 
     def _with(self, update_before: bool) -> Options:
         return replace(self.table.options, update_before=update_before, tasks=1)
@@ -193,13 +211,21 @@ class LiveTableQuery(LiveQuery):
         (the arrival that caused it, as ``arrivals`` numbers them), ``op``, the query's
         columns, ``watermark`` (the one that arrival met) and ``batch``."""
         marks = self.arrivals.select("batch", "_arr", "seq", "_wm")
-        changes = self.table("change").join(marks, ["batch", "_arr"])
+        changes = self.table("change")
+        rises = changes.where("_arr < 0").select("batch").distinct()   # an emission of a timer: before the batch
+        before = rises.join(marks.select(F.col("batch").alias("_b"), "seq"), F.col("_b") < F.col("batch")).groupBy(
+            "batch").agg(F.max("seq").alias("seq")).join(marks.drop("batch", "_arr"), "seq").withColumn("_arr", F.lit(-1))
+        changes = changes.join(marks.unionByName(before), ["batch", "_arr"])
         wm = F.col("_wm")
         watermark = F.timestamp_millis(wm) if self.stream.time_is_timestamp else wm
         return changes.orderBy("seq", "_n").select(
             "seq", F.col("_op").alias("op"),
             *[F.col(f"_o{i}").alias(c) for i, c in enumerate(self.live.columns)], watermark.alias("watermark"),
             "batch")
+
+    @property
+    def watermark(self):
+        return self.stream.watermark
 
     @property
     def status(self) -> dict:
@@ -222,11 +248,15 @@ class LiveTableQuery(LiveQuery):
         """The recorded arrivals replayed by ``kit.stream`` through the same query: a
         ``DynamicTable`` whose ``changelog()`` is ``changelog()``'s rows (without ``batch``).
         Each arrival emits the watermark the next one met (the last: the one after the
-        largest time); the replayed stream has the record's ``batch``, ``_arr`` and
+        largest time; with timers, the last committed batch's, the one they fired up to, so
+        the replay's end of input fires the rest); the replayed stream has the record's ``batch``, ``_arr`` and
         ``_emits`` (that watermark, typed as the time column) beside the input's columns."""
         from . import replayed
         record = self.arrivals
         now = F.max("_ts").over(Window.partitionBy()) - F.lit(self.stream.watermark.lag)
+        if _timers(self.live.table.root):   # timers fired live up to the last committed batch's watermark
+            applied = self.applied()
+            now = F.lit(None if applied == MIN_TIME else applied).cast("long")
         order = Window.orderBy("seq")
         after = F.when(F.lead("seq").over(order).isNull(), now).otherwise(F.lead("_wm").over(order))   # last: now
         after = F.timestamp_millis(after) if self.stream.time_is_timestamp else after

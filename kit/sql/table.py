@@ -363,18 +363,7 @@ class PlanRun:
             return top_n(log, list(n.partition), list(n.order), n.end, n.row_number,
                          self._with(update_before), offset=n.start, strategy=strategy)
         if isinstance(n, P.Deduplicate):
-            from ..changelog.deduplicate import deduplicate
-            log = self.node(n.input, True)
-            marks = self.table._arrival_marks() if n.time and n.keep == "first" else None
-            out = deduplicate(log, list(n.keys), n.keep, self._with(update_before), time=n.time,
-                              marks=marks)
-            if marks is not None:
-                from ..changelog.deduplicate import late_rows
-                late = late_rows(log, n.time, marks)
-                fields = ", ".join(f"{sparksql.string(name)}, {c}" for c, name in zip(n.input.columns, n.names))
-                self.late.append(late.selectExpr(f"{sparksql.string(n.label())} AS operator", "seq",
-                                                 f"to_json(named_struct({fields})) AS row", f"{n.time} AS time",
-                                                 "watermark"))
+            out = self._deduplicate(n, self.node(n.input, True), update_before)
             if n.row_number is None:
                 return out
             df = out.df.selectExpr("*", f"CAST(1 AS BIGINT) AS {n.row_number}")
@@ -431,6 +420,20 @@ class PlanRun:
             self.unnumbered.pop(id(stream), None)
         return chain(log, [(list(a.keys), list(a.calls), inputs if i else None) for i, (a, inputs) in enumerate(levels)],
                      options, (stream, source) if direct else None, final=self.final is n)
+
+    def _deduplicate(self, n: P.Deduplicate, log: Changelog, update_before: bool) -> Changelog:
+        """A deduplicate's changelog; keeping the first row on event time, its late rows go
+        to ``late``."""
+        from ..changelog.deduplicate import deduplicate, late_rows
+        marks = self.table._arrival_marks() if n.time and n.keep == "first" else None
+        out = deduplicate(log, list(n.keys), n.keep, self._with(update_before), time=n.time, marks=marks)
+        if marks is not None:
+            late = late_rows(log, n.time, marks)
+            fields = ", ".join(f"{sparksql.string(name)}, {c}" for c, name in zip(n.input.columns, n.names))
+            self.late.append(late.selectExpr(f"{sparksql.string(n.label())} AS operator", "seq",
+                                             f"to_json(named_struct({fields})) AS row", f"{n.time} AS time",
+                                             "watermark"))
+        return out
 
     def _with(self, update_before: bool) -> Options:
         """The query's options for one operator: ``update_before`` and ``tasks``, the tasks a
