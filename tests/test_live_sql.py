@@ -111,6 +111,9 @@ def test_keeping_the_first_row_on_event_time_live_gives_the_changelog_of_its_rep
         replayed = replayed[:len(live_rows)]
     assert len(live_rows) >= 5 and live_rows == replayed
     assert all(r[1] == "+I" for r in live_rows) or "COUNT" in query
+    late = [(r.seq, r.time, r.watermark, r.batch) for r in run.late_rows().collect()]
+    assert late and late == [(a.seq, a.t, a._wm, a.batch) for a in run.arrivals.collect()
+                             if a._wm is not None and a._ts < a._wm]
 
 
 def test_the_changelog_of_a_live_group_aggregate(spark, tmp_path):

@@ -170,7 +170,7 @@ class LivePlanRun(PlanRun):
 
 class LiveTableQuery(LiveQuery):
     """A started live query (``LiveTable.start``): ``changelog()``, ``arrivals``, ``bad``,
-    ``replay()``, and ``LiveQuery``'s ``process_all_available()``, ``stop()``, ``status``."""
+    ``late_rows()``, ``replay()``, and ``LiveQuery``'s ``process_all_available()``, ``stop()``, ``status``."""
 
     def __init__(self, live: LiveTable, path: str, trigger, sink=None):
         self.live = live
@@ -222,6 +222,15 @@ class LiveTableQuery(LiveQuery):
             "seq", F.col("_op").alias("op"),
             *[F.col(f"_o{i}").alias(c) for i, c in enumerate(self.live.columns)], watermark.alias("watermark"),
             "batch")
+
+    def late_rows(self) -> DataFrame | None:
+        """The rows a keep-first deduplicate on event time dropped as late (Flink drops them
+        without a trace), as ``DynamicTable.late_rows`` has them (``operator``, ``seq``,
+        ``row``, ``time``, ``watermark``), with the ``batch`` each arrived in: found by the
+        replay of the record, whose operator drops the rows the live one dropped (the
+        oracle); None when no operator drops rows."""
+        late = self.replay().late_rows()
+        return None if late is None else late.join(self.arrivals.select("seq", "batch"), "seq").orderBy("seq")
 
     @property
     def watermark(self):
