@@ -27,7 +27,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql import types as T
 
 from ..errors import KitError
 from ..spark import spark as kit_spark
@@ -44,12 +43,10 @@ class MemoryStream:
     def __init__(self, schema, folder: str | Path | None = None, spark: SparkSession | None = None):
         self.spark = spark or kit_spark()
         try:
-            self.schema = schema if isinstance(schema, T.StructType) else T._parse_datatype_string(schema)
+            self.schema = self.spark.createDataFrame([], schema).schema
         except Exception as error:   # Spark's parse error, in a line
             raise KitError(f"schema must be a DDL string like 'user STRING, t BIGINT' or a StructType; "
                            f"{schema!r} does not parse: {str(error).splitlines()[0]}") from None
-        if not isinstance(self.schema, T.StructType):
-            raise KitError(f"schema must list columns ('user STRING, t BIGINT'); got {schema!r}")
         self.own = folder is None
         self.folder = Path(tempfile.mkdtemp(prefix="kit-memory-") if folder is None else folder)
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -94,7 +91,7 @@ class MemoryStream:
         return dict(zip(names, row))
 
     def close(self) -> None:
-        """Removes the folder when the stream made it (queries reading it stop reading)."""
+        """Removes the folder when the stream made it (stop the queries that read it first)."""
         if self.own:
             shutil.rmtree(self.folder, ignore_errors=True)
 
