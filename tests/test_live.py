@@ -255,7 +255,8 @@ def test_a_memory_stream_makes_a_micro_batch_of_each_add_data(spark, tmp_path):
            .window(TumblingEventTimeWindows.of(Time.milliseconds(10))).aggregate(Count(alias="n"))
            .start(str(tmp_path / "run"), trigger="available_now"))
     run.await_termination()
-    got = [[(r.k, r.t, r.v) for r in rows] for _, rows in itertools.groupby(run.arrivals.collect(), key=lambda r: r.batch)]
+    batches = itertools.groupby(run.arrivals.collect(), key=lambda r: r.batch)
+    got = [[(r.k, r.t, r.v) for r in rows] for _, rows in batches]
     assert got == [[(k, at(t), v) for k, t, v in rows] for rows in WINDOW_BATCHES[:5]]
     want = run.replay().df.where(f"watermark_ms < {2 ** 63 - 1}").select(*run.df.drop("batch").columns)
     assert run.df.drop("batch").collect() == want.collect() and run.df.count() >= 3

@@ -4,10 +4,13 @@
                     time="cTime", watermark=Duration.of_seconds(5))
 
 Any streaming DataFrame is a source: a folder that files land in (CSV, JSON, Parquet), a
-socket, Spark's rate source, a ``kit.MemoryStream``'s ``df`` (rows added from Python). Its rows arrive micro-batch by micro-batch, in each batch in
-Spark's read order (``driver.arrival_ids``); a folder's files come oldest first (by their
-modification time, as Spark's file source takes them), ``maxFilesPerTrigger`` at a time. A schema with Spark's column of malformed records
-(``_corrupt_record STRING``, CSV and JSON in PERMISSIVE mode) sends each row Spark could not
+socket, Spark's rate source, a ``kit.MemoryStream``'s ``df`` (rows added from Python). Its
+rows arrive micro-batch by micro-batch, in each batch in Spark's read order
+(``driver.arrival_ids``); a folder's files come oldest first (by their modification time, as
+Spark's file source takes them), ``maxFilesPerTrigger`` at a time: a file must land whole
+(written aside, then moved in), as Spark may list the folder at any moment. A schema with
+Spark's column of malformed records (``_corrupt_record STRING``, CSV and JSON in PERMISSIVE
+mode) sends each row Spark could not
 read aside (``bad``, with its text) instead of to the operators with NULLs. A Parquet file
 Spark cannot read stops the query (a KitError names it), unless the source reads with
 ``.option("ignoreCorruptFiles", "true")``: then the query goes on past it, and ``bad`` lists

@@ -170,7 +170,8 @@ class LivePlanRun(PlanRun):
 
 class LiveTableQuery(LiveQuery):
     """A started live query (``LiveTable.start``): ``changelog()``, ``arrivals``, ``bad``,
-    ``late_rows()``, ``replay()``, and ``LiveQuery``'s ``process_all_available()``, ``stop()``, ``status``."""
+    ``late_rows()``, ``replay()``, and ``LiveQuery``'s ``process_all_available()``, ``stop()``,
+    ``status``."""
 
     def __init__(self, live: LiveTable, path: str, trigger, sink=None):
         self.live = live
@@ -212,9 +213,11 @@ class LiveTableQuery(LiveQuery):
         columns, ``watermark`` (the one that arrival met) and ``batch``."""
         marks = self.arrivals.select("batch", "_arr", "seq", "_wm")
         changes = self.table("change")
-        rises = changes.where("_arr < 0").select("batch").distinct()   # an emission of a timer: before the batch
-        before = rises.join(marks.select(F.col("batch").alias("_b"), "seq"), F.col("_b") < F.col("batch")).groupBy(
-            "batch").agg(F.max("seq").alias("seq")).join(marks.drop("batch", "_arr"), "seq").withColumn("_arr", F.lit(-1))
+        # a timer's emission (``_arr`` -1) belongs to the last arrival before its batch
+        rises = changes.where("_arr < 0").select("batch").distinct()
+        earlier = marks.select(F.col("batch").alias("_b"), "seq")
+        before = (rises.join(earlier, F.col("_b") < F.col("batch")).groupBy("batch").agg(F.max("seq").alias("seq"))
+                  .join(marks.drop("batch", "_arr"), "seq").withColumn("_arr", F.lit(-1)))
         changes = changes.join(marks.unionByName(before), ["batch", "_arr"])
         wm = F.col("_wm")
         watermark = F.timestamp_millis(wm) if self.stream.time_is_timestamp else wm
@@ -258,8 +261,9 @@ class LiveTableQuery(LiveQuery):
         ``DynamicTable`` whose ``changelog()`` is ``changelog()``'s rows (without ``batch``).
         Each arrival emits the watermark the next one met (the last: the one after the
         largest time; with timers, the last committed batch's, the one they fired up to, so
-        the replay's end of input fires the rest); the replayed stream has the record's ``batch``, ``_arr`` and
-        ``_emits`` (that watermark, typed as the time column) beside the input's columns."""
+        the replay's end of input fires the rest); the replayed stream has the record's
+        ``batch``, ``_arr`` and ``_emits`` (that watermark, typed as the time column) beside
+        the input's columns."""
         from . import replayed
         record = self.arrivals
         now = F.max("_ts").over(Window.partitionBy()) - F.lit(self.stream.watermark.lag)
