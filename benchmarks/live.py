@@ -32,6 +32,7 @@ from pathlib import Path
 from pyspark.sql import functions as F
 
 import kit
+from kit.live.memory import land
 from kit.time import Time
 from kit.windows import Count, TumblingEventTimeWindows
 
@@ -128,11 +129,8 @@ def _latency(query: str, folder: Path, work: Path, files: int = 5) -> list[float
     waits = []
     try:
         for i, part in enumerate(sorted(folder.glob("*.csv"))[:files]):
-            aside = inbox / f".{part.name}"   # Spark skips it; moved in whole, never listed half-copied
             start = time.time()
-            shutil.copy(part, aside)
-            os.utime(aside, (1_700_000_000 + i, 1_700_000_000 + i))
-            os.replace(aside, inbox / part.name)
+            land(inbox / part.name, lambda aside: shutil.copy(part, aside), 1_700_000_000 + i)
             run.process_all_available()
             waits.append(time.time() - start)
     finally:

@@ -26,6 +26,7 @@ import kit
 from kit import Duration, WatermarkStrategy
 from kit.errors import KitError
 from kit.live import LiveRun
+from kit.live.memory import land
 from kit.live.stream import LiveStream
 from kit.replay.keyed import MIN_TIME, KeyedOperator, ValueState, run_key
 from kit.time import Time
@@ -56,18 +57,8 @@ OUTPUT = T.StructType([T.StructField("k", T.StringType()), T.StructField("timer"
 
 def write(folder, i, frame):
     """``frame`` as the ``i``-th file of ``folder``: Spark's file source takes files by their
-    modification time (in ms), so the i-th is i seconds after the first. Written aside (a
-    name starting with ``.``, which Spark skips) and moved in whole, time set: a running
-    query never lists a half-written file, nor one with the time of its writing."""
-    landed(folder / f"{i:04d}.parquet", i, frame.to_parquet)
-
-
-def landed(path, i, write):
-    """``write(aside)`` makes the file, which then lands at ``path`` whole, as the ``i``-th."""
-    aside = path.with_name(f".{path.name}")
-    write(aside)
-    os.utime(aside, (1_700_000_000 + i, 1_700_000_000 + i))
-    os.replace(aside, path)
+    modification time (in ms), so the i-th is i seconds after the first; it lands whole."""
+    land(folder / f"{i:04d}.parquet", frame.to_parquet, 1_700_000_000 + i)
 
 
 def run_live(spark, tmp_path, batches, run, operator, output):
@@ -433,7 +424,7 @@ def test_a_malformed_parquet_file_stops_the_query_with_a_line_or_goes_to_bad(spa
     which file and how to go on (no Java trace); read with ``ignoreCorruptFiles``, the query
     goes on past it, and ``bad`` lists it with the batch that met it."""
     drop(tmp_path / "in", [[("a", 1, 1)], [("a", 12, 2)]])
-    landed(tmp_path / "in" / "0002.parquet", 2, lambda aside: aside.write_bytes(b"PAR1 half a file"))
+    land(tmp_path / "in" / "0002.parquet", lambda aside: aside.write_bytes(b"PAR1 half a file"), 1_700_000_002)
     drop(tmp_path / "in", [[("b", 30, 3)]], first=3)
 
     def hourly(path, **options):

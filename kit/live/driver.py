@@ -181,8 +181,7 @@ class _Processor(StatefulProcessor):
 
     def handleInputRows(self, key, rows, timerValues):
         ctx, out, wake = self._load(key)
-        now = timerValues.getCurrentWatermarkInMs()
-        ctx.advance(self.operator, self.run.flink_watermark(now))
+        now = _advance(self.operator, ctx, timerValues, self.run.watermark)
         at = {name: i for i, name in enumerate(self.arriving)}
         arrivals = sorted((tuple(r) for r in rows), key=lambda r: r[at["_arr"]])   # Spark may name them by position
         records, wm = [], ctx.watermark
@@ -198,8 +197,7 @@ class _Processor(StatefulProcessor):
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
         ctx, out, _ = self._load(key)
-        now = timerValues.getCurrentWatermarkInMs()
-        ctx.advance(self.operator, self.run.flink_watermark(now))
+        now = _advance(self.operator, ctx, timerValues, self.run.watermark)
         yield from self._rows(self._outputs(out))
         self._save(ctx, None, now)   # Spark removed the timer that woke the key
 
@@ -211,16 +209,10 @@ class _Processor(StatefulProcessor):
         the list it outputs to and the Spark timer set for it."""
         out = []
         ctx = Context(list(key), self.operator.state, out)
-        wake = None
-        saved = self.saved.get()   # one call to the state store (None: a new key)
-        if saved is not None:
-            ctx._state, ctx._event, ctx.watermark, wake = pickle.loads(saved[0])
-        return ctx, out, wake
+        return ctx, out, _restore(ctx, self.saved.get())   # one call to the state store
 
     def _save(self, ctx, wake, now: int) -> None:
-        """The context back in the state store, and the Spark timer that wakes it (``_wake``)."""
-        due = _wake(self.handle, ctx, wake, now, self.run.watermark)
-        self.saved.update((pickle.dumps((ctx._state, ctx._event, ctx.watermark, due)),))
+        _store(self.handle, self.saved, ctx, wake, now, self.run.watermark)
 
     def _outputs(self, out: list) -> list:
         blank = [None] * (3 + len(self.inputs))
@@ -232,11 +224,28 @@ class _Processor(StatefulProcessor):
             yield row(*r)
 
 
-def _wake(handle, ctx: Context, wake, now: int, strategy: WatermarkStrategy):
-    """Keeps one Spark timer for the key, at the Spark watermark that brings Flink's to its
-    earliest timer (``wake``: the one set before; None: none), and returns it. A timer the
-    watermark ``now`` (Spark's) already passed waits for it to rise, as in Flink and the
-    replay (a watermark that does not move fires nothing)."""
+def _advance(operator: KeyedOperator, ctx: Context, timerValues, strategy: WatermarkStrategy) -> int:
+    """Flink's watermark moved to the batch's (from Spark's), firing the key's timers it
+    passed; Spark's watermark (ms)."""
+    now = timerValues.getCurrentWatermarkInMs()
+    ctx.advance(operator, flink_watermark(strategy, now))
+    return now
+
+
+def _restore(ctx: Context, saved):
+    """A key's state, event-time timers and watermark from its state entry ``saved`` (None:
+    a new key) into ``ctx``; the Spark timer set for it (None: none)."""
+    if saved is None:
+        return None
+    ctx._state, ctx._event, ctx.watermark, wake = pickle.loads(saved[0])
+    return wake
+
+
+def _store(handle, saved, ctx: Context, wake, now: int, strategy: WatermarkStrategy) -> None:
+    """``ctx`` back into the key's state entry ``saved``, and one Spark timer for the key at
+    the Spark watermark that brings Flink's to its earliest timer (``wake``: the one set
+    before). A timer the watermark ``now`` (Spark's) already passed waits for it to rise, as
+    in Flink and the replay (a watermark that does not move fires nothing)."""
     if ctx._proc:
         raise KitError("live mode runs event-time timers only: the operator registered a processing-time timer")
     earliest = ctx._event[0] if ctx._event else None
@@ -246,7 +255,7 @@ def _wake(handle, ctx: Context, wake, now: int, strategy: WatermarkStrategy):
             handle.deleteTimer(wake)
         if due is not None:
             handle.registerTimer(due)
-    return due
+    saved.update((pickle.dumps((ctx._state, ctx._event, ctx.watermark, due)),))
 
 
 def per_key(df: DataFrame, keys: list, operator, schema: T.StructType, columns: list, output=None,
@@ -311,11 +320,10 @@ class _Changes(StatefulProcessor):
         operator = self.operator(key)
         ctx, wake = Context(key, operator.state, out), None
         saved = self.saved.get()   # one call to the state store (None: a new key)
-        if saved is not None:
-            if self.watermark is None:
-                ctx._state = pickle.loads(saved[0])
-            else:
-                ctx._state, ctx._event, ctx.watermark, wake = pickle.loads(saved[0])
+        if self.watermark is not None:
+            wake = _restore(ctx, saved)
+        elif saved is not None:
+            ctx._state = pickle.loads(saved[0])
         return operator, ctx, out, wake
 
     def _advance(self, operator, ctx, timerValues) -> int | None:
@@ -323,17 +331,14 @@ class _Changes(StatefulProcessor):
         passed; Spark's watermark (ms)."""
         if self.watermark is None:
             return None
-        now = timerValues.getCurrentWatermarkInMs()
         ctx.processing_time = timerValues.getCurrentProcessingTimeInMs()
-        ctx.advance(operator, flink_watermark(self.watermark, now))
-        return now
+        return _advance(operator, ctx, timerValues, self.watermark)
 
     def _save(self, ctx, wake, now) -> None:
         if self.watermark is None:
             self.saved.update((pickle.dumps(ctx._state),))
-            return
-        due = _wake(self.handle, ctx, wake, now, self.watermark)
-        self.saved.update((pickle.dumps((ctx._state, ctx._event, ctx.watermark, due)),))
+        else:
+            _store(self.handle, self.saved, ctx, wake, now, self.watermark)
 
     def _rows(self, rows: list, out: list):
         row = Row(*self.names)

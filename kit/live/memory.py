@@ -31,7 +31,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from ..errors import KitError
 from ..spark import spark as kit_spark
 
-__all__ = ["MemoryStream"]
+__all__ = ["MemoryStream", "land"]
 
 
 class MemoryStream:
@@ -70,11 +70,7 @@ class MemoryStream:
                            f"{str(error).splitlines()[0]}") from None
         with self._lock:
             n = self._added
-            name = f"{n:08d}.parquet"
-            aside = self.folder / f".{name}"
-            pq.write_table(table, aside)
-            os.utime(aside, (_FIRST + n, _FIRST + n))
-            os.replace(aside, self.folder / name)
+            land(self.folder / f"{n:08d}.parquet", lambda aside: pq.write_table(table, aside), _FIRST + n)
             self._added += 1
         return n
 
@@ -97,6 +93,18 @@ class MemoryStream:
 
     def __repr__(self) -> str:
         return f"MemoryStream({self.schema.simpleString()}, {self._added} batches added)"
+
+
+def land(path: Path, write, mtime: float) -> None:
+    """A file made by ``write(aside)`` lands at ``path`` whole, modified at ``mtime`` (s):
+    written aside (a name starting with ``.``, which Spark's file source skips), timed, then
+    moved in, so a query watching the folder never lists it half written or with the time of
+    its writing (Spark takes files by that time, and skips for good one older than a week
+    before the newest)."""
+    aside = path.with_name(f".{path.name}")
+    write(aside)
+    os.utime(aside, (mtime, mtime))
+    os.replace(aside, path)
 
 
 _FIRST = 1_600_000_000   # the first batch's file time (s); each next a second later
