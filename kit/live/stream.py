@@ -38,12 +38,14 @@ class LiveStream:
     """A streaming DataFrame with its event time (``time``: TIMESTAMP or BIGINT epoch ms) and
     watermark strategy (a watermark that follows the largest time seen). ``source``: its
     columns as a query sees them; ``raw``: as read, with Spark's column of malformed records
-    (``malformed``, named by ``spark.sql.columnNameOfCorruptRecord``) when the schema has one."""
+    (``malformed``, named by ``spark.sql.columnNameOfCorruptRecord``) when the schema has one;
+    ``primary_key``: the columns that make it a versioned table (temporal joins)."""
     source: DataFrame
     time: str
     watermark: WatermarkStrategy
     raw: DataFrame | None = field(default=None, repr=False)
     malformed: str | None = field(default=None, repr=False)
+    primary_key: tuple = ()
     proctime = None    # live mode runs on event time: no processing-time clock
 
     @property
@@ -69,10 +71,13 @@ class LiveStream:
         return sparksql.select(self.source, *map(sparksql.name, columns))
 
     @classmethod
-    def of(cls, df: DataFrame, time: str, watermark: WatermarkStrategy | Duration | None = None) -> "LiveStream":
-        """``kit.live(df, time=..., watermark=...)``: ``df`` from ``spark.readStream``;
-        ``watermark`` a ``WatermarkStrategy`` or a ``Duration`` (bounded out-of-orderness),
-        default ``for_monotonous_timestamps()``."""
+    def of(cls, df: DataFrame, time: str, watermark: WatermarkStrategy | Duration | None = None,
+           primary_key: str | list[str] | None = None) -> "LiveStream":
+        """``kit.live(df, time=..., watermark=..., primary_key=...)``: ``df`` from
+        ``spark.readStream``; ``watermark`` a ``WatermarkStrategy`` or a ``Duration`` (bounded
+        out-of-orderness), default ``for_monotonous_timestamps()``; ``primary_key`` as
+        ``kit.stream``'s: the stream is a versioned table, each row its key's version from its
+        time on (an ``op`` column makes it an upsert changelog), for a temporal join."""
         if not isinstance(df, DataFrame) or not df.isStreaming:
             raise KitError(f"kit.live() takes a streaming DataFrame (spark.readStream...); got "
                            f"{'a batch DataFrame: use kit.stream()' if isinstance(df, DataFrame) else type(df).__name__}")
@@ -88,7 +93,11 @@ class LiveStream:
             watermark = WatermarkStrategy.for_bounded_out_of_orderness(
                 to_duration(watermark, "kit.live", "watermark", like="Duration"))
         check_watermark(watermark)
+        key = (primary_key,) if isinstance(primary_key, str) else tuple(primary_key or ())
+        for c in key:
+            if c not in df.columns:
+                raise KitError(f"primary key {c!r} is not a column; columns are {df.columns}")
         malformed = df.sparkSession.conf.get("spark.sql.columnNameOfCorruptRecord", "_corrupt_record")
         if malformed in df.columns and malformed != time:   # a malformed row goes aside, with its text
-            return cls(df.drop(malformed), time, watermark, df, malformed)
-        return cls(df, time, watermark, df)
+            return cls(df.drop(malformed), time, watermark, df, malformed, key)
+        return cls(df, time, watermark, df, None, key)

@@ -85,7 +85,7 @@ from ..match_recognize.format import to_sql
 from .lexer import delimited_to_backquoted
 from .match_recognize import match_options, parse_match_recognize, resolve_subqueries, subqueries_of
 from .query import Resolver, Rewritten, clauses, rewrite
-from .temporal import join_options, plan as plan_temporal
+from .temporal import find_temporal_joins, join_options, plan as plan_temporal
 from .interval import true_pairs
 from ..joins.interval import IntervalJoin, LINK_LEFT, LINK_RIGHT
 from ..joins.lookup import LookupTable
@@ -93,7 +93,7 @@ from ..joins.versioned import VERSION, TemporalTableFunction
 from .options import dynamic_options
 from .statement import Statement
 from .table import SINKS, DynamicTable
-from .live import LiveMatchTable, LiveTable
+from .live import LiveJoinTable, LiveMatchTable, LiveTable
 from .planner import logical as dynamic_plan
 from .windows import find_group_window, find_windows, groups_by_window, validate, windowed
 from .window_aggregate import window_aggregate
@@ -155,8 +155,11 @@ def sql(query: str, semantics: str = "flink", aggregates: dict | None = None, co
     if sink not in SINKS:
         raise KitError(f"sink={sink!r} is not one of {list(SINKS)}")
     if any(isinstance(t, LiveStream) for t in tables.values()):
-        if live(statement, tables):
+        kind = live(statement, tables)
+        if kind == "match":
             return _live_match(run, statement, tables, config)
+        if kind == "join":
+            return _live_temporal(run, statement, tables, config)
         return LiveTable(_continuous(run, statement, tables, dynamic, sink), tables, config)
     if continuous(statement, tables):
         return _continuous(run, statement, tables, dynamic, sink)
@@ -240,21 +243,96 @@ def _own_operator(statement: Statement) -> bool:
         find_windows(statement) or find_group_window(statement) or groups_by_window(statement))
 
 
-def live(statement: Statement, tables: dict) -> bool:
-    """Whether ``statement`` is a MATCH_RECOGNIZE over a live stream (``kit.match_recognize.live``)
-    rather than a continuous query over one (``kit.sql.live``): live mode runs those two; for
+def live(statement: Statement, tables: dict) -> str:
+    """What ``statement`` over live streams is: ``"match"`` (a MATCH_RECOGNIZE,
+    ``kit.match_recognize.live``), ``"join"`` (a temporal table join, ``kit.joins.live``) or
+    ``"continuous"`` (a continuous query, ``kit.sql.live``): live mode runs those; for
     anything else a KitError says why not."""
     if not all(isinstance(t, LiveStream) for t in tables.values()):
         raise KitError(f"a query over a live stream reads live streams only; got "
                        f"{', '.join(f'{n}: {type(t).__name__}' for n, t in tables.items())}")
     tree = statement.tree
-    matches = tree is not None and tree.find(exp.MatchRecognize) is not None
-    if (tree is not None and tree.find(exp.Version, exp.Lateral) is not None) or find_windows(statement) \
+    if (tree is not None and tree.find(exp.Lateral) is not None) or find_windows(statement) \
             or find_group_window(statement) or groups_by_window(statement):
-        raise KitError("live mode runs continuous queries (GROUP BY, DISTINCT, Top-N, deduplication, OVER) and "
-                       "MATCH_RECOGNIZE over a live stream; window TVFs, group windows and temporal joins are the "
-                       "replay's (kit.stream), and DataStream windows run live: kit.live(...).key_by(...).window(...)")
-    return matches
+        raise KitError("live mode runs continuous queries (GROUP BY, DISTINCT, Top-N, deduplication, OVER), "
+                       "MATCH_RECOGNIZE and temporal table joins (FOR SYSTEM_TIME AS OF) over live streams; window "
+                       "TVFs, group windows and temporal table functions are the replay's (kit.stream), and "
+                       "DataStream windows run live: kit.live(...).key_by(...).window(...)")
+    if tree is not None and tree.find(exp.Version) is not None:
+        return "join"
+    return "match" if tree is not None and tree.find(exp.MatchRecognize) is not None else "continuous"
+
+
+def _live_temporal(run, statement: Statement, tables: dict, config: dict | None) -> LiveJoinTable:
+    """The temporal table join of ``statement`` over two live streams, planned as over
+    ``kit.stream``s of no rows (their twins): the join checked as Flink checks it, the query
+    around it analysed over the twins' linked sides (``kit.sql.query``)."""
+    calls = list(find_temporal_joins(statement).values())
+    if len(calls) != 1 or statement.tree.find(exp.MatchRecognize) is not None:
+        raise KitError("live mode runs one temporal table join (FOR SYSTEM_TIME AS OF) per query, with nothing "
+                       "else that keeps state: the replay (kit.stream) runs the rest")
+    if run.options:
+        raise KitError(f"live mode runs the temporal join on event time without {', '.join(sorted(config or {}))} "
+                       "(state retention and interleavings are the replay's)")
+    twins = {name: Stream.of(run.spark.createDataFrame([], s.source.schema), time=s.time, watermark=s.watermark,
+                             primary_key=list(s.primary_key) or None) for name, s in tables.items()}
+    try:
+        for name, twin in twins.items():
+            run.register(name, twin)
+        rewritten = rewrite(statement, run, run.aggregates)
+        columns = run.sql(rewritten).columns
+        ((lview, rview, _),) = run.joins.values()
+        wanted = {view: run.spark.table(view).columns for view in (lview, rview)}   # a versioned view's own
+        read = {view: run.spark.table(view).schema for view in run.views.values()}
+    finally:
+        run.drop()
+    (join,) = run.temporal_joins
+    if join.time != "event":
+        raise KitError("live mode runs the event-time temporal join (FOR SYSTEM_TIME AS OF the left table's "
+                       "event time); a processing-time join is the replay's")
+    name = {id(t.source): n for n, t in twins.items()}
+    left, right = name[id(join.left.source)], name[id(join.right.source)]
+    named = [t for t in statement.tree.find_all(exp.Table) if t.name.lower() == right.lower()]
+    if run.views and not (join.deduplicate and set(run.views) == {right.lower()} and len(named) == 1):
+        raise KitError("live mode runs a temporal join that reads the two live streams themselves, in a query "
+                       "that reads them nowhere else: the replay (kit.stream) runs the rest")
+    spark, keeps = run.spark, run.keeps_views()
+
+    def outer(lrows: DataFrame, rrows: DataFrame) -> DataFrame:
+        """The query around the join over its two sides (each with ``__kit_v``)."""
+        text, fresh = rewritten.text, []
+        for view, schema in read.items():   # the versioned view's source, read by the join only
+            made = f"{view}_{uuid.uuid4().hex[:8]}"
+            spark.createDataFrame([], schema).createOrReplaceTempView(made)
+            text, fresh = text.replace(view, made), [*fresh, made]
+        for view, rows in ((lview, lrows), (rview, rrows)):
+            have = {c.lower(): c for c in rows.columns}
+            made = f"{view}_{uuid.uuid4().hex[:8]}"
+            rows.select(*[F.col(have[c.lower()]) if c.lower() in have else F.lit(1).cast("long").alias(c)
+                          for c in wanted[view]]).createOrReplaceTempView(made)
+            text, fresh = text.replace(view, made), [*fresh, made]
+        try:
+            return spark.sql(text)
+        finally:
+            if not keeps:
+                for made in fresh:
+                    spark.catalog.dropTempView(made)
+
+    def replayer(lrec: DataFrame, rrec: DataFrame) -> DataFrame:
+        streams = {left: Stream.of(lrec, time=tables[left].time, order="_when", proctime="_when",
+                                   watermark=WatermarkStrategy.from_column("_emits")),
+                   right: Stream.of(rrec, time=tables[right].time, order="_when", proctime="_when",
+                                    watermark=WatermarkStrategy.from_column("_emits"),
+                                    primary_key=list(tables[right].primary_key) or None)}
+        return sql(statement.text, run.semantics, run.aggregates, {**(config or {}), "kit.join.interleave": "proctime"},
+                   **streams)
+
+    schema = {n: ", ".join(f.simpleString() for f in t.source.schema.fields) for n, t in tables.items()}
+    query = {"query": statement.text, "columns": repr(sorted(schema.items())),
+             "time": repr(sorted((n, t.time) for n, t in tables.items())),
+             "watermark": repr(sorted((n, repr(t.watermark)) for n, t in tables.items())),
+             "key": repr(sorted((n, t.primary_key) for n, t in tables.items()))}
+    return LiveJoinTable(tables[left], tables[right], join, columns, outer, replayer, query)
 
 
 def _live_match(run, statement: Statement, tables: dict, config: dict | None) -> LiveMatchTable:

@@ -30,8 +30,9 @@ What differs from a replay, and why:
   Spark's event-time timers (``per_key(..., watermark=)``), and a row it emits belongs to
   the rise of the watermark between two micro-batches, so it takes the ``seq`` of the last
   arrival before that rise, as in the replay (``changelog()``).
-- What runs on processing time (a state TTL, mini-batches) and what needs two inputs
-  (joins) is the replay's only: a ``KitError`` says so when the query is planned.
+- What runs on processing time (a state TTL, mini-batches) and the joins of a continuous
+  query (two changelogs) are the replay's only: a ``KitError`` says so when the query is
+  planned. The temporal table join of two live streams runs live: ``kit.joins.live``.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from .. import sparksql
 from ..changelog import Changelog, Options
 from ..errors import KitError
 from ..live import arrivals as live_arrivals, watched
+from ..joins.live import LiveJoinQuery
 from ..live.query import LiveQuery
 from ..replay.keyed import MIN_TIME
 from ..match_recognize.live import LiveMatchQuery
@@ -53,7 +55,7 @@ from ..time import WatermarkStrategy
 from .planner import logical as P
 from .table import DynamicTable, PlanRun
 
-__all__ = ["LiveMatchTable", "LiveTable", "LiveTableQuery"]
+__all__ = ["LiveJoinTable", "LiveMatchTable", "LiveTable", "LiveTableQuery"]
 
 
 class LiveTable:
@@ -112,6 +114,26 @@ class LiveMatchTable:
 
     def __repr__(self):
         return f"LiveMatchTable({', '.join(self.columns)}; start(path) runs it)"
+
+
+class LiveJoinTable:
+    """``kit.sql``'s answer when its temporal table join reads two live streams: ``start(path)``
+    runs it (``kit.joins.live``); ``columns`` are the query's. ``join``: the ``TemporalJoin``
+    planned over no rows; ``outer``, ``replayer``: as ``LiveJoinQuery`` takes them."""
+
+    def __init__(self, left, right, join, columns: list, outer, replayer, query: dict):
+        self.left, self.right, self.join, self.columns = left, right, join, columns
+        self.outer, self.replayer, self.query = outer, replayer, query
+
+    def start(self, path: str, trigger: str | None = None, sink=None) -> LiveJoinQuery:
+        """Starts the query; its rows and checkpoint go under ``path`` (``kit.live.query``).
+        ``trigger`` as ``LiveTable.start``'s; ``sink``: a ``kit.DbApiSink`` that each batch's
+        rows of the query go to too (``batch_rows``)."""
+        return LiveJoinQuery(self.left, self.right, self.join, path, trigger, sink, self.query, self.outer,
+                             self.replayer)
+
+    def __repr__(self):
+        return f"LiveJoinTable({', '.join(self.columns)}; start(path) runs it)"
 
 
 def _timers(node: P.Node) -> bool:
