@@ -1,7 +1,8 @@
 """Run one query on real Apache Flink (PyFlink) and print its timing as JSON.
 
 Runs inside the benchmark's own environment (``.venv-flink``, apache-flink from PyPI):
-``python flink_job.py <ddl> <query> <parallelism> <batch|streaming> [<sink> [<options as JSON>]]``. The query's
+``python flink_job.py <ddl> <query> <parallelism> <batch|streaming> [<sink> [<options as JSON>]]`` (``ddl``:
+statements separated by ``;``). The query's
 rows go to a CSV filesystem sink (every column cast to STRING), so the time is the job's own,
 from submission until the sink has committed, not a per-row round trip to Python
 (``TableResult.collect()``). Prints ``{"seconds": job time, "startup": environment start,
@@ -30,7 +31,9 @@ for name, value in options.items():
     env.get_config().set(name, str(value))
 if mode == "streaming":   # a streaming file sink commits its files on checkpoints (the last one at end of input)
     env.get_config().set("execution.checkpointing.interval", "1 s")
-env.execute_sql(ddl)
+for statement in ddl.split(";"):   # the tables (and views) the query reads
+    if statement.strip():
+        env.execute_sql(statement)
 names = env.sql_query(query).get_schema().get_field_names()
 out = Path(tempfile.mkdtemp(prefix="flink-kit-bench-"))
 options = f"'connector' = 'filesystem', 'path' = '{out}', 'format' = 'csv'" if sink == "filesystem" else \

@@ -8,7 +8,10 @@ files of equal size in time order (each file's modification time after the last:
 file source takes them in that order). Two queries: the word-frequency cascade and a
 one-second tumbling count per word (the DataStream window live, Flink's TUMBLE TVF). A
 third: the V-shape MATCH_RECOGNIZE of ``match_recognize.py`` over N rows of its ticker walk
-(100 symbols), in the same number of files, watermark 1 ms behind (as its Flink run).
+(100 symbols), in the same number of files, watermark 1 ms behind (as its Flink run). A
+fourth: the event-time temporal join of the words (left) with a versioned view by
+deduplication of rates (every tenth word's row with a rate, in files of their own: a second
+folder, the files of both landing together), LEFT JOIN ... FOR SYSTEM_TIME AS OF.
 
 - sustained: the folder read by one live run (``available_now``, ``maxFilesPerTrigger``
   files per micro-batch), rows / wall time from ``start`` to its end (the micro-batches'
@@ -42,6 +45,11 @@ from .match_recognize import FLINK_PYTHON, QUERY as V_SHAPE, _flink_run
 
 FILES = 20
 PER_TRIGGER = 5
+JOIN = ("WITH v AS (SELECT word, rate, t FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY word ORDER BY t DESC) "
+        "AS rownum FROM rates) WHERE rownum = 1) "
+        "SELECT o.word, o.t, v.rate FROM words AS o LEFT JOIN v FOR SYSTEM_TIME AS OF o.t ON o.word = v.word")
+FLINK_JOIN = ("SELECT o.word, o.t, v.rate FROM words AS o LEFT JOIN v FOR SYSTEM_TIME AS OF o.ts "
+              "ON o.word = v.word")
 WINDOW_SQL = ("SELECT word, window_start, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE words, DESCRIPTOR(ts), "
               "INTERVAL '1' SECOND)) GROUP BY word, window_start, window_end")
 
@@ -61,6 +69,21 @@ def _write(folder: Path, rows: int) -> Path:
         shutil.move(str(part), target)
         os.utime(target, (1_700_000_000 + i, 1_700_000_000 + i))
     shutil.rmtree(staging)
+    return out
+
+
+def _rates(words: Path) -> Path:
+    """Every tenth row of each file of ``words`` with a rate (``word,t,rate``), in a folder of
+    its own (``<words>_rates``), a file per file of ``words``, with the same modification times."""
+    out = words.with_name(words.name + "_rates")
+    if out.exists():
+        return out
+    out.mkdir()
+    for n, part in enumerate(sorted(words.glob("*.csv"))):
+        lines = part.read_text().splitlines()[::10]
+        target = out / part.name
+        target.write_text("".join(f"{line},{(n + i) % 97}\n" for i, line in enumerate(lines)))
+        os.utime(target, (part.stat().st_mtime, part.stat().st_mtime))
     return out
 
 
@@ -92,8 +115,13 @@ def _source(folder: Path, per_trigger: int, query: str = "cascade"):
         return kit.live(spark.readStream.schema(TICKER).option("timestampFormat", STAMPS)
                         .option("maxFilesPerTrigger", per_trigger).csv(str(folder)), time="rowtime",
                         watermark=kit.Duration.of_millis(1))
-    return kit.live(spark.readStream.schema("word STRING, t BIGINT").option("maxFilesPerTrigger", per_trigger)
-                    .csv(str(folder)), time="t")
+    words = kit.live(spark.readStream.schema("word STRING, t BIGINT").option("maxFilesPerTrigger", per_trigger)
+                     .csv(str(folder)), time="t")
+    if query == "join":
+        return {"words": words, "rates": kit.live(spark.readStream.schema("word STRING, t BIGINT, rate BIGINT")
+                                                  .option("maxFilesPerTrigger", per_trigger)
+                                                  .csv(str(folder.with_name(folder.name + "_rates"))), time="t")}
+    return words
 
 
 def _started(query: str, live, path: Path, trigger=None):
@@ -101,6 +129,8 @@ def _started(query: str, live, path: Path, trigger=None):
         return kit.sql(CASCADE, words=live).start(str(path), trigger=trigger)
     if query == "match":
         return kit.sql(V_SHAPE, Ticker=live).start(str(path), trigger=trigger)
+    if query == "join":
+        return kit.sql(JOIN, **live).start(str(path), trigger=trigger)
     return (live.key_by("word").window(TumblingEventTimeWindows.of(Time.seconds(1))).aggregate(Count(alias="n"))
             .start(str(path), trigger=trigger))
 
@@ -122,15 +152,20 @@ def _sustained(query: str, folder: Path, work: Path) -> tuple[float, float]:
 def _latency(query: str, folder: Path, work: Path, files: int = 5) -> list[float]:
     """Seconds from a file's write to its batch committed, for ``files`` files one at a time."""
     inbox, path = work / f"{query}_inbox", work / f"{query}_latency"
-    shutil.rmtree(inbox, ignore_errors=True)
+    pairs = [(folder, inbox)] + ([(folder.with_name(folder.name + "_rates"), inbox.with_name(inbox.name + "_rates"))]
+                                 if query == "join" else [])
     shutil.rmtree(path, ignore_errors=True)
-    inbox.mkdir(parents=True)
+    for _, box in pairs:
+        shutil.rmtree(box, ignore_errors=True)
+        box.mkdir(parents=True)
     run = _started(query, _source(inbox, 1, query), path)
     waits = []
     try:
-        for i, part in enumerate(sorted(folder.glob("*.csv"))[:files]):
+        for i in range(files):
             start = time.time()
-            land(inbox / part.name, lambda aside: shutil.copy(part, aside), 1_700_000_000 + i)
+            for source, box in pairs:   # the i-th file of each folder
+                part = sorted(source.glob("*.csv"))[i]
+                land(box / part.name, lambda aside: shutil.copy(part, aside), 1_700_000_000 + i)
             run.process_all_available()
             waits.append(time.time() - start)
     finally:
@@ -147,6 +182,12 @@ def _replay(query: str, folder: Path) -> float:
         kit.sql(V_SHAPE, Ticker=ticker).write.format("noop").mode("overwrite").save()
         return time.time() - start
     words = kit.stream(spark.read.schema("word STRING, t BIGINT").csv(str(folder)), time="t")
+    if query == "join":
+        rates = kit.stream(spark.read.schema("word STRING, t BIGINT, rate BIGINT").csv(
+            str(folder.with_name(folder.name + "_rates"))), time="t")
+        start = time.time()
+        kit.sql(JOIN, words=words, rates=rates).write.format("noop").mode("overwrite").save()
+        return time.time() - start
     if query == "cascade":
         frame = kit.sql(CASCADE, words=words).changelog()
     else:
@@ -166,6 +207,13 @@ def _flink(query: str, folder: Path) -> float | None:
         return _flink_run(ddl, V_SHAPE, parallelism=2, mode="streaming", sink="blackhole")["seconds"]
     ddl = (f"CREATE TABLE words (word STRING, t BIGINT, ts AS TO_TIMESTAMP_LTZ(t, 3), WATERMARK FOR ts AS ts) "
            f"WITH ('connector' = 'filesystem', 'path' = '{folder.resolve()}', 'format' = 'csv')")
+    if query == "join":
+        rates = folder.with_name(folder.name + "_rates").resolve()
+        ddl += (f"; CREATE TABLE rates (word STRING, t BIGINT, rate BIGINT, ts AS TO_TIMESTAMP_LTZ(t, 3), "
+                f"WATERMARK FOR ts AS ts) WITH ('connector' = 'filesystem', 'path' = '{rates}', 'format' = 'csv'); "
+                "CREATE VIEW v AS SELECT word, rate, ts FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY word "
+                "ORDER BY ts DESC) AS rownum FROM rates) WHERE rownum = 1")
+        return _flink_run(ddl, FLINK_JOIN, parallelism=2, mode="streaming", sink="blackhole")["seconds"]
     return _flink_run(ddl, CASCADE if query == "cascade" else WINDOW_SQL, parallelism=2, mode="streaming",
                       sink="blackhole")["seconds"]
 
@@ -175,13 +223,16 @@ def live(folder: Path, rows: int | None = None) -> str:
     folder.mkdir(parents=True, exist_ok=True)
     n = rows or 200_000
     inputs = {"cascade": _write(folder, n), "window": _write(folder, n), "match": _write_ticker(folder, n)}
+    inputs["join"] = _write(folder, n)
+    _rates(inputs["join"])
     work = folder / "live_runs"
     lines = [f"### Live mode: {n:,} Zipf words (ticker rows for MATCH_RECOGNIZE) in {FILES} CSV files, "
              f"{PER_TRIGGER} files a micro-batch", "",
              "| query | kit live: s (CPU pressure) | kit live events/s | latency per file: median / max s "
              "| kit replay s | Flink 2.3 streaming p=2 s | live / replay | live / Flink |",
              "|---|---|---|---|---|---|---|---|"]
-    for query, name in (("cascade", "cascade"), ("tumbling count", "window"), ("V-shape MATCH_RECOGNIZE", "match")):
+    for query, name in (("cascade", "cascade"), ("tumbling count", "window"), ("V-shape MATCH_RECOGNIZE", "match"),
+                        ("temporal join (versioned view)", "join")):
         files = inputs[name]
         seconds, pressure = _sustained(name, files, work)
         waits = _latency(name, files, work)

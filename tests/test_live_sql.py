@@ -116,6 +116,33 @@ def test_keeping_the_first_row_on_event_time_live_gives_the_changelog_of_its_rep
                              if a._wm is not None and a._ts < a._wm]
 
 
+def test_a_state_ttl_live_expires_state_on_the_micro_batches_processing_time(spark, tmp_path):
+    """``table.exec.state.ttl`` live: a key's state expires on processing time, an arrival's
+    being its micro-batch's. With 1 ms, a key's state from an earlier batch is always gone
+    (the batches are more than 1 ms apart), never within one: each key starts afresh (+I)
+    in each batch it is in, and the changelogs (with ``proctime`` and ``after_expiry``)
+    equal the replay's of the record, which runs on the recorded processing times."""
+    batches = generated(seed=5, batches=4, rows=6)
+    drop(tmp_path / "in", batches, COLUMNS)
+    live = kit.live(source(spark, tmp_path / "in"), time="t", watermark=Duration.of_millis(20))
+    ttl = {"table.exec.state.ttl": "1 ms"}
+    queries = [QUERIES["group aggregate"], QUERIES["cascade"], QUERIES["deduplicate last on event time"]]
+    runs = [kit.sql(q, s=live, config=ttl).start(str(tmp_path / f"q{i}"), trigger="available_now")
+            for i, q in enumerate(queries)]
+    for run in runs:
+        run.await_termination()
+        assert changes(run.changelog().drop("batch")) == changes(run.replay().changelog())
+    rows = runs[0].changelog().collect()
+    firsts = {}
+    for r in rows:
+        firsts.setdefault((r.batch, r.word), r)
+    assert all(r.op == "+I" for r in firsts.values())
+    assert {r.batch for r in firsts.values() if r.after_expiry} == {1, 2, 3}
+    assert len({r.proctime for r in rows}) == 4
+    expired = runs[0].expired_state().collect()
+    assert {(r.seq, r.batch) for r in expired} == {(r.seq, r.batch) for r in rows if r.after_expiry}
+
+
 def test_the_changelog_of_a_live_group_aggregate(spark, tmp_path):
     """Flink's row kinds, arrival by arrival, across micro-batches; a NULL time goes aside."""
     drop(tmp_path / "in", [[("a", 1, 1), ("b", 2, 1), ("a", 3, 1)], [("b", None, 1), ("a", 0, 1), ("c", 9, 1)]],
@@ -253,11 +280,8 @@ def test_live_mode_says_which_queries_it_does_not_run(spark, tmp_path):
     live = kit.live(source(spark, tmp_path / "in"), time="t")
     group = "SELECT word, COUNT(*) AS n FROM s GROUP BY word"
     cases = [
-        (group, {"table.exec.state.ttl": "10 s"}, "a state TTL"),
         (group, {"table.exec.mini-batch.enabled": True, "table.exec.mini-batch.allow-latency": "1 s",
                  "table.exec.mini-batch.size": 10}, "a mini-batch"),
-        ("SELECT word, t FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY word ORDER BY t ASC) AS rn FROM s) "
-         "WHERE rn = 1", {"table.exec.state.ttl": "10 s"}, "a state TTL"),
         ("SELECT a.word, b.v FROM s a JOIN s b ON a.word = b.word", None, "a join of two streams"),
         ("SELECT window_start, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(t), INTERVAL '1' SECOND)) "
          "GROUP BY window_start, window_end", None, "window TVFs"),
@@ -269,6 +293,10 @@ def test_live_mode_says_which_queries_it_does_not_run(spark, tmp_path):
     for query, config, why in cases:
         with pytest.raises(KitError, match=why):
             kit.sql(query, s=live, s2=other, config=config)
+    first = kit.sql("SELECT word, t FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY word ORDER BY t ASC) AS rn "
+                    "FROM s) WHERE rn = 1", s=live, config={"table.exec.state.ttl": "10 s"})
+    with pytest.raises(KitError, match="keeping the first row on event time live needs .* no state TTL"):
+        first.start(str(tmp_path / "first"))
     with pytest.raises(KitError, match="reads live streams only"):
         kit.sql("SELECT word, COUNT(*) AS n FROM s GROUP BY word", s=live,
                 d=kit.stream(spark.createDataFrame([("a", 1)], "word string, t long"), time="t"))

@@ -209,7 +209,7 @@ def _check(log, keys, calls, options, engine) -> dict:
         latency, size = options.mini_batch
         if latency <= 0 or size <= 0:
             raise KitError(f"mini_batch = (allow_latency_ms, size) must both be > 0; got {options.mini_batch}")
-    if options.ttl_ms > 0 and known_rows(log.df.where("_pt IS NOT NULL").select("_pt")) == 0 \
-            and known_rows(log.df) != 0:
+    if options.ttl_ms > 0 and not log.df.isStreaming and known_rows(log.df.where("_pt IS NOT NULL").select("_pt")) == 0 \
+            and known_rows(log.df) != 0:   # (live: the micro-batches' processing time)
         raise KitError(NO_CLOCK)
     return schema

@@ -109,13 +109,15 @@ def arrivals(df: DataFrame, time: str, columns, malformed: str | None = None) ->
     """The streaming ``df``'s rows as the live drivers read them: ``columns`` named ``_c0,
     _c1...``, ``_ts`` (the event time ``time`` in ms, NULL where it has none, or where the
     ``malformed`` column holds the text of a record Spark could not read: the row goes
-    aside) and ``_arr`` (``arrival_ids``)."""
+    aside), ``_pt`` (the processing time, ms: the micro-batch's, Spark's ``current_timestamp()``,
+    which its offset log keeps, so a batch run again after a restart has it again) and
+    ``_arr`` (``arrival_ids``)."""
     kind = df.schema[time].dataType
     millis = F.col(sparksql.name(time)) if isinstance(kind, T.IntegralType) else F.unix_millis(sparksql.name(time))
     if malformed is not None:
         millis = F.when(F.col(sparksql.name(malformed)).isNull(), millis)
     return arrival_ids(df.select(*[F.col(sparksql.name(c)).alias(f"_c{i}") for i, c in enumerate(columns)],
-                                 millis.alias("_ts")))
+                                 millis.alias("_ts"), F.unix_millis(F.current_timestamp()).alias("_pt")))
 
 
 @dataclass(frozen=True)

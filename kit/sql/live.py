@@ -30,7 +30,12 @@ What differs from a replay, and why:
   Spark's event-time timers (``per_key(..., watermark=)``), and a row it emits belongs to
   the rise of the watermark between two micro-batches, so it takes the ``seq`` of the last
   arrival before that rise, as in the replay (``changelog()``).
-- What runs on processing time (a state TTL, mini-batches) and the joins of a continuous
+- A state TTL (``table.exec.state.ttl``) expires a key's state on processing time: an
+  arrival's is its micro-batch's (Spark's ``current_timestamp()``, kept in the offset log,
+  so a batch run again after a restart has it again), recorded with it (``arrivals``'
+  ``_pt``); the replay runs on those times. Flink's clock moves per row, Spark's per batch:
+  rows of one batch never expire each other's state.
+- What else runs on processing time (mini-batches) and the joins of a continuous
   query (two changelogs) are the replay's only: a ``KitError`` says so when the query is
   planned. The temporal table join of two live streams runs live: ``kit.joins.live``.
 """
@@ -66,8 +71,7 @@ class LiveTable:
         self.table, self.names, self.config = table, names, config
         self.columns = table.columns
         options, streams = table.options, table.streams
-        why = ("a state TTL (table.exec.state.ttl) runs on processing time" if options.ttl_ms else
-               "a mini-batch (table.exec.mini-batch.enabled) runs on processing time" if options.mini_batch else
+        why = ("a mini-batch (table.exec.mini-batch.enabled) runs on processing time" if options.mini_batch else
                "the split of distinct aggregates (table.optimizer.distinct-agg.split.enabled)"
                if options.distinct_split else None)
         if why is None:
@@ -167,7 +171,8 @@ class LivePlanRun(PlanRun):
     @property
     def sources(self) -> dict:
         """{id(stream): its arrivals with an event time as an insert-only changelog}, as
-        ``PlanRun.sources`` (values ``_s0, _s1...``, ``seq`` their ``_arr``, no processing time)."""
+        ``PlanRun.sources`` (values ``_s0, _s1...``, ``seq`` their ``_arr``, ``_pt`` the
+        micro-batch's processing time: a state TTL expires on it)."""
         s = self.table.streams[0]
         names = [f"_s{i}" for i in range(len(P.stream_columns(s)))]
         rows = self.arrivals.where("_ts IS NOT NULL")
@@ -175,7 +180,7 @@ class LivePlanRun(PlanRun):
             rows = watched(rows)
         df = rows.selectExpr(
             "'+I' AS _op", *[f"_c{i} AS {n}" for i, n in enumerate(names)], "_arr AS seq",
-            "CAST(array() AS ARRAY<INT>) AS _n", "CAST(NULL AS BIGINT) AS _pt")
+            "CAST(array() AS ARRAY<INT>) AS _n", "_pt")
         return {id(s): Changelog(df, tuple(names))}
 
     def _chained(self, n, update_before):
@@ -208,7 +213,7 @@ class LiveTableQuery(LiveQuery):
         tagged = recorded.unionByName(changes, allowMissingColumns=True)
         values = [F.col(f"_c{i}").alias(c) for i, c in enumerate(self.values)]
         reason = stream.reason(f"_c{len(self.values)}" if stream.malformed else None)
-        tables = {"arrival": [*values, "_arr", "_ts"], "bad": [*values, "_arr", reason],
+        tables = {"arrival": [*values, "_arr", "_ts", "_pt"], "bad": [*values, "_arr", reason],
                   "change": ["_arr", "_n", "_op", *out]}
         query = {"query": table.query, "columns": ", ".join(f.simpleString() for f in stream.source.schema.fields),
                  "time": stream.time, "watermark": repr(stream.watermark), "sink": table.sink,
@@ -221,19 +226,23 @@ class LiveTableQuery(LiveQuery):
     def arrivals(self) -> DataFrame:
         """Every arrival with an event time so far, in arrival order: its columns, ``seq``
         (its number), ``_ts`` (event time, ms), ``_wm`` (the watermark it met, ms; NULL
-        before the first), ``batch`` and ``_arr`` (its place in the batch)."""
+        before the first), ``_pt`` (its processing time, ms: the micro-batch's), ``batch``
+        and ``_arr`` (its place in the batch)."""
         rows = self.table("arrival")
         tops = rows.groupBy("batch").agg(F.max("_ts").alias("_top"))
         before = Window.orderBy("batch").rowsBetween(Window.unboundedPreceding, -1)
         marks = tops.select("batch", (F.max("_top").over(before) - F.lit(self.stream.watermark.lag)).alias("_wm"))
         return (rows.join(marks, "batch").withColumn("seq", F.row_number().over(Window.orderBy("batch", "_arr")) - 1)
-                .select(*self.values, "seq", "_ts", "_wm", "batch", "_arr").orderBy("seq"))
+                .select(*self.values, "seq", "_ts", "_wm", "_pt", "batch", "_arr").orderBy("seq"))
 
     def changelog(self) -> DataFrame:
         """Every change the committed batches made, in the order Flink emits them: ``seq``
         (the arrival that caused it, as ``arrivals`` numbers them), ``op``, the query's
-        columns, ``watermark`` (the one that arrival met) and ``batch``."""
-        marks = self.arrivals.select("batch", "_arr", "seq", "_wm")
+        columns, ``watermark`` (the one that arrival met), with a state TTL ``proctime``
+        (its processing time: the micro-batch's) and, where an operator reports expired
+        state (``expired_state``), ``after_expiry`` (the arrival found a key's state
+        expired), as ``DynamicTable.changelog`` has them, and ``batch``."""
+        marks = self.arrivals.select("batch", "_arr", "seq", "_wm", "_pt")
         changes = self.table("change")
         # a timer's emission (``_arr`` -1) belongs to the last arrival before its batch
         rises = changes.where("_arr < 0").select("batch").distinct()
@@ -243,10 +252,31 @@ class LiveTableQuery(LiveQuery):
         changes = changes.join(marks.unionByName(before), ["batch", "_arr"])
         wm = F.col("_wm")
         watermark = F.timestamp_millis(wm) if self.stream.time_is_timestamp else wm
+        ttl = []
+        if self._ttl:
+            ttl = [F.timestamp_millis("_pt").alias("proctime")]
+            expired = self.expired_state()   # which arrivals found a key's state expired
+            if expired is not None:
+                changes = changes.join(expired.select("seq").distinct().withColumn("_found", F.lit(True)), "seq", "left")
+                ttl.append(F.coalesce("_found", F.lit(False)).alias("after_expiry"))
         return changes.orderBy("seq", "_n").select(
             "seq", F.col("_op").alias("op"),
             *[F.col(f"_o{i}").alias(c) for i, c in enumerate(self.live.columns)], watermark.alias("watermark"),
-            "batch")
+            *ttl, "batch")
+
+    @property
+    def _ttl(self) -> bool:
+        return self.live.table.options.ttl_ms > 0
+
+    def expired_state(self) -> DataFrame | None:
+        """With a state TTL (``table.exec.state.ttl``, on processing time: the micro-batches'),
+        each key whose state an operator found expired (Flink forgets it without a trace), as
+        ``DynamicTable.expired_state`` has them (``operator``, ``seq``, ``key``, ``last_write``,
+        ``proctime``) with the ``batch`` of the arrival that found it: by the replay of the
+        record, whose operators expire what the live ones did; None without a TTL or an
+        operator that reports them (a group aggregate does)."""
+        expired = self.replay().expired_state() if self._ttl else None
+        return None if expired is None else expired.join(self.arrivals.select("seq", "batch"), "seq").orderBy("seq")
 
     def late_rows(self) -> DataFrame | None:
         """The rows a keep-first deduplicate on event time dropped as late (Flink drops them
@@ -285,7 +315,8 @@ class LiveTableQuery(LiveQuery):
         largest time; with timers, the last committed batch's, the one they fired up to, so
         the replay's end of input fires the rest); the replayed stream has the record's
         ``batch``, ``_arr`` and ``_emits`` (that watermark, typed as the time column) beside
-        the input's columns."""
+        the input's columns, and with a state TTL its processing time ``_proctime`` (the
+        micro-batch's) as its clock."""
         from . import replayed
         record = self.arrivals
         now = F.max("_ts").over(Window.partitionBy()) - F.lit(self.stream.watermark.lag)
@@ -295,8 +326,10 @@ class LiveTableQuery(LiveQuery):
         order = Window.orderBy("seq")
         after = F.when(F.lead("seq").over(order).isNull(), now).otherwise(F.lead("_wm").over(order))   # last: now
         after = F.timestamp_millis(after) if self.stream.time_is_timestamp else after
-        stream = Stream.of(record.withColumn("_emits", after).select(*self.values, "batch", "_arr", "_emits"),
+        record = record.withColumn("_emits", after).withColumn("_proctime", F.timestamp_millis("_pt"))
+        clock = ["_proctime"] if self._ttl else []   # a state TTL's: the micro-batches' processing times
+        stream = Stream.of(record.select(*self.values, "batch", "_arr", "_emits", *clock),
                            time=self.stream.time, order=["batch", "_arr"],
-                           watermark=WatermarkStrategy.from_column("_emits"))
+                           watermark=WatermarkStrategy.from_column("_emits"), proctime=clock[0] if clock else None)
         (name,) = self.live.names
         return replayed(self.live.table.query, {name: stream}, self.live.config, self.live.table.sink)
