@@ -6,6 +6,8 @@ with the replay of the record (both inputs' arrivals, each with the operator wat
 met): the same rows."""
 
 import random
+import sqlite3
+from contextlib import closing
 
 import pytest
 
@@ -36,6 +38,7 @@ def generated(seed: int, batches: int = 5):
 
 
 def streams(spark, root, orders, rates, key="cur"):
+    root.mkdir(exist_ok=True)
     drop(root / "orders", orders, ORDERS)
     drop(root / "rates", rates, RATES)
 
@@ -115,3 +118,27 @@ def test_live_mode_says_which_temporal_joins_it_does_not_run(spark, tmp_path):
         kit.sql(f"{join} UNION ALL SELECT id, t, qty, qty, t FROM orders", orders=left, rates=right)
     with pytest.raises(KitError, match="requires primary key"):
         kit.sql(join, orders=left, rates=kit.live(right.source, time="rt"))
+
+
+def test_a_live_temporal_join_started_again_goes_on_from_its_checkpoint(spark, tmp_path):
+    """Stopped after two batches and started again on the same path when more files came:
+    the waiting left rows and the versions come back from the checkpoint, and the rows (and
+    the database sink's, batch by batch) are the uninterrupted run's."""
+    orders, rates = generated(13, batches=4)
+    left, right = streams(spark, tmp_path / "whole", orders, rates)
+    whole = kit.sql(QUERIES["left"], orders=left, rates=right).start(str(tmp_path / "whole" / "run"),
+                                                                      trigger="available_now")
+    whole.await_termination()
+    left, right = streams(spark, tmp_path / "parts", orders[:2], rates[:2])
+    database = tmp_path / "sink.db"
+    sink = kit.DbApiSink(lambda: sqlite3.connect(database), "priced")
+    join = kit.sql(QUERIES["left"], orders=left, rates=right)
+    join.start(str(tmp_path / "parts" / "run"), trigger="available_now", sink=sink).await_termination()
+    drop(tmp_path / "parts" / "orders", orders[2:], ORDERS, first=2)
+    drop(tmp_path / "parts" / "rates", rates[2:], RATES, first=2)
+    again = join.start(str(tmp_path / "parts" / "run"), trigger="available_now", sink=sink)
+    again.await_termination()
+    assert rows(again.df) == rows(whole.df) and len(rows(whole.df)) >= 5
+    with closing(sqlite3.connect(database)) as con:
+        stored = con.execute("SELECT id, t, qty, rate, rt FROM priced").fetchall()
+    assert sorted(stored, key=repr) == rows(whole.df)

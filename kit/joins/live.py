@@ -167,7 +167,10 @@ class LiveJoinQuery(LiveQuery):
         the left input's columns, the version's (NULL when none: LEFT JOIN), prefixed
         ``left.``/``right.`` as structs ``left`` and ``right``, ``watermark`` (the one
         whose rise emitted it, ms) and ``batch``."""
-        rows = self.table("joined")
+        return self._joined(self.table("joined"))
+
+    def _joined(self, rows: DataFrame) -> DataFrame:
+        """The operator's rows (``table("joined")``'s) as ``joined`` has them."""
         lcols, rcols = rows.columns[3:3 + len(self.lvalues)], rows.columns[3 + len(self.lvalues):-1]
         return rows.orderBy("batch", "_lt", *lcols, *rcols).select(
             F.struct(*[F.col(c).alias(v) for c, v in zip(lcols, self.lvalues)]).alias("left"),
@@ -189,7 +192,7 @@ class LiveJoinQuery(LiveQuery):
 
     def batch_rows(self, batch: int) -> DataFrame:
         """The query's rows over the left rows micro-batch ``batch`` emitted, with ``batch``."""
-        rows = self.joined.where(F.col("batch") == batch).drop("batch", "watermark")
+        rows = self._joined(self.table("joined", batch)).drop("batch", "watermark")   # (being committed)
         return self.outer(*self._sides(rows)).withColumn("batch", F.lit(batch))
 
     def replay(self) -> DataFrame:
