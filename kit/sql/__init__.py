@@ -286,10 +286,7 @@ def _live_temporal(run, statement: Statement, tables: dict, config: dict | None)
         read = {view: run.spark.table(view).schema for view in run.views.values()}
     finally:
         run.drop()
-    (join,) = run.temporal_joins
-    if join.time != "event":
-        raise KitError("live mode runs the event-time temporal join (FOR SYSTEM_TIME AS OF the left table's "
-                       "event time); a processing-time join is the replay's")
+    (join,) = run.temporal_joins   # by event time: a live stream has no processing-time attribute
     name = {id(t.source): n for n, t in twins.items()}
     left, right = name[id(join.left.source)], name[id(join.right.source)]
     named = [t for t in statement.tree.find_all(exp.Table) if t.name.lower() == right.lower()]
