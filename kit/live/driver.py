@@ -127,13 +127,21 @@ class LiveRun:
     each arrival carries (``columns``), and the operator's row: names among ``columns`` and
     the arrival's own ``_ts`` (event time, ms), ``_wm`` (the watermark it met, ms) and
     ``_arr`` (its place in the batch), as the replay's rows have them. ``malformed``: the
-    column (among ``columns``) of the records Spark could not read, which go aside."""
+    column (among ``columns``) of the records Spark could not read, which go aside.
+    ``processing``: the operator's timers are processing-time ones (Spark's ``ProcessingTime``
+    mode; else its ``EventTime`` mode: a query has one).
+
+    Processing time is the micro-batch's (``_pt``): every row of a batch arrives at it, and
+    a timer fires in the first batch at or after its time, before the key's rows there; a
+    key without rows is woken by a Spark timer at its earliest one (Spark runs a batch at
+    every trigger in this mode, with data or not)."""
     time: str
     watermark: WatermarkStrategy
     keys: tuple
     columns: tuple
     row: tuple
     malformed: str | None = None
+    processing: bool = False
 
     def __post_init__(self):
         check_watermark(self.watermark)
@@ -155,7 +163,8 @@ class LiveRun:
         rows = arrivals(df, self.time, self.columns, self.malformed)
         rows = watched(rows)   # Spark tracks, filters nothing
         fields = [T.StructField(_TAG, T.StringType()), T.StructField("_arr", T.LongType()),
-                  T.StructField("_wm", T.LongType()), T.StructField("_ts", T.LongType())]
+                  T.StructField("_wm", T.LongType()), T.StructField("_ts", T.LongType()),
+                  T.StructField("_pt", T.LongType())]
         fields += [T.StructField(n, df.schema[c].dataType) for c, n in zip(self.columns, inner)]
         fields += [T.StructField(f"_o{i}", f.dataType) for i, f in enumerate(output.fields)]
         schema = T.StructType(fields)
@@ -164,18 +173,19 @@ class LiveRun:
             rows = rows.withColumn("_all", F.lit(0))
         processor = _Processor(self, operator, [names.get(c, c) for c in self.row], schema, rows.columns)
         keys = [names[k] for k in self.keys] or ["_all"]
-        return rows.groupBy(*keys).transformWithState(processor, schema, "Append", "EventTime")
+        mode = "ProcessingTime" if self.processing else "EventTime"
+        return rows.groupBy(*keys).transformWithState(processor, schema, "Append", mode)
 
 
 class _Processor(StatefulProcessor):
     """``transformWithState``'s processor: one key's ``Context`` per state entry
-    (its state, its event-time timers, its watermark) and the Spark timer that wakes it."""
+    (its state, its timers, its clocks) and the Spark timer that wakes it."""
 
     def __init__(self, run: LiveRun, operator: KeyedOperator, row: list, schema: T.StructType, arriving: list):
         self.run, self.operator, self.row, self.arriving = run, operator, row, arriving
         self.names = schema.fieldNames()
         self.inputs = [n for n in self.names if n.startswith("_c")]
-        self.blank = [None] * (len(self.names) - 4 - len(self.inputs))   # an arrival's output columns
+        self.blank = [None] * (len(self.names) - 5 - len(self.inputs))   # an arrival's output columns
 
     def init(self, handle) -> None:
         self.handle = handle
@@ -183,13 +193,13 @@ class _Processor(StatefulProcessor):
 
     def handleInputRows(self, key, rows, timerValues):
         ctx, out, wake = self._load(key)
-        now = _advance(self.operator, ctx, timerValues, self.run.watermark)
+        now = _advance(self.operator, ctx, timerValues, self.run.watermark, self.run.processing)
         at = {name: i for i, name in enumerate(self.arriving)}
         arrivals = sorted((tuple(r) for r in rows), key=lambda r: r[at["_arr"]])   # Spark may name them by position
         records, wm = [], ctx.watermark
         for r in arrivals:
             ts = r[at["_ts"]]
-            records.append(("bad" if ts is None else "arrival", r[at["_arr"]], wm, ts,
+            records.append(("bad" if ts is None else "arrival", r[at["_arr"]], wm, ts, r[at["_pt"]],
                             *[r[at[c]] for c in self.inputs], *self.blank))
             if ts is not None:           # no event time: Flink rejects the row; live, it goes aside
                 ctx.at = r[at["_arr"]]
@@ -199,7 +209,7 @@ class _Processor(StatefulProcessor):
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
         ctx, out, _ = self._load(key)
-        now = _advance(self.operator, ctx, timerValues, self.run.watermark)
+        now = _advance(self.operator, ctx, timerValues, self.run.watermark, self.run.processing)
         yield from self._rows(self._outputs(out))
         self._save(ctx, None, now)   # Spark removed the timer that woke the key
 
@@ -214,10 +224,10 @@ class _Processor(StatefulProcessor):
         return ctx, out, _restore(ctx, self.saved.get())   # one call to the state store
 
     def _save(self, ctx, wake, now: int) -> None:
-        _store(self.handle, self.saved, ctx, wake, now, self.run.watermark)
+        _store(self.handle, self.saved, ctx, wake, now, self.run.watermark, self.run.processing)
 
     def _outputs(self, out: list) -> list:
-        blank = [None] * (3 + len(self.inputs))
+        blank = [None] * (4 + len(self.inputs))
         return [("output", *blank, *o) for o in out]
 
     def _rows(self, records: list):
@@ -226,38 +236,49 @@ class _Processor(StatefulProcessor):
             yield row(*r)
 
 
-def _advance(operator: KeyedOperator, ctx: Context, timerValues, strategy: WatermarkStrategy) -> int:
-    """Flink's watermark moved to the batch's (from Spark's), firing the key's timers it
-    passed; Spark's watermark (ms)."""
+def _advance(operator: KeyedOperator, ctx: Context, timerValues, strategy: WatermarkStrategy,
+             processing: bool = False) -> int:
+    """Flink's watermark moved to the batch's (from Spark's) and, for ``processing`` timers,
+    the processing clock to the batch's time, firing the key's timers they passed (the
+    watermark first: earlier batches brought it); Spark's watermark (ms)."""
     now = timerValues.getCurrentWatermarkInMs()
     ctx.advance(operator, flink_watermark(strategy, now))
+    if processing:
+        ctx.advance(operator, None, timerValues.getCurrentProcessingTimeInMs())
     return now
 
 
 def _restore(ctx: Context, saved):
-    """A key's state, event-time timers and watermark from its state entry ``saved`` (None:
-    a new key) into ``ctx``; the Spark timer set for it (None: none)."""
+    """A key's state, timers and clocks from its state entry ``saved`` (None: a new key)
+    into ``ctx``; the Spark timer set for it (None: none)."""
     if saved is None:
         return None
-    ctx._state, ctx._event, ctx.watermark, wake = pickle.loads(saved[0])
+    ctx._state, ctx._event, ctx._proc, ctx.watermark, ctx.processing_time, wake = pickle.loads(saved[0])
     return wake
 
 
-def _store(handle, saved, ctx: Context, wake, now: int, strategy: WatermarkStrategy) -> None:
-    """``ctx`` back into the key's state entry ``saved``, and one Spark timer for the key at
-    the Spark watermark that brings Flink's to its earliest timer (``wake``: the one set
-    before). A timer the watermark ``now`` (Spark's) already passed waits for it to rise, as
-    in Flink and the replay (a watermark that does not move fires nothing)."""
-    if ctx._proc:
-        raise KitError("live mode runs event-time timers only: the operator registered a processing-time timer")
-    earliest = ctx._event[0] if ctx._event else None
-    due = None if earliest is None or earliest >= MAX_TIME else max(earliest + strategy.lag + SHIFT_MS, now + 1)
+def _store(handle, saved, ctx: Context, wake, now: int, strategy: WatermarkStrategy,
+           processing: bool = False) -> None:
+    """``ctx`` back into the key's state entry ``saved``, and one Spark timer for the key
+    (``wake``: the one set before): with event time, at the Spark watermark that brings
+    Flink's to its earliest timer (one the watermark ``now``, Spark's, already passed waits
+    for it to rise, as in Flink and the replay: a watermark that does not move fires
+    nothing); with ``processing`` timers, at the earliest."""
+    if (ctx._event if processing else ctx._proc):
+        mode, other = ("processing", "an event") if processing else ("event", "a processing")
+        raise KitError(f"a live query runs timers of one clock (Spark's time mode): this one runs {mode}-time "
+                       f"timers, and the operator registered {other}-time timer")
+    if processing:
+        due = ctx._proc[0] if ctx._proc else None
+    else:
+        earliest = ctx._event[0] if ctx._event else None
+        due = None if earliest is None or earliest >= MAX_TIME else max(earliest + strategy.lag + SHIFT_MS, now + 1)
     if due != wake:
         if wake is not None:
             handle.deleteTimer(wake)
         if due is not None:
             handle.registerTimer(due)
-    saved.update((pickle.dumps((ctx._state, ctx._event, ctx.watermark, due)),))
+    saved.update((pickle.dumps((ctx._state, ctx._event, ctx._proc, ctx.watermark, ctx.processing_time, due)),))
 
 
 def per_key(df: DataFrame, keys: list, operator, schema: T.StructType, columns: list, output=None,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 from decimal import Decimal
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -97,11 +98,31 @@ class LiveQuery:
         looked at the source just before a file landed, finishing after the call, is one;
         the second call's first trigger looked after the file was there)."""
         try:
-            self.query.processAllAvailable()
-            self.query.processAllAvailable()
+            if self.run is not None and self.run.processing:
+                self._until_a_batch_finds_nothing()
+            else:
+                self.query.processAllAvailable()
+                self.query.processAllAvailable()
         except StreamingQueryException as error:
             raise _stopped(error) from None
         return self
+
+    def _until_a_batch_finds_nothing(self) -> None:
+        """With processing-time timers Spark runs a batch at every trigger, so its
+        ``processAllAvailable`` never returns: waits for a batch that started after the call
+        and found no new rows (all rows there at the call went through before it)."""
+        called = dt.datetime.now(dt.timezone.utc)
+        while True:
+            progress = self.query.lastProgress
+            if progress is not None and progress["numInputRows"] == 0 and \
+                    dt.datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")) > called:
+                return
+            if not self.query.isActive:
+                error = self.query.exception()
+                if error is not None:
+                    raise error
+                raise KitError("the query stopped before the rows there went through")
+            time.sleep(0.05)
 
     def await_termination(self, timeout: float | None = None):
         """Waits until the query stops (``timeout`` seconds at most: then whether it stopped);
@@ -137,7 +158,8 @@ class LiveQuery:
     @property
     def arrivals(self) -> DataFrame:
         """Every arrival so far, in arrival order (``batch``, then ``_arr``: its place in the
-        batch), with ``_ts`` (event time, ms) and ``_wm``, the watermark it met (ms)."""
+        batch), with ``_ts`` (event time, ms), ``_wm``, the watermark it met (ms) and, in a
+        keyed driver run, ``_pt``, its batch's processing time (ms)."""
         return self.table("arrival").orderBy("batch", "_arr")
 
     @property
@@ -186,11 +208,21 @@ class LiveQuery:
         """Flink's watermark in the last committed micro-batch (with data or not: Spark runs one
         without data when its watermark moved, and the timers it passed fire there), from
         Spark's offset log, which keeps each batch's watermark; ``MIN_TIME`` before any."""
+        meta = self._last_batch()
+        return MIN_TIME if meta is None else flink_watermark(self.watermark, int(meta.get("batchWatermarkMs", 0)))
+
+    def applied_proctime(self) -> int | None:
+        """The processing time (ms) of the last committed micro-batch (None before any), which
+        the offset log keeps: the processing-time timers up to it fired."""
+        meta = self._last_batch()
+        return None if meta is None else int(meta["batchTimestampMs"])
+
+    def _last_batch(self) -> dict | None:
+        """The offset log's metadata of the last committed batch (None: none yet)."""
         done = self.committed()
         if not done:
-            return MIN_TIME
-        meta = json.loads((self.path / "_checkpoint" / "offsets" / str(max(done))).read_text().splitlines()[1])
-        return flink_watermark(self.watermark, int(meta.get("batchWatermarkMs", 0)))
+            return None
+        return json.loads((self.path / "_checkpoint" / "offsets" / str(max(done))).read_text().splitlines()[1])
 
     @property
     def watermark(self):

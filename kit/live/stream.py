@@ -46,7 +46,7 @@ class LiveStream:
     raw: DataFrame | None = field(default=None, repr=False)
     malformed: str | None = field(default=None, repr=False)
     primary_key: tuple = ()
-    proctime = None    # live mode runs on event time: no processing-time clock
+    proctime = None    # no column: a row's processing time is its micro-batch's (kit.live.driver)
 
     @property
     def recorded(self) -> list:

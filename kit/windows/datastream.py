@@ -350,20 +350,24 @@ class WindowResult:
     (the late side output) and ``elements()`` (every element and its fate). One replay of
     each key gives all three, kept once computed (the firings by the fast path, when it
     applies, need no replay) while the result or one of these frames lives: ``x.df`` read
-    after ``x`` is dropped reads what was kept."""
+    after ``x`` is dropped reads what was kept. ``proctime_end``: the processing time (ms)
+    the clock runs to at the end of input, when it went on after the last arrival (a live
+    run's record: its last micro-batch's time; the whole stream then runs in one operator,
+    which places the firings after the last arrival itself); None: the last arrival's."""
 
-    def __init__(self, windowed: WindowedStream, spec: WindowSpec, output_type):
-        self.windowed, self.spec = windowed, spec
+    def __init__(self, windowed: WindowedStream, spec: WindowSpec, output_type, proctime_end: int | None = None):
+        self.windowed, self.spec, self.proctime_end = windowed, spec, proctime_end
         stream = windowed.stream
         self.stream, self.keys = stream, windowed.keys
         self.values = [c for c in stream.source.columns]
         self.inner = {c: stream.inner(c) for c in self.values}   # each's name in the stream's frames
         self.time_type = stream.source.schema[stream.time].dataType
-        self._whole_stream = len(timer_clocks(spec)) > 1 and bool(self.keys)
+        both = len(timer_clocks(spec)) > 1
+        self._whole_stream = (both or proctime_end is not None) and bool(self.keys)
         if not self.keys:
             warnings.warn("window_all runs every element in one group on one core, as Flink runs it "
                           "with parallelism 1; key_by(...) first to run in parallel", WindowWarning, stacklevel=3)
-        elif self._whole_stream:
+        elif both:
             warnings.warn(f"{spec.trigger!r} on {spec.assigner!r} has timers of both clocks, whose order every "
                           "key's arrivals decide: the whole stream runs in one group on one core", WindowWarning,
                           stacklevel=3)
@@ -527,7 +531,7 @@ class WindowResult:
             rows = (scan.rows(self._inner(values), own=True) if scan is not None else
                     s.unordered().select(*self._inner(values), "seq", *self._time_columns(),
                                          s.own_watermark().alias("_own")))
-            whole = WholeStreamWindow(spec, Row(*values), [values.index(k) for k in keys])
+            whole = WholeStreamWindow(spec, Row(*values), [values.index(k) for k in keys], self.proctime_end)
             return (replay_keys(self._one(rows).sortWithinPartitions("seq"), [], lambda key: whole, schema,
                                 row + ["_own"], tagged), list(columns))
         compiled_run = compiled.run(self, self._spread, fields, kinds) if engine == "auto" else None

@@ -51,8 +51,8 @@ class WholeStreamWindow(WholeStreamWindowOperator):
     ``keys`` (indexes). At the end of input it outputs ``(key, elements, result)`` per key."""
     state = WholeStreamWindowOperator.state + (MapState("elements"),)
 
-    def __init__(self, spec, element_row, keys: list):
-        super().__init__(spec)
+    def __init__(self, spec, element_row, keys: list, until: int | None = None):
+        super().__init__(spec, until)
         self.element_row, self.n, self.key_at = element_row, len(element_row), keys
 
     def process_element(self, row, ctx):

@@ -21,9 +21,20 @@ of ``proctime`` and ``fired_after``; ``run.late`` has the late elements' columns
 ``watermark`` and ``batch``; ``run.bad`` the rows without an event time, which no window
 saw (Flink fails the job on one; a live query goes on).
 
-Live mode runs event-time windows: a processing-time window or trigger, a ``window_all``
-and the elements' fates (``elements()``) are the replay's only. The firings' order across
-keys within one batch is Spark's; ``df`` sorts them by key, each key's in its order.
+Processing-time windows and triggers run live on the micro-batches' processing time (each
+row arrives at its batch's: ``kit.live.driver.LiveRun``): a window fires in the first batch
+at or after its end, with data or not, so the firings lag by up to the trigger interval
+(``start(trigger=...)``, default one second: Spark runs a batch at every trigger in this
+mode) and the batch's own time; ``arrivals`` record each arrival's ``_pt`` and the replay
+runs on them, its clock going on to the last committed batch's time. A query runs timers of
+one clock (Spark's time mode): a window whose trigger and cleanup need both (an event-time
+window with a processing-time trigger) is the replay's only, as are ``window_all`` and the
+elements' fates (``elements()``). The firings' order across keys within one batch is
+Spark's; ``df`` sorts them by key, each key's in its order.
+
+    batch (time)   rows (key)   TumblingProcessingTimeWindows.of(1 s)
+    0 (10.2 s)     a a          window [10 s, 11 s) opened
+    1 (11.3 s)     -            fires: a, 2 rows (a batch without data)
 """
 
 from __future__ import annotations
@@ -62,20 +73,22 @@ class LiveDataStream(LiveStream):
 class LiveWindow(WindowOperator):
     """The ``WindowOperator`` on the live driver's rows (the element's values, ``_ts``,
     ``_wm``, ``_arr``): after each element and each timer it outputs the new firings and
-    late elements as tagged rows, and forgets them (a live key's state stays bounded)."""
+    late elements as tagged rows, and forgets them (a live key's state stays bounded). With
+    processing-time timers, each element carries its ``_pt``."""
     state = WindowOperator.state + (ValueState("seq"), ValueState("order"))
 
     def __init__(self, spec, values: list, emit):
         super().__init__(spec)
         self.element_row, self.emit = Row(*values), emit
+        self.processing = "processing" in timer_clocks(spec)
 
     def process_element(self, row, ctx):
         op = self.operator(ctx)
         seq = ctx.state("seq")
         n = seq.value() or 0
         seq.update(n + 1)
-        *values, ts, wm, arr = row
-        e = Element(n, ts, MIN_TIME if wm is None else wm, None, self.element_row(*values))
+        *values, ts, wm, pt, arr = row
+        e = Element(n, ts, MIN_TIME if wm is None else wm, pt if self.processing else None, self.element_row(*values))
         self.step(op, e, ctx)
         self._flush(op, ctx, {n: (arr, values)})
 
@@ -106,10 +119,10 @@ class LiveWindowResult:
         stream = windowed.stream
         if not windowed.keys:
             raise KitError("live mode runs keyed windows: key_by(...) first (window_all is the replay's)")
-        clocks = timer_clocks(spec)
-        if not spec.assigner.event_time or "processing" in clocks:
-            raise KitError(f"live mode runs event-time windows and triggers; {spec.assigner!r} with "
-                           f"{spec.trigger!r} needs processing-time timers (the replay runs them: kit.stream)")
+        if len(timer_clocks(spec)) > 1:
+            raise KitError(f"a live query runs timers of one clock (Spark's time mode: event or processing "
+                           f"time); {spec.assigner!r} with {spec.trigger!r} needs both (the replay runs it: "
+                           "kit.stream)")
         self.stream, self.keys, self.spec = stream, windowed.keys, spec
         self.values = list(stream.source.columns)
         output = declared_output(spec, stream.source.schema, output_type)
@@ -124,10 +137,17 @@ class LiveWindowResult:
 
     def start(self, path: str, trigger: str | None = None, sink=None) -> "LiveWindowQuery":
         """Starts the query; its rows and checkpoint go under ``path`` (``kit.live.query``).
-        ``trigger``: None (a batch as soon as the last is done), ``"available_now"`` (what the
-        source has now, then stop) or an interval such as ``"10 seconds"``. ``sink``: a
-        ``kit.DbApiSink`` that each batch's firings go to too (``batch_rows``)."""
-        return LiveWindowQuery(self, path, trigger, sink)
+        ``trigger``: None (a batch as soon as the last is done; with processing-time timers,
+        every second), ``"available_now"`` (what the source has now, then stop; not with
+        processing-time timers: Spark's batches go on for them) or an interval such as
+        ``"10 seconds"``. ``sink``: a ``kit.DbApiSink`` that each batch's firings go to too
+        (``batch_rows``)."""
+        processing = "processing" in timer_clocks(self.spec)
+        if processing and trigger == "available_now":
+            raise KitError("trigger='available_now' never stops with processing-time timers (Spark runs a batch "
+                           "at every trigger for them, data or not): start with an interval such as '1 second' "
+                           "and stop() the query")
+        return LiveWindowQuery(self, path, "1 second" if processing and trigger is None else trigger, sink)
 
 
 def _named(part) -> str:
@@ -183,10 +203,11 @@ class LiveWindowQuery(LiveQuery):
                 yield ("late", *[None] * width, *vals, arr, watermark)
 
         self.run = LiveRun(stream.time, stream.watermark, tuple(keys), tuple(stream.recorded),
-                           (*values, "_ts", "_wm", "_arr"), stream.malformed)
+                           (*values, "_ts", "_wm", "_pt", "_arr"), stream.malformed,
+                           "processing" in timer_clocks(result.spec))
         tagged = self.run.process(stream.raw, LiveWindow(result.spec, values, emit), T.StructType(self._fields))
         names = {f"_o{i}": f.name for i, f in enumerate(self._fields)}
-        arrival = [F.col(f"_c{i}").alias(c) for i, c in enumerate(values)] + ["_arr", "_ts", "_wm"]
+        arrival = [F.col(f"_c{i}").alias(c) for i, c in enumerate(values)] + ["_arr", "_ts", "_wm", "_pt"]
         reason = stream.reason(f"_c{len(values)}" if stream.malformed else None)
         tables = {"arrival": arrival, "bad": [*arrival[:len(values)], "_arr", reason],
                   "firing": [F.col(o).alias(n) for o, n in names.items() if n in {f.name for f in firing}],
@@ -234,13 +255,20 @@ class LiveWindowQuery(LiveQuery):
         ``WindowResult`` whose firings before the end of input are ``df``'s. Each arrival
         emits the watermark the next one met (the last: the one of the last committed
         micro-batch: the live operators fired no timer past it). Its stream is ``record``'s:
-        the input's columns, ``batch``, ``_arr`` (the arrival order) and ``_emits``."""
-        record = self.record(self.result.values, self._timestamps)
+        the input's columns, ``batch``, ``_arr`` (the arrival order) and ``_emits``; with
+        processing-time timers, ``_proctime`` (each arrival's batch time), the clock running
+        on to the last committed batch's time at the end."""
+        processing = self.run.processing
+        record = self.record([*self.result.values, *["_pt"] * processing], self._timestamps)
+        if processing:
+            record = record.withColumn("_proctime", F.timestamp_millis("_pt")).drop("_pt")
         stream = DataStream.of(record, time=self.run.time, order=["batch", "_arr"],
-                               watermark=WatermarkStrategy.from_column("_emits"))
+                               watermark=WatermarkStrategy.from_column("_emits"),
+                               proctime="_proctime" if processing else None)
         windowed = copy.copy(self.result.windowed)
         windowed.stream = stream
-        return WindowResult(windowed, self.result.spec, self.result.output)
+        return WindowResult(windowed, self.result.spec, self.result.output,
+                            self.applied_proctime() if processing else None)
 
     @property
     def _timestamps(self) -> bool:

@@ -751,7 +751,11 @@ class _Keys:
             for op in self.ops.values():
                 op.proctime = limit if op.proctime is None else max(op.proctime, limit)
 
-    def finish(self) -> dict:
+    def finish(self, until: int | None = None) -> dict:
+        """The end of input: the processing clock runs to ``until`` (None: it stays at the
+        last arrival's), then the watermark to the end of time."""
+        if until is not None:
+            self.fire(until, False, self.last)
         self.fire(MAX_TIME, True, None)
         return {key: op.fates() for key, op in self.ops.items()}
 
@@ -765,11 +769,12 @@ class WholeStreamWindowOperator(KeyedOperator):
     every key's event-time timers up to it fire, so timers at one time fire in Flink's order
     across keys too. ``end_of_input`` outputs ``(key, KeyResult)`` for each key; timer firings
     carry the arrival after which they fired and the exact watermark -- what ``run_key`` +
-    ``placement`` must reproduce."""
+    ``placement`` must reproduce. ``until``: the processing time the clock runs to at the
+    end of input (None: the last arrival's)."""
     state = (ValueState("keys"),)
 
-    def __init__(self, spec: WindowSpec):
-        self.spec = spec
+    def __init__(self, spec: WindowSpec, until: int | None = None):
+        self.spec, self.until = spec, until
 
     def keys(self, ctx) -> _Keys:
         state = ctx.state("keys")
@@ -794,7 +799,7 @@ class WholeStreamWindowOperator(KeyedOperator):
 
     def finish(self, ctx) -> dict:
         """``{key: KeyResult}``: the final watermark fires every key's event-time timers."""
-        return self.keys(ctx).finish()
+        return self.keys(ctx).finish(self.until)
 
     def end_of_input(self, ctx):
         for key_result in self.finish(ctx).items():
