@@ -11,11 +11,16 @@ third: the V-shape MATCH_RECOGNIZE of ``match_recognize.py`` over N rows of its 
 (100 symbols), in the same number of files, watermark 1 ms behind (as its Flink run). A
 fourth: the event-time temporal join of the words (left) with a versioned view by
 deduplication of rates (every tenth word's row with a rate, in files of their own: a second
-folder, the files of both landing together), LEFT JOIN ... FOR SYSTEM_TIME AS OF.
+folder, the files of both landing together), LEFT JOIN ... FOR SYSTEM_TIME AS OF. A fifth:
+the one-second tumbling count per word on processing time (``TumblingProcessingTimeWindows``
+live, on Spark's processing-time mode, batches every 100 ms at most; the replay on a
+``Clock`` of 1 ms a row; Flink's TUMBLE TVF on ``PROCTIME()``): its rows are the same, its
+firings depend on the clock.
 
 - sustained: the folder read by one live run (``available_now``, ``maxFilesPerTrigger``
-  files per micro-batch), rows / wall time from ``start`` to its end (the micro-batches'
-  writes included);
+  files per micro-batch; on processing time, which ``available_now`` never ends, until
+  ``process_all_available`` returns), rows / wall time from ``start`` to its end (the
+  micro-batches' writes included);
 - latency: a running query (default trigger) fed one file at a time, from the file's write
   to its changes committed in the query's table (``process_all_available`` returning):
   median and largest over the files;
@@ -37,7 +42,7 @@ from pyspark.sql import functions as F
 import kit
 from kit.live.memory import land
 from kit.time import Time
-from kit.windows import Count, TumblingEventTimeWindows
+from kit.windows import Count, TumblingEventTimeWindows, TumblingProcessingTimeWindows
 
 from .cascade import _stall_us
 from .dynamic import CASCADE, _words
@@ -52,6 +57,7 @@ FLINK_JOIN = ("SELECT o.word, o.t, v.rate FROM words AS o LEFT JOIN v FOR SYSTEM
               "ON o.word = v.word")
 WINDOW_SQL = ("SELECT word, window_start, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE words, DESCRIPTOR(ts), "
               "INTERVAL '1' SECOND)) GROUP BY word, window_start, window_end")
+PROCTIME_TRIGGER = "100 milliseconds"
 
 
 def _write(folder: Path, rows: int) -> Path:
@@ -131,8 +137,21 @@ def _started(query: str, live, path: Path, trigger=None):
         return kit.sql(V_SHAPE, Ticker=live).start(str(path), trigger=trigger)
     if query == "join":
         return kit.sql(JOIN, **live).start(str(path), trigger=trigger)
+    if query == "proctime":   # available_now never ends on processing time
+        return (live.key_by("word").window(TumblingProcessingTimeWindows.of(Time.seconds(1)))
+                .aggregate(Count(alias="n")).start(str(path), trigger=PROCTIME_TRIGGER))
     return (live.key_by("word").window(TumblingEventTimeWindows.of(Time.seconds(1))).aggregate(Count(alias="n"))
             .start(str(path), trigger=trigger))
+
+
+def _until_read(run):
+    """Waits for ``run`` to end (``available_now``), or on processing time for every file to be
+    read, then stops it."""
+    if run.run is not None and run.run.processing:
+        run.process_all_available()
+        run.stop()
+    else:
+        run.await_termination()
 
 
 def _pressure(run) -> tuple:
@@ -144,8 +163,8 @@ def _pressure(run) -> tuple:
 
 def _sustained(query: str, folder: Path, work: Path) -> tuple[float, float]:
     shutil.rmtree(work / query, ignore_errors=True)
-    _, seconds, pressure = _pressure(lambda: _started(query, _source(folder, PER_TRIGGER, query), work / query,
-                                                      "available_now").await_termination())
+    _, seconds, pressure = _pressure(lambda: _until_read(_started(query, _source(folder, PER_TRIGGER, query),
+                                                                  work / query, "available_now")))
     return seconds, pressure
 
 
@@ -190,6 +209,11 @@ def _replay(query: str, folder: Path) -> float:
         return time.time() - start
     if query == "cascade":
         frame = kit.sql(CASCADE, words=words).changelog()
+    elif query == "proctime":
+        clock = kit.Clock("2024-01-01T00:00:00", kit.Duration.of_millis(1))
+        words = kit.stream(spark.read.schema("word STRING, t BIGINT").csv(str(folder)), time="t", proctime=clock)
+        frame = words.key_by("word").window(TumblingProcessingTimeWindows.of(Time.seconds(1))).aggregate(
+            Count(alias="n")).df
     else:
         frame = words.key_by("word").window(TumblingEventTimeWindows.of(Time.seconds(1))).aggregate(Count(alias="n")).df
     start = time.time()
@@ -205,8 +229,9 @@ def _flink(query: str, folder: Path) -> float | None:
                f"rowtime - INTERVAL '0.001' SECOND) WITH ('connector' = 'filesystem', 'path' = "
                f"'{folder.resolve()}', 'format' = 'csv')")
         return _flink_run(ddl, V_SHAPE, parallelism=2, mode="streaming", sink="blackhole")["seconds"]
-    ddl = (f"CREATE TABLE words (word STRING, t BIGINT, ts AS TO_TIMESTAMP_LTZ(t, 3), WATERMARK FOR ts AS ts) "
-           f"WITH ('connector' = 'filesystem', 'path' = '{folder.resolve()}', 'format' = 'csv')")
+    ddl = (f"CREATE TABLE words (word STRING, t BIGINT, ts AS TO_TIMESTAMP_LTZ(t, 3), pt AS PROCTIME(), "
+           f"WATERMARK FOR ts AS ts) WITH ('connector' = 'filesystem', 'path' = '{folder.resolve()}', "
+           f"'format' = 'csv')")
     if query == "join":
         rates = folder.with_name(folder.name + "_rates").resolve()
         ddl += (f"; CREATE TABLE rates (word STRING, t BIGINT, rate BIGINT, ts AS TO_TIMESTAMP_LTZ(t, 3), "
@@ -214,8 +239,8 @@ def _flink(query: str, folder: Path) -> float | None:
                 "CREATE VIEW v AS SELECT word, rate, ts FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY word "
                 "ORDER BY ts DESC) AS rownum FROM rates) WHERE rownum = 1")
         return _flink_run(ddl, FLINK_JOIN, parallelism=2, mode="streaming", sink="blackhole")["seconds"]
-    return _flink_run(ddl, CASCADE if query == "cascade" else WINDOW_SQL, parallelism=2, mode="streaming",
-                      sink="blackhole")["seconds"]
+    sql = {"cascade": CASCADE, "proctime": WINDOW_SQL.replace("DESCRIPTOR(ts)", "DESCRIPTOR(pt)")}.get(query, WINDOW_SQL)
+    return _flink_run(ddl, sql, parallelism=2, mode="streaming", sink="blackhole")["seconds"]
 
 
 def live(folder: Path, rows: int | None = None) -> str:
@@ -223,7 +248,7 @@ def live(folder: Path, rows: int | None = None) -> str:
     folder.mkdir(parents=True, exist_ok=True)
     n = rows or 200_000
     inputs = {"cascade": _write(folder, n), "window": _write(folder, n), "match": _write_ticker(folder, n)}
-    inputs["join"] = _write(folder, n)
+    inputs["join"] = inputs["proctime"] = _write(folder, n)
     _rates(inputs["join"])
     work = folder / "live_runs"
     lines = [f"### Live mode: {n:,} Zipf words (ticker rows for MATCH_RECOGNIZE) in {FILES} CSV files, "
@@ -232,7 +257,7 @@ def live(folder: Path, rows: int | None = None) -> str:
              "| kit replay s | Flink 2.3 streaming p=2 s | live / replay | live / Flink |",
              "|---|---|---|---|---|---|---|---|"]
     for query, name in (("cascade", "cascade"), ("tumbling count", "window"), ("V-shape MATCH_RECOGNIZE", "match"),
-                        ("temporal join (versioned view)", "join")):
+                        ("temporal join (versioned view)", "join"), ("processing-time tumbling count", "proctime")):
         files = inputs[name]
         seconds, pressure = _sustained(name, files, work)
         waits = _latency(name, files, work)

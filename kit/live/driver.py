@@ -128,13 +128,14 @@ class LiveRun:
     the arrival's own ``_ts`` (event time, ms), ``_wm`` (the watermark it met, ms) and
     ``_arr`` (its place in the batch), as the replay's rows have them. ``malformed``: the
     column (among ``columns``) of the records Spark could not read, which go aside.
-    ``processing``: the operator's timers are processing-time ones (Spark's ``ProcessingTime``
-    mode; else its ``EventTime`` mode: a query has one).
+    ``processing``: the operator has processing-time timers (Spark's ``ProcessingTime`` mode;
+    else its ``EventTime`` mode: a query has one; event-time timers run in both).
 
     Processing time is the micro-batch's (``_pt``): every row of a batch arrives at it, and
-    a timer fires in the first batch at or after its time, before the key's rows there; a
-    key without rows is woken by a Spark timer at its earliest one (Spark runs a batch at
-    every trigger in this mode, with data or not)."""
+    a timer fires in the first batch at or after its time, before the key's rows there (and
+    after the timers the batch's watermark passed); a key without rows is woken by a Spark
+    timer at its earliest one (Spark runs a batch at every trigger in this mode, with data
+    or not), or at every batch while it has an event-time timer."""
     time: str
     watermark: WatermarkStrategy
     keys: tuple
@@ -263,13 +264,15 @@ def _store(handle, saved, ctx: Context, wake, now: int, strategy: WatermarkStrat
     (``wake``: the one set before): with event time, at the Spark watermark that brings
     Flink's to its earliest timer (one the watermark ``now``, Spark's, already passed waits
     for it to rise, as in Flink and the replay: a watermark that does not move fires
-    nothing); with ``processing`` timers, at the earliest."""
-    if (ctx._event if processing else ctx._proc):
-        mode, other = ("processing", "an event") if processing else ("event", "a processing")
-        raise KitError(f"a live query runs timers of one clock (Spark's time mode): this one runs {mode}-time "
-                       f"timers, and the operator registered {other}-time timer")
+    nothing); in Spark's processing-time mode, at the earliest processing-time timer, or at
+    the next batch while an event-time timer waits (Spark has no event-time timers in this
+    mode: the key looks at each batch's watermark)."""
+    if ctx._proc and not processing:
+        raise KitError("live mode runs this query on event time only: the operator registered a "
+                       "processing-time timer")
     if processing:
-        due = ctx._proc[0] if ctx._proc else None
+        due = min([*ctx._proc[:1], *[ctx.processing_time + 1] * bool(ctx._event and ctx._event[0] < MAX_TIME)],
+                  default=None)
     else:
         earliest = ctx._event[0] if ctx._event else None
         due = None if earliest is None or earliest >= MAX_TIME else max(earliest + strategy.lag + SHIFT_MS, now + 1)

@@ -26,10 +26,10 @@ row arrives at its batch's: ``kit.live.driver.LiveRun``): a window fires in the 
 at or after its end, with data or not, so the firings lag by up to the trigger interval
 (``start(trigger=...)``, default one second: Spark runs a batch at every trigger in this
 mode) and the batch's own time; ``arrivals`` record each arrival's ``_pt`` and the replay
-runs on them, its clock going on to the last committed batch's time. A query runs timers of
-one clock (Spark's time mode): a window whose trigger and cleanup need both (an event-time
-window with a processing-time trigger) is the replay's only, as are ``window_all`` and the
-elements' fates (``elements()``). The firings' order across keys within one batch is
+runs on them, its clock going on to the last committed batch's time. An event-time window
+with a processing-time trigger (early firings) runs so too, its key looking at each batch's
+watermark while a window waits for it. ``window_all`` and the elements' fates
+(``elements()``) are the replay's only. The firings' order across keys within one batch is
 Spark's; ``df`` sorts them by key, each key's in its order.
 
     batch (time)   rows (key)   TumblingProcessingTimeWindows.of(1 s)
@@ -119,10 +119,6 @@ class LiveWindowResult:
         stream = windowed.stream
         if not windowed.keys:
             raise KitError("live mode runs keyed windows: key_by(...) first (window_all is the replay's)")
-        if len(timer_clocks(spec)) > 1:
-            raise KitError(f"a live query runs timers of one clock (Spark's time mode: event or processing "
-                           f"time); {spec.assigner!r} with {spec.trigger!r} needs both (the replay runs it: "
-                           "kit.stream)")
         self.stream, self.keys, self.spec = stream, windowed.keys, spec
         self.values = list(stream.source.columns)
         output = declared_output(spec, stream.source.schema, output_type)
