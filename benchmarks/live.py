@@ -239,7 +239,8 @@ def _flink(query: str, folder: Path) -> float | None:
                 "CREATE VIEW v AS SELECT word, rate, ts FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY word "
                 "ORDER BY ts DESC) AS rownum FROM rates) WHERE rownum = 1")
         return _flink_run(ddl, FLINK_JOIN, parallelism=2, mode="streaming", sink="blackhole")["seconds"]
-    sql = {"cascade": CASCADE, "proctime": WINDOW_SQL.replace("DESCRIPTOR(ts)", "DESCRIPTOR(pt)")}.get(query, WINDOW_SQL)
+    sql = {"cascade": CASCADE,
+           "proctime": WINDOW_SQL.replace("DESCRIPTOR(ts)", "DESCRIPTOR(pt)")}.get(query, WINDOW_SQL)
     return _flink_run(ddl, sql, parallelism=2, mode="streaming", sink="blackhole")["seconds"]
 
 

@@ -166,7 +166,7 @@ class LiveJoinQuery(LiveQuery):
         """The left rows the operator emitted, in emission order (``batch``, then by time):
         the left input's columns, the version's (NULL when none: LEFT JOIN), prefixed
         ``left.``/``right.`` as structs ``left`` and ``right``, ``watermark`` (the one
-        whose rise emitted it, ms) and ``batch``."""
+        whose rise emitted it, typed as the left time column) and ``batch``."""
         return self._joined(self.table("joined"))
 
     def _joined(self, rows: DataFrame) -> DataFrame:
@@ -175,7 +175,7 @@ class LiveJoinQuery(LiveQuery):
         return rows.orderBy("batch", "_lt", *lcols, *rcols).select(
             F.struct(*[F.col(c).alias(v) for c, v in zip(lcols, self.lvalues)]).alias("left"),
             F.when(F.col("_v"), F.struct(*[F.col(c).alias(v) for c, v in zip(rcols, self.rvalues)])).alias("right"),
-            F.col("_wm").alias("watermark"), "batch")
+            (F.timestamp_millis("_wm") if self.left.time_is_timestamp else F.col("_wm")).alias("watermark"), "batch")
 
     def _sides(self, rows: DataFrame) -> tuple[DataFrame, DataFrame]:
         """``rows`` (``joined``'s) as the two sides the query around the join reads, linked by
