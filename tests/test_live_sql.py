@@ -86,6 +86,26 @@ def test_each_continuous_query_live_gives_the_changelog_of_its_replay(spark, tmp
         assert a._wm == (max(before) - 20 - 1 if before else None)
 
 
+def test_a_live_streams_proctime_column_is_its_micro_batchs_processing_time(spark, tmp_path):
+    """``kit.live(..., proctime="pt")`` adds each row's processing time, its micro-batch's (as
+    Flink's ``pt AS PROCTIME()`` adds one): a query reads it, the replay of the record gives
+    it back; a name the source has already, or no name, is refused."""
+    batches = generated(batches=3)
+    drop(tmp_path / "in", batches, COLUMNS)
+    live = kit.live(source(spark, tmp_path / "in"), time="t", proctime="pt")
+    run = kit.sql("SELECT word, pt FROM s WHERE v > 1", s=live).start(str(tmp_path / "run"), trigger="available_now")
+    run.await_termination()
+    rows = run.changelog().selectExpr("batch", "unix_millis(pt) AS pt").collect()
+    assert len(rows) >= 5
+    assert {(r.batch, r.pt) for r in rows} <= {(a.batch, a._pt) for a in run.arrivals.collect()}
+    assert len({r.pt for r in rows}) == len({r.batch for r in rows}) > 1   # one time a batch, batches apart
+    assert changes(run.changelog().drop("batch")) == changes(run.replay().changelog())
+    with pytest.raises(KitError, match="proctime column 'v' is a column of the source already"):
+        kit.live(source(spark, tmp_path / "in"), time="t", proctime="v")
+    with pytest.raises(KitError, match="proctime names the column kit.live adds"):
+        kit.live(source(spark, tmp_path / "in"), time="t", proctime=True)
+
+
 FIRST = ("SELECT word, t, v FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY word, v ORDER BY t ASC) AS rn "
          "FROM s) WHERE rn = 1")
 

@@ -72,12 +72,17 @@ class LiveStream:
 
     @classmethod
     def of(cls, df: DataFrame, time: str, watermark: WatermarkStrategy | Duration | None = None,
-           primary_key: str | list[str] | None = None) -> "LiveStream":
-        """``kit.live(df, time=..., watermark=..., primary_key=...)``: ``df`` from
+           primary_key: str | list[str] | None = None, proctime: str | None = None) -> "LiveStream":
+        """``kit.live(df, time=..., watermark=..., primary_key=..., proctime=...)``: ``df`` from
         ``spark.readStream``; ``watermark`` a ``WatermarkStrategy`` or a ``Duration`` (bounded
         out-of-orderness), default ``for_monotonous_timestamps()``; ``primary_key`` as
         ``kit.stream``'s: the stream is a versioned table, each row its key's version from its
-        time on (an ``op`` column makes it an upsert changelog), for a temporal join."""
+        time on (an ``op`` column makes it an upsert changelog), for a temporal join;
+        ``proctime``: the name of a TIMESTAMP column the kit adds, each row's processing time
+        (its micro-batch's, as the processing-time timers have it), as Flink's ``pt AS
+        PROCTIME()`` adds one: a query reads it, the record keeps it, the replay reads it back.
+
+            kit.live(source, time="t", proctime="pt")   # + pt TIMESTAMP: 2026-12-04 10:31:07.120"""
         if not isinstance(df, DataFrame) or not df.isStreaming:
             raise KitError(f"kit.live() takes a streaming DataFrame (spark.readStream...); got "
                            f"{'a batch DataFrame: use kit.stream()' if isinstance(df, DataFrame) else type(df).__name__}")
@@ -93,6 +98,15 @@ class LiveStream:
             watermark = WatermarkStrategy.for_bounded_out_of_orderness(
                 to_duration(watermark, "kit.live", "watermark", like="Duration"))
         check_watermark(watermark)
+        if proctime is not None:
+            if not isinstance(proctime, str):
+                raise KitError(f"proctime names the column kit.live adds with each row's processing time; got "
+                               f"{proctime!r}")
+            if proctime in df.columns:
+                raise KitError(f"proctime column {proctime!r} is a column of the source already: live, a row's "
+                               "processing time is its micro-batch's, which the kit adds as a new column; name "
+                               "another")
+            df = df.withColumn(proctime, F.current_timestamp())   # the micro-batch's time
         key = (primary_key,) if isinstance(primary_key, str) else tuple(primary_key or ())
         for c in key:
             if c not in df.columns:
