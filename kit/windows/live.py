@@ -120,6 +120,7 @@ class LiveWindowResult:
         if not windowed.keys:
             raise KitError("live mode runs keyed windows: key_by(...) first (window_all is the replay's)")
         self.stream, self.keys, self.spec = stream, windowed.keys, spec
+        self.processing = "processing" in timer_clocks(spec)   # Spark's processing-time mode
         self.values = list(stream.source.columns)
         output = declared_output(spec, stream.source.schema, output_type)
         if output is None:
@@ -138,7 +139,7 @@ class LiveWindowResult:
         processing-time timers: Spark's batches go on for them) or an interval such as
         ``"10 seconds"``. ``sink``: a ``kit.DbApiSink`` that each batch's firings go to too
         (``batch_rows``)."""
-        processing = "processing" in timer_clocks(self.spec)
+        processing = self.processing
         if processing and trigger == "available_now":
             raise KitError("trigger='available_now' never stops with processing-time timers (Spark runs a batch "
                            "at every trigger for them, data or not): start with an interval such as '1 second' "
@@ -199,8 +200,7 @@ class LiveWindowQuery(LiveQuery):
                 yield ("late", *[None] * width, *vals, arr, watermark)
 
         self.run = LiveRun(stream.time, stream.watermark, tuple(keys), tuple(stream.recorded),
-                           (*values, "_ts", "_wm", "_pt", "_arr"), stream.malformed,
-                           "processing" in timer_clocks(result.spec))
+                           (*values, "_ts", "_wm", "_pt", "_arr"), stream.malformed, result.processing)
         tagged = self.run.process(stream.raw, LiveWindow(result.spec, values, emit), T.StructType(self._fields))
         names = {f"_o{i}": f.name for i, f in enumerate(self._fields)}
         arrival = [F.col(f"_c{i}").alias(c) for i, c in enumerate(values)] + ["_arr", "_ts", "_wm", "_pt"]
