@@ -15,7 +15,8 @@ folder, the files of both landing together), LEFT JOIN ... FOR SYSTEM_TIME AS OF
 the one-second tumbling count per word on processing time (``TumblingProcessingTimeWindows``
 live, on Spark's processing-time mode, batches every 100 ms at most; the replay on a
 ``Clock`` of 1 ms a row; Flink's TUMBLE TVF on ``PROCTIME()``): its rows are the same, its
-firings depend on the clock.
+firings depend on the clock. A sixth: the regular LEFT JOIN of the words with the rates on word
+and time (each rate row meets its one word row; state kept for every row of both).
 
 - sustained: the folder read by one live run (``available_now``, ``maxFilesPerTrigger``
   files per micro-batch; on processing time, which ``available_now`` never ends, until
@@ -55,6 +56,7 @@ JOIN = ("WITH v AS (SELECT word, rate, t FROM (SELECT *, ROW_NUMBER() OVER (PART
         "SELECT o.word, o.t, v.rate FROM words AS o LEFT JOIN v FOR SYSTEM_TIME AS OF o.t ON o.word = v.word")
 FLINK_JOIN = ("SELECT o.word, o.t, v.rate FROM words AS o LEFT JOIN v FOR SYSTEM_TIME AS OF o.ts "
               "ON o.word = v.word")
+REGULAR = "SELECT o.word, o.t, r.rate FROM words AS o LEFT JOIN rates AS r ON o.word = r.word AND o.t = r.t"
 WINDOW_SQL = ("SELECT word, window_start, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE words, DESCRIPTOR(ts), "
               "INTERVAL '1' SECOND)) GROUP BY word, window_start, window_end")
 PROCTIME_TRIGGER = "100 milliseconds"
@@ -123,7 +125,7 @@ def _source(folder: Path, per_trigger: int, query: str = "cascade"):
                         watermark=kit.Duration.of_millis(1))
     words = kit.live(spark.readStream.schema("word STRING, t BIGINT").option("maxFilesPerTrigger", per_trigger)
                      .csv(str(folder)), time="t")
-    if query == "join":
+    if query in ("join", "regular"):
         return {"words": words, "rates": kit.live(spark.readStream.schema("word STRING, t BIGINT, rate BIGINT")
                                                   .option("maxFilesPerTrigger", per_trigger)
                                                   .csv(str(folder.with_name(folder.name + "_rates"))), time="t")}
@@ -135,8 +137,8 @@ def _started(query: str, live, path: Path, trigger=None):
         return kit.sql(CASCADE, words=live).start(str(path), trigger=trigger)
     if query == "match":
         return kit.sql(V_SHAPE, Ticker=live).start(str(path), trigger=trigger)
-    if query == "join":
-        return kit.sql(JOIN, **live).start(str(path), trigger=trigger)
+    if query in ("join", "regular"):
+        return kit.sql(JOIN if query == "join" else REGULAR, **live).start(str(path), trigger=trigger)
     if query == "proctime":   # available_now never ends on processing time
         return (live.key_by("word").window(TumblingProcessingTimeWindows.of(Time.seconds(1)))
                 .aggregate(Count(alias="n")).start(str(path), trigger=PROCTIME_TRIGGER))
@@ -172,7 +174,7 @@ def _latency(query: str, folder: Path, work: Path, files: int = 5) -> list[float
     """Seconds from a file's write to its batch committed, for ``files`` files one at a time."""
     inbox, path = work / f"{query}_inbox", work / f"{query}_latency"
     pairs = [(folder, inbox)] + ([(folder.with_name(folder.name + "_rates"), inbox.with_name(inbox.name + "_rates"))]
-                                 if query == "join" else [])
+                                 if query in ("join", "regular") else [])
     shutil.rmtree(path, ignore_errors=True)
     for _, box in pairs:
         shutil.rmtree(box, ignore_errors=True)
@@ -201,11 +203,12 @@ def _replay(query: str, folder: Path) -> float:
         kit.sql(V_SHAPE, Ticker=ticker).write.format("noop").mode("overwrite").save()
         return time.time() - start
     words = kit.stream(spark.read.schema("word STRING, t BIGINT").csv(str(folder)), time="t")
-    if query == "join":
+    if query in ("join", "regular"):
         rates = kit.stream(spark.read.schema("word STRING, t BIGINT, rate BIGINT").csv(
             str(folder.with_name(folder.name + "_rates"))), time="t")
         start = time.time()
-        kit.sql(JOIN, words=words, rates=rates).write.format("noop").mode("overwrite").save()
+        joined = kit.sql(JOIN if query == "join" else REGULAR, words=words, rates=rates)
+        (joined if query == "join" else joined.changelog()).write.format("noop").mode("overwrite").save()
         return time.time() - start
     if query == "cascade":
         frame = kit.sql(CASCADE, words=words).changelog()
@@ -232,11 +235,13 @@ def _flink(query: str, folder: Path) -> float | None:
     ddl = (f"CREATE TABLE words (word STRING, t BIGINT, ts AS TO_TIMESTAMP_LTZ(t, 3), pt AS PROCTIME(), "
            f"WATERMARK FOR ts AS ts) WITH ('connector' = 'filesystem', 'path' = '{folder.resolve()}', "
            f"'format' = 'csv')")
-    if query == "join":
+    if query in ("join", "regular"):
         rates = folder.with_name(folder.name + "_rates").resolve()
         ddl += (f"; CREATE TABLE rates (word STRING, t BIGINT, rate BIGINT, ts AS TO_TIMESTAMP_LTZ(t, 3), "
-                f"WATERMARK FOR ts AS ts) WITH ('connector' = 'filesystem', 'path' = '{rates}', 'format' = 'csv'); "
-                "CREATE VIEW v AS SELECT word, rate, ts FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY word "
+                f"WATERMARK FOR ts AS ts) WITH ('connector' = 'filesystem', 'path' = '{rates}', 'format' = 'csv')")
+        if query == "regular":
+            return _flink_run(ddl, REGULAR, parallelism=2, mode="streaming", sink="blackhole")["seconds"]
+        ddl += ("; CREATE VIEW v AS SELECT word, rate, ts FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY word "
                 "ORDER BY ts DESC) AS rownum FROM rates) WHERE rownum = 1")
         return _flink_run(ddl, FLINK_JOIN, parallelism=2, mode="streaming", sink="blackhole")["seconds"]
     sql = {"cascade": CASCADE,
@@ -249,7 +254,7 @@ def live(folder: Path, rows: int | None = None) -> str:
     folder.mkdir(parents=True, exist_ok=True)
     n = rows or 200_000
     inputs = {"cascade": _write(folder, n), "window": _write(folder, n), "match": _write_ticker(folder, n)}
-    inputs["join"] = inputs["proctime"] = _write(folder, n)
+    inputs["join"] = inputs["proctime"] = inputs["regular"] = _write(folder, n)
     _rates(inputs["join"])
     work = folder / "live_runs"
     lines = [f"### Live mode: {n:,} Zipf words (ticker rows for MATCH_RECOGNIZE) in {FILES} CSV files, "
@@ -258,7 +263,8 @@ def live(folder: Path, rows: int | None = None) -> str:
              "| kit replay s | Flink 2.3 streaming p=2 s | live / replay | live / Flink |",
              "|---|---|---|---|---|---|---|---|"]
     for query, name in (("cascade", "cascade"), ("tumbling count", "window"), ("V-shape MATCH_RECOGNIZE", "match"),
-                        ("temporal join (versioned view)", "join"), ("processing-time tumbling count", "proctime")):
+                        ("temporal join (versioned view)", "join"), ("processing-time tumbling count", "proctime"),
+                        ("regular LEFT JOIN", "regular")):
         files = inputs[name]
         seconds, pressure = _sustained(name, files, work)
         waits = _latency(name, files, work)

@@ -163,6 +163,67 @@ def test_a_state_ttl_live_expires_state_on_the_micro_batches_processing_time(spa
     assert {(r.seq, r.batch) for r in expired} == {(r.seq, r.batch) for r in rows if r.after_expiry}
 
 
+JOINS = {
+    "inner": "SELECT o.word, o.v, r.v AS rv FROM s o JOIN r ON o.word = r.word",
+    "left": "SELECT o.word, o.v, r.v AS rv FROM s o LEFT JOIN r ON o.word = r.word",
+    "full, with a condition": "SELECT o.word, r.word AS rw, o.v, r.v AS rv FROM s o FULL JOIN r "
+                              "ON o.word = r.word AND o.t < r.t",
+    "of counts, counted": "SELECT c.n, COUNT(*) AS pairs FROM (SELECT word, COUNT(*) AS n FROM s GROUP BY word) c "
+                          "RIGHT JOIN r ON c.word = r.word GROUP BY c.n",
+    "self": "SELECT a.word, a.v, b.v AS bv FROM s a JOIN s b ON a.word = b.word",
+    "union": "SELECT word, v FROM s UNION ALL SELECT word, v FROM r",
+}
+
+
+def test_joins_of_live_streams_give_the_changelog_of_their_replay(spark, tmp_path):
+    """Regular joins live (inner, outer, with a condition, of an updating input, a self-join)
+    and a union of two streams: the operators take a micro-batch's rows of the last stream
+    FROM reads first, each stream's in read order; the changelog equals the replay's of the
+    record (the streams interleaved by the batches' processing times), row for row. A row
+    without a time goes aside with its stream's name; ``status`` counts a batch's rows once."""
+    batches, others = generated(seed=3, batches=4, rows=5), generated(seed=4, batches=4, rows=4)
+    drop(tmp_path / "s", batches, COLUMNS)
+    drop(tmp_path / "r", others, COLUMNS)
+    s = kit.live(source(spark, tmp_path / "s"), time="t")
+    r = kit.live(source(spark, tmp_path / "r"), time="t")
+    runs = {name: kit.sql(q, s=s, r=r).start(str(tmp_path / name.replace(" ", "_").replace(",", "")),
+                                              trigger="available_now")
+            for name, q in JOINS.items()}
+    for name, run in runs.items():
+        run.await_termination()
+        live_rows = changes(run.changelog().drop("batch"))
+        assert len(live_rows) >= 8, name
+        assert live_rows == changes(run.replay().changelog()), name
+    record = runs["inner"].arrivals.collect()
+    assert [(a.stream, a.batch, a._arr) for a in record] == sorted(
+        [(a.stream, a.batch, a._arr) for a in record], key=lambda a: (a[1], a[0] != "r", a[2]))
+    assert [tuple(a.s or a.r) for a in record] == [
+        row for b in range(4) for rows in (others[b], batches[b]) for row in rows if row[1] is not None]
+    bad = runs["inner"].bad.collect()
+    assert sorted((b.stream, tuple(b.s or b.r)) for b in bad) == sorted(
+        [("s", row) for b in batches for row in b if row[1] is None]
+        + [("r", row) for b in others for row in b if row[1] is None])
+    assert runs["inner"].status["rows"] == len(batches[-1]) + len(others[-1])
+
+
+def test_a_state_ttl_live_expires_joined_rows_on_the_micro_batches_processing_time(spark, tmp_path):
+    """A join's state TTL live: each side's rows expire on the micro-batches' processing
+    times (1 ms: a row of an earlier batch is gone, one of the same batch is not), as in the
+    replay of the record."""
+    drop(tmp_path / "s", [[("a", 1, 1)], [("a", 2, 2), ("b", 3, 3)], [("a", 4, 4)]], COLUMNS)
+    drop(tmp_path / "r", [[("a", 1, 10)], [("b", 2, 20)], [("a", 3, 30), ("b", 4, 40)]], COLUMNS)
+    s, r = (kit.live(source(spark, tmp_path / f), time="t") for f in "sr")
+    run = kit.sql(JOINS["left"], s=s, r=r, config={"table.exec.state.ttl": "1 ms"}).start(
+        str(tmp_path / "run"), trigger="available_now")
+    run.await_termination()
+    rows = changes(run.changelog().drop("batch"))
+    assert rows == changes(run.replay().changelog())
+    # batch 0: r (a,10), then s (a,1) joins it; batch 1: (b,20), then (a,2) alone (a's rows expired),
+    # (b,3) joins (b,20); batch 2: (a,30) finds (a,2) expired, (b,40) too, (a,4) joins (a,30)
+    assert [(r[1], r[2], r[3], r[4]) for r in rows] == [
+        ("+I", "a", 1, 10), ("+I", "a", 2, None), ("+I", "b", 3, 20), ("+I", "a", 4, 30)]
+
+
 def test_the_changelog_of_a_live_group_aggregate(spark, tmp_path):
     """Flink's row kinds, arrival by arrival, across micro-batches; a NULL time goes aside."""
     drop(tmp_path / "in", [[("a", 1, 1), ("b", 2, 1), ("a", 3, 1)], [("b", None, 1), ("a", 0, 1), ("c", 9, 1)]],
@@ -302,12 +363,14 @@ def test_live_mode_says_which_queries_it_does_not_run(spark, tmp_path):
     cases = [
         (group, {"table.exec.mini-batch.enabled": True, "table.exec.mini-batch.allow-latency": "1 s",
                  "table.exec.mini-batch.size": 10}, "a mini-batch"),
-        ("SELECT a.word, b.v FROM s a JOIN s b ON a.word = b.word", None, "a join of two streams"),
+        ("SELECT a.word, b.v FROM s a JOIN s2 b ON a.word = b.word", {"kit.join.interleave": "left_first"},
+         "an interleaving of its own"),
+        (f"SELECT a.word, b.t FROM ({FIRST}) a JOIN s2 b ON a.word = b.word", None,
+         "keeping the first row on event time in a query over several streams"),
         ("SELECT window_start, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(t), INTERVAL '1' SECOND)) "
          "GROUP BY window_start, window_end", None, "window TVFs"),
         ("SELECT word, COUNT(DISTINCT v) AS n FROM s GROUP BY word", {"table.optimizer.distinct-agg.split.enabled": True},
          "the split of distinct aggregates"),
-        ("SELECT word, t FROM s UNION ALL SELECT word, t FROM s2", None, "a query over two streams"),
     ]
     other = kit.live(source(spark, tmp_path / "in"), time="t")
     for query, config, why in cases:

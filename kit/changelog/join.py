@@ -29,10 +29,9 @@ A match is a row of the other side with equal keys (a NULL key matches nothing, 
 ``=``; no keys: every row) for which ``condition`` holds. Flink iterates its state in
 hash order; the kit iterates it in the order the distinct rows came into state (a row
 held twice is met twice in a row; a row taken out and back goes last). ``seq`` and
-``_pt`` of an output are the input message's, ``_n`` its ``_n`` plus the output's index
-among that message's outputs. Messages of one ``seq`` (a self-join) are taken by ``_n``,
-then left before right; two such messages with the same ``_n`` give outputs whose
-``(seq, _n)`` may repeat.
+``_pt`` of an output are the input message's, ``_n`` its ``_n`` plus its side (0 left, 1
+right) and the output's index among that message's outputs. Messages of one ``seq`` (a
+self-join) are taken by ``_n``, then left before right, and their outputs keep that order.
 
 Changelog mode (Flink's ``FlinkChangelogModeInferenceProgram``): an inner join forwards
 its inputs' kinds (two insert-only inputs give an insert-only join); an outer join may
@@ -44,15 +43,18 @@ its join keys, else None.
 Orders ``l1`` at 0 and ``l2`` at 1 (key ``a``), a rate ``r1`` at 2 (key ``a``), LEFT JOIN::
 
     seq  _n      _op  left  right
-    0    [0]     +I   l1    NULL
-    1    [0]     +I   l2    NULL
-    2    [0]     -D   l1    NULL
-    2    [1]     +I   l1    r1
-    2    [2]     -D   l2    NULL
-    2    [3]     +I   l2    r1
+    0    [0, 0]  +I   l1    NULL
+    1    [0, 0]  +I   l2    NULL
+    2    [1, 0]  -D   l1    NULL
+    2    [1, 1]  +I   l1    r1
+    2    [1, 2]  -D   l2    NULL
+    2    [1, 3]  +I   l2    r1
 
 An inner join of two insert-only inputs without state TTL takes a fast path: one Spark
 join, each pair emitted by the later of its two messages, ``_n`` ranked as the replay does.
+Over streaming inputs (live) the reference runs per key on the live driver
+(``kit.live.per_key``), micro-batch after micro-batch; the pairs a condition lets match
+come from Spark's stream-stream join, in the batch of the pair's later row.
 
 State TTL (``Options.ttl_ms``): Flink's per-side state retention on processing time
 (``StateTtlConfig`` on create and write, expired rows never returned): a row not written
@@ -76,6 +78,7 @@ from pyspark.sql import types as T
 
 from .. import sparksql
 from ..errors import KitError
+from ..live import per_key
 from ..replay.interleave import INTERLEAVINGS, LEFT, RIGHT, running_in_one, side_rows
 from ..replay.keyed import replay, spread
 from ..spark import replay_tasks
@@ -94,8 +97,9 @@ _PAIRS = 2      # the ``_side`` of the rows that list the pairs ``condition`` le
 # -- one arrival order for several streams ------------------------------------------------
 
 def merge(streams: list, interleave: str = "event_time", clock: Clock | None = None) -> list:
-    """Each stream of ``streams`` as an insert-only changelog (``changelog.from_stream``)
-    whose ``seq`` is its place in ONE merged arrival order, and ``_pt`` the merged clock's
+    """Each stream of ``streams`` as an insert-only changelog (``changelog.from_stream``: with
+    ``proctime`` for a stream with a clock) whose ``seq`` is its place in ONE merged arrival
+    order, and ``_pt`` the merged clock's
     time then (``clock``: its start plus ``seq`` steps; else the streams' own processing
     times, never going back; NULL without). ``interleave`` generalizes
     ``kit.replay.interleave``'s two-input orders to N streams:
@@ -137,14 +141,15 @@ def merge(streams: list, interleave: str = "event_time", clock: Clock | None = N
         merged = prefix_scan(merged.orderBy(*[F.desc(c) if desc else c for c, desc in order]).localCheckpoint(), running)
     pt = f"{epoch_ms(clock.start)} + seq * {clock.step.millis}" if clock else "_P"
     values = [f"_v{i}" for i in range(len(streams))]
-    merged = merged.selectExpr("_side", "seq", f"CAST({pt} AS BIGINT) AS _pt", *values)
+    merged = merged.selectExpr("_side", "seq", f"CAST({pt} AS BIGINT) AS _pt", "_spt", *values)
     logs = []
     for i, s in enumerate(streams):
-        columns = list(s.source.columns)
+        columns = [sparksql.name(c) for c in s.source.columns]
+        clock = ["timestamp_millis(_spt) AS proctime"] if "proctime" not in s.source.columns and s.proctime else []
         df = merged.where(f"_side = {i}").selectExpr(
-            "'+I' AS _op", *[f"_v{i}.{sparksql.name(c)} AS {sparksql.name(c)}" for c in columns],
+            "'+I' AS _op", *[f"_v{i}.{c} AS {c}" for c in columns], *clock,
             "seq", "CAST(array() AS ARRAY<INT>) AS _n", "_pt")
-        logs.append(Changelog(df, tuple(columns)))
+        logs.append(Changelog(df, tuple(df.columns[1:-3])))
     return logs
 
 
@@ -183,12 +188,13 @@ def join(left: Changelog, right: Changelog, how: str, left_keys: list, right_key
     ``seq`` must be of one arrival order (``merge``). ``engine``: ``"reference"`` (the
     replay per key), ``"fast"`` (inner join of insert-only inputs only) or ``"auto"``."""
     spec = _Spec.of(left, right, how, left_keys, right_keys, condition, options, left_names, right_names)
-    fast_ok = how == "inner" and left.insert_only and right.insert_only and options.ttl_ms <= 0
+    live = left.df.isStreaming   # live: the reference per key on the live driver, micro-batch after micro-batch
+    fast_ok = how == "inner" and left.insert_only and right.insert_only and options.ttl_ms <= 0 and not live
     if engine not in ("auto", "reference", "fast"):
         raise KitError(f"engine={engine!r} is not one of 'auto', 'reference', 'fast'")
     if engine == "fast" and not fast_ok:
-        raise KitError("the fast path joins two insert-only inputs by an inner join without state TTL; "
-                       'use engine="reference" (or "auto")')
+        raise KitError("the fast path joins two insert-only inputs of a replay by an inner join without state "
+                       'TTL; use engine="reference" (or "auto")')
     df = _fast(spec) if fast_ok and engine != "reference" else _replayed(spec)
     mode = mode_of(how, left.mode, right.mode, options.update_before)
     key = upsert_key_of(how, left, right, spec.left_keys, spec.right_keys, spec.left_names, spec.right_names)
@@ -307,7 +313,8 @@ def _fast(spec: _Spec) -> DataFrame:
     j = ("row_number() OVER (PARTITION BY _rr, IF(_rr, _rs, _ls), IF(_rr, _rn, _ln) "
          "ORDER BY IF(_rr, _lf, _rf), IF(_rr, _ls, _rs), IF(_rr, _ln, _rn)) - 1")
     return both.selectExpr("'+I' AS _op", *names, "IF(_rr, _rs, _ls) AS seq",
-                           f"concat(IF(_rr, _rn, _ln), array(CAST({j} AS INT))) AS _n", "IF(_rr, _rpt, _lpt) AS _pt")
+                           f"concat(IF(_rr, _rn, _ln), array(IF(_rr, {RIGHT}, {LEFT}), CAST({j} AS INT))) AS _n",
+                           "IF(_rr, _rpt, _lpt) AS _pt")
 
 
 # -- the reference: a replay per join key ---------------------------------------------------
@@ -327,10 +334,10 @@ class JoinFunction(Function):
         if side == _PAIRS:
             op.allowed.add((_frozen(vl), _frozen(vr)))
             return
-        output = ctx.output
-        for j, (out, values) in enumerate(op.process(side, kind, tuple((vl if side == LEFT else vr).values()), pt,
-                                                      self.null_key)):
-            output((out, *values, seq, [*n, j], pt))
+        output, values = ctx.output, vl if side == LEFT else vr
+        values = tuple(values.values() if isinstance(values, dict) else values)   # the replay's dict, live a Row
+        for j, (out, values) in enumerate(op.process(side, kind, values, pt, self.null_key)):
+            output((out, *values, seq, [*n, side, j], pt))
 
 
 def _replayed(spec: _Spec) -> DataFrame:
@@ -353,9 +360,12 @@ def _replayed(spec: _Spec) -> DataFrame:
     def make():
         return _Join(outer, unique, ttl, width, None if not has_condition else set())
 
-    return replay(spread(rows, keys, options.tasks, "seq", "_n", "_side"), keys,
-                  lambda key: JoinFunction(make, any(k is None for k in key)), _output_schema(spec),
-                  ["_side", "_op", "seq", "_n", "_pt", "_vl", "_vr"])
+    operator, columns = (lambda key: JoinFunction(make, any(k is None for k in key))), \
+        ["_side", "_op", "seq", "_n", "_pt", "_vl", "_vr"]
+    if rows.isStreaming:   # live: the pairs of a batch come from Spark's stream-stream join, seq -1: first
+        return per_key(rows, keys, operator, _output_schema(spec), columns, order=("seq", "_n", "_side"))
+    return replay(spread(rows, keys, options.tasks, "seq", "_n", "_side"), keys, operator, _output_schema(spec),
+                  columns)
 
 
 def _unique_key(log: Changelog) -> list | None:

@@ -285,9 +285,9 @@ def _store(handle, saved, ctx: Context, wake, now: int, strategy: WatermarkStrat
 
 
 def per_key(df: DataFrame, keys: list, operator, schema: T.StructType, columns: list, output=None,
-            watermark: WatermarkStrategy | None = None) -> DataFrame:
+            watermark: WatermarkStrategy | None = None, order: tuple = ("seq", "_n")) -> DataFrame:
     """``operator(key)`` (a ``KeyedOperator``) over each key of the streaming changelog ``df``
-    (its ``seq`` and ``_n`` give the order of a key's rows in a micro-batch); a row is the
+    (its ``order`` columns give the order of a key's rows in a micro-batch); a row is the
     tuple of ``columns``' values. ``output(rows, outputs)`` makes the rows of ``schema`` from
     a key's sorted rows (all of ``df``'s columns) and what the operator output for them;
     default: each output is a tuple in ``schema``'s order. Without ``watermark`` the operator
@@ -298,7 +298,8 @@ def per_key(df: DataFrame, keys: list, operator, schema: T.StructType, columns: 
     df.sparkSession.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
     if not keys:   # one key for all rows (first: the columns an output reads from the end stay there)
         df, keyed = df.select(F.lit(0).alias("_all"), "*"), ["_all"]
-    processor = _Changes(operator, df.columns, list(columns), schema.fieldNames(), output, bool(keys), watermark)
+    processor = _Changes(operator, df.columns, list(columns), schema.fieldNames(), output, bool(keys), watermark,
+                         order)
     return df.groupBy(*[F.col(sparksql.name(k)) for k in keys or keyed]).transformWithState(
         processor, schema, "Append", "None" if watermark is None else "EventTime")
 
@@ -308,10 +309,11 @@ class _Changes(StatefulProcessor):
     event time: its timers, its watermark and the Spark timer set for it too)."""
 
     def __init__(self, operator, arriving: list, columns: list, names: list, output, keyed: bool,
-                 watermark: WatermarkStrategy | None = None):
+                 watermark: WatermarkStrategy | None, order: tuple):
         self.operator, self.names, self.output, self.keyed = operator, names, output, keyed
         self.at = {name: i for i, name in enumerate(arriving)}   # Spark may name a row's fields by position
         self.columns = [self.at[c] for c in columns]
+        self.order = [self.at[c] for c in order]
         self.watermark = watermark
 
     def init(self, handle) -> None:
@@ -321,8 +323,7 @@ class _Changes(StatefulProcessor):
     def handleInputRows(self, key, rows, timerValues):
         operator, ctx, out, wake = self._load(key)
         now = self._advance(operator, ctx, timerValues)
-        seq, n = self.at["seq"], self.at["_n"]
-        rows = sorted((tuple(r) for r in rows), key=lambda r: (r[seq], r[n]))
+        rows = sorted((tuple(r) for r in rows), key=lambda r: [r[i] for i in self.order])
         for ctx.at, r in enumerate(rows):
             operator.process_element(tuple(r[i] for i in self.columns), ctx)
         if self.watermark is None and (ctx._event or ctx._proc):

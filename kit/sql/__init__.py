@@ -246,7 +246,7 @@ def _own_operator(statement: Statement) -> bool:
 def live(statement: Statement, tables: dict) -> str:
     """What ``statement`` over live streams is: ``"match"`` (a MATCH_RECOGNIZE,
     ``kit.match_recognize.live``), ``"join"`` (a temporal table join, ``kit.joins.live``) or
-    ``"continuous"`` (a continuous query, ``kit.sql.live``): live mode runs those; for
+    ``"continuous"`` (a continuous query, regular joins among them: ``kit.sql.live``): live mode runs those; for
     anything else a KitError says why not."""
     if not all(isinstance(t, LiveStream) for t in tables.values()):
         raise KitError(f"a query over a live stream reads live streams only; got "
@@ -254,10 +254,14 @@ def live(statement: Statement, tables: dict) -> str:
     tree = statement.tree
     if (tree is not None and tree.find(exp.Lateral) is not None) or find_windows(statement) \
             or find_group_window(statement) or groups_by_window(statement):
-        raise KitError("live mode runs continuous queries (GROUP BY, DISTINCT, Top-N, deduplication, OVER), "
+        raise KitError("live mode runs continuous queries (GROUP BY, DISTINCT, Top-N, deduplication, OVER, joins), "
                        "MATCH_RECOGNIZE and temporal table joins (FOR SYSTEM_TIME AS OF) over live streams; window "
                        "TVFs, group windows and temporal table functions are the replay's (kit.stream), and "
                        "DataStream windows run live: kit.live(...).key_by(...).window(...)")
+    named = {name.lower(): t for name, t in tables.items()}
+    if find_interval_joins(statement, lambda n: named.get(n.lower())):
+        raise KitError("live mode runs regular joins and temporal table joins (FOR SYSTEM_TIME AS OF) over live "
+                       "streams; an interval join (a join on time bounds) is the replay's (kit.stream)")
     if tree is not None and tree.find(exp.Version) is not None:
         return "join"
     return "match" if tree is not None and tree.find(exp.MatchRecognize) is not None else "continuous"

@@ -35,13 +35,24 @@ What differs from a replay, and why:
   so a batch run again after a restart has it again), recorded with it (``arrivals``'
   ``_pt``); the replay runs on those times. Flink's clock moves per row, Spark's per batch:
   rows of one batch never expire each other's state.
-- What else runs on processing time (mini-batches) and the joins of a continuous
-  query (two changelogs) are the replay's only: a ``KitError`` says so when the query is
-  planned. The temporal table join of two live streams runs live: ``kit.joins.live``.
+- Over several streams (a join, a UNION ALL), one query reads them all: in a micro-batch
+  the operators take the rows of the last stream FROM reads first, then the one before...,
+  each stream's in Spark's read order (``_arrivals``; Flink's order across its sources is
+  whatever their threads make it). ``arrivals`` has each row's ``stream``. The replay reads
+  each stream's record with its rows' processing times (``proctime=``: the batches') and
+  interleaves them by it, which is that order; the changelog then has no ``watermark``,
+  as the replay's of several streams. A join's condition (beyond its keys) is met by
+  Spark's stream-stream join of the two inputs' rows, which keeps every row (as Flink's
+  join state without a TTL does): a pair reaches the join operator in the batch of its
+  later row, before the rows of that batch.
+- What else runs on processing time (mini-batches) is the replay's only: a ``KitError``
+  says so when the query is planned; so are interval joins (``kit.sql.__init__.live``).
+  The temporal table join of two live streams runs live: ``kit.joins.live``.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 from pyspark.sql import DataFrame, Window
@@ -70,16 +81,19 @@ class LiveTable:
     def __init__(self, table: DynamicTable, names: dict, config: dict | None):
         self.table, self.names, self.config = table, names, config
         self.columns = table.columns
-        options, streams = table.options, table.streams
+        options, several = table.options, len(table.streams) > 1
         why = ("a mini-batch (table.exec.mini-batch.enabled) runs on processing time" if options.mini_batch else
                "the split of distinct aggregates (table.optimizer.distinct-agg.split.enabled)"
-               if options.distinct_split else None)
-        if why is None:
-            why = _not_live(table.root)
-        if why is None and len(streams) != 1:
-            why = "a query over two streams"
+               if options.distinct_split else
+               "keeping the first row on event time in a query over several streams" if several and _timers(table.root)
+               else "an interleaving of its own (kit.join.interleave, kit.join.clock): live, the micro-batches "
+               "interleave the streams" if set(options.extra) & {"interleave", "clock"} else None)
         if why is not None:
             raise KitError(f"live mode does not run {why}: the replay does (kit.stream over a recorded input)")
+        named = {}
+        for name, stream in names.items():
+            named.setdefault(id(stream), name)
+        self.stream_names = [named[id(s)] for s in table.streams]   # each stream's table name, as FROM reads them
 
     def start(self, path: str, trigger: str | None = None, sink=None) -> "LiveTableQuery":
         """Starts the query; its rows and checkpoint go under ``path`` (``kit.live.query``).
@@ -148,17 +162,6 @@ def _timers(node: P.Node) -> bool:
     return any(_timers(child) for child in node.inputs)
 
 
-def _not_live(node: P.Node) -> str | None:
-    """What in the plan under ``node`` live mode does not run (None: it runs it all)."""
-    if isinstance(node, P.Join):
-        return "a join of two streams"
-    for child in node.inputs:
-        why = _not_live(child)
-        if why is not None:
-            return why
-    return None
-
-
 class LivePlanRun(PlanRun):
     """A plan's operators over a live stream's arrivals (``kit.live.arrivals``): each its
     reference function on the live driver (a group aggregate is never fused with the one
@@ -171,17 +174,19 @@ class LivePlanRun(PlanRun):
     @property
     def sources(self) -> dict:
         """{id(stream): its arrivals with an event time as an insert-only changelog}, as
-        ``PlanRun.sources`` (values ``_s0, _s1...``, ``seq`` their ``_arr``, ``_pt`` the
-        micro-batch's processing time: a state TTL expires on it)."""
-        s = self.table.streams[0]
-        names = [f"_s{i}" for i in range(len(P.stream_columns(s)))]
+        ``PlanRun.sources`` (values ``_s0, _s1...``, ``seq`` their ``_arr``: of several streams,
+        one order, ``_pt`` the micro-batch's processing time: a state TTL expires on it)."""
+        streams, out = self.table.streams, {}
         rows = self.arrivals.where("_ts IS NOT NULL")
         if _timers(self.table.root):   # Spark's watermark of the arrivals, for the operators' timers
             rows = watched(rows)
-        df = rows.selectExpr(
-            "'+I' AS _op", *[f"_c{i} AS {n}" for i, n in enumerate(names)], "_arr AS seq",
-            "CAST(array() AS ARRAY<INT>) AS _n", "_pt")
-        return {id(s): Changelog(df, tuple(names))}
+        for i, s in enumerate(streams):
+            names = [f"_s{j}" for j in range(len(P.stream_columns(s)))]
+            own = rows if len(streams) == 1 else rows.where(f"_src = {i}")
+            df = own.selectExpr("'+I' AS _op", *[f"{_value(streams, i, j)} AS {n}" for j, n in enumerate(names)],
+                                "_arr AS seq", "CAST(array() AS ARRAY<INT>) AS _n", "_pt")
+            out[id(s)] = Changelog(df, tuple(names))
+        return out
 
     def _chained(self, n, update_before):
         return None
@@ -195,6 +200,35 @@ class LivePlanRun(PlanRun):
         return replace(self.table.options, update_before=update_before, tasks=1)
 
 
+_STREAM = 1 << 40   # several streams: the arrival order of a batch is a stream's rows after the next's
+
+
+def _value(streams: list, i: int, j: int) -> str:
+    """The name ``_arrivals`` gives column ``j`` of stream ``i``."""
+    return f"_c{j}" if len(streams) == 1 else f"_c{i}_{j}"
+
+
+def _arrivals(streams: list) -> DataFrame:
+    """The streams' rows as the live driver reads them (``kit.live.arrivals``), in one
+    DataFrame: of one stream as it reads them; of several, stream ``i``'s columns named
+    ``_c{i}_{j}``, ``_src`` (``i``), ``_why`` (a row that goes aside: why) and ``_arr`` one
+    order for all: in a micro-batch, the last stream's rows first, then the one before...,
+    each stream's in read order (as ``changelog.join.merge`` takes streams whose rows came
+    at one processing time)."""
+    if len(streams) == 1:
+        s = streams[0]
+        return live_arrivals(s.raw, s.time, s.recorded, s.malformed)
+    parts = []
+    for i, s in enumerate(streams):
+        rows = live_arrivals(s.raw, s.time, s.recorded, s.malformed)
+        reason = s.reason(f"_c{len(s.source.columns)}" if s.malformed else None)
+        parts.append(rows.select(
+            F.lit(i).alias("_src"), *[F.col(f"_c{j}").alias(_value(streams, i, j)) for j in range(len(s.recorded))],
+            "_ts", "_pt", (F.col("_arr") + F.lit((len(streams) - 1 - i) * _STREAM)).alias("_arr"),
+            F.when(F.col("_ts").isNull(), reason).alias("_why")))
+    return functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
+
+
 class LiveTableQuery(LiveQuery):
     """A started live query (``LiveTable.start``): ``changelog()``, ``arrivals``, ``bad``,
     ``late_rows()``, ``replay()``, and ``LiveQuery``'s ``process_all_available()``, ``stop()``,
@@ -202,38 +236,66 @@ class LiveTableQuery(LiveQuery):
 
     def __init__(self, live: LiveTable, path: str, trigger, sink=None):
         self.live = live
-        table, stream = live.table, live.table.streams[0]
-        self.stream, self.values = stream, list(stream.source.columns)
-        rows = live_arrivals(stream.raw, stream.time, stream.recorded, stream.malformed)
+        table, streams = live.table, live.table.streams
+        self.stream, self.values = streams[0], list(streams[0].source.columns)
+        rows = _arrivals(streams)
         log = table._named(LivePlanRun(table, rows).node(table.root, update_before=table.sink == "retract"))
         out = [f"_o{i}" for i in range(len(table.columns))]
         changes = log.df.select(F.lit("change").alias("_kind"), F.col("seq").alias("_arr"), "_n", "_op",
                                 *[F.col(sparksql.name(c)).alias(o) for c, o in zip(table.columns, out)])
-        recorded = rows.withColumn("_kind", F.when(F.col("_ts").isNull(), "bad").otherwise("arrival"))
+        recorded = rows.withColumn("_kind", F.when(F.col("_ts").isNull(), "bad").otherwise("arrival")).observe(
+            "kit_arrivals", F.count(F.lit(1)).alias("rows"))   # a batch's rows, for ``status``
         tagged = recorded.unionByName(changes, allowMissingColumns=True)
-        values = [F.col(f"_c{i}").alias(c) for i, c in enumerate(self.values)]
-        reason = stream.reason(f"_c{len(self.values)}" if stream.malformed else None)
-        tables = {"arrival": [*values, "_arr", "_ts", "_pt"], "bad": [*values, "_arr", reason],
-                  "change": ["_arr", "_n", "_op", *out]}
-        query = {"query": table.query, "columns": ", ".join(f.simpleString() for f in stream.source.schema.fields),
-                 "time": stream.time, "watermark": repr(stream.watermark), "sink": table.sink,
+        if len(streams) == 1:
+            values = [F.col(f"_c{i}").alias(c) for i, c in enumerate(self.values)]
+            reason = self.stream.reason(f"_c{len(self.values)}" if self.stream.malformed else None)
+            tables = {"arrival": [*values, "_arr", "_ts", "_pt"], "bad": [*values, "_arr", reason]}
+            schema = {"columns": ", ".join(f.simpleString() for f in self.stream.source.schema.fields),
+                      "time": self.stream.time, "watermark": repr(self.stream.watermark)}
+        else:   # each stream's values in a struct named as its table, NULL on the others' rows
+            values = [F.when(F.col("_src") == i, F.struct(*[F.col(_value(streams, i, j)).alias(c)
+                                                            for j, c in enumerate(s.source.columns)])).alias(name)
+                      for i, (s, name) in enumerate(zip(streams, live.stream_names))]
+            tables = {"arrival": ["_src", "_arr", "_ts", "_pt", *values],
+                      "bad": [F.element_at(F.array(*map(F.lit, live.stream_names)), F.col("_src") + 1).alias("stream"),
+                              *values, "_arr", F.col("_why").alias("reason")]}
+            schema = {key: repr([(n, get(s)) for n, s in zip(live.stream_names, streams)]) for key, get in (
+                ("columns", lambda s: ", ".join(f.simpleString() for f in s.source.schema.fields)),
+                ("time", lambda s: s.time), ("watermark", lambda s: repr(s.watermark)))}
+        tables["change"] = ["_arr", "_n", "_op", *out]
+        query = {"query": table.query, **schema, "sink": table.sink,
                  "config": repr(sorted((live.config or {}).items(), key=str))}
         super().__init__(tagged, path, tables, trigger, query, sink)
 
     # ------------------------------------------------------------ what the batches wrote
 
     @property
+    def _several(self) -> bool:
+        return len(self.live.table.streams) > 1
+
+    def _numbered(self) -> DataFrame:
+        """The recorded arrivals with ``seq``, their place in the order the operators took them."""
+        return self.table("arrival").withColumn("seq", F.row_number().over(Window.orderBy("batch", "_arr")) - 1)
+
+    @property
     def arrivals(self) -> DataFrame:
         """Every arrival with an event time so far, in arrival order: its columns, ``seq``
         (its number), ``_ts`` (event time, ms), ``_wm`` (the watermark it met, ms; NULL
         before the first), ``_pt`` (its processing time, ms: the micro-batch's), ``batch``
-        and ``_arr`` (its place in the batch)."""
-        rows = self.table("arrival")
+        and ``_arr`` (its place in the batch). Of several streams: ``stream`` (its table's
+        name), ``seq``, ``_ts``, ``_pt``, ``batch``, ``_arr`` (its place among its stream's
+        rows of the batch) and its columns as a struct named as its table (NULL on the other
+        streams' rows); a batch's rows of the last stream FROM reads come first."""
+        rows = self._numbered()
+        if self._several:
+            names = self.live.stream_names
+            stream = F.element_at(F.array(*map(F.lit, names)), F.col("_src") + 1)
+            return rows.select(stream.alias("stream"), "seq", "_ts", "_pt", "batch",
+                               (F.col("_arr") % _STREAM).alias("_arr"), *map(sparksql.name, names)).orderBy("seq")
         tops = rows.groupBy("batch").agg(F.max("_ts").alias("_top"))
         before = Window.orderBy("batch").rowsBetween(Window.unboundedPreceding, -1)
         marks = tops.select("batch", (F.max("_top").over(before) - F.lit(self.stream.watermark.lag)).alias("_wm"))
-        return (rows.join(marks, "batch").withColumn("seq", F.row_number().over(Window.orderBy("batch", "_arr")) - 1)
-                .select(*self.values, "seq", "_ts", "_wm", "_pt", "batch", "_arr").orderBy("seq"))
+        return rows.join(marks, "batch").select(*self.values, "seq", "_ts", "_wm", "_pt", "batch", "_arr").orderBy("seq")
 
     def changelog(self) -> DataFrame:
         """Every change the committed batches made, in the order Flink emits them: ``seq``
@@ -241,28 +303,32 @@ class LiveTableQuery(LiveQuery):
         columns, ``watermark`` (the one that arrival met), with a state TTL ``proctime``
         (its processing time: the micro-batch's) and, where an operator reports expired
         state (``expired_state``), ``after_expiry`` (the arrival found a key's state
-        expired), as ``DynamicTable.changelog`` has them, and ``batch``."""
-        marks = self.arrivals.select("batch", "_arr", "seq", "_wm", "_pt")
+        expired), as ``DynamicTable.changelog`` has them, and ``batch``. Of several streams,
+        as their replay's: no ``watermark``, no ``proctime``."""
+        several = self._several
+        marks = (self._numbered() if several else self.arrivals).select(
+            "batch", "_arr", "seq", *[] if several else ["_wm"], "_pt")
         changes = self.table("change")
-        # a timer's emission (``_arr`` -1) belongs to the last arrival before its batch
-        rises = changes.where("_arr < 0").select("batch").distinct()
-        earlier = marks.select(F.col("batch").alias("_b"), "seq")
-        before = (rises.join(earlier, F.col("_b") < F.col("batch")).groupBy("batch").agg(F.max("seq").alias("seq"))
-                  .join(marks.drop("batch", "_arr"), "seq").withColumn("_arr", F.lit(-1)))
-        changes = changes.join(marks.unionByName(before), ["batch", "_arr"])
+        if not several:   # a timer's emission (``_arr`` -1) belongs to the last arrival before its batch
+            rises = changes.where("_arr < 0").select("batch").distinct()
+            earlier = marks.select(F.col("batch").alias("_b"), "seq")
+            before = (rises.join(earlier, F.col("_b") < F.col("batch")).groupBy("batch").agg(F.max("seq").alias("seq"))
+                      .join(marks.drop("batch", "_arr"), "seq").withColumn("_arr", F.lit(-1)))
+            marks = marks.unionByName(before)
+        changes = changes.join(marks, ["batch", "_arr"])
         wm = F.col("_wm")
-        watermark = F.timestamp_millis(wm) if self.stream.time_is_timestamp else wm
+        watermark = [] if several else [
+            (F.timestamp_millis(wm) if self.stream.time_is_timestamp else wm).alias("watermark")]
         ttl = []
         if self._ttl:
-            ttl = [F.timestamp_millis("_pt").alias("proctime")]
+            ttl = [] if several else [F.timestamp_millis("_pt").alias("proctime")]
             expired = self.expired_state()   # which arrivals found a key's state expired
             if expired is not None:
                 changes = changes.join(expired.select("seq").distinct().withColumn("_found", F.lit(True)), "seq", "left")
                 ttl.append(F.coalesce("_found", F.lit(False)).alias("after_expiry"))
         return changes.orderBy("seq", "_n").select(
             "seq", F.col("_op").alias("op"),
-            *[F.col(f"_o{i}").alias(c) for i, c in enumerate(self.live.columns)], watermark.alias("watermark"),
-            *ttl, "batch")
+            *[F.col(f"_o{i}").alias(c) for i, c in enumerate(self.live.columns)], *watermark, *ttl, "batch")
 
     @property
     def _ttl(self) -> bool:
@@ -293,11 +359,12 @@ class LiveTableQuery(LiveQuery):
 
     @property
     def status(self) -> dict:
-        """``LiveQuery.status``, its ``rows`` the arrivals of the last batch (Spark counts
-        each of the query's two reads of the source: the record and the operators' input)."""
+        """``LiveQuery.status``, its ``rows`` the rows the last batch read (Spark counts a row
+        at each read of its source: the record's, each operator input's)."""
         status = super().status
         if status["rows"] is not None:
-            status["rows"] //= 2
+            observed = (self.query.lastProgress.get("observedMetrics") or {}).get("kit_arrivals")
+            status["rows"] = 0 if observed is None else observed["rows"]
         return status
 
     def batch_rows(self, batch: int) -> DataFrame:
@@ -318,6 +385,8 @@ class LiveTableQuery(LiveQuery):
         the input's columns, and with a state TTL its processing time ``_proctime`` (the
         micro-batch's) as its clock."""
         from . import replayed
+        if self._several:
+            return self._replay_several(replayed)
         record = self.arrivals
         now = F.max("_ts").over(Window.partitionBy()) - F.lit(self.stream.watermark.lag)
         if _timers(self.live.table.root):   # timers fired live up to the last committed batch's watermark
@@ -331,5 +400,24 @@ class LiveTableQuery(LiveQuery):
         stream = Stream.of(record.select(*self.values, "batch", "_arr", "_emits", *clock),
                            time=self.stream.time, order=["batch", "_arr"],
                            watermark=WatermarkStrategy.from_column("_emits"), proctime=clock[0] if clock else None)
-        (name,) = self.live.names
+        (name,) = self.live.stream_names
         return replayed(self.live.table.query, {name: stream}, self.live.config, self.live.table.sink)
+
+    def _replay_several(self, replayed):
+        """``replay()`` of a query over several streams: each stream's record a ``kit.stream``
+        whose processing time is its micro-batch's (``proctime=``), the streams interleaved
+        by it (``kit.join.interleave: proctime``): a batch's rows of the last stream first, as
+        live (batches are milliseconds apart: checked)."""
+        record = self._numbered()
+        times = [r._pt for r in record.groupBy("batch").agg(F.min("_pt").alias("_pt")).orderBy("batch").collect()]
+        if any(later <= earlier for earlier, later in zip(times, times[1:])):
+            raise KitError("two micro-batches with rows ran at one processing time (ms): the replay orders the "
+                           "streams' rows by it and cannot tell the batches apart")
+        record = record.withColumn("_proctime", F.timestamp_millis("_pt"))
+        streams = {}
+        for i, (s, name) in enumerate(zip(self.live.table.streams, self.live.stream_names)):
+            rows = record.where(F.col("_src") == i).select(f"{sparksql.name(name)}.*", "batch", "_arr", "_proctime")
+            streams[name] = Stream.of(rows, time=s.time, order=["batch", "_arr"], watermark=s.watermark,
+                                      proctime="_proctime", primary_key=list(s.primary_key) or None)
+        config = {**(self.live.config or {}), "kit.join.interleave": "proctime"}
+        return replayed(self.live.table.query, streams, config, self.live.table.sink)
