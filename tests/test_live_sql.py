@@ -224,6 +224,42 @@ def test_a_state_ttl_live_expires_joined_rows_on_the_micro_batches_processing_ti
         ("+I", "a", 1, 10), ("+I", "a", 2, None), ("+I", "b", 3, 20), ("+I", "a", 4, 30)]
 
 
+TVFS = {
+    "tumble": "SELECT word, window_start, window_end, COUNT(*) AS n, SUM(v) AS total, MAX(v) AS top "
+              "FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(t), INTERVAL '0.05' SECOND)) GROUP BY word, window_start, window_end",
+    "hop": "SELECT window_end, w.word, AVG(v) AS mean, COUNT(v) AS c, window_time FROM TABLE(HOP(TABLE s, "
+           "DESCRIPTOR(t), INTERVAL '0.025' SECOND, INTERVAL '0.05' SECOND)) AS w "
+           "GROUP BY window_start, window_end, w.word, window_time",
+}
+
+
+def test_window_tvf_aggregations_live_give_the_rows_of_their_replay(spark, tmp_path):
+    """A TUMBLE or HOP aggregation live runs as the DataStream window it is: a window's row
+    comes when the watermark passes its end, late rows are dropped (``late``), and the rows
+    equal those of the same query over ``kit.stream`` of the record, for the windows whose
+    end the last batch's watermark passed (the replay's end of input fires the rest). A
+    shape live mode does not run says which it runs."""
+    batches = generated(seed=12, batches=5, rows=6)   # 4 rows late for their tumbling window
+    drop(tmp_path / "in", batches, COLUMNS)
+    live = kit.live(source(spark, tmp_path / "in"), time="t", watermark=Duration.of_millis(20))
+    runs = {name: kit.sql(q, s=live).start(str(tmp_path / name), trigger="available_now") for name, q in TVFS.items()}
+    for name, run in runs.items():
+        run.await_termination()
+        applied, rows = run.applied(), changes(run.df)
+        replayed = run.replay()
+        fired = replayed.where(replayed.window_end - 1 <= applied).orderBy(*replayed.columns)
+        assert len(rows) >= 4 and rows == changes(fired), name
+        assert run.df.columns == replayed.columns == kit.sql(TVFS[name], s=kit.stream(
+            spark.createDataFrame([], COLUMNS), time="t")).columns, name
+    late = runs["tumble"].late.collect()
+    assert late and all(r.t < r.watermark + 1 for r in late)
+    for query in (TVFS["tumble"] + " ORDER BY n",
+                  "SELECT window_start, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(t), INTERVAL '1' SECOND)) "
+                  "GROUP BY window_start, window_end"):
+        with pytest.raises(KitError, match="live mode runs a window TVF aggregation of this shape"):
+            kit.sql(query, s=live)
+
+
 def test_the_changelog_of_a_live_group_aggregate(spark, tmp_path):
     """Flink's row kinds, arrival by arrival, across micro-batches; a NULL time goes aside."""
     drop(tmp_path / "in", [[("a", 1, 1), ("b", 2, 1), ("a", 3, 1)], [("b", None, 1), ("a", 0, 1), ("c", 9, 1)]],
@@ -367,8 +403,8 @@ def test_live_mode_says_which_queries_it_does_not_run(spark, tmp_path):
          "an interleaving of its own"),
         (f"SELECT a.word, b.t FROM ({FIRST}) a JOIN s2 b ON a.word = b.word", None,
          "keeping the first row on event time in a query over several streams"),
-        ("SELECT window_start, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(t), INTERVAL '1' SECOND)) "
-         "GROUP BY window_start, window_end", None, "window TVFs"),
+        ("SELECT word, COUNT(*) AS n FROM s GROUP BY word, TUMBLE(t, INTERVAL '1' SECOND)", None,
+         "group windows"),
         ("SELECT word, COUNT(DISTINCT v) AS n FROM s GROUP BY word", {"table.optimizer.distinct-agg.split.enabled": True},
          "the split of distinct aggregates"),
     ]
@@ -376,6 +412,11 @@ def test_live_mode_says_which_queries_it_does_not_run(spark, tmp_path):
     for query, config, why in cases:
         with pytest.raises(KitError, match=why):
             kit.sql(query, s=live, s2=other, config=config)
+    stamped = [kit.live(spark.readStream.schema("word string, ts timestamp").parquet(str(tmp_path / "in")), time="ts")
+               for _ in range(2)]
+    with pytest.raises(KitError, match="an interval join .* is the replay's"):
+        kit.sql("SELECT a.word FROM a JOIN b ON a.word = b.word AND a.ts BETWEEN b.ts - INTERVAL '1' SECOND AND b.ts",
+                a=stamped[0], b=stamped[1])
     first = kit.sql("SELECT word, t FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY word ORDER BY t ASC) AS rn "
                     "FROM s) WHERE rn = 1", s=live, config={"table.exec.state.ttl": "10 s"})
     with pytest.raises(KitError, match="keeping the first row on event time live needs .* no state TTL"):

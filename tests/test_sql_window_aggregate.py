@@ -110,7 +110,7 @@ def test_order_by_and_limit_apply_to_the_operators_rows(spark):
 
 def test_a_routed_window_aggregation_takes_the_window_operators_fast_path(spark):
     """kit.sql hands the TVF to the DataStream window, whose own fast path must take it (its
-    output names ``_kit_a0..`` are not working columns): the replay would give the same rows
+    output names ``kit_a0..`` are not working columns): the replay would give the same rows
     20x slower (a 10M-row TUMBLE: 5 s -> 100 s)."""
     from kit.windows import fast
     s = _stream({"rows": [("a", None, 1, 1, 1.0), ("b", "x", 12, 2, 2.0)], "timestamps": False, "delay": 0})

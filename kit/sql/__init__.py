@@ -90,13 +90,15 @@ from .interval import true_pairs
 from ..joins.interval import IntervalJoin, LINK_LEFT, LINK_RIGHT
 from ..joins.lookup import LookupTable
 from ..joins.versioned import VERSION, TemporalTableFunction
+from ..windows.functions import Aggregates
+from ..windows.live import LiveDataStream
 from .options import dynamic_options
 from .statement import Statement
 from .table import SINKS, DynamicTable
-from .live import LiveJoinTable, LiveMatchTable, LiveTable
+from .live import LiveJoinTable, LiveMatchTable, LiveTable, LiveWindowTable
 from .planner import logical as dynamic_plan
 from .windows import find_group_window, find_windows, groups_by_window, validate, windowed
-from .window_aggregate import window_aggregate
+from .window_aggregate import window_aggregate, window_shape
 from .interval import find_interval_joins
 
 __all__ = ["SEMANTICS", "SqlError", "clauses", "parse_match_recognize", "sql", "to_sql"]
@@ -160,6 +162,8 @@ def sql(query: str, semantics: str = "flink", aggregates: dict | None = None, co
             return _live_match(run, statement, tables, config)
         if kind == "join":
             return _live_temporal(run, statement, tables, config)
+        if kind == "window":
+            return _live_window(run, statement, tables, config)
         return LiveTable(_continuous(run, statement, tables, dynamic, sink), tables, config)
     if continuous(statement, tables):
         return _continuous(run, statement, tables, dynamic, sink)
@@ -245,19 +249,22 @@ def _own_operator(statement: Statement) -> bool:
 
 def live(statement: Statement, tables: dict) -> str:
     """What ``statement`` over live streams is: ``"match"`` (a MATCH_RECOGNIZE,
-    ``kit.match_recognize.live``), ``"join"`` (a temporal table join, ``kit.joins.live``) or
+    ``kit.match_recognize.live``), ``"join"`` (a temporal table join, ``kit.joins.live``),
+    ``"window"`` (a window TVF aggregation: ``kit.sql.live.LiveWindowTable``) or
     ``"continuous"`` (a continuous query, regular joins among them: ``kit.sql.live``): live mode runs those; for
     anything else a KitError says why not."""
     if not all(isinstance(t, LiveStream) for t in tables.values()):
         raise KitError(f"a query over a live stream reads live streams only; got "
                        f"{', '.join(f'{n}: {type(t).__name__}' for n, t in tables.items())}")
     tree = statement.tree
-    if (tree is not None and tree.find(exp.Lateral) is not None) or find_windows(statement) \
-            or find_group_window(statement) or groups_by_window(statement):
+    if (tree is not None and tree.find(exp.Lateral) is not None) or find_group_window(statement) \
+            or (groups_by_window(statement) and not find_windows(statement)):
         raise KitError("live mode runs continuous queries (GROUP BY, DISTINCT, Top-N, deduplication, OVER, joins), "
-                       "MATCH_RECOGNIZE and temporal table joins (FOR SYSTEM_TIME AS OF) over live streams; window "
-                       "TVFs, group windows and temporal table functions are the replay's (kit.stream), and "
-                       "DataStream windows run live: kit.live(...).key_by(...).window(...)")
+                       "window TVF aggregations, MATCH_RECOGNIZE and temporal table joins (FOR SYSTEM_TIME AS OF) "
+                       "over live streams; group windows (GROUP BY TUMBLE(...)) and temporal table functions are the "
+                       "replay's (kit.stream), and DataStream windows run live: kit.live(...).key_by(...).window(...)")
+    if find_windows(statement):
+        return "window"
     named = {name.lower(): t for name, t in tables.items()}
     if find_interval_joins(statement, lambda n: named.get(n.lower())):
         raise KitError("live mode runs regular joins and temporal table joins (FOR SYSTEM_TIME AS OF) over live "
@@ -334,6 +341,32 @@ def _live_temporal(run, statement: Statement, tables: dict, config: dict | None)
              "watermark": repr(sorted((n, repr(t.watermark)) for n, t in tables.items())),
              "key": repr(sorted((n, t.primary_key) for n, t in tables.items()))}
     return LiveJoinTable(tables[left], tables[right], join, columns, outer, replayer, query)
+
+
+def _live_window(run, statement: Statement, tables: dict, config: dict | None) -> LiveWindowTable:
+    """The window TVF aggregation of ``statement`` over a live stream, as the DataStream window
+    that ``window_aggregate`` hands it to over a replay (``window_shape``), live; its output
+    names and types those of the query over a ``kit.stream`` of no rows (its twin)."""
+    def twin(s):
+        return Stream.of(run.spark.createDataFrame([], s.source.schema), time=s.time, watermark=s.watermark)
+
+    def probe(name: str):
+        return sql(statement.text, run.semantics, run.aggregates, config, **{name: twin(tables[name])}).schema
+
+    shape = window_shape(statement, tables, lambda s: isinstance(s, LiveDataStream), probe)
+    if shape is None or not shape.keys or shape.order or shape.limit is not None or config:
+        raise KitError("live mode runs a window TVF aggregation of this shape: SELECT <columns of GROUP BY, "
+                       "window_start, window_end, window_time, COUNT(*), COUNT/SUM/AVG/MIN/MAX(column)> FROM "
+                       "TABLE(TUMBLE(TABLE s, DESCRIPTOR(<s's event time>), size) | HOP(...)) GROUP BY <a column of s, "
+                       "...>, window_start, window_end (no ORDER BY, LIMIT or config; a window over the whole "
+                       "stream, CUMULATE and SESSION are the replay's: kit.stream)")
+    stream = tables[shape.name]
+    result = stream.key_by(*shape.keys).window(shape.assigner).aggregate(Aggregates(*shape.parts))
+
+    def replayer(record: Stream) -> DataFrame:
+        return sql(statement.text, run.semantics, run.aggregates, config, **{shape.name: record})
+
+    return LiveWindowTable(result, shape, replayer, statement.text)
 
 
 def _live_match(run, statement: Statement, tables: dict, config: dict | None) -> LiveMatchTable:

@@ -48,6 +48,8 @@ What differs from a replay, and why:
 - What else runs on processing time (mini-batches) is the replay's only: a ``KitError``
   says so when the query is planned; so are interval joins (``kit.sql.__init__.live``).
   The temporal table join of two live streams runs live: ``kit.joins.live``.
+- A window TVF aggregation is the DataStream window it is (``kit.sql.window_aggregate``
+  reads it so over a replay too), run live (``kit.windows.live``): ``LiveWindowTable``.
 """
 
 from __future__ import annotations
@@ -66,12 +68,14 @@ from ..joins.live import LiveJoinQuery
 from ..live.query import LiveQuery
 from ..replay.keyed import MIN_TIME
 from ..match_recognize.live import LiveMatchQuery
+from ..windows.live import LiveWindowQuery
 from ..stream import Stream
 from ..time import WatermarkStrategy
 from .planner import logical as P
 from .table import DynamicTable, PlanRun
 
-__all__ = ["LiveJoinTable", "LiveMatchTable", "LiveTable", "LiveTableQuery"]
+__all__ = ["LiveJoinTable", "LiveMatchTable", "LiveTable", "LiveTableQuery", "LiveWindowTable",
+           "LiveWindowTableQuery"]
 
 
 class LiveTable:
@@ -132,6 +136,57 @@ class LiveMatchTable:
 
     def __repr__(self):
         return f"LiveMatchTable({', '.join(self.columns)}; start(path) runs it)"
+
+
+class LiveWindowTable:
+    """``kit.sql``'s answer when its window TVF aggregation reads a live stream: the DataStream
+    window it is (``result``, a ``LiveWindowResult``; ``shape``: the query read,
+    ``kit.sql.window_aggregate.WindowShape``); ``start(path)`` runs it. ``replayer(stream)``:
+    the query over a ``kit.stream``."""
+
+    def __init__(self, result, shape, replayer, query: str):
+        self.result, self.shape, self.replayer, self.query = result, shape, replayer, query
+        self.columns = shape.schema.names
+
+    def start(self, path: str, trigger: str | None = None, sink=None) -> "LiveWindowTableQuery":
+        """Starts the query; its rows and checkpoint go under ``path`` (``kit.live.query``).
+        ``trigger`` as ``LiveTable.start``'s; ``sink``: a ``kit.DbApiSink`` that each batch's
+        rows of the query go to too (``batch_rows``)."""
+        return LiveWindowTableQuery(self, path, trigger, sink)
+
+    def __repr__(self):
+        return f"LiveWindowTable({', '.join(self.columns)}; start(path) runs it)"
+
+
+class LiveWindowTableQuery(LiveWindowQuery):
+    """A started live window TVF aggregation: ``LiveWindowQuery``'s run of its window, ``df``
+    the query's rows (each window's when the watermark passed its end), ``late`` the rows
+    dropped as late, ``replay()`` the query over ``kit.stream`` of the record."""
+
+    def __init__(self, table: LiveWindowTable, path: str, trigger, sink=None):
+        self.table_of = table
+        super().__init__(table.result, path, trigger, sink)
+
+    def _rows(self, firings: DataFrame) -> DataFrame:
+        return self.table_of.shape.project(firings, not self._timestamps)
+
+    @property
+    def df(self) -> DataFrame:
+        """The query's rows of the windows fired so far, sorted by their columns."""
+        return self._rows(super().df).orderBy(*map(sparksql.name, self.table_of.columns))
+
+    def batch_rows(self, batch: int) -> DataFrame:
+        """The query's rows of the windows micro-batch ``batch`` fired, with ``batch``."""
+        return self._rows(super().batch_rows(batch)).withColumn("batch", F.lit(batch))
+
+    def replay(self) -> DataFrame:
+        """The query over ``kit.stream`` of the record (each arrival emitting the watermark the
+        next one met, the last the last committed batch's): its rows of the windows whose end
+        that watermark passed are ``df``'s; its end of input fires the rest."""
+        record = self.record(self.result.values, self._timestamps)
+        stream = Stream.of(record, time=self.run.time, order=["batch", "_arr"],
+                           watermark=WatermarkStrategy.from_column("_emits"))
+        return self.table_of.replayer(stream)
 
 
 class LiveJoinTable:

@@ -28,6 +28,9 @@ reference's: the same query planned over no rows gives them.
     Mary  12:00:30
     Bob   12:01:05      Bob   12:01         12:02       1
 
+Over a live stream (``kit.live``) the same shape, grouped by a column besides the window
+and without ORDER BY or LIMIT, runs as that window live (``kit.sql.live.LiveWindowTable``).
+
 ``late_rows`` holds the rows dropped as late with their window, as the reference gives
 them, from the stream's rows annotated when read (``Stream.deferred_df``): a query whose
 late rows are not read makes no pass for them.
@@ -36,6 +39,7 @@ late rows are not read makes no pass for them.
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -50,16 +54,61 @@ from ..windows.functions import Aggregates, Avg, Count, Max, Min, Sum
 from .statement import Statement
 from .windows import find_windows, windowed
 
-__all__ = ["window_aggregate"]
+__all__ = ["WindowShape", "window_aggregate", "window_shape"]
 
 _WINDOW = ("window_start", "window_end", "window_time")
 _FUNCTIONS = {exp.Count: Count, exp.Sum: Sum, exp.Avg: Avg, exp.Min: Min, exp.Max: Max}
 _ORDERED = (T.IntegralType, T.DecimalType, T.StringType, T.DateType, T.TimestampType, T.TimestampNTZType)
 
 
-def window_aggregate(statement: Statement, tables: dict, probe) -> DataFrame | None:
-    """The query's result through the window operator, or None when it is not the module
-    doc's shape; ``probe(name, frame)`` runs the query over ``frame`` as table ``name``."""
+@dataclass
+class WindowShape:
+    """A window aggregation of the module doc's shape, read: the stream's table ``name``, its
+    ``WindowCall``, the GROUP BY ``keys`` besides the window, each SELECT item's ``pick`` (a
+    grouped column's name or the window operator's aggregate), the ``parts`` (those
+    aggregates), the output ``schema`` (the reference's), ``order`` (Spark sort columns) and
+    ``limit`` (None: none)."""
+    name: str
+    call: object
+    keys: list
+    picks: list
+    parts: list
+    schema: T.StructType
+    order: list
+    limit: int | None
+
+    @property
+    def assigner(self):
+        """The DataStream window assigner of the TVF."""
+        call = self.call
+        size, offset = Duration(call.sizes["size"]), Duration(call.offset)
+        if call.kind == "TUMBLE":
+            return TumblingEventTimeWindows.of(size, offset)
+        return SlidingEventTimeWindows.of(size, Duration(call.sizes["slide"]), offset)
+
+    def project(self, fired: DataFrame, integral: bool) -> DataFrame:
+        """The window operator's firings ``fired`` (``WindowResult.df``'s columns) as the query's
+        rows; ``integral``: the time column is BIGINT (the window bounds are too)."""
+        end_ms = F.col("window_end") if integral else F.unix_millis(F.col("window_end"))
+        columns = []
+        for pick, field in zip(self.picks, self.schema.fields):
+            if isinstance(pick, str) and pick in self.keys:
+                value = F.col("key") if len(self.keys) == 1 else F.col("key")[pick]
+            elif pick == "window_time":
+                value = F.timestamp_millis(end_ms - 1)
+            elif isinstance(pick, str):
+                value = F.col(pick)
+            else:
+                value = F.col(pick.alias)
+                value = F.coalesce(value, F.lit(0)) if pick.function == "count" else value   # never NULL
+            columns.append(value.cast(field.dataType).alias(field.name))
+        return fired.select(*columns)
+
+
+def window_shape(statement: Statement, tables: dict, accepts, probe) -> WindowShape | None:
+    """The query as the module doc's shape over a stream of ``tables`` that ``accepts(stream)``
+    and whose event time the TVF reads, or None; ``probe(name)`` gives the query's output
+    schema with table ``name`` empty."""
     tree = statement.tree
     if not isinstance(tree, exp.Select) or \
             {k for k, v in tree.args.items() if v} - {"expressions", "from_", "group", "order", "limit"}:
@@ -73,8 +122,7 @@ def window_aggregate(statement: Statement, tables: dict, probe) -> DataFrame | N
     stream = tables.get(name)
     step = call.sizes.get("slide", call.sizes.get("size"))
     if call.kind not in ("TUMBLE", "HOP") or call.node is not source or abs(call.offset) >= step \
-            or not isinstance(stream, DataStream) or call.time != stream.time or stream.proctime is not None \
-            or any(c != shown for c, shown in stream.kit_columns.items()):
+            or stream is None or not accepts(stream) or call.time != stream.time:
         return None
     alias = source.alias
 
@@ -98,45 +146,44 @@ def window_aggregate(statement: Statement, tables: dict, probe) -> DataFrame | N
         node = item.this if isinstance(item, exp.Alias) else item
         if column(node) is not None and column(node) in grouped:
             picks.append(column(node))
-        elif (part := _part(node, schema, f"_kit_a{len(parts)}")) is not None:
+        elif (part := _part(node, schema, f"kit_a{len(parts)}")) is not None:
             parts.append(part)
             picks.append(part)
         else:
             return None
     if not parts:
         return None
-    shape = probe(name, stream.source.limit(0)).schema   # the reference's names and types
+    shape = probe(name)   # the reference's names and types
     order = _order(tree.args.get("order"), shape.names)
     limit = tree.args.get("limit")
     if order is None or (limit is not None and not (isinstance(limit.expression, exp.Literal)
                                                      and limit.expression.is_int)):
         return None
+    return WindowShape(name, call, keys, picks, parts, shape, order,
+                       None if limit is None else int(limit.expression.this))
 
+
+def window_aggregate(statement: Statement, tables: dict, probe) -> DataFrame | None:
+    """The query's result through the window operator, or None when it is not the module
+    doc's shape; ``probe(name, frame)`` runs the query over ``frame`` as table ``name``."""
+    def accepts(stream) -> bool:
+        return isinstance(stream, DataStream) and stream.proctime is None and all(
+            c == shown for c, shown in stream.kit_columns.items())
+
+    shape = window_shape(statement, tables, accepts, lambda name: probe(name, tables[name].source.limit(0)).schema)
+    if shape is None:
+        return None
+    stream = tables[shape.name]
     with warnings.catch_warnings():   # a window over the whole stream runs in one task in Flink too
         warnings.simplefilter("ignore", WindowWarning)
-        size, offset = Duration(call.sizes["size"]), Duration(call.offset)
-        assigner = (TumblingEventTimeWindows.of(size, offset) if call.kind == "TUMBLE"
-                    else SlidingEventTimeWindows.of(size, Duration(step), offset))
-        windows = stream.key_by(*keys).window(assigner) if keys else stream.window_all(assigner)
-        result = windows.aggregate(Aggregates(*parts))
-    fired, integral = result.df, isinstance(schema[call.time].dataType, T.IntegralType)
-    end_ms = F.col("window_end") if integral else F.unix_millis(F.col("window_end"))
-    columns = []
-    for pick, field in zip(picks, shape.fields):
-        if isinstance(pick, str) and pick in keys:
-            value = F.col("key") if len(keys) == 1 else F.col("key")[pick]
-        elif pick == "window_time":
-            value = F.timestamp_millis(end_ms - 1)
-        elif isinstance(pick, str):
-            value = F.col(pick)
-        else:
-            value = F.col(pick.alias)
-            value = F.coalesce(value, F.lit(0)) if pick.function == "count" else value   # never NULL
-        columns.append(value.cast(field.dataType).alias(field.name))
-    out = fired.select(*columns)
-    out = out.orderBy(*order) if order else out
-    out = out.limit(int(limit.expression.this)) if limit is not None else out
-    out.late_rows = windowed(stream.deferred_df(), call, drop_late=True)[1]   # the reference's
+        windows = stream.key_by(*shape.keys).window(shape.assigner) if shape.keys else \
+            stream.window_all(shape.assigner)
+        result = windows.aggregate(Aggregates(*shape.parts))
+    integral = isinstance(stream.source.schema[shape.call.time].dataType, T.IntegralType)
+    out = shape.project(result.df, integral)
+    out = out.orderBy(*shape.order) if shape.order else out
+    out = out.limit(shape.limit) if shape.limit is not None else out
+    out.late_rows = windowed(stream.deferred_df(), shape.call, drop_late=True)[1]   # the reference's
     return fast.holding(out, result)
 
 
