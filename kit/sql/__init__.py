@@ -44,9 +44,10 @@ any arrival, Flink's conversions; ``sink="upsert"`` drops update-before rows. It
 are named and typed as the same query run as a batch (Spark's rules: an AVG of an INT is a
 DOUBLE). Other queries over streams read the annotated rows (``Stream.df``) as a table.
 
-Over a live stream (``kit.live(...)``) a continuous query returns a ``LiveTable``
-(``kit.sql.live``): ``start(path)`` runs it on Spark Structured Streaming, the same
-operators micro-batch by micro-batch.
+Over live streams (``kit.live(...)``) a continuous query (joins too) returns a ``LiveTable``,
+a window TVF aggregation a ``LiveWindowTable`` (``kit.sql.live``), a MATCH_RECOGNIZE a
+``LiveMatchTable``, a temporal table join a ``LiveJoinTable``: ``start(path)`` runs it on
+Spark Structured Streaming, the same operators micro-batch by micro-batch.
 
 Not translated: a MATCH_RECOGNIZE whose input is a CTE name (use a subquery); a window
 TVF or group window over anything but a table passed to ``kit.sql`` (a CTE, view or
