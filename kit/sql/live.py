@@ -473,6 +473,6 @@ class LiveTableQuery(LiveQuery):
         for i, (s, name) in enumerate(zip(self.live.table.streams, self.live.stream_names)):
             rows = record.where(F.col("_src") == i).select(f"{sparksql.name(name)}.*", "batch", "_arr", "_proctime")
             streams[name] = Stream.of(rows, time=s.time, order=["batch", "_arr"], watermark=s.watermark,
-                                      proctime="_proctime", primary_key=list(s.primary_key) or None)
+                                      proctime="_proctime")
         config = {**(self.live.config or {}), "kit.join.interleave": "proctime"}
         return replayed(self.live.table.query, streams, config, self.live.table.sink)
