@@ -97,7 +97,8 @@ from .options import dynamic_options
 from .statement import Statement
 from .table import SINKS, DynamicTable
 from .live import LiveJoinTable, LiveMatchTable, LiveTable, LiveWindowTable
-from .planner import logical as dynamic_plan
+from .planner import logical as dynamic_plan, physical_plan
+from .planner.changelog_mode import reads_inserts
 from .windows import find_group_window, find_windows, groups_by_window, validate, windowed
 from .window_aggregate import window_aggregate, window_shape
 from .interval import find_interval_joins
@@ -479,8 +480,10 @@ class _Run(Resolver):
             self.views[key] = self._temp_view(_frame(self.spark, table), name, name)
         return self.views.get(key)
 
-    def match(self, source, spec, at):
+    def match(self, source, spec, at, inner=None):
         if isinstance(source, Rewritten):
+            if inner is not None:
+                self._reads_inserts(inner)
             table = self.sql(source)
         elif source.lower() in self.streams:       # event time and watermarks go along
             table = self.streams[source.lower()]
@@ -502,6 +505,19 @@ class _Run(Resolver):
         if result.late is not None:
             self.late.append(result.late)
         return self._temp_view(result.rows, "match", "MATCH_RECOGNIZE")
+
+    def _reads_inserts(self, inner: Statement) -> None:
+        """Flink's check that a MATCH_RECOGNIZE reads an insert-only input: ``inner``, its input
+        query, planned as a continuous query over the streams it reads (a GROUP BY, a Top-N, a
+        keep-last deduplication, an outer join update what they emitted), or a ``KitError`` with
+        Flink's message. A query the continuous planner does not plan runs as before."""
+        if not self.streams or not dynamic_plan.updating(inner):
+            return
+        try:
+            root = physical_plan(inner, None, **self.streams)
+        except KitError:
+            return
+        reads_inserts("Match", root, root.kinds)
 
     def subqueries(self, spec):
         """``spec`` with its uncorrelated subqueries (DEFINE, MEASURES) run and replaced by

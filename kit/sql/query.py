@@ -55,9 +55,10 @@ class Resolver:
         """The internal view of registered table ``name``, or None."""
         raise NotImplementedError
 
-    def match(self, source, spec, at: int) -> str:
+    def match(self, source, spec, at: int, inner=None) -> str:
         """Run ``spec`` on ``source`` (a table name, or a ``Rewritten`` subquery) that starts at
-        offset ``at``; return the view that holds the result."""
+        offset ``at``; return the view that holds the result. ``inner``: the subquery as the
+        user wrote it (a ``Statement``; None for a table)."""
         raise NotImplementedError
 
     def window(self, call, drop_late: bool) -> str:
@@ -200,13 +201,15 @@ class _Renderer:
         """The view of the MATCH_RECOGNIZE whose table ref starts at ``start`` and whose word is
         at ``clause``: its input a (subquery), a WITH query's name, or a table's."""
         token = self.statement.token
+        inner = None
         if self.query[start] == "(":              # (subquery) MATCH_RECOGNIZE: inside its parentheses
-            source = self.render(token(start, 1).start, token(clause, -2).end + 1)
+            first, last = token(start, 1).start, token(clause, -2).end + 1
+            source, inner = self.render(first, last), Statement(self.query[first:last])
         else:
             name = self.query[start:token(clause, -1).end + 1]
             key = token(start).text.lower()
             source = self._cte(key, start) if token(start, 1).start == clause and key in self.ctes else name
-        return self.resolver.match(source, spec, start)
+        return self.resolver.match(source, spec, start, inner)
 
     def _cte(self, key: str, at: int) -> Rewritten:
         """``WITH ... SELECT * FROM name``: the WITH query ``key`` (its name in lower case),

@@ -935,6 +935,35 @@ case("errors", "to_retract_stream_legacy",
      [("t", NN_CLICKS, EROWS, None)], EQ, run=_to_legacy("to_retract_stream"), stream=True, expect="either")
 
 
+group("match_errors", "MATCH_RECOGNIZE's validation: an input that updates, ORDER BY a time attribute then another field.")
+MR_T = "`user` STRING, v INT, ts TIMESTAMP(3), pt AS PROCTIME(), WATERMARK FOR ts AS ts"
+MR_ROWS = [["Mary", 1, "2024-01-01 00:00:01"], ["Bob", 2, "2024-01-01 00:00:02"], ["Mary", 3, "2024-01-01 00:00:03"]]
+
+
+def _mr(source: str, order: str = "ts") -> str:
+    return (f"SELECT * FROM {source} MATCH_RECOGNIZE (PARTITION BY `user` ORDER BY {order} "
+            "MEASURES A.v AS av ONE ROW PER MATCH PATTERN (A) DEFINE A AS A.v > 0)")
+
+
+for _name, _says, _source, _order in [
+    ("over_group_by", "MATCH_RECOGNIZE over a GROUP BY's updating result (its MAX(ts) no time attribute).",
+     "(SELECT `user`, MAX(v) AS v, MAX(ts) AS ts FROM t GROUP BY `user`)", "ts"),
+    ("over_dedup_keep_last", "MATCH_RECOGNIZE over a keep-last deduplication on the rowtime (an updating input).",
+     "(SELECT `user`, v, ts FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY `user` ORDER BY ts DESC) AS rn "
+     "FROM t) WHERE rn = 1)", "ts"),
+    ("over_top2", "MATCH_RECOGNIZE over a Top-2 per user by v (an updating input).",
+     "(SELECT `user`, v, ts FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY `user` ORDER BY v DESC) AS rn "
+     "FROM t) WHERE rn <= 2)", "ts"),
+    ("over_dedup_keep_first", "MATCH_RECOGNIZE over a keep-first deduplication on the rowtime (insert-only).",
+     "(SELECT `user`, v, ts FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY `user` ORDER BY ts ASC) AS rn "
+     "FROM t) WHERE rn = 1)", "ts"),
+    ("order_by_proctime_then_field", "ORDER BY a processing-time attribute, then another field.", "t", "pt, v"),
+    ("order_by_rowtime_then_field", "ORDER BY the rowtime, then another field (allowed).", "t", "ts, v"),
+    ("order_by_proctime", "ORDER BY a processing-time attribute alone (allowed).", "t", "pt"),
+]:
+    case("match_errors", _name, _says, [("t", MR_T, MR_ROWS, None)], _mr(_source, _order), expect="either")
+
+
 def main(argv: list[str]) -> None:
     global TMP
     TMP = Path(tempfile.mkdtemp(prefix="flink-kit-golden-"))

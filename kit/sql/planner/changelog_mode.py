@@ -33,7 +33,7 @@ from __future__ import annotations
 from ...errors import KitError
 from ...changelog import DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE, mode_text
 
-__all__ = ["infer", "modify_kinds", "update_kinds"]
+__all__ = ["infer", "modify_kinds", "reads_inserts", "update_kinds"]
 
 _CONNECTORS = {"retract": "print", "upsert": "blackhole", "append": "filesystem"}
 _TIMELESS = ("Calc", "Exchange", "WatermarkAssigner", "Union", "MiniBatchAssigner")
@@ -81,16 +81,23 @@ def modify_kinds(n) -> frozenset:
     elif name in _INSERT_ONLY_OPERATORS or name == "GlobalWindowAggregate":
         if name == "TemporalJoin":      # the versioned side may be a changelog; the probe side may not
             below = kids[0]
-        if below != {"I"}:
-            raise KitError(f"{_INSERT_ONLY_OPERATORS.get(name, name)} doesn't support consuming "
-                           f"{_changes(below)} which is produced by node {_producer(n.inputs[0]).flink_label()}"
-                           f" (Flink 2.3's planner: {name} keeps no state to take back what it emitted, so it "
-                           "reads an insert-only input)")
+        reads_inserts(name, n.inputs[0], below)
         kinds = frozenset({"I"})
     else:
         raise KitError(f"internal: no changelog rule for {name}")
     n.kinds = kinds
     return kinds
+
+
+def reads_inserts(name: str, child, kinds: frozenset) -> None:
+    """Flink's check that operator ``name`` (an insert-only one: ``Match``, ``TemporalJoin``...)
+    reads inserts only: ``kinds``, what its input ``child`` may change, or a ``KitError`` with
+    Flink's message naming the node that makes the changes."""
+    if kinds != {"I"}:
+        raise KitError(f"{_INSERT_ONLY_OPERATORS.get(name, name)} doesn't support consuming "
+                       f"{_changes(kinds)} which is produced by node {_producer(child).flink_label()}"
+                       f" (Flink 2.3's planner: {name} keeps no state to take back what it emitted, so it "
+                       "reads an insert-only input)")
 
 
 def update_kinds(n, need: str | None) -> None:
