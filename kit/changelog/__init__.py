@@ -89,12 +89,15 @@ class AggCall:
     ``MIN``, ``MAX``) over column ``arg`` (None: ``COUNT(*)``), ``distinct`` for
     ``COUNT(DISTINCT arg)`` etc.; ``name`` is its output column and ``type`` its Spark SQL
     type (as Spark's batch aggregate gives it: ``bigint`` for COUNT, ``double`` for the AVG
-    of an integer, ...)."""
+    of an integer, ...). ``retract=False``: the function ignores retractions (Flink's
+    non-retracting MAX / MIN, which its planner picks over an input that only moves the
+    function's way: a MAX of counts; ``kit.sql.planner.physical.ignores_retractions``)."""
     function: str
     arg: str | None
     name: str
     type: str
     distinct: bool = False
+    retract: bool = True
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,8 @@ the record count back to zero               ``-D`` old; the state is cleared
 
 Aggregates: COUNT(*), COUNT(x), COUNT(DISTINCT x), SUM, AVG, MIN, MAX (any DISTINCT); over
 retractions SUM/AVG/COUNT subtract, MIN/MAX keep the multiset of values (Flink's
-``MinWithRetractAggFunction``) and a DISTINCT keeps a count per value. Values are those of
+``MinWithRetractAggFunction``; a call with ``retract=False`` ignores retractions instead, as
+the non-retracting MAX / MIN the planner picks over an input that only moves its way) and a DISTINCT keeps a count per value. Values are those of
 Spark's batch aggregate over the rows in the table (SUM of NULLs is NULL, AVG of an INT a
 DOUBLE), cast to ``call.type``: pass Flink's types (``INT`` for the AVG of an INT) to get
 Flink's values, truncation included.

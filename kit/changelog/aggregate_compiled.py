@@ -31,6 +31,9 @@ def not_compiled(log, keys, calls, options, types) -> str | None:
     cannot run this aggregate (None: it can)."""
     if options.ttl_ms > 0:
         return "the state TTL is on"
+    kept = next((c for c in calls if not c.retract), None)
+    if kept is not None and not log.insert_only:
+        return f"{kept.function}({kept.arg}) ignores retractions"
     name = "GroupAggregate" if options.mini_batch is None else "MiniBatchGroupAggregate"
     if not jvm.available(log.df.sparkSession, name):
         return "the kit's Java classes are not in this Spark session (Spark Connect, or a session started elsewhere)"

@@ -191,8 +191,9 @@ class State:
 
     def add(self, args: tuple, w: int):
         self.count += w
-        for acc, v in zip(self.accs, args):
-            acc.add(v, w)
+        for acc, v, call in zip(self.accs, args, self.spec.calls):
+            if w > 0 or call.retract:   # a non-retracting MAX / MIN keeps what it saw
+                acc.add(v, w)
 
     def value(self) -> tuple:
         return tuple(_cast(a.value(), t) for a, t in zip(self.accs, self.spec.out_types))

@@ -41,6 +41,7 @@ from ..spark import replay_tasks
 from ..stream import rows_of
 from ..time import Clock
 from .planner import logical as P, table_plan
+from .planner.physical import ignores_retractions, monotonic_order
 from .statement import Statement
 from ..changelog import (ALL, DELETE, INSERT, INSERT_ONLY, KINDS, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options,
                         from_stream, mode_text)
@@ -347,7 +348,7 @@ class PlanRun:
             if chained is not None:
                 return chained
             log = self.node(n.input, True)
-            calls = _typed(log, n.calls)
+            calls = [replace(c, retract=False) if ignores_retractions(c, n.input) else c for c in _typed(log, n.calls)]
             out, expired = group_aggregate(log, list(n.keys), calls, self._with(update_before))
             if expired is not None:
                 names = dict(zip(n.keys, n.names))
@@ -359,7 +360,7 @@ class PlanRun:
         if isinstance(n, P.Rank):
             from ..changelog.rank import rank_strategy, top_n
             log = self.node(n.input, True)
-            strategy = rank_strategy(log, list(n.partition), self._monotonic(n))
+            strategy = rank_strategy(log, list(n.partition), monotonic_order(n))
             return top_n(log, list(n.partition), list(n.order), n.end, n.row_number,
                          self._with(update_before), offset=n.start, strategy=strategy)
         if isinstance(n, P.Deduplicate):
@@ -400,8 +401,9 @@ class PlanRun:
             if not isinstance(below, P.GroupAggregate) or filtered or any(inputs[c] is None for c in reads):
                 break
             node = below
-        if not isinstance(below, P.Source):
-            return None
+        if not isinstance(below, P.Source) or any(ignores_retractions(c, level.input)
+                                                  for level, _ in levels for c in level.calls):
+            return None   # (the fused pass retracts every aggregate: a non-retracting MAX is the reference's)
         # the columns the lowest level reads, when it copies them from the stream's source
         stream, named = below.stream, dict(zip(below.columns, below.source_columns))
         source = {c: named.get(column) for c, column in inputs.items()}
@@ -441,28 +443,6 @@ class PlanRun:
         seed-sized inputs), as many as known then (the arrival scans of the operators below
         have counted them, or a fused chain)."""
         return replace(self.table.options, update_before=update_before, tasks=_tasks(self.table.streams))
-
-    def _monotonic(self, rank: P.Rank) -> bool:
-        """Whether each of a Top-N's sort columns only moves in its sort direction (Flink's
-        modified monotonicity): a GroupAggregate's COUNT or MAX (increasing: sorted DESC) or
-        MIN (decreasing: sorted ASC) over an insert-only input, or one of its keys (constant);
-        found through the Calcs that copy them. Then Flink picks its UpdateFast Top-N."""
-        node, columns = rank.input, [c for c, _, _ in rank.order]
-        while isinstance(node, P.Calc):
-            copies = _copies(node)
-            columns = [copies.get(c) for c in columns]
-            if None in columns or node.where:
-                return False
-            node = node.input
-        if not isinstance(node, P.GroupAggregate) or self.modes(node.input, True)[id(node.input)] != INSERT_ONLY:
-            return False
-        calls = {c.name: c.function for c in node.calls}
-        for (_, ascending, _), column in zip(rank.order, columns):
-            direction = "constant" if column in node.keys else {"COUNT": "up", "MAX": "up", "MIN": "down"}.get(
-                calls.get(column))
-            if direction is None or (direction == "up" and ascending) or (direction == "down" and not ascending):
-                return False
-        return True
 
     def modes(self, n: P.Node, update_before: bool) -> dict:
         """{id(node): the row kinds it emits}, inferred bottom-up as Flink's planner does."""

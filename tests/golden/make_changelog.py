@@ -502,6 +502,21 @@ case("cascade", "count_over_filtered_updates",
 case("cascade", "max_over_updates_is_retract_agg",
      "MAX over updates keeps all values: its input retractions are handled (plan shows a retracting GroupAggregate).",
      [("t", KV, SV, None)], f"SELECT MAX(s) AS best FROM ({S_INNER})")
+LEADER = [["a"], ["a"], ["b"], ["a"], ["b"], ["b"], ["b"]]
+case("cascade", "max_of_counts_is_not_retracted",
+     "MAX over counts (which only grow) is the non-retracting MAX (modified monotonicity): the leader's -U does not lower it, so no transient runner-up is emitted.",
+     [("words", WORDS, LEADER, None)], f"SELECT MAX(cnt) AS top FROM ({WF_INNER})")
+case("cascade", "max_of_counts_beside_count",
+     "The non-retracting MAX beside a retracting COUNT(*): the -U changes the count but not the MAX.",
+     [("words", WORDS, LEADER, None)], f"SELECT MAX(cnt) AS top, COUNT(*) AS words FROM ({WF_INNER})")
+case("cascade", "min_of_minimums_is_not_retracted",
+     "MIN over per-user minimums (which only fall) is the non-retracting MIN.",
+     [("t", KV, [["Mary", 5], ["Bob", 7], ["Mary", 3], ["Bob", 2], ["Mary", 1]], None)],
+     "SELECT MIN(m) AS lo FROM (SELECT `user`, MIN(v) AS m FROM t GROUP BY `user`)")
+case("cascade", "max_of_minimums_is_retracted",
+     "MAX over per-user minimums (which fall) keeps retracting: the leader's fall lowers it.",
+     [("t", KV, [["Mary", 5], ["Bob", 7], ["Mary", 3], ["Bob", 2], ["Mary", 1]], None)],
+     "SELECT MAX(m) AS hi FROM (SELECT `user`, MIN(v) AS m FROM t GROUP BY `user`)")
 
 # ---- joins
 group("joins", "Regular (non-windowed, non-temporal) joins.",

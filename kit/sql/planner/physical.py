@@ -31,7 +31,8 @@ from ...changelog import mode_text
 from . import logical as P
 from .changelog_mode import modify_kinds
 
-__all__ = ["PhysicalNode", "Converter", "scan", "exchange", "join_needs"]
+__all__ = ["PhysicalNode", "Converter", "direction", "exchange", "ignores_retractions", "join_needs", "monotonic_order",
+           "scan"]
 
 
 @dataclass
@@ -126,7 +127,7 @@ class Converter:
             window = self.window_of(n)
             if window is not None:
                 return _window_aggregate(n, child, names, *window), dict(zip(n.columns, n.names)), None
-            agg = PhysicalNode("GroupAggregate", _aggregate_detail(n, child, self._monotonic_calls(n)),
+            agg = PhysicalNode("GroupAggregate", _aggregate_detail(n, child),
                                [exchange(n.keys, names, child)],
                                attrs={"kit": n, "out": list(n.columns), "needs": list(n.keys) + [
                                    c.arg for c in n.calls if c.arg is not None], "pass": False,
@@ -205,7 +206,7 @@ class Converter:
             insert_only = False
         below = modify_kinds(child)
         strategy = "AppendFastStrategy" if below == {"I"} else \
-            "UpdateFastStrategy" if isinstance(n, P.Rank) and self._monotonic(n) else "RetractStrategy"
+            "UpdateFastStrategy" if isinstance(n, P.Rank) and monotonic_order(n) else "RetractStrategy"
         select = [names.get(c, c) for c in n.input.columns] + ([names.get(number, number)] if number else [])
         detail = (f"strategy=[{strategy}], rankType=[ROW_NUMBER], rankRange=[rankStart={start}, rankEnd={end}], "
                   f"partitionBy=[{', '.join(names.get(c, c) for c in partition)}], orderBy=[{order}], "
@@ -238,42 +239,47 @@ class Converter:
                             attrs={"how": n.how, "specs": specs, "kit": n, **join_needs(n)})
         return node, names, None
 
-    # -- what only moves one way (Flink's modified monotonicity)
 
-    def _monotonic_calls(self, agg: P.GroupAggregate) -> dict:
-        """{argument column: "up" | "down"} of the aggregate's input columns that only grow or
-        only fall (a COUNT or MAX / a MIN of an aggregate over insert-only rows)."""
-        out = {}
-        for call in agg.calls:
-            if call.arg is not None:
-                d = self._direction(agg.input, call.arg)
-                if d:
-                    out[call.arg] = d
-        return out
+# -- what only moves one way (Flink's modified monotonicity)
 
-    def _direction(self, node, column) -> str | None:
-        while isinstance(node, P.Calc):
-            copies = {}
-            for text, out in zip(node.select, node.columns):
-                m = re.fullmatch(r"`?(\w+)`?(?: AS `?(\w+)`?)?", text.strip())
-                if m:
-                    copies[out] = m.group(1)
-            if column not in copies or node.where:
-                return None
-            column, node = copies[column], node.input
-        if not isinstance(node, P.GroupAggregate) or not _insert_only(node.input):
+def direction(node: P.Node, column: str) -> str | None:
+    """How column ``column`` of ``node`` moves: ``"up"`` (a COUNT or MAX of a group aggregate
+    over insert-only rows only grows), ``"down"`` (such a MIN only falls), ``"constant"`` (one
+    of its keys), found through the Calcs that copy it; None otherwise."""
+    while isinstance(node, P.Calc):
+        copies = {}
+        for text, out in zip(node.select, node.columns):
+            m = re.fullmatch(r"`?(\w+)`?(?: AS `?(\w+)`?)?", text.strip())
+            if m:
+                copies[out] = m.group(1)
+        if column not in copies or node.where:
             return None
-        if column in node.keys:
-            return "constant"
-        call = next((c for c in node.calls if c.name == column), None)
-        return {"COUNT": "up", "MAX": "up", "MIN": "down"}.get(call.function) if call else None
+        column, node = copies[column], node.input
+    if not isinstance(node, P.GroupAggregate) or not _insert_only(node.input):
+        return None
+    if column in node.keys:
+        return "constant"
+    call = next((c for c in node.calls if c.name == column), None)
+    return {"COUNT": "up", "MAX": "up", "MIN": "down"}.get(call.function) if call else None
 
-    def _monotonic(self, rank: P.Rank) -> bool:
-        for column, ascending, _ in rank.order:
-            d = self._direction(rank.input, column)
-            if d is None or (d == "up" and ascending) or (d == "down" and not ascending):
-                return False
-        return True
+
+def ignores_retractions(call, node: P.Node) -> bool:
+    """Whether aggregate ``call`` over ``node`` is Flink's non-retracting MAX / MIN: its input
+    only moves its way (a MAX of counts), so a retraction never lowers it and Flink's planner
+    drops its retract (``MAX`` in the plan, not ``MAX_RETRACT``)."""
+    moves = direction(node, call.arg) if call.arg is not None and not call.distinct else None
+    return (call.function == "MAX" and moves in ("up", "constant")
+            or call.function == "MIN" and moves in ("down", "constant"))
+
+
+def monotonic_order(rank: P.Rank) -> bool:
+    """Whether each of a Top-N's sort columns only moves in its sort direction (increasing
+    sorted DESC, decreasing ASC, or constant): then Flink picks its UpdateFast Top-N."""
+    for column, ascending, _ in rank.order:
+        d = direction(rank.input, column)
+        if d is None or (d == "up" and ascending) or (d == "down" and not ascending):
+            return False
+    return True
 
 
 def _insert_only(node: P.Node) -> bool:
@@ -305,12 +311,11 @@ def exchange(keys, names, child) -> PhysicalNode:
     return PhysicalNode("Exchange", f"distribution=[{dist}]", [child])
 
 
-def _aggregate_detail(n: P.GroupAggregate, child: PhysicalNode, monotonic: dict) -> str:
+def _aggregate_detail(n: P.GroupAggregate, child: PhysicalNode) -> str:
     updates = modify_kinds(child) != {"I"}
     calls = []
     for call, shown in zip(n.calls, n.shown_calls):
-        retract = updates and not (call.function == "MAX" and monotonic.get(call.arg) in ("up", "constant")
-                                   or call.function == "MIN" and monotonic.get(call.arg) in ("down", "constant"))
+        retract = updates and not ignores_retractions(call, n.input)
         calls.append(re.sub(r"^(\w+)\(", lambda m: m.group(1) + ("_RETRACT(" if retract else "("), shown, count=1))
     keys = n.names[:len(n.keys)]
     return (f"groupBy=[{', '.join(keys)}], " if keys else "") + f"select=[{', '.join(keys + calls)}]"
