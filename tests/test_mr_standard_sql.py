@@ -116,12 +116,13 @@ def test_classifier_of_a_variable_and_navigation_over_classifiers(spark):
     #   cu   CLASSIFIER(U): the variable of the last row mapped to A or C so far;
     #   pu   PREV(CLASSIFIER(U)): one row before that row -- NULL when it is outside the match;
     #   nc   NEXT(CLASSIFIER()): the next row's variable, NULL past the match's end;
-    #   f3   FIRST(CLASSIFIER(), 3) / l3 LAST(CLASSIFIER(), 3): the 4th row from the start / the
-    #        3rd row back, NULL until the match has that many rows;
+    #   f3   FIRST(CLASSIFIER(), 3): the match's 4th row's, on every row (FIRST counts over the
+    #        whole match in MEASURES, as Trino's testRowPatternMatching has it), NULL for a match
+    #        of 3 rows; l3 LAST(CLASSIFIER(), 3): the 3rd row back, NULL until there is one;
     #   rl   RUNNING LAST(CLASSIFIER()): the current row's; fl FINAL LAST(...): the match's last;
     #   prl  PREV(RUNNING LAST(value)): the value of the row before the current one (outside the
     #        match too: physical offsets reach any row of the partition);
-    #   fv2  FIRST(value, 2): the match's third value, NULL on its first two rows.
+    #   fv2  FIRST(value, 2): the match's third value, on every row (Trino: 30, 30, 30 over 10, 20, 30).
     result = run(f"""SELECT * FROM T MATCH_RECOGNIZE (PARTITION BY part ORDER BY id
         MEASURES CLASSIFIER(U) AS cu, PREV(CLASSIFIER(U)) AS pu, NEXT(CLASSIFIER()) AS nc,
                  FIRST(CLASSIFIER(), 3) AS f3, LAST(CLASSIFIER(), 3) AS l3,
@@ -130,13 +131,13 @@ def test_classifier_of_a_variable_and_navigation_over_classifiers(spark):
         ALL ROWS PER MATCH {VEE.format(subset='SUBSET U = (A, C)')}""")
     assert [tuple(r)[1:-1] for r in result.collect()] == [
         # id  cu   pu    nc    f3    l3    rl   fl   prl   fv2
-        (1, "A", None, "B", None, None, "A", "C", None, None),
-        (2, "A", None, "B", None, None, "B", "C", 90, None),
-        (3, "A", None, "C", None, None, "B", "C", 80, 70),
+        (1, "A", None, "B", "C", None, "A", "C", None, 70),
+        (2, "A", None, "B", "C", None, "B", "C", 90, 70),
+        (3, "A", None, "C", "C", None, "B", "C", 80, 70),
         (4, "C", "B", "C", "C", "A", "C", "C", 70, 70),
         (5, "C", "C", None, "C", "B", "C", "C", 80, 70),
-        (6, "A", None, "B", None, None, "A", "C", 90, None),
-        (7, "A", None, "C", None, None, "B", "C", 50, None),
+        (6, "A", None, "B", None, None, "A", "C", 90, 60),
+        (7, "A", None, "C", None, None, "B", "C", 50, 60),
         (8, "C", "B", None, None, None, "C", "C", 40, 60),
     ]
 
@@ -248,3 +249,41 @@ def test_unquoted_variable_names_fold_to_upper_case(spark):
     with pytest.raises(SqlError, match="DEFINE of X, which is not a variable of the PATTERN"):
         kit.sql("""SELECT * FROM T MATCH_RECOGNIZE (PARTITION BY part ORDER BY id
             MEASURES LAST(x.value) AS v PATTERN (x) DEFINE X AS value > 85)""", T=T)
+
+
+# ---------------------------------------------------------------- Trino's own answers
+
+TRINO_NAVIGATION = {   # a measure over (id, value) = (1, 10), (2, 20), (3, 30), PATTERN (A+), ALL ROWS PER MATCH
+    "value": [10, 20, 30], "LAST(value)": [10, 20, 30], "FINAL LAST(value)": [30, 30, 30],
+    "FIRST(value)": [10, 10, 10], "FINAL FIRST(value)": [10, 10, 10], "FINAL LAST(value, 2)": [10, 10, 10],
+    "FIRST(value, 2)": [30, 30, 30], "RUNNING FIRST(value, 2)": [30, 30, 30], "LAST(value, 10)": [None] * 3,
+    "FIRST(value, 10)": [None] * 3, "PREV(value)": [None, 10, 20], "NEXT(value)": [20, 30, None],
+    "NEXT(FIRST(value), 2)": [30, 30, 30], "PREV(FIRST(value, 10), 2)": [None] * 3,
+}
+
+
+@pytest.mark.parametrize("measure", sorted(TRINO_NAVIGATION))
+def test_navigation_in_all_rows_per_match_as_trino_answers(spark, measure):
+    """Trino's testRowPatternMatching (its navigation cases): in MEASURES FIRST counts from the
+    match's first row over the whole match, so FIRST(value, 2) is the third value on every
+    row, while LAST counts back from the current row (RUNNING) or the match's end (FINAL)."""
+    three = pd.DataFrame({"id": [1, 2, 3], "value": [10, 20, 30]})
+    got = run(f"SELECT id, measure FROM U MATCH_RECOGNIZE (ORDER BY id MEASURES {measure} AS measure "
+              "ALL ROWS PER MATCH PATTERN (A+) DEFINE A AS true) AS m", U=three).orderBy("id")
+    assert [r.measure for r in got.collect()] == TRINO_NAVIGATION[measure]
+
+
+def test_select_star_lists_a_column_ordered_by_twice_twice(spark):
+    """Trino's testOutputLayout: ALL ROWS PER MATCH gives PARTITION BY, ORDER BY (as written,
+    a column named twice twice), measures, the other columns; ONE ROW PER MATCH PARTITION BY
+    and the measures."""
+    one = pd.DataFrame({"id": ["ordering"], "part": ["partitioning"], "value": [90]})
+    query = ("SELECT * FROM U MATCH_RECOGNIZE (PARTITION BY part ORDER BY {order} MEASURES CLASSIFIER() AS classy "
+             "{rows} PATTERN (A) DEFINE A AS true) AS m")
+    for order, per_match, columns, row in [
+            ("id", "ALL ROWS PER MATCH", ["part", "id", "classy", "value"], ("partitioning", "ordering", "A", 90)),
+            ("id", "ONE ROW PER MATCH", ["part", "classy"], ("partitioning", "A")),
+            ("id ASC, id DESC", "ALL ROWS PER MATCH", ["part", "id", "id", "classy", "value"],
+             ("partitioning", "ordering", "ordering", "A", 90))]:
+        got = run(query.format(order=order, rows=per_match), U=one)
+        assert got.columns == columns and rows(got) == [row]

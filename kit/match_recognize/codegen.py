@@ -167,7 +167,8 @@ class _Generator:
 
     def _nav(self, e: Nav):
         kind = e.kind.upper()
-        if kind not in ("FIRST", "LAST") or not isinstance(e.arg, Column) or e.offset < 0:
+        if kind not in ("FIRST", "LAST") or not isinstance(e.arg, Column) or e.offset < 0 \
+                or (kind == "FIRST" and self.env.all_rows):   # over the whole match: the closure's
             return None
         col = self.bind(self.env.column(e.arg.name, e.arg.pos), "c")
         if e.arg.var is None:

@@ -54,12 +54,13 @@ class Env:
     pattern variables, SUBSET names, user aggregates and the time columns.
 
     ``avg_truncates``: AVG of integers returns an integer (Flink 2.3 runtime: BIGINT AVG).
+    ``all_rows``: MEASURES of ALL ROWS PER MATCH, where FIRST counts over the whole match.
     ``reads[0]`` counts the rows the compiled aggregates have read (the matchers' step budget).
     """
 
     def __init__(self, columns: dict, variables=(), subsets=None, aggregates=None,
                  timestamp_columns=(), rowtime=None, proctime=None, avg_truncates=False,
-                 clause="DEFINE"):
+                 clause="DEFINE", all_rows=False):
         self.columns = columns
         self.variables = set(variables)
         self.subsets = {k: frozenset(v) for k, v in (subsets or {}).items()}
@@ -68,6 +69,7 @@ class Env:
         self.rowtime, self.proctime = rowtime, proctime
         self.avg_truncates = avg_truncates
         self.clause = clause
+        self.all_rows = all_rows   # MEASURES of ALL ROWS PER MATCH: evaluated at each row of a complete match
         self.reads = [0]
         self.nrows = len(next(iter(columns.values()))) if columns else 0
 
@@ -280,6 +282,10 @@ def _nav(e: Nav, env, inner):
         raise env.error(f"{kind}() cannot be nested here", e.pos)
     if kind in ("FIRST", "LAST"):
         loc = _logical_locator(e, env)
+        # FIRST in MEASURES counts from the match's first row over the whole match, so its
+        # offset may reach past the current row of ALL ROWS PER MATCH (Trino's rule: the match
+        # is complete there); LAST counts back from the current row (RUNNING) or the end
+        whole = (lambda R, L, F: F) if kind == "FIRST" and env.all_rows else (lambda R, L, F: (R, L))
         if isinstance(e.arg, Column):
             col = env.column(e.arg.name, e.arg.pos)
             labels = env.labels(e.arg.var, e.arg.pos) if e.arg.var else None
@@ -300,13 +306,14 @@ def _nav(e: Nav, env, inner):
                 return last_of_var
 
             def direct(R, L, m, F):
-                row = loc(R, L)
+                row = loc(*whole(R, L, F))
                 return None if row is None else col[row]
             return direct
         g = compile_expr(e.arg, env, inner=True)
         index = _logical_index(e, env)
 
         def f(R, L, m, F):
+            R, L = whole(R, L, F)
             i = index(R, L)
             return None if i is None else g((R[i],), (L[i],), m, F)
         return f

@@ -146,7 +146,7 @@ class Partition:
                       avg_truncates=semantics == "flink-2.3")
         self.define_env = Env(lists, clause="DEFINE", **common)
         self.budget = Budget(spec.pattern, self.rows, step_budget, self.define_env.reads)
-        self.measures = Measures(spec, Env(lists, clause="MEASURES", **common))
+        self.measures = Measures(spec, Env(lists, clause="MEASURES", all_rows=spec.rows_per_match != ONE_ROW, **common))
         self.conditions = {}
         for var, expr in ([] if blocks else spec.define):
             self.conditions[var] = compile_fast(expr, self.define_env, var)

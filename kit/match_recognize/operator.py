@@ -53,6 +53,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from .. import sparksql
 from ..arrow import column
 from ..errors import KitError, fail
 from ..replay.keyed import Rows, replay
@@ -330,7 +331,8 @@ class _Plan:
                     for m in self.spec.measures]
         one_row = self.spec.rows_per_match == ONE_ROW
         head, tail = self.layout()
-        keep = head + tail
+        unique = list(dict.fromkeys(head))
+        keep = unique + tail
 
         def emit(group, result, arrow):
             if one_row:
@@ -338,23 +340,27 @@ class _Plan:
             else:
                 index, values = [r[0] for r in result.rows], [list(r[1:]) for r in result.rows]
             taken = group.select(keep).take(pa.array(index, pa.int64())).columns  # None: a NULL row
-            return taken[:len(head)] + [column(_scaled([v[j] for v in values], dtype), dtype, arrow.field(name).type)
-                                        for j, (name, dtype) in enumerate(measures)] + taken[len(head):]
+            return taken[:len(unique)] + [column(_scaled([v[j] for v in values], dtype), dtype, arrow.field(name).type)
+                                          for j, (name, dtype) in enumerate(measures)] + taken[len(unique):]
 
-        return self._run(T.StructType([self.schema[c] for c in head] + [
+        out = self._run(T.StructType([self.schema[c] for c in unique] + [
             T.StructField(name, dtype, True) for name, dtype in measures] + [self.schema[c] for c in tail]),
             emit, self._referenced() if one_row else self.inputs, eager=True)
+        if len(unique) < len(head):   # a column ORDER BY names twice, listed twice (Spark allows two of a name)
+            out = out.select(*[F.col(sparksql.name(c)) for c in [*head, *(name for name, _ in measures), *tail]])
+        return out
 
     def layout(self) -> tuple:
         """The input columns of an output row, as (before the measures, after them): ONE ROW PER
         MATCH the PARTITION BY columns, then the measures; ALL ROWS PER MATCH, in the standard the
         PARTITION BY columns, the ORDER BY columns, the measures, then the other input columns
-        (in input order), and in Flink's semantics the input columns, then the measures."""
+        (in input order; an ORDER BY column written twice is listed twice, as Trino lists it),
+        and in Flink's semantics the input columns, then the measures."""
         if self.spec.rows_per_match == ONE_ROW:
             return list(self.partition_by), []
         if self.semantics != "standard":
             return list(self.inputs), []
-        head = list(dict.fromkeys(self.partition_by + [o.column for o in self.spec.order_by]))
+        head = list(self.partition_by) + [o.column for o in self.spec.order_by]
         return head, [c for c in self.inputs if c not in head]
 
     def _details_schema(self) -> T.StructType:
