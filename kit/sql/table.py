@@ -41,7 +41,7 @@ from ..spark import replay_tasks
 from ..stream import rows_of
 from ..time import Clock
 from .planner import logical as P, table_plan
-from .planner.physical import ignores_retractions, monotonic_order
+from .planner.physical import ascending_top1, ignores_retractions, monotonic_order
 from .statement import Statement
 from ..changelog import (ALL, DELETE, INSERT, INSERT_ONLY, KINDS, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options,
                         from_stream, mode_text)
@@ -361,6 +361,10 @@ class PlanRun:
             from ..changelog.rank import rank_strategy, top_n
             log = self.node(n.input, True)
             strategy = rank_strategy(log, list(n.partition), monotonic_order(n))
+            if ascending_top1(n) and log.insert_only:   # Flink's insert-only Top-1: a lone +U, no -U
+                out = top_n(log, list(n.partition), list(n.order), 1, n.row_number, self._with(False),
+                            strategy=strategy)
+                return Changelog(out.df, out.columns, INSERT_ONLY, out.upsert_key)
             return top_n(log, list(n.partition), list(n.order), n.end, n.row_number,
                          self._with(update_before), offset=n.start, strategy=strategy)
         if isinstance(n, P.Deduplicate):
@@ -459,7 +463,8 @@ class PlanRun:
             elif isinstance(node, P.GroupAggregate):
                 mode = frozenset({INSERT, UPDATE_AFTER} | ({UPDATE_BEFORE} if ub else set())
                                  | ({DELETE} if kids[0] != INSERT_ONLY else set()))
-            elif isinstance(node, P.Deduplicate) and node.keep == "first" and kids[0] == INSERT_ONLY:
+            elif (isinstance(node, P.Deduplicate) and node.keep == "first" or ascending_top1(node)) \
+                    and kids[0] == INSERT_ONLY:
                 mode = INSERT_ONLY
             elif isinstance(node, (P.Rank, P.Over, P.Deduplicate)):   # Flink 2.3 declares D for all three
                 mode = ALL if ub else frozenset({INSERT, UPDATE_AFTER, DELETE})

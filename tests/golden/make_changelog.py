@@ -616,6 +616,25 @@ for n in (2, 1):
     case("topn", f"top{n}_without_rownum",
          f"Top-{n} without the row number: an entering row is +I and the row pushed out is -D; ranks below are not rewritten.",
          [("s", SALES, SROWS, None)], _topn(n, rn_out=False))
+for rn_out in (True, False):
+    case("topn", f"top1_asc_{'with' if rn_out else 'without'}_rownum",
+         "Top-1 on a non-time order, ascending (ORDER BY sales ASC), over a table without a time attribute.",
+         [("s", SALES, SROWS, None)], _topn(1, rn_out).replace("sales DESC", "sales ASC"))
+for _name, _order in (("top1_asc_two_keys", "sales ASC, product_id ASC"),
+                      ("top1_asc_then_desc", "sales ASC, product_id DESC"),
+                      ("top1_asc_string", "product_id ASC")):
+    case("topn", _name, f"Top-1 ordered by {_order}, without the row number (which rule makes a Top-1 insert-only).",
+         [("s", SALES, SROWS, None)], _topn(1, False).replace("sales DESC", _order))
+case("topn", "top2_asc_without_rownum", "Top-2 ordered by sales ASC, without the row number.",
+     [("s", SALES, SROWS, None)], _topn(2, False).replace("sales DESC", "sales ASC"))
+case("topn", "top1_asc_with_time_attribute",
+     "Top-1 on a non-time order (v ASC) over a table with a rowtime attribute.",
+     [("e", TS_T, TS_ROWS, None)] if False else [("e", "k STRING, v STRING, ts TIMESTAMP(3), "
+                                                  "WATERMARK FOR ts AS ts - INTERVAL '5' SECOND",
+                                                  [["a", "a1", "2024-01-01 00:00:02"], ["a", "a0", "2024-01-01 00:00:03"],
+                                                   ["b", "b1", "2024-01-01 00:00:04"], ["a", "a2", "2024-01-01 00:00:05"]],
+                                                  None)],
+     "SELECT k, v FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY v ASC) AS rn FROM e) WHERE rn <= 1")
 case("topn", "top3_offset_rownum_2_to_3",
      "Top-N with a lower bound (rn BETWEEN 2 AND 3).",
      [("s", SALES, SROWS, None)], _topn(0, where="rn > 1 AND rn <= 3"))

@@ -31,7 +31,7 @@ from ...changelog import mode_text
 from . import logical as P
 from .changelog_mode import modify_kinds
 
-__all__ = ["PhysicalNode", "Converter", "direction", "exchange", "ignores_retractions", "join_needs", "monotonic_order",
+__all__ = ["PhysicalNode", "Converter", "ascending_top1", "direction", "exchange", "ignores_retractions", "join_needs", "monotonic_order",
            "scan"]
 
 
@@ -203,7 +203,7 @@ class Converter:
         else:
             order = ", ".join(f"{names.get(c, c)} {'ASC' if a else 'DESC'}" for c, a, _ in n.order)
             partition, start, end, number = n.partition, n.start, n.end, n.row_number
-            insert_only = False
+            insert_only = ascending_top1(n)
         below = modify_kinds(child)
         strategy = "AppendFastStrategy" if below == {"I"} else \
             "UpdateFastStrategy" if isinstance(n, P.Rank) and monotonic_order(n) else "RetractStrategy"
@@ -270,6 +270,14 @@ def ignores_retractions(call, node: P.Node) -> bool:
     moves = direction(node, call.arg) if call.arg is not None and not call.distinct else None
     return (call.function == "MAX" and moves in ("up", "constant")
             or call.function == "MIN" and moves in ("down", "constant"))
+
+
+def ascending_top1(rank) -> bool:
+    """Whether Flink 2.3's planner takes Top-N ``rank`` for insert-only: a Top-1 whose first
+    sort key is ascending (measured on its runtime: ``changelogMode=[I]``, and a new first row
+    comes as a lone ``+U``, its ``-U`` never asked for; descending it is ``[I,UA,D]``), over
+    an insert-only input."""
+    return isinstance(rank, P.Rank) and rank.start == 1 and rank.end == 1 and bool(rank.order) and rank.order[0][1]
 
 
 def monotonic_order(rank: P.Rank) -> bool:
