@@ -629,11 +629,9 @@ case("topn", "top2_asc_without_rownum", "Top-2 ordered by sales ASC, without the
      [("s", SALES, SROWS, None)], _topn(2, False).replace("sales DESC", "sales ASC"))
 case("topn", "top1_asc_with_time_attribute",
      "Top-1 on a non-time order (v ASC) over a table with a rowtime attribute.",
-     [("e", TS_T, TS_ROWS, None)] if False else [("e", "k STRING, v STRING, ts TIMESTAMP(3), "
-                                                  "WATERMARK FOR ts AS ts - INTERVAL '5' SECOND",
-                                                  [["a", "a1", "2024-01-01 00:00:02"], ["a", "a0", "2024-01-01 00:00:03"],
-                                                   ["b", "b1", "2024-01-01 00:00:04"], ["a", "a2", "2024-01-01 00:00:05"]],
-                                                  None)],
+     [("e", "k STRING, v STRING, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '5' SECOND",
+       [["a", "a1", "2024-01-01 00:00:02"], ["a", "a0", "2024-01-01 00:00:03"],
+        ["b", "b1", "2024-01-01 00:00:04"], ["a", "a2", "2024-01-01 00:00:05"]], None)],
      "SELECT k, v FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY v ASC) AS rn FROM e) WHERE rn <= 1")
 case("topn", "top3_offset_rownum_2_to_3",
      "Top-N with a lower bound (rn BETWEEN 2 AND 3).",
