@@ -91,6 +91,8 @@ def _stream(spark, table: str, spec: dict, ddl: str):
     sdf = spark.createDataFrame([[None if v is None else str(v) for v in r] for r in df.itertuples(index=False)],
                                 ", ".join(f"`{c}` string" for c in df.columns))
     sdf = sdf.selectExpr(*[f"CAST(`{c}` AS {types.get(c, 'string')}) AS `{c}`" for c in df.columns])
+    for name, millis in re.findall(r"(\w+) AS TO_TIMESTAMP_LTZ\((\w+), 3\)", ddl):   # Spark's TIMESTAMP is local-zoned
+        sdf = sdf.selectExpr("*", f"timestamp_millis(`{millis}`) AS `{name}`")
     return kit.stream(sdf, time=time, **options)
 
 
@@ -198,3 +200,16 @@ def test_flinks_checks_of_match_recognize(spark, sc):
         return
     got = sorted(tuple(r) for r in kit.sql(sc["query"], **streams).collect())
     assert got == sorted(tuple(row["values"]) for row in sc["rows"]) and all(r["kind"] == "+I" for r in sc["rows"])
+
+
+# --- match_windows.json: a window over MATCH_RECOGNIZE's output, on MATCH_ROWTIME() ---------------
+
+@pytest.mark.parametrize("sc", [pytest.param(sc, id=f"match_windows:{sc['name']}") for sc in json.loads(
+    (DIR / "match_windows.json").read_text())["scenarios"]])
+def test_windows_over_the_matches(spark, sc):
+    """``GROUP BY TUMBLE(matchRowtime, ...)`` over a MATCH_RECOGNIZE in FROM (Flink's
+    testWindowedGroupingAppliedToMatchRecognize; a TIMESTAMP or TIMESTAMP_LTZ rowtime) and a
+    window TVF over a view of the matches: Flink's rows."""
+    streams = {t: _stream(spark, t, spec, "\n".join(sc["ddl"])) for t, spec in sc["inputs"].items()}
+    got = sorted(tuple(_value(v) for v in r) for r in kit.sql(_query(sc), **streams).collect())
+    assert got == sorted(tuple(row["values"]) for row in sc["rows"]) and len(got) == 4

@@ -209,7 +209,17 @@ class _Renderer:
             name = self.query[start:token(clause, -1).end + 1]
             key = token(start).text.lower()
             source = self._cte(key, start) if token(start, 1).start == clause and key in self.ctes else name
-        return self.resolver.match(source, spec, start, inner)
+        view = self.resolver.match(source, spec, start, inner)
+        call = self.group_window
+        if call and not call.table and hasattr(self.resolver, "register_query"):
+            # GROUP BY TUMBLE(MATCH_ROWTIME() ...) over the matches (Flink's
+            # testWindowedGroupingAppliedToMatchRecognize): the matches are the window's table
+            matches = Rewritten(self.query)
+            matches.replace(f"SELECT * FROM {view}", start)
+            call.table, call.table_at = f"__kit_matches_{start}", start
+            self.resolver.register_query(call.table, matches)
+            return self.resolver.window(call, True)
+        return view
 
     def _cte(self, key: str, at: int) -> Rewritten:
         """``WITH ... SELECT * FROM name``: the WITH query ``key`` (its name in lower case),

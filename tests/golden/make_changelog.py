@@ -996,6 +996,37 @@ for _name, _says, _source, _order in [
     case("match_errors", _name, _says, [("t", MR_T, MR_ROWS, None)], _mr(_source, _order), expect="either")
 
 
+group("match_windows", "Windows over MATCH_RECOGNIZE's output: MATCH_ROWTIME() as the time attribute a group "
+      "window (Flink's testWindowedGroupingAppliedToMatchRecognize) or a window TVF groups on.")
+MW_ROWS = [["ACME", 12, "2024-01-01 00:00:01"], ["ACME", 17, "2024-01-01 00:00:02"], ["ACME", 13, "2024-01-01 00:00:03"],
+           ["ACME", 16, "2024-01-01 00:00:04"], ["ACME", 25, "2024-01-01 00:00:05"], ["ACME", 2, "2024-01-01 00:00:06"],
+           ["ACME", 4, "2024-01-01 00:00:07"], ["ACME", 10, "2024-01-01 00:00:08"], ["BETA", 30, "2024-01-01 00:00:02"],
+           ["BETA", 20, "2024-01-01 00:00:07"], ["ACME", 7, "2024-01-01 00:00:10"], ["ACME", 9, "2024-01-01 00:00:11"]]
+MW_RISE = ("{src} MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY {time} MEASURES A.price AS price, "
+           "MATCH_ROWTIME() AS matchRowtime ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW "
+           "PATTERN (A B) DEFINE B AS B.price > A.price)")
+MW_GROUP = ("SELECT symbol, SUM(price) AS price, TUMBLE_START(matchRowtime, INTERVAL '3' SECOND) AS windowStart, "
+            "TUMBLE_ROWTIME(matchRowtime, INTERVAL '3' SECOND) AS windowTime FROM {mr} "
+            "GROUP BY symbol, TUMBLE(matchRowtime, INTERVAL '3' SECOND)")
+case("match_windows", "group_window_over_match_timestamp",
+     "GROUP BY TUMBLE(MATCH_ROWTIME() ...) over a MATCH_RECOGNIZE in FROM, the rowtime a TIMESTAMP(3).",
+     [("Ticker", "symbol STRING, price INT, rowtime TIMESTAMP(3), WATERMARK FOR rowtime AS rowtime", MW_ROWS, None)],
+     MW_GROUP.format(mr=MW_RISE.format(src="Ticker", time="rowtime")))
+case("match_windows", "group_window_over_match_timestamp_ltz",
+     "The same, the rowtime a TIMESTAMP_LTZ(3) (computed from epoch milliseconds).",
+     [("Ticker", "symbol STRING, price INT, t BIGINT, rowtime AS TO_TIMESTAMP_LTZ(t, 3), "
+                 "WATERMARK FOR rowtime AS rowtime",
+       [[sym, p, int(_dt.datetime.fromisoformat(ts).replace(tzinfo=_dt.timezone.utc).timestamp() * 1000)]
+        for sym, p, ts in MW_ROWS], None)],
+     MW_GROUP.format(mr=MW_RISE.format(src="Ticker", time="rowtime")))
+case("match_windows", "tvf_over_match_view",
+     "TUMBLE(TABLE M, DESCRIPTOR(matchRowtime), ...) over a view of the MATCH_RECOGNIZE.",
+     [("Ticker", "symbol STRING, price INT, rowtime TIMESTAMP(3), WATERMARK FOR rowtime AS rowtime", MW_ROWS, None)],
+     "SELECT symbol, window_start, window_end, SUM(price) AS price, COUNT(*) AS n FROM "
+     "TABLE(TUMBLE(TABLE M, DESCRIPTOR(matchRowtime), INTERVAL '3' SECOND)) GROUP BY symbol, window_start, window_end",
+     setup=("CREATE TEMPORARY VIEW M AS SELECT * FROM " + MW_RISE.format(src="Ticker", time="rowtime"),))
+
+
 def main(argv: list[str]) -> None:
     global TMP
     TMP = Path(tempfile.mkdtemp(prefix="flink-kit-golden-"))
