@@ -368,7 +368,7 @@ def _live_window(run, statement: Statement, tables: dict, config: dict | None) -
     def replayer(record: Stream) -> DataFrame:
         return sql(statement.text, run.semantics, run.aggregates, config, **{shape.name: record})
 
-    return LiveWindowTable(result, shape, replayer, statement.text)
+    return LiveWindowTable(result, shape, replayer)
 
 
 def _live_match(run, statement: Statement, tables: dict, config: dict | None) -> LiveMatchTable:

@@ -144,8 +144,8 @@ class LiveWindowTable:
     ``kit.sql.window_aggregate.WindowShape``); ``start(path)`` runs it. ``replayer(stream)``:
     the query over a ``kit.stream``."""
 
-    def __init__(self, result, shape, replayer, query: str):
-        self.result, self.shape, self.replayer, self.query = result, shape, replayer, query
+    def __init__(self, result, shape, replayer):
+        self.result, self.shape, self.replayer = result, shape, replayer
         self.columns = shape.schema.names
 
     def start(self, path: str, trigger: str | None = None, sink=None) -> "LiveWindowTableQuery":
