@@ -348,7 +348,7 @@ class PlanRun:
             if chained is not None:
                 return chained
             log = self.node(n.input, True)
-            calls = [replace(c, retract=False) if ignores_retractions(c, n.input) else c for c in _typed(log, n.calls)]
+            calls = [replace(c, retract=False) if ignores_retractions(c, n) else c for c in _typed(log, n.calls)]
             out, expired = group_aggregate(log, list(n.keys), calls, self._with(update_before))
             if expired is not None:
                 names = dict(zip(n.keys, n.names))
@@ -405,7 +405,7 @@ class PlanRun:
             if not isinstance(below, P.GroupAggregate) or filtered or any(inputs[c] is None for c in reads):
                 break
             node = below
-        if not isinstance(below, P.Source) or any(ignores_retractions(c, level.input)
+        if not isinstance(below, P.Source) or any(ignores_retractions(c, level)
                                                   for level, _ in levels for c in level.calls):
             return None   # (the fused pass retracts every aggregate: a non-retracting MAX is the reference's)
         # the columns the lowest level reads, when it copies them from the stream's source

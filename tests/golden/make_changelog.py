@@ -517,6 +517,10 @@ case("cascade", "max_of_minimums_is_retracted",
      "MAX over per-user minimums (which fall) keeps retracting: the leader's fall lowers it.",
      [("t", KV, [["Mary", 5], ["Bob", 7], ["Mary", 3], ["Bob", 2], ["Mary", 1]], None)],
      "SELECT MAX(m) AS hi FROM (SELECT `user`, MIN(v) AS m FROM t GROUP BY `user`)")
+case("cascade", "max_of_keys_grouped_by_count_is_retracted",
+     "MAX/MIN of the inner keys grouped by the inner count: the count moves, so a row leaves its old group and the MAX/MIN there retracts (a moving grouping key voids the monotonicity).",
+     [("t", CLICKS, [["Mary", "a"], ["Bob", "a"], ["Mary", "a"], ["Liz", "a"], ["Bob", "a"]], None)],
+     f"SELECT c, MAX(`user`) AS m, MIN(`user`) AS n FROM ({INNER}) GROUP BY c")
 
 # ---- joins
 group("joins", "Regular (non-windowed, non-temporal) joins.",

@@ -263,10 +263,15 @@ def direction(node: P.Node, column: str) -> str | None:
     return {"COUNT": "up", "MAX": "up", "MIN": "down"}.get(call.function) if call else None
 
 
-def ignores_retractions(call, node: P.Node) -> bool:
-    """Whether aggregate ``call`` over ``node`` is Flink's non-retracting MAX / MIN: its input
-    only moves its way (a MAX of counts), so a retraction never lowers it and Flink's planner
-    drops its retract (``MAX`` in the plan, not ``MAX_RETRACT``)."""
+def ignores_retractions(call, aggregate: P.GroupAggregate) -> bool:
+    """Whether ``call`` of group aggregate ``aggregate`` is Flink's non-retracting MAX / MIN:
+    its argument only moves its way (a MAX of counts), so a retraction never lowers it and
+    Flink's planner drops its retract (``MAX`` in the plan, not ``MAX_RETRACT``). Only where
+    every grouping key is constant in the input: a row whose key moves (``GROUP BY cnt``)
+    leaves its old group, which must retract it."""
+    node = aggregate.input
+    if any(direction(node, k) != "constant" for k in aggregate.keys):
+        return False
     moves = direction(node, call.arg) if call.arg is not None and not call.distinct else None
     return (call.function == "MAX" and moves in ("up", "constant")
             or call.function == "MIN" and moves in ("down", "constant"))
@@ -323,7 +328,7 @@ def _aggregate_detail(n: P.GroupAggregate, child: PhysicalNode) -> str:
     updates = modify_kinds(child) != {"I"}
     calls = []
     for call, shown in zip(n.calls, n.shown_calls):
-        retract = updates and not ignores_retractions(call, n.input)
+        retract = updates and not ignores_retractions(call, n)
         calls.append(re.sub(r"^(\w+)\(", lambda m: m.group(1) + ("_RETRACT(" if retract else "("), shown, count=1))
     keys = n.names[:len(n.keys)]
     return (f"groupBy=[{', '.join(keys)}], " if keys else "") + f"select=[{', '.join(keys + calls)}]"
