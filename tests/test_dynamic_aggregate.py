@@ -25,7 +25,8 @@ from kit.errors import KitError
 from kit.time import Clock, Duration
 
 GOLDEN = Path(__file__).parent / "golden" / "flink-2.3"
-TYPES = {"user": "string", "url": "string", "word": "string", "v": "int", "bucket": "int"}
+TYPES = {"user": "string", "url": "string", "word": "string", "v": "int", "bucket": "int", "ti": "tinyint",
+         "dc": "decimal(10,2)", "f": "float"}
 
 
 def C(function, arg, name, type_, distinct=False):
@@ -333,6 +334,48 @@ def test_fast_equals_reference(spark, rows, update_before, global_):
     assert fast == reference
 
 
+FLINK_CALLS = [C("SUM", "ti", "s_ti", "tinyint"), C("AVG", "ti", "a_ti", "tinyint"), C("SUM", "v", "s", "int"),
+               C("AVG", "v", "a", "int"), C("SUM", "dc", "s_dc", "decimal(38,2)"), C("AVG", "dc", "a_dc", "decimal(38,6)"),
+               C("SUM", "f", "s_f", "float"), C("AVG", "f", "a_f", "float")]
+
+
+@settings(max_examples=6, deadline=None)
+@given(rows=st.lists(st.tuples(st.sampled_from(["a", "b"]), st.one_of(st.none(), st.integers(-128, 127)),
+                               st.one_of(st.none(), st.integers(-9, 9)), st.sampled_from([None, "-1.05", "0.10", "3.33"]),
+                               st.sampled_from([None, 0.1, -2.5, 0.7])), min_size=1, max_size=8),
+       global_=st.booleans())
+@example(rows=[("a", 100, -7, "0.10", 0.1), ("a", 100, -8, "0.10", 0.1), ("a", None, None, None, 0.1)], global_=False)
+def test_flinks_result_types_in_every_engine(spark, rows, global_):
+    """At Flink's result types (``kit.changelog.result_type``) the engines agree: a TINYINT
+    SUM wraps around (100 + 100 = -56), an AVG of integers truncates (-7.5 -> -7), one of
+    decimals rounds once to six places, a FLOAT SUM adds in FLOAT; over an insert-only input
+    and, for the exact ones, over the changelog of a SUM per key."""
+    from decimal import Decimal
+    log = changelog(spark, ["user", "ti", "v", "dc", "f"],
+                    [[u, ti, v, None if d is None else Decimal(d), f] for u, ti, v, d, f in rows])
+    keys = [] if global_ else ["user"]
+    compiled, reference = engines_rows(log, keys, FLINK_CALLS[:4:2], ("compiled", "reference"), meta=True)
+    assert compiled == reference
+    fast, reference = engines_rows(log, keys, FLINK_CALLS[:6] + FLINK_CALLS[7:], meta=True)
+    assert fast == reference
+    (reference,) = engines_rows(log, ["user"], [C("SUM", "ti", "s_ti", "tinyint"), C("AVG", "v", "a", "int")],
+                                ("reference",))
+    seen, last, want = {}, {}, []
+    for user, ti, v, *_ in rows:
+        seen.setdefault(user, []).append((ti, v))
+        tis, vs = [x for x, _ in seen[user] if x is not None], [y for _, y in seen[user] if y is not None]
+        now = [user, (sum(tis) + 128) % 256 - 128 if tis else None,
+               (abs(sum(vs)) // len(vs)) * (-1 if sum(vs) < 0 else 1) if vs else None]
+        if last.get(user) != now:
+            last[user] = now
+            want.append(now)
+    assert [values for kind, values in reference if kind != "-U"] == want
+    updating = run(log, ["user"], [C("SUM", "v", "s", "int"), C("SUM", "dc", "d", "decimal(38,2)")])
+    outer = [C("AVG", "s", "a", "int"), C("SUM", "s", "t", "int"), C("AVG", "d", "a_d", "decimal(38,6)")]
+    fast, reference = engines_rows(updating, [], outer, meta=True)
+    assert fast == reference
+
+
 @settings(max_examples=8, deadline=None)
 @given(rows=st.lists(st.tuples(st.sampled_from(["a", "b", "c", None]), st.one_of(st.none(), st.integers(-3, 3))),
                      min_size=1, max_size=12),
@@ -419,7 +462,7 @@ def test_chain_over_parquet_dictionaries(spark, rows, split, depth, star, prefix
         try:
             s = kit.stream(spark.read.parquet(*paths), time="t")
             log = from_stream(s, ["user", "v"])
-            firsts = [count("n")] + ([] if star else [C("SUM", "v", "s", "bigint"), C("MAX", "v", "m", "bigint")])
+            firsts = [count("n")] + ([] if star else [C("SUM", "v", "s", "bigint"), C("MAX", "v", "m", "int")])
             levels = [(["user"], firsts, None),
                       (["k"], [count("f"), C("SUM", "n2", "sn", "bigint")], {"k": "n", "n2": "n"})][:depth]
             expected = log

@@ -27,9 +27,9 @@ Aggregates: COUNT(*), COUNT(x), COUNT(DISTINCT x), SUM, AVG, MIN, MAX (any DISTI
 retractions SUM/AVG/COUNT subtract, MIN/MAX keep the multiset of values (Flink's
 ``MinWithRetractAggFunction``; a call with ``retract=False`` ignores retractions instead, as
 the non-retracting MAX / MIN the planner picks over an input that only moves its way) and a DISTINCT keeps a count per value. Values are those of
-Spark's batch aggregate over the rows in the table (SUM of NULLs is NULL, AVG of an INT a
-DOUBLE), cast to ``call.type``: pass Flink's types (``INT`` for the AVG of an INT) to get
-Flink's values, truncation included.
+the batch aggregate over the rows in the table (SUM of NULLs is NULL) at ``call.type``, as
+Flink computes them at Flink's types (``result_type``: a SUM of INTs an INT that wraps
+around, an AVG of INTs truncated toward zero; ``group_agg._Sum``), or at Spark's wider ones.
 
 Changelog mode (Flink's ``FlinkChangelogModeInferenceProgram``): ``+I``, ``+U``, ``-U`` when
 ``update_before``, ``-D`` when the input holds updates or deletes (a count can go back to
@@ -66,8 +66,8 @@ function; with them, the Incremental level (above). One DISTINCT column; no AVG.
 Engines. ``reference``: each key replayed in Python (``group_agg.GroupAggFunction`` on the
 replay driver, over tasks by key) -- the definition. ``compiled``: the same fold in Java (``kit/jvm/GroupAggregate.java``), one
 shuffle by key and each task's messages sorted by ``(seq, _n)``, keys of simple types, the
-aggregates of Spark's own result types (COUNT and SUM of integers BIGINT, AVG DOUBLE, MIN/MAX
-the column's), no TTL (with mini-batch: the whole input in one task, as above); ``auto``
+aggregates of its own result types (COUNT and SUM of integers BIGINT, AVG DOUBLE, MIN/MAX
+the column's) or a SUM of integers at a narrower type (wrapped after the fold), no TTL (with mini-batch: the whole input in one task, as above); ``auto``
 takes it when the session has the kit's Java classes. ``chain`` (what a continuous query
 over one stream takes first): the group aggregates stacked over that stream -- one, or a
 cascade -- fused into one Java pass per chunk of arrivals, each chunk seeded with the

@@ -11,7 +11,7 @@ from pyspark.sql import types as T
 
 from .. import jvm, sparksql
 from ..stream import epoch_ms
-from . import ADDS, AggCall, Changelog, Options
+from . import ADDS, AggCall, Changelog, Options, result_type
 from .aggregate_fast import kinds
 from .group_agg import changelog_mode
 from .mini_batch_agg import bundles, ticks, with_ticks
@@ -50,10 +50,24 @@ def not_compiled(log, keys, calls, options, types) -> str | None:
         function, dtype = c.function.upper(), types.get(c.arg)
         if function in ("SUM", "AVG") and not isinstance(dtype, _INTEGERS):
             return f"{c.function}({c.arg}) is not of integers"
-        natural = T.LongType() if function in ("COUNT", "SUM") else T.DoubleType() if function == "AVG" else dtype
-        if T._parse_datatype_string(c.type) != natural:
-            return f"{c.function}({c.arg or '*'}) is typed {c.type}, not {natural.simpleString()} (Spark's own)"
+        natural, wanted = T._parse_datatype_string(_natural_type(c, types)), T._parse_datatype_string(c.type)
+        if wanted != natural and not (function == "SUM" and isinstance(wanted, T.IntegralType)):
+            return f"{c.function}({c.arg or '*'}) is typed {c.type}, not {natural.simpleString()} (the Java fold's)"
     return None
+
+
+def wrapped(df: DataFrame, calls) -> DataFrame:
+    """The Java folds' output with each SUM of integers (a BIGINT there) at its call's
+    narrower type, wrapped around as Java's arithmetic in that type leaves it: a sum's
+    changes are the same in both (a step that changes one changes the other)."""
+    exprs = []
+    for f in df.schema.fields:
+        call = next((c for c in calls if c.name == f.name), None)
+        bits = {"tinyint": 8, "smallint": 16, "int": 32}.get(call.type if call is not None else "")
+        name = sparksql.name(f.name)
+        exprs.append(f"CAST(pmod({name} + {1 << (bits - 1)}, {1 << bits}) - {1 << (bits - 1)} AS {call.type}) AS {name}"
+                     if bits else name)
+    return df.selectExpr(*exprs) if any(e.startswith("CAST(pmod(") for e in exprs) else df
 
 
 def compiled(log: Changelog, keys, calls, options, types) -> tuple[DataFrame, bool]:
@@ -63,16 +77,17 @@ def compiled(log: Changelog, keys, calls, options, types) -> tuple[DataFrame, bo
     key states; and whether its output is ``in_order`` (one task)."""
     ticked = options.mini_batch is not None and log.ticks is not None
     df = _compiled_input(log.with_df(with_ticks(log)) if ticked else log, keys, calls)
-    settings, schema = _settings(keys, calls, options.update_before), _compiled_schema(keys, calls, types)
+    natural = [replace(c, type=_natural_type(c, types)) for c in calls]
+    settings, schema = _settings(keys, calls, options.update_before), _compiled_schema(keys, natural, types)
     ks = [sparksql.name(k) for k in keys]
     spread = options.mini_batch is None and bool(ks) and options.tasks > 1
     df = df.repartition(options.tasks, *ks) if spread else df.coalesce(1)
     if spread or ticked or not log.in_order:
         df = df.sortWithinPartitions("seq", "_n")
     if options.mini_batch is None:
-        return jvm.group_aggregate(df, settings, schema), not spread
+        return wrapped(jvm.group_aggregate(df, settings, schema), calls), not spread
     settings += _mini_batch_settings(keys, calls, options, types) + f";ticked={int(ticked)}"
-    return jvm.mini_batch_group_aggregate(df, settings, schema), True
+    return wrapped(jvm.mini_batch_group_aggregate(df, settings, schema), calls), True
 
 
 def _mini_batch_settings(keys, calls, options, types) -> str:
@@ -150,7 +165,8 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
           final: bool = False) -> Changelog | None:
     """Group aggregates each over the changelog of the one before, fused into one pass per
     chunk of arrivals (``kit/jvm/Chain.java``): ``levels`` bottom-up, ``(keys, calls,
-    inputs)``, the first over ``log`` (insert-only, straight from one stream: its partitions
+    inputs)`` (a call without a type gets Flink's, ``result_type``), the first over ``log``
+    (insert-only, straight from one stream: its partitions
     the stream's chunks, in arrival order), each next one reading ``inputs`` (``{its
     column: a column of the level below}``); ``source``: where the first level reads
     columns of the stream's source straight, ``(stream, {its column: the source's})``. The
@@ -203,10 +219,12 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
     for i, (keys, calls, inputs) in enumerate(levels):
         if i:
             types = {name: types[column] for name, column in inputs.items()}
-        calls = [replace(c, type=_natural_type(c, types)) for c in calls]
-        if not_compiled(log, keys, calls, options, types):
-            return None
         top = i == len(levels) - 1
+        wanted = [c if c.type else replace(c, type=result_type(c.function, types.get(c.arg))) for c in calls]
+        natural = [replace(c, type=_natural_type(c, types)) for c in calls]
+        if not_compiled(log, keys, wanted, options, types) or not top and natural != wanted:
+            return None   # (a level above reads this one's values: the Java fold's type exactly)
+        calls = natural
         settings = _settings(keys, calls, options.update_before if top else True)
         if mini_batch:   # the levels above the first read their watermarks among its changes
             settings += _mini_batch_settings(keys, calls, options, types) + f";ticked={int(i > 0)}"
@@ -263,6 +281,6 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
         out = jvm.chain(df, chunks, "|".join(parts), schema, SUMMARY_LIMIT, prefixes)
     if out is None:
         return None
-    last_keys, last_calls, _ = levels[-1]
-    return Changelog(out, (*last_keys, *(c.name for c in last_calls)), mode, tuple(last_keys), True,
+    last_keys = levels[-1][0]
+    return Changelog(wrapped(out, wanted), (*last_keys, *(c.name for c in wanted)), mode, tuple(last_keys), True,
                      ticks(log, options.mini_batch[0]) if mini_batch else None, marked)

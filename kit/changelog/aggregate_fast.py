@@ -18,6 +18,9 @@ def not_fast(log, calls, options, types) -> str | None:
         return "the state TTL is on"
     if options.mini_batch is not None:
         return "mini-batch is on"
+    for c in calls:
+        if c.function.upper() == "SUM" and isinstance(types.get(c.arg), T.FloatType) and c.type == "float":
+            return f"SUM({c.arg}) of FLOAT values adds in FLOAT, value after value"
     if log.insert_only:
         return None
     for c in calls:
@@ -83,7 +86,9 @@ def kinds(row_kinds) -> str:
 
 
 def _running(call: AggCall, arg: dict, types: dict, run: str) -> str:
-    """A call's running value over ``run`` in Spark SQL, as Spark's batch aggregate gives it."""
+    """A call's running value over ``run`` in Spark SQL, at the call's type as the reference
+    gives it (``group_agg._Sum``: integers wrapped around, an AVG of integers truncated, one
+    of decimals rounded once to the type's scale)."""
     function = call.function.upper()
     if call.arg is None:
         return f"sum(_e) OVER {run}"
@@ -93,10 +98,19 @@ def _running(call: AggCall, arg: dict, types: dict, run: str) -> str:
     n = f"sum(IF({x} IS NULL, 0, {weight})) OVER {run}"
     if function == "COUNT":
         return n
-    dtype = types[call.arg]
-    v = x if function == "SUM" or isinstance(dtype, T.DecimalType) else f"CAST({x} AS DOUBLE)"
+    dtype, out = types[call.arg], T._parse_datatype_string(call.type)
+    exact = isinstance(dtype, (T.IntegralType, T.DecimalType))
+    v = x if function == "SUM" or exact else f"CAST({x} AS DOUBLE)"
     total = f"sum(CASE {weight} WHEN 1 THEN {v} WHEN -1 THEN -{v} END) OVER {run}"
     if function == "SUM":
-        return f"IF({n} = 0, NULL, {total})"
-    divisor = f"CAST({n} AS DECIMAL(20, 0))" if isinstance(dtype, T.DecimalType) else n
-    return f"IF({n} = 0, NULL, {total} / {divisor})"
+        value = total
+    elif isinstance(dtype, T.IntegralType) and isinstance(out, T.IntegralType):
+        value = f"{total} DIV {n}"
+    elif isinstance(dtype, T.DecimalType) and isinstance(out, T.DecimalType):
+        value = f"CAST({total} AS DECIMAL(38, {out.scale})) / CAST({n} AS DECIMAL(20, 0))"
+    else:
+        value = f"CAST({total} AS DOUBLE) / {n}"
+    bits = {T.ByteType: 8, T.ShortType: 16, T.IntegerType: 32}.get(type(out))
+    if bits and function == "SUM":   # Java's arithmetic in the narrower type: wrapped around
+        value = f"pmod({value} + {1 << (bits - 1)}, {1 << bits}) - {1 << (bits - 1)}"
+    return f"IF({n} = 0, NULL, {value})"

@@ -62,16 +62,28 @@ class _Count:
 
 class _Sum:
     """SUM(x) or AVG(x) (``avg``): a total and the count of non-NULL values; NULL when none.
-    AVG sums DOUBLEs, or decimals divided as Spark divides them (``_decimal_avg``)."""
+    The value is Flink's at the call's type ``out`` (``kit.changelog.result_type``): a SUM
+    of integers wraps around in its type (Java's arithmetic), a FLOAT SUM adds in FLOAT; an
+    AVG of integers is the exact quotient truncated toward zero, one of decimals the exact
+    quotient rounded HALF_UP to ``out``'s scale, one of floating values a DOUBLE quotient.
 
-    def __init__(self, avg: bool, dtype):
-        self.avg, self.dtype, self.n = avg, dtype, 0
-        self.total = Decimal(0) if isinstance(dtype, T.DecimalType) else 0.0 if avg else 0
+        SUM(TINYINT) of 100, 100: -56        AVG(INT) of -7, -8: -7
+    """
+
+    def __init__(self, avg: bool, dtype, out):
+        self.avg, self.out, self.n = avg, out, 0
+        exact = isinstance(dtype, (T.IntegralType, T.DecimalType))
+        self.total = Decimal(0) if isinstance(dtype, T.DecimalType) else 0 if exact else 0.0
+        self.single = not avg and isinstance(dtype, T.FloatType) and isinstance(out, T.FloatType)
+        if self.single:
+            self.total = np.float32(0)
 
     def add(self, v, w: int):
         if v is None:
             return
-        if self.avg and not isinstance(self.dtype, T.DecimalType):
+        if self.single:
+            v = np.float32(v)
+        elif isinstance(self.total, float):
             v = float(v)
         with localcontext(_EXACT):
             self.total, self.n = (self.total + v, self.n + 1) if w > 0 else (self.total - v, self.n - 1)
@@ -79,10 +91,29 @@ class _Sum:
     def value(self):
         if self.n == 0:
             return None
+        out, total = self.out, self.total
         if not self.avg:
-            return self.total
-        return _decimal_avg(self.total, self.n, self.dtype) if isinstance(self.dtype, T.DecimalType) \
-            else self.total / self.n
+            return _wrap(total, out) if isinstance(total, int) else float(total) if self.single else total
+        if isinstance(out, T.IntegralType) and isinstance(total, int):
+            q = abs(total) // self.n
+            return _wrap(-q if total < 0 else q, out)
+        if isinstance(out, T.DecimalType) and isinstance(total, Decimal):
+            with localcontext(_EXACT):
+                return (total / self.n).quantize(Decimal(1).scaleb(-out.scale), ROUND_HALF_UP)
+        return float(total) / self.n
+
+
+_BITS = {T.ByteType: 8, T.ShortType: 16, T.IntegerType: 32, T.LongType: 64}
+
+
+def _wrap(v: int, dtype) -> int:
+    """An integer in ``dtype``'s range as Java's arithmetic leaves it (wrapped around);
+    ``v`` itself for a wider or non-integer type."""
+    bits = _BITS.get(type(dtype))
+    if bits is None:
+        return v
+    half = 1 << (bits - 1)
+    return (v + half) % (1 << bits) - half
 
 
 class _MinMax:
@@ -127,19 +158,6 @@ class _Distinct:
         return self.inner.value()
 
 
-def _decimal_avg(total: Decimal, n: int, dtype: T.DecimalType) -> Decimal:
-    """Spark's AVG of a decimal(p, s): its sum, a decimal(p + 10, s), divided by the count, a
-    decimal(20, 0), in Spark's decimal division (38 places, then the quotient's scale, both
-    HALF_UP); the cast to the call's type follows."""
-    p, s = min(38, dtype.precision + 10), dtype.scale
-    scale = max(6, s + 21)
-    if p - s + scale > 38:
-        scale = max(38 - (p - s), min(scale, 6))
-    with localcontext(_EXACT):
-        q = (total / n).quantize(Decimal(1).scaleb(-38), ROUND_HALF_UP)
-        return q.quantize(Decimal(1).scaleb(-scale), ROUND_HALF_UP)
-
-
 def _cast(v, dtype):
     """A value as Spark's CAST to ``dtype`` gives it (integers truncate, decimals round HALF_UP)."""
     if v is None:
@@ -173,11 +191,11 @@ class Spec:
 
     def accumulators(self) -> list:
         made = []
-        for c in self.calls:
+        for c, out in zip(self.calls, self.out_types):
             function = c.function.upper()
             dtype = self.types.get(c.arg)
             acc = (_Count(c.arg is None) if function == "COUNT" else
-                   _Sum(function == "AVG", dtype) if function in ("SUM", "AVG") else
+                   _Sum(function == "AVG", dtype, out) if function in ("SUM", "AVG") else
                    _MinMax(min if function == "MIN" else max))
             made.append(_Distinct(acc) if c.distinct else acc)
         return made

@@ -41,8 +41,8 @@ SELECT DISTINCT, Top-N and deduplication (``ROW_NUMBER() OVER (...)`` filtered b
 N``), regular joins -- is planned as Flink plans it (``kit.sql.planner.logical``) and returns a
 ``DynamicTable`` (``kit.sql.table``): its changelog with Flink's row kinds, its table at
 any arrival, Flink's conversions; ``sink="upsert"`` drops update-before rows. Its columns
-are named and typed as the same query run as a batch (Spark's rules: an AVG of an INT is a
-DOUBLE). Other queries over streams read the annotated rows (``Stream.df``) as a table.
+are named as the same query run as a batch and typed as Flink types them (an AVG of an INT
+is an INT, truncated; Spark's batch query gives a DOUBLE: ``kit.changelog.result_type``). Other queries over streams read the annotated rows (``Stream.df``) as a table.
 
 Over live streams (``kit.live(...)``) a continuous query (joins too) returns a ``LiveTable``,
 a window TVF aggregation a ``LiveWindowTable`` (``kit.sql.live``), a MATCH_RECOGNIZE a

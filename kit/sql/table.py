@@ -14,8 +14,8 @@ changes downstream as a changelog. The result keeps both views::
     3    +I  Liz   1
 
 ``changelog()`` columns: ``seq`` (the arrival that caused the change), ``op`` (Flink's row
-kind), the query's columns (named and typed as the same query run as a batch names and
-types them), ``watermark`` (the watermark when that row arrived, like ``Stream.df``'s) and
+kind), the query's columns (named as the same query run as a batch names them, typed as Flink
+types them: ``kit.changelog.result_type``), ``watermark`` (the watermark when that row arrived, like ``Stream.df``'s) and
 ``proctime`` (its processing time; only for a stream with a clock), ordered as a
 single-task Flink job emits them. Flink's conversions (``to_append_stream``,
 ``to_retract_stream``, ``to_changelog_stream``, ``to_upsert_stream``) are below; the sink
@@ -34,6 +34,7 @@ from functools import cached_property
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from .. import jvm, sparksql
 from ..errors import KitError
@@ -44,7 +45,7 @@ from .planner import logical as P, table_plan
 from .planner.physical import ascending_top1, ignores_retractions, monotonic_order
 from .statement import Statement
 from ..changelog import (ALL, DELETE, INSERT, INSERT_ONLY, KINDS, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options,
-                        from_stream, mode_text)
+                        from_stream, mode_text, result_type)
 
 __all__ = ["DynamicTable", "SINKS"]
 
@@ -67,26 +68,25 @@ class DynamicTable:
         if taken:
             raise KitError(f"the query's result has column(s) {taken} named like the changelog's own {list(_OWN)}: "
                            f"give them another name (e.g. {taken[0]} AS {taken[0].lstrip('_')}_; Flink reserves none, the kit these)")
-        self._types = [f.dataType.simpleString() for f in batch.schema.fields]
         self.streams = _streams(root)
 
     # ------------------------------------------------------------ the changelog
 
     @cached_property
     def log(self) -> Changelog:
-        """The root operator's changelog, its columns named and typed as the batch query's."""
+        """The root operator's changelog, its columns named as the batch query's and typed as
+        Flink's (``kit.changelog.result_type``: the AVG of an INT an INT, a ROW_NUMBER a BIGINT)."""
         run = PlanRun(self)
         log = run.node(self.root, update_before=self.sink == "retract")
         self._expired, self._late = run.expired, run.late
         return self._named(log)
 
     def _named(self, log: Changelog) -> Changelog:
-        """The root's changelog ``log``, its columns named and typed as the batch query's."""
+        """The root's changelog ``log``, its columns named as the batch query's."""
         if len(log.columns) != len(self.columns):
             raise KitError(f"internal: the plan gives {len(log.columns)} columns, the query {len(self.columns)}")
         names = dict(zip(log.columns, self.columns))
-        df = log.df.selectExpr("_op", *[f"CAST({c} AS {t}) AS {sparksql.name(n)}"
-                                        for c, n, t in zip(log.columns, self.columns, self._types)],
+        df = log.df.selectExpr("_op", *[f"{c} AS {sparksql.name(n)}" for c, n in zip(log.columns, self.columns)],
                                "seq", "_n", "_pt", *["_wm"] * log.marked)
         key = tuple(names[c] for c in log.upsert_key) if log.upsert_key is not None and all(
             c in names for c in log.upsert_key) else None
@@ -170,7 +170,8 @@ class DynamicTable:
 
     def _order_free(self) -> bool:
         """Whether the final table is the batch query's answer over the sources' rows in any
-        order: the plan holds group aggregates and Calcs alone (a state TTL, a Top-N's ties, a
+        order: the plan holds group aggregates and Calcs alone, each aggregate typed alike in
+        Spark and Flink (``_spark_types_agree``; a state TTL, a Top-N's ties, a
         dedup's first row go by arrivals), over streams without processing time (the batch
         reads the sources' columns: ``Stream.columns_only``), and Spark's plan of the query
         is deterministic and sums no FLOAT or DOUBLE values (``jvm.order_free``)."""
@@ -178,6 +179,7 @@ class DynamicTable:
             return isinstance(n, (P.Source, P.Calc, P.GroupAggregate)) and all(map(plain, n.inputs))
 
         return (plain(self.root) and self.options.ttl_ms == 0 and all(s.proctime is None for s in self.streams)
+                and _spark_types_agree(self.root)
                 and jvm.available(self.batch.sparkSession, "Internal") and jvm.order_free(self.batch))
 
     # ------------------------------------------------------------ Flink's conversions
@@ -296,14 +298,17 @@ def _source(s, numbered: bool = True) -> Changelog:
 def _streams(root: P.Node) -> list:
     """The distinct streams the plan reads, in the order FROM names them."""
     out = []
-
-    def walk(n):
+    for n in _nodes(root):
         if isinstance(n, P.Source) and all(s is not n.stream for s in out):
             out.append(n.stream)
-        for child in n.inputs:
-            walk(child)
-    walk(root)
     return out
+
+
+def _nodes(node: P.Node):
+    """The plan's nodes, ``node`` first, depth first."""
+    yield node
+    for n in node.inputs:
+        yield from _nodes(n)
 
 
 class PlanRun:
@@ -480,13 +485,41 @@ class PlanRun:
 
 
 def _typed(log: Changelog, calls: list) -> list:
-    """``calls`` with the type Spark's batch aggregate gives each (an analysis, no job)."""
-    if not calls:
-        return []
-    exprs = [f"{c.function}({'*' if c.arg is None else ('DISTINCT ' if c.distinct else '') + c.arg}) AS {c.name}"
-             for c in calls]
-    schema = log.df.selectExpr(*exprs).schema
-    return [replace(c, type=f.dataType.simpleString()) for c, f in zip(calls, schema.fields)]
+    """``calls`` with Flink's result types (``kit.changelog.result_type``: the AVG of an INT
+    an INT, where Spark's batch query gives a DOUBLE)."""
+    types = {f.name: f.dataType for f in log.df.schema.fields}
+    return [replace(c, type=result_type(c.function, types.get(c.arg))) for c in calls]
+
+
+def _spark_types_agree(node: P.Node) -> bool:
+    """Whether every group aggregate under ``node`` gives Spark's batch type, which is then
+    Flink's: COUNT, MIN, MAX, a SUM of BIGINT or DOUBLE, an AVG of DOUBLE, over columns
+    copied from a stream or an aggregate below (Spark widens the SUM of an INT to BIGINT,
+    Flink keeps INT: ``kit.changelog.result_type``)."""
+    def typed(n: P.Node, column: str) -> T.DataType | None:
+        copies, below, _ = _copied(n)
+        column = copies.get(column)
+        if column is None:
+            return None
+        if isinstance(below, P.Source):
+            named = dict(zip(below.columns, below.source_columns))
+            fields = {f.name: f.dataType for f in below.stream.source.schema.fields}
+            return fields.get(named.get(column))
+        if isinstance(below, P.GroupAggregate):
+            call = next((c for c in below.calls if c.name == column), None)
+            if call is None:
+                return typed(below.input, column)
+            arg = None if call.arg is None else typed(below.input, call.arg)
+            return T._parse_datatype_string(result_type(call.function, arg)) if call.arg is None or arg else None
+        return None
+
+    for n in _nodes(node):
+        for c in n.calls if isinstance(n, P.GroupAggregate) else ():
+            f = c.function.upper()
+            if f in ("SUM", "AVG") and not (isinstance(typed(n.input, c.arg), T.DoubleType)
+                                            or f == "SUM" and isinstance(typed(n.input, c.arg), T.LongType)):
+                return False
+    return True
 
 
 def _copies(calc: P.Calc) -> dict:

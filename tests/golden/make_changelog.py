@@ -1031,6 +1031,41 @@ case("match_windows", "tvf_over_match_view",
      setup=("CREATE TEMPORARY VIEW M AS SELECT * FROM " + MW_RISE.format(src="Ticker", time="rowtime"),))
 
 
+group("types", "The result types of the aggregates (SUM, AVG, COUNT, MIN, MAX) over integer, DECIMAL and "
+      "floating inputs, and their values: an AVG of integers is truncated toward zero, a SUM keeps its "
+      "input's type.")
+NUM = "k STRING, ti TINYINT, si SMALLINT, i INT, b BIGINT, dc DECIMAL(10, 2), f FLOAT, x DOUBLE"
+NUM_ROWS = [["a", -7, -700, -70000, -7000000000, "-7.25", -7.5, -7.25],
+            ["b", 3, 300, 30000, 3000000000, "3.10", 3.25, 3.1],
+            ["a", -8, -800, -80000, -8000000000, "-8.50", -8.25, -8.5],
+            ["b", 4, 400, 40000, 4000000000, "4.05", 4.5, 4.05],
+            ["a", None, None, None, None, None, None, None],
+            ["b", 2, 200, 20000, 2000000000, "2.00", 2.0, 2.0]]
+case("types", "sum_avg_of_integers",
+     "SUM and AVG of TINYINT, SMALLINT, INT, BIGINT: each keeps its input's type; AVG truncates toward zero (-7.5 -> -7).",
+     [("n", NUM, NUM_ROWS, None)],
+     "SELECT k, SUM(ti) AS s_ti, AVG(ti) AS a_ti, SUM(si) AS s_si, AVG(si) AS a_si, SUM(i) AS s_i, AVG(i) AS a_i, "
+     "SUM(b) AS s_b, AVG(b) AS a_b, COUNT(i) AS c_i, COUNT(*) AS c FROM n GROUP BY k")
+case("types", "sum_avg_of_decimal_and_floating",
+     "SUM and AVG of DECIMAL(10, 2), FLOAT, DOUBLE; MIN and MAX keep the column's type.",
+     [("n", NUM, NUM_ROWS, None)],
+     "SELECT k, SUM(dc) AS s_dc, AVG(dc) AS a_dc, SUM(f) AS s_f, AVG(f) AS a_f, SUM(x) AS s_x, AVG(x) AS a_x, "
+     "MIN(dc) AS lo_dc, MAX(f) AS hi_f, MIN(ti) AS lo_ti FROM n GROUP BY k")
+case("types", "sum_overflows_its_type",
+     "A SUM of TINYINT / INT past the type's range: Flink's result keeps the type (the sum wraps around).",
+     [("n", NUM, [["a", 100, 1, 2147483647, 1, "1.00", 1.0, 1.0], ["a", 100, 1, 1, 1, "1.00", 1.0, 1.0]], None)],
+     "SELECT SUM(ti) AS s_ti, AVG(ti) AS a_ti, SUM(i) AS s_i, AVG(i) AS a_i FROM n")
+case("types", "avg_over_updates",
+     "AVG and SUM over an updating input (a SUM per key): INT and DECIMAL, retractions applied.",
+     [("n", NUM, NUM_ROWS, None)],
+     "SELECT SUM(s) AS total, AVG(s) AS a, SUM(d) AS total_d, AVG(d) AS a_d, AVG(ff) AS a_f FROM "
+     "(SELECT k, SUM(i) AS s, SUM(dc) AS d, SUM(f) AS ff FROM n GROUP BY k)")
+case("types", "float_sum_rounding",
+     "A FLOAT SUM of values a float does not hold exactly (0.1): Flink sums in FLOAT.",
+     [("n", NUM, [["a", 1, 1, 1, 1, "0.10", 0.1, 0.1]] * 3 + [["a", 1, 1, 1, 1, "0.70", 0.7, 0.7]], None)],
+     "SELECT SUM(f) AS s_f, AVG(f) AS a_f, SUM(x) AS s_x, AVG(x) AS a_x FROM n")
+
+
 def main(argv: list[str]) -> None:
     global TMP
     TMP = Path(tempfile.mkdtemp(prefix="flink-kit-golden-"))
