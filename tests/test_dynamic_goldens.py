@@ -33,8 +33,16 @@ _TYPES = {"STRING": "string", "TINYINT": "tinyint", "SMALLINT": "smallint", "INT
 DIFFERENT = {
     "group_agg:group_by_two_columns_and_expression": "INT / INT: Flink divides integers, Spark SQL gives a DOUBLE",
 }
+# Where the kit's rows are Flink's but its column types are not, and why (each must keep differing).
+DIFFERENT_TYPES = {
+    "ttl:non_time_over_after_gap_no_ttl": "an OVER SUM of an INT: Flink's INT, the kit's BIGINT (Spark's): issue 45 item 2",
+}
 # What the kit does not run yet (a KitError says so), with the issue's words for it.
-NOT_YET: dict = {}
+NOT_YET = {
+    "ttl:top2_after_gap": "a state TTL with Top-N (issue 45 item 5)",
+    "ttl:non_time_over_after_gap": "a state TTL with a non-time OVER (issue 45 item 5)",
+    "ttl:keep_first_rowtime_after_gap": "a state TTL with keep-first deduplication on event time (issue 45 item 5)",
+}
 
 
 def scenarios() -> list:
@@ -53,8 +61,9 @@ def _scenarios():
 
 
 def _columns(ddl: str) -> dict:
-    """{column: Spark type} of a CREATE TABLE (computed columns left out), or {} for a comment."""
-    body = re.search(r"\((.*)\)\s*WITH", ddl, re.S)
+    """{column: Spark type} of a CREATE TABLE (computed columns left out), or of a paced view's
+    comment (``-- ... registered as view t (k STRING, v INT, d INT)``)."""
+    body = re.search(r"\((.*)\)\s*WITH", ddl, re.S) or re.search(r"registered as view \w+ \((.*)\)$", ddl, re.M)
     if not body:
         return {}
     out = {}
@@ -101,8 +110,8 @@ def _query(sc) -> str:
     views = []
     for statement in sc.get("setup") or []:
         m = re.match(r"\s*CREATE TEMPORARY VIEW (\w+) AS (.*)", statement, re.S | re.I)
-        if m:
-            views.append(f"{m.group(1)} AS ({m.group(2).strip()})")
+        if m:   # (a paced view's pace(d) is the stream's processing time here: the d column)
+            views.append(f"{m.group(1)} AS ({re.sub(r' WHERE pace[(]d[)]$', '', m.group(2).strip())})")
     query = sc["query"]
     return f"WITH {', '.join(views)} {query}" if views else query
 
@@ -144,7 +153,8 @@ def test_flinks_changelog(spark, sc, request):
         return
     assert got == expected
     kinds = dict(t.changelog().dtypes)
-    assert [kinds[c] for c, f in zip(names, types) if _spark_type(f)] == [_spark_type(f) for f in types if _spark_type(f)]
+    same = [kinds[c] for c, f in zip(names, types) if _spark_type(f)] == [_spark_type(f) for f in types if _spark_type(f)]
+    assert same is (key not in DIFFERENT_TYPES), DIFFERENT_TYPES.get(key, "the column types differ from Flink's")
 
 
 def _spark_type(flink_type: str) -> str | None:

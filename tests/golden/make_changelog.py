@@ -867,6 +867,33 @@ case("ttl", "left_join_after_gap",
             "CREATE TEMPORARY VIEW R AS SELECT k, v AS rv FROM ev WHERE side = 'R'"),
      config=TTL1, repeat=3)
 
+# the operators that refuse a state TTL in the kit (issue 45 item 5): Top-N, a non-time OVER,
+# keep-first deduplication on event time; each beside its control without TTL
+TOPN_GAP = [["a", 5, 0], ["a", 3, 0], ["b", 4, 0], ["a", 4, 2500], ["a", 1, 0], ["b", 6, 0], ["a", 7, 0]]
+TOPN2 = ("SELECT k, v, rn FROM (SELECT k, v, ROW_NUMBER() OVER (PARTITION BY k ORDER BY v DESC) AS rn "
+         "FROM t) WHERE rn <= 2")
+for _name, _config in (("top2_after_gap", TTL1), ("top2_after_gap_no_ttl", {})):
+    case("ttl", _name,
+         "Top-2 per key with TTL 1 s: after an idle gap longer than the TTL the partition's state is gone."
+         if _config else "Control: the same Top-2 without TTL.",
+         [("t", "k STRING, v INT, d INT", TOPN_GAP, "paced_stream")], TOPN2, config=_config, repeat=3)
+OVER_SUM = "SELECT k, v, SUM(v) OVER (PARTITION BY k ORDER BY v) AS s, COUNT(*) OVER (PARTITION BY k ORDER BY v) AS c FROM t"
+for _name, _config in (("non_time_over_after_gap", TTL1), ("non_time_over_after_gap_no_ttl", {})):
+    case("ttl", _name,
+         "A non-time OVER (ORDER BY v, RANGE) with TTL 1 s: after an idle gap the partition's sort keys are gone."
+         if _config else "Control: the same OVER without TTL.",
+         [("t", "k STRING, v INT, d INT", TOPN_GAP, "paced_stream")], OVER_SUM, config=_config, repeat=3)
+DEDUP_GAP = [["a", "2024-01-01 00:00:01", 0], ["a", "2024-01-01 00:00:02", 0], ["b", "2024-01-01 00:00:03", 0],
+             ["a", "2024-01-01 00:00:04", 2500], ["b", "2024-01-01 00:00:05", 0], ["a", "2024-01-01 00:00:06", 0]]
+DEDUP_FIRST = ("SELECT k, ts FROM (SELECT k, ts, ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts ASC) AS rn "
+               "FROM P) WHERE rn = 1")
+for _name, _config in (("keep_first_rowtime_after_gap", TTL1), ("keep_first_rowtime_after_gap_no_ttl", {})):
+    case("ttl", _name,
+         "Keep-first deduplication on event time with TTL 1 s: after an idle gap the key's first row is forgotten."
+         if _config else "Control: the same deduplication without TTL.",
+         [("t", "k STRING, ts TIMESTAMP(3), d INT, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND", DEDUP_GAP, None)],
+         DEDUP_FIRST, setup=("CREATE TEMPORARY VIEW P AS SELECT k, ts FROM t WHERE pace(d)",), config=_config, repeat=3)
+
 
 # ---- errors
 def _ds_rows(env, ds, query):
