@@ -12,7 +12,7 @@ from pyspark.sql import types as T
 from .. import jvm, sparksql
 from ..stream import epoch_ms
 from . import ADDS, AggCall, Changelog, Options, result_type
-from .aggregate_fast import kinds
+from .aggregate_fast import kinds, wrap
 from .group_agg import changelog_mode
 from .mini_batch_agg import bundles, ticks, with_ticks
 
@@ -60,14 +60,13 @@ def wrapped(df: DataFrame, calls) -> DataFrame:
     """The Java folds' output with each SUM of integers (a BIGINT there) at its call's
     narrower type, wrapped around as Java's arithmetic in that type leaves it: a sum's
     changes are the same in both (a step that changes one changes the other)."""
-    exprs = []
-    for f in df.schema.fields:
-        call = next((c for c in calls if c.name == f.name), None)
-        bits = {"tinyint": 8, "smallint": 16, "int": 32}.get(call.type if call is not None else "")
-        name = sparksql.name(f.name)
-        exprs.append(f"CAST(pmod({name} + {1 << (bits - 1)}, {1 << bits}) - {1 << (bits - 1)} AS {call.type}) AS {name}"
-                     if bits else name)
-    return df.selectExpr(*exprs) if any(e.startswith("CAST(pmod(") for e in exprs) else df
+    wanted = {c.name: T._parse_datatype_string(c.type) for c in calls}
+    narrower = {f.name for f in df.schema.fields if f.name in wanted and wanted[f.name] != f.dataType}
+    if not narrower:
+        return df
+    return df.selectExpr(*(f"CAST({wrap(sparksql.name(f.name), wanted[f.name])} AS {wanted[f.name].simpleString()}) "
+                           f"AS {sparksql.name(f.name)}" if f.name in narrower else sparksql.name(f.name)
+                           for f in df.schema.fields))
 
 
 def compiled(log: Changelog, keys, calls, options, types) -> tuple[DataFrame, bool]:

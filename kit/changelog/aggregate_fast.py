@@ -9,7 +9,7 @@ from pyspark.sql import types as T
 from .. import sparksql
 from . import ADDS, DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE, AggCall, Changelog
 
-__all__ = ["not_fast", "fast", "kinds"]
+__all__ = ["not_fast", "fast", "kinds", "wrap"]
 
 
 def not_fast(log, calls, options, types) -> str | None:
@@ -110,7 +110,11 @@ def _running(call: AggCall, arg: dict, types: dict, run: str) -> str:
         value = f"CAST({total} AS DECIMAL(38, {out.scale})) / CAST({n} AS DECIMAL(20, 0))"
     else:
         value = f"CAST({total} AS DOUBLE) / {n}"
+    return f"IF({n} = 0, NULL, {wrap(value, out) if function == 'SUM' else value})"
+
+
+def wrap(value: str, out: T.DataType) -> str:
+    """Spark SQL: integer ``value`` at the narrower integer type ``out`` as Java's arithmetic
+    in that type leaves it (wrapped around); ``value`` itself for a BIGINT or a non-integer."""
     bits = {T.ByteType: 8, T.ShortType: 16, T.IntegerType: 32}.get(type(out))
-    if bits and function == "SUM":   # Java's arithmetic in the narrower type: wrapped around
-        value = f"pmod({value} + {1 << (bits - 1)}, {1 << bits}) - {1 << (bits - 1)}"
-    return f"IF({n} = 0, NULL, {value})"
+    return f"pmod({value} + {1 << (bits - 1)}, {1 << bits}) - {1 << (bits - 1)}" if bits else value
