@@ -36,12 +36,8 @@ DIFFERENT = {
 # Where the kit's rows are Flink's but its column types are not, and why (each must keep differing).
 DIFFERENT_TYPES = {
     "ttl:non_time_over_after_gap_no_ttl": "an OVER SUM of an INT: Flink's INT, the kit's BIGINT (Spark's): issue 45 item 2",
-}
-# What the kit does not run yet (a KitError says so), with the issue's words for it.
-NOT_YET = {
-    "ttl:top2_after_gap": "a state TTL with Top-N (issue 45 item 5)",
-    "ttl:non_time_over_after_gap": "a state TTL with a non-time OVER (issue 45 item 5)",
-    "ttl:keep_first_rowtime_after_gap": "a state TTL with keep-first deduplication on event time (issue 45 item 5)",
+    "ttl:non_time_over_after_gap": "the same OVER SUM of an INT",
+    "ttl:non_time_over_gaps_shorter_than_ttl": "the same OVER SUM of an INT",
 }
 
 
@@ -136,10 +132,6 @@ def test_flinks_changelog(spark, sc, request):
         _conversion(sc, kit.sql(_query(sc), config=config, **streams))
         return
     if "error" in sc:
-        with pytest.raises(KitError):
-            kit.sql(_query(sc), config=config, **streams).changelog().collect()
-        return
-    if key in NOT_YET:
         with pytest.raises(KitError):
             kit.sql(_query(sc), config=config, **streams).changelog().collect()
         return

@@ -142,8 +142,25 @@ def test_errors_say_what_to_fix(spark):
         over_aggregate(log, [], [("s", *ASC)], [("SUM", "x", "x")], "RANGE", Options())
     with pytest.raises(KitError, match=r"not in the input"):
         over_aggregate(log, ["nope"], [("s", *ASC)], call, "RANGE", Options())
-    with pytest.raises(KitError, match="table.exec.state.ttl"):
-        over_aggregate(log, [], [("s", *ASC)], call, "RANGE", Options(ttl_ms=1000))
+    with pytest.raises(Exception, match="no processing-time clock"):   # a state TTL on a stream without proctime
+        over_aggregate(log, [], [("s", *ASC)], call, "RANGE", Options(ttl_ms=1000)).df.collect()
+
+
+def test_ttl_cleanup_timer():
+    """A state TTL forgets a partition whole once the TTL passed since its last message
+    (Flink's cleanup timer, moved on by every message): rows 600 ms apart keep it, a gap of
+    2.5 s starts it afresh (Flink 2.3: ttl.json non_time_over_*)."""
+    from kit.changelog.replay import Function
+    from kit.replay.keyed import run_key
+
+    aggs = _Aggs([("SUM0", "v", "s")], [0])
+    make = lambda: NonTimeRangeUnboundedPrecedingFunction([0], [ASC], aggs, False)   # noqa: E731
+    pts = [0, 600, 1200, 3700, 3700]
+    rows = [(v, "+I", pt) for v, pt in zip([5, 3, 4, 1, 7], pts)]
+    out = run_key(Function(make, 1000), ["a"], rows)
+    assert [(o[0][0], o[0][1].values[0], o[0][2][0]) for o in out] == [
+        ("+I", 5, 5), ("+I", 3, 3), ("+U", 5, 8), ("+I", 4, 7), ("+U", 5, 12),   # kept: 600 ms apart
+        ("+I", 1, 1), ("+I", 7, 8)]                                              # afresh after 2.5 s
 
 
 def test_no_update_before(spark):

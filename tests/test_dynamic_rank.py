@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import kit
 from kit.changelog import ALL, Changelog, Options, from_stream, ordered, snapshot
 from kit.changelog.deduplicate import deduplicate
-from kit.changelog.rank import AppendOnlyTopNFunction, RetractableTopNFunction, rank_fanout, top_n
+from kit.changelog.rank import AppendOnlyTopNFunction, FastTop1Function, RetractableTopNFunction, rank_fanout, top_n
 from kit.changelog.replay import Row
 from kit.errors import KitError
 
@@ -404,10 +404,45 @@ def test_rank_fanout(spark):
         ("+I", 1, 1), ("+I", 1, 2), ("+I", 1, 3), ("-U", 3, 2), ("+U", 1, 3)]
 
 
+@given(bursts=st.lists(st.lists(st.integers(0, 5), min_size=1, max_size=6), min_size=1, max_size=4),
+       n=st.integers(1, 3), number=st.booleans())
+@settings(max_examples=80, deadline=None)
+def test_a_partition_idle_for_the_ttl_starts_afresh(bursts, n, number):
+    """Bursts of rows further apart than the state TTL (each burst's rows at one processing
+    time): with the TTL each burst is ranked as if it came alone, by the same function
+    without a TTL, whatever the cache and the entries (Flink forgets without retracting)."""
+    args = ([0], [(False, False)], 1, n, number, True)
+    for function in (AppendOnlyTopNFunction, FastTop1Function)[:2 if n == 1 else 1]:
+        kept, got, alone = function(*args, 1000), [], []
+        for b, burst in enumerate(bursts):
+            fresh = function(*args)
+            for i, v in enumerate(burst):
+                row = Row(i, (v,))
+                got += kept.process("+I", row, b * 5000)
+                alone += fresh.process("+I", row, None)
+        assert got == alone
+
+
+def test_ttl_entries_expire_on_their_own():
+    """Top-2 DESC, TTL 1 s: the buffer is reloaded from state once the cache loaded at 0 is
+    1 s old; the sort key written at 0 is gone, the one written at 600 kept (Flink 2.3:
+    ttl.json top2_entries_expire_apart); a Top-1's row goes 1 s after it became first."""
+    top2 = AppendOnlyTopNFunction([0], [(False, False)], 1, 2, True, True, 1000)
+    out = [(k, r.values[0], n) for pt, v in ((0, 5), (0, 3), (600, 4), (1200, 1))
+           for k, r, n in top2.process("+I", Row(0, (v,)), pt)]
+    assert out == [("+I", 5, 1), ("+I", 3, 2), ("-U", 3, 2), ("+U", 4, 2), ("+I", 1, 2)]
+    top1 = FastTop1Function([0], [(False, False)], 1, 1, False, True, 1000)
+    out = [(k, r.values[0]) for pt, v in ((0, 5), (600, 3), (1200, 2), (1200, 1))
+           for k, r, _ in top1.process("+I", Row(0, (v,)), pt)]
+    assert out == [("+I", 5), ("+I", 2)]
+
+
 def test_errors(spark):
     log = stream_log(spark, ["p", "s"], [("a", 1)])
-    with pytest.raises(KitError, match="TTL"):
-        top_n(log, ["p"], [("s", False, False)], 3, None, Options(ttl_ms=10))
+    with pytest.raises(KitError, match="not modelled for a Top-N over an updating input"):
+        top_n(Changelog(log.df, log.columns, ALL), ["p"], [("s", False, False)], 3, None, Options(ttl_ms=10))
+    with pytest.raises(Exception, match="no processing-time clock"):   # a stream without proctime
+        top_n(log, ["p"], [("s", False, False)], 3, None, Options(ttl_ms=10)).df.collect()
     with pytest.raises(KitError, match="rank range"):
         top_n(log, ["p"], [("s", False, False)], 1, None, Options(), offset=2)
     with pytest.raises(KitError, match="not in the input"):

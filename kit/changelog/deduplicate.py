@@ -29,12 +29,13 @@ from pyspark.sql import types as T
 from .. import sparksql
 from ..errors import KitError, fail
 from ..live import per_key
-from ..replay.keyed import KeyedOperator, ValueState
+from ..replay.keyed import KeyedOperator, ValueState, replay, spread
 from ..spark import known_rows
 from . import INSERT, INSERT_ONLY, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options
-from .replay import Row, check_columns, replay_per_key
+from .group_agg import NO_CLOCK
+from .replay import Row, check_columns, clock, replay_per_key
 
-__all__ = ["deduplicate", "late_rows", "FirstOnEventTime", "ProcTimeDeduplicateKeepFirstRowFunction",
+__all__ = ["deduplicate", "late_rows", "FirstOnEventTime", "FirstAfterExpiry", "ProcTimeDeduplicateKeepFirstRowFunction",
            "ProcTimeDeduplicateKeepLastRowFunction", "RowTimeDeduplicateFunction"]
 
 
@@ -49,10 +50,7 @@ class _Deduplicate:
 
     def process(self, kind: str, row: Row, pt: int | None) -> list:
         if self.ttl_ms:
-            if pt is None:
-                raise KitError("the state TTL (table.exec.state.ttl) runs on processing time: "
-                               "give the stream a proctime (kit.stream(..., proctime=...))")
-            if self.written is not None and self.written + self.ttl_ms <= pt:
+            if self.written is not None and self.written + self.ttl_ms <= clock(pt):
                 self.row = self.written = None
         return self.process_element(row, pt)
 
@@ -138,11 +136,8 @@ def deduplicate(log: Changelog, keys: list[str], keep: str, options: Options,
         if marks is None:
             raise KitError("keeping the first row on event time needs the watermarks of the input's one "
                            "stream (marks=): it waits for the watermark to pass the row's time")
-        if options.ttl_ms:
-            raise KitError("keeping the first row on event time with a state TTL is not modelled; "
-                           "turn table.exec.state.ttl off")
-        return Changelog(_first_on_event_time(log, list(keys), time, marks, options.tasks), log.columns,
-                         INSERT_ONLY, tuple(keys))
+        return Changelog(_first_on_event_time(log, list(keys), time, marks, options.tasks, max(0, options.ttl_ms)),
+                         log.columns, INSERT_ONLY, tuple(keys))
     mode = INSERT_ONLY if not last else frozenset(
         {INSERT, UPDATE_AFTER} | ({UPDATE_BEFORE} if options.update_before else set()))
     if engine == "auto" and not options.ttl_ms and not log.df.isStreaming:   # live: the functions
@@ -174,7 +169,7 @@ def late_rows(log: Changelog, time: str, marks: DataFrame) -> DataFrame:
                                                                  "_wm AS watermark")
 
 
-def _first_on_event_time(log: Changelog, keys, time, marks: DataFrame, tasks: int = 1) -> DataFrame:
+def _first_on_event_time(log: Changelog, keys, time, marks: DataFrame, tasks: int = 1, ttl_ms: int = 0) -> DataFrame:
     """Keep first on event time (Flink 2.3's ``RowTimeDeduplicateKeepFirstRowFunction``,
     insert-only), as real Flink 2.3 runs it (``topn.json``): a row below the watermark it
     arrives at is dropped (one *at* it is kept); of the others, each key's row of the
@@ -189,19 +184,41 @@ def _first_on_event_time(log: Changelog, keys, time, marks: DataFrame, tasks: in
         b  30  1    -3                       2    +I   b  30   (end of input)
         a  1   2    25 (late: dropped)
 
-    A row fires at ``max(_at, _next)``: ``_at`` the first rise to its time or past it,
-    ``_next`` the first rise at or after its arrival. Both are searches over the rises,
-    whose watermarks grow with their arrival: the arrivals are cut into ``tasks`` ranges of
-    ``seq`` (buckets), each searched by a window of its own, and a bucket with no answer
-    takes the first rise of the buckets after it (a small summary); a kept row is searched
-    for in the one bucket whose range of rise watermarks holds its time. No window spans
-    all rows, and each search is a running minimum in reverse order (Spark recomputes a
-    frame that ends at UNBOUNDED FOLLOWING for every row: quadratic).
+    With a state TTL (``ttl_ms``) only the mark "emitted" expires, the TTL after the timer
+    wrote it (the processing time of the arrival whose rise fired it; the waiting row has
+    no TTL in Flink): a key's first row after that waits and is emitted again
+    (``ttl.json``). Each row's timer is then placed as if the row were kept (``_fired``),
+    and each key replayed in arrival order (``FirstAfterExpiry``).
     """
-    ks, t = [sparksql.name(k) for k in keys], sparksql.name(time)
     cols = [sparksql.name(c) for c in log.columns]
     rows = _lateness(log, time, marks).where("NOT _late")
-    kept = rows.withColumn("_r", F.row_number().over(Window.partitionBy(*ks).orderBy(t, "seq", "_n"))).where("_r = 1")
+    if ttl_ms:
+        fired = _after_expiry(_fired(rows, time, log.columns, marks, tasks), marks, keys, ttl_ms, tasks)
+    else:
+        by_key = Window.partitionBy(*[sparksql.name(k) for k in keys]).orderBy(sparksql.name(time), "seq", "_n")
+        fired = _fired(rows.withColumn("_r", F.row_number().over(by_key)).where("_r = 1"), time, log.columns, marks,
+                       tasks)
+        pt = "unix_millis(proctime)" if "proctime" in marks.columns else "CAST(NULL AS BIGINT)"
+        fired = fired.join(marks.selectExpr("seq", f"{pt} AS _pt"), "seq")
+    fired = fired.withColumn("_k", F.row_number().over(Window.partitionBy("seq").orderBy("_v", "_j")) - 1)
+    return fired.selectExpr("'+I' AS _op", *(f"_row.{c}" for c in cols), "seq", "array(CAST(_k AS INT)) AS _n", "_pt")
+
+
+def _fired(kept: DataFrame, time: str, columns, marks: DataFrame, tasks: int) -> DataFrame:
+    """Where each of ``kept``'s rows (not late) would be emitted: ``seq``, the rise its
+    timer fires at, ``max(_at, _next)`` (``_at`` the first rise to its time or past it,
+    ``_next`` the first rise at or after its arrival), with ``_row`` (its values), ``_v``
+    (its time), ``_j`` (its arrival) and ``_an`` (its ``_n``) and ``_apt`` (its ``_pt``).
+
+    Both are searches over the rises, whose watermarks grow with their arrival: the
+    arrivals are cut into ``tasks`` ranges of ``seq`` (buckets), each searched by a window
+    of its own, and a bucket with no answer takes the first rise of the buckets after it (a
+    small summary); a row is searched for in the one bucket whose range of rise watermarks
+    holds its time. No window spans all rows, and each search is a running minimum in
+    reverse order (Spark recomputes a frame that ends at UNBOUNDED FOLLOWING for every row:
+    quadratic).
+    """
+    t, cols = sparksql.name(time), [sparksql.name(c) for c in columns]
     size = max(1, -(-(known_rows(marks) or marks.count()) // max(1, tasks)))   # arrivals per bucket
     # the watermark each arrival leaves (the one the next arrives at; the last's: the end of
     # input, NULL sorted last); a rise is a step a timer can fire at
@@ -221,15 +238,67 @@ def _first_on_event_time(log: Changelog, keys, time, marks: DataFrame, tasks: in
     bounds = steps.groupBy("_b").agg(F.max("_v").alias("_hi"), F.max(F.col("_v").isNull()).alias("_inf"))
     bounds = bounds.selectExpr("_b", "IF(_inf, NULL, _hi) AS _hi", "lag(_hi) OVER (ORDER BY _b) AS _lo")
     placed = kept.join(F.broadcast(bounds), F.expr(f"(_lo IS NULL OR {t} > _lo) AND (_hi IS NULL OR {t} <= _hi)"))
-    both = placed.selectExpr("_b", f"{t} AS _v", "0 AS _kind", "seq AS _j", f"struct({', '.join(cols)}) AS _row") \
+    both = placed.selectExpr("_b", f"{t} AS _v", "0 AS _kind", "seq AS _j", f"struct({', '.join(cols)}) AS _row",
+                             "_n AS _an", "_pt AS _apt") \
         .unionByName(steps.selectExpr("_b", "_v", "1 AS _kind", "seq AS _j"), allowMissingColumns=True)
     ahead = "(PARTITION BY _b ORDER BY _v DESC NULLS FIRST, _kind DESC, _j DESC ROWS UNBOUNDED PRECEDING)"
     fired = both.selectExpr("*", f"min(IF(_kind = 1, _j, NULL)) OVER {ahead} AS _at").where("_kind = 0")
-    fired = fired.join(nexts, "_j").selectExpr("_row", "_v", "_j", "greatest(_at, _next) AS seq")
-    fired = fired.withColumn("_k", F.row_number().over(Window.partitionBy("seq").orderBy("_v", "_j")) - 1)
-    pt = "unix_millis(proctime)" if "proctime" in marks.columns else "CAST(NULL AS BIGINT)"
-    fired = fired.join(marks.selectExpr("seq", f"{pt} AS _pt"), "seq")
-    return fired.selectExpr("'+I' AS _op", *(f"_row.{c}" for c in cols), "seq", "array(CAST(_k AS INT)) AS _n", "_pt")
+    return fired.join(nexts, "_j").selectExpr("_row", "_v", "_j", "_an", "_apt", "greatest(_at, _next) AS seq")
+
+
+def _after_expiry(fired: DataFrame, marks: DataFrame, keys, ttl_ms: int, tasks: int) -> DataFrame:
+    """``_fired``'s rows, each key replayed in arrival order with the state TTL
+    (``FirstAfterExpiry``): the rows it emits, ``_pt`` the processing time of their rise."""
+    if "proctime" not in marks.columns:
+        raise KitError(NO_CLOCK)
+    rows = fired.join(marks.selectExpr("seq", "unix_millis(proctime) AS _fpt"), "seq").selectExpr(
+        *[f"_row.{sparksql.name(c)} AS {sparksql.name(c)}" for c in keys], "_row", "_v", "_j", "_an", "_apt", "seq",
+        "_fpt")
+    schema = T.StructType([rows.schema["_row"], T.StructField("_v", rows.schema["_v"].dataType),
+                           T.StructField("_j", T.LongType()), T.StructField("seq", T.LongType()),
+                           T.StructField("_pt", T.LongType())])
+    return replay(spread(rows, keys, tasks, "_j", "_an"), keys, lambda key: FirstAfterExpiry(ttl_ms), schema,
+                  ["_row", "_v", "_j", "_apt", "seq", "_fpt"])
+
+
+class FirstAfterExpiry(KeyedOperator):
+    """One key of keep-first on event time with a state TTL, its rows in arrival order, each
+    ``(row, time, arrival, its processing time, the rise its timer would fire at, that
+    rise's processing time)``: the row waiting for its timer (the smallest time so far) is
+    emitted when a later arrival comes after its rise, or at the end of input; the mark
+    "emitted" then holds the key until the TTL passed since the rise.
+
+        t  arrival  pt     fires at (pt)     TTL 1000 ->  emitted
+        1  0        0      1 (0)                          1, at rise 1
+        2  1        0      2 (0)                          (held: emitted at 0)
+        4  3        2500   4 (2500)                       4, at rise 4 (the mark expired at 1000)
+    """
+    state = (ValueState("waiting"), ValueState("emitted"))
+
+    def __init__(self, ttl_ms: int):
+        self.ttl_ms = ttl_ms
+
+    def process_element(self, row, ctx):
+        values, t, arrival, pt, fires, fire_pt = row
+        waiting, emitted = ctx.state("waiting"), ctx.state("emitted")
+        if waiting.value() is not None and waiting.value()[3] < arrival:   # its rise came before this arrival
+            self._emit(ctx)
+        if emitted.value() is not None:
+            if emitted.value() + self.ttl_ms > pt:
+                return
+            emitted.clear()
+        if waiting.value() is None or t < waiting.value()[1]:
+            waiting.update((values, t, arrival, fires, fire_pt))
+
+    def end_of_input(self, ctx):
+        if ctx.state("waiting").value() is not None:
+            self._emit(ctx)
+
+    def _emit(self, ctx):
+        values, t, arrival, fires, fire_pt = ctx.state("waiting").value()
+        ctx.output((values, t, arrival, fires, fire_pt))
+        ctx.state("waiting").clear()
+        ctx.state("emitted").update(fire_pt)
 
 
 class FirstOnEventTime(KeyedOperator):

@@ -39,6 +39,9 @@ SUM. Values and types are Spark's batch ones (BIGINT counts and SUM of an intege
 AVG). The output is the input's columns and one per call; changelog mode ``[I,UB,UA,D]`` as
 Flink's EXPLAIN says, whatever the input; the upsert key is the input's.
 Flink refuses a DESC order and more than one order column; so does ``over_aggregate``.
+A state TTL (``Options.ttl_ms``; Flink's ``KeyedProcessFunctionWithCleanupState`` with
+minimum = maximum = the TTL, on above 1 ms) forgets a partition whole once the TTL passed
+since its last message, with no retraction (``kit.changelog.replay.Function``).
 
     seq  _op  user  t        over_aggregate(log, [], [("t", True, True)], [("RANK", None, "r")], "RANGE", o)
     0    +I   Mary  12:00    seq  _op  user  t      r
@@ -310,9 +313,6 @@ def _check(log, partition, order, calls, frame, options):
                        f"window by {order[0][0]} ASC, or keep a Top-N filter on the rank for DESC)")
     if frame not in FRAMES:
         raise KitError(f"frame must be 'ROWS' or 'RANGE', not {frame!r}")
-    if options.ttl_ms > 0:
-        raise KitError("the state TTL (table.exec.state.ttl) is not supported for a non-time OVER "
-                       "aggregate yet: set it to 0")
     types = {f.name: f.dataType for f in log.df.schema.fields}
     names = set(log.columns)
     for function, arg, name in calls:
@@ -359,6 +359,6 @@ def over_aggregate(log: Changelog, partition: list[str], order: list[tuple[str, 
     extra = [(name, _output_type(f, types.get(a)), lambda o, k=k: o[2][k])
              for k, (f, a, name) in enumerate(calls)]
     df = replay_per_key(log, list(partition), lambda: function(sort_at, directions, aggs, options.update_before),
-                 options, extra)
+                        options, extra, cleanup_ms=options.ttl_ms if options.ttl_ms > 1 else 0)
     mode = ALL if options.update_before else ALL - {UPDATE_BEFORE}
     return Changelog(df, tuple(columns + [n for _, _, n in calls]), mode, log.upsert_key)

@@ -56,7 +56,7 @@ from pyspark.sql import types as T
 from .. import sparksql
 from ..errors import KitError
 from . import ADDS, ALL, DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options
-from .replay import Row, check_columns, replay_per_key
+from .replay import Row, check_columns, clock, replay_per_key
 
 __all__ = ["top_n", "rank_fanout", "rank_strategy", "sort_key_comparator", "SortKeys", "SortedKeys",
            "AppendOnlyTopNFunction", "FastTop1Function", "RetractableTopNFunction", "UpdatableTopNFunction"]
@@ -167,12 +167,12 @@ class _TopN:
     message (row kind, ``Row``) and returns its outputs ``(kind, row, rank or None)``."""
 
     def __init__(self, sort_columns: list, order: list, start: int, end: int,
-                 output_rank: bool, update_before: bool):
+                 output_rank: bool, update_before: bool, ttl_ms: int = 0):
         self.sort_columns, self.start, self.end = sort_columns, start, end
-        self.output_rank, self.update_before = output_rank, update_before
+        self.output_rank, self.update_before, self.ttl_ms = output_rank, update_before, ttl_ms
         self.key = SortKeys(order)
         self.with_number = output_rank or start > 1   # Flink's "with-number algorithm"
-        self.out = []
+        self.out, self.now = [], None
 
     def sort_key(self, row: Row) -> tuple:
         return tuple(row.values[i] for i in self.sort_columns)
@@ -195,28 +195,67 @@ class _TopN:
             self._collect(UPDATE_BEFORE, row, rank)
 
     def process(self, kind: str, row: Row, pt: int | None = None) -> list:
-        self.out = []
+        self.out, self.now = [], clock(pt) if self.ttl_ms else pt
         self.process_element(kind, row)
         return self.out
+
+    def expired(self, written) -> bool:
+        """Whether what was written at ``written`` is gone now (state TTL: ``written + ttl <= now``)."""
+        return self.ttl_ms > 0 and written is not None and written + self.ttl_ms <= self.now
 
 
 class AppendOnlyTopNFunction(_TopN):
     """Top-N over an insert-only input: the buffer holds the top N (with the ranks output,
-    also the ties of the last rank reached)."""
+    also the ties of the last rank reached).
+
+    With a state TTL, Flink keeps each sort key's rows as a state entry of its own, written
+    when a row joins the key (``written``), and the buffer in a cache that expires the TTL
+    after it was loaded from state (``loaded``; Guava's ``expireAfterWrite``, put only when
+    missing): the first message at or after that reloads the buffer from the entries not
+    expired. (Flink's cache also drops partitions when it holds more than
+    ``table.exec.rank.topn-cache-size / N``, reloading them sooner: the kit takes the cache
+    as large enough.)
+
+        pt    v (Top-2 DESC, TTL 1 s)   buffer          emits
+        0     5, 3                      5@0 3@0         +I 5 1, +I 3 2
+        600   4                         5@0 4@600       -U 3 2, +U 4 2
+        1200  1                         4@600 1@1200    +I 1 2 (the cache, loaded at 0, expired)
+    """
+    loaded = None
 
     def __init__(self, *args):
         super().__init__(*args)
         self.buffer = TopNBuffer(self.key)
+        self.written = {}
 
     def process_element(self, kind, row):
+        if self.ttl_ms:
+            self._load()
         sort_key = self.sort_key(row)
         if not self.buffer.in_range(sort_key, self.end):
             return
         self.buffer.put(sort_key, row)
+        if self.ttl_ms:   # (the buffer's own key: equal keys need not be equal tuples, NaN's)
+            self.written[self.buffer.keys[self.buffer._find(sort_key)[0]].obj] = self.now
         if self.with_number:
             self._with_row_number(sort_key, row)
         else:
             self._without_row_number(row)
+        if self.ttl_ms:
+            kept = {k.obj for k in self.buffer.keys}
+            self.written = {k: w for k, w in self.written.items() if k in kept}
+
+    def _load(self):
+        """The buffer as the cache has it: reloaded from the entries not expired once the
+        cache's TTL from its last load passed."""
+        if self.loaded is not None and not self.expired(self.loaded):
+            return
+        self.loaded, b = self.now, self.buffer
+        for i in reversed(range(len(b.keys))):
+            if self.expired(self.written[b.keys[i].obj]):
+                del self.written[b.keys[i].obj]
+                b.count -= len(b.lists[i])
+                del b.keys[i], b.lists[i]
 
     def _with_row_number(self, sort_key, row):
         b, own, rank, current, found, i = self.buffer, self.key(sort_key), 0, None, False, 0
@@ -241,7 +280,10 @@ class AppendOnlyTopNFunction(_TopN):
     def _without_row_number(self, row):
         b = self.buffer
         if b.count > self.end:
+            last_key = b.keys[-1].obj
             last = b.remove_last()
+            if self.ttl_ms and b.keys and b.keys[-1].obj == last_key:   # the entry keeps its other rows: written
+                self.written[last_key] = self.now
             if last.values == row.values:
                 return
             self.delete(last)
@@ -250,17 +292,25 @@ class AppendOnlyTopNFunction(_TopN):
 
 class FastTop1Function(_TopN):
     """Top-1 (insert-only input, or updates whose order is monotonic): the current first row;
-    a row sorting strictly before it replaces it."""
-    row = None
+    a row sorting strictly before it replaces it.
+
+    With a state TTL, Flink holds the row in a cache that expires the TTL after the row was
+    put there (``written``: when it became first) and writes it to state only at a checkpoint
+    or when the cache is full; the kit takes neither (a job without checkpoints whose keys fit
+    the cache): the row is forgotten the TTL after it became first, however many rows came
+    since, and the next row is ``+I`` again."""
+    row = written = None
 
     def process_element(self, kind, row):
+        if self.expired(self.written):
+            self.row = None
         if self.row is None:
-            self.row = row
+            self.row, self.written = row, self.now
             self.insert(row, 1)
         elif self.key(self.sort_key(row)) < self.key(self.sort_key(self.row)):
             self.retract(self.row, 1)
             self.update_after(row, 1)
-            self.row = row
+            self.row, self.written = row, self.now
 
 
 class RetractableTopNFunction(_TopN, SortedKeys):
@@ -524,12 +574,14 @@ def top_n(log: Changelog, partition: list[str], order: list[tuple[str, bool, boo
         raise KitError(f"the Top-N rank range {offset}..{n} is empty: it needs 1 <= start <= end")
     if row_number is not None and row_number in columns:
         raise KitError(f"the row number column {row_number!r} is already an input column")
-    if options.ttl_ms > 0:
-        raise KitError("the state TTL (table.exec.state.ttl) is not supported for Top-N yet: "
-                       "set it to 0, or deduplicate (rn = 1 over a time attribute)")
     strategy = strategy or rank_strategy(log, partition)
     if strategy not in STRATEGIES:
         raise KitError(f"unknown Top-N strategy {strategy!r}: one of {STRATEGIES}")
+    top1 = n == 1 and offset == 1 and strategy != "retract"
+    if options.ttl_ms > 0 and strategy != "append" and not top1:
+        raise KitError("a state TTL (table.exec.state.ttl) is not modelled for a Top-N over an updating input "
+                       "(Flink's Retractable and Updatable Top-N functions): set it to 0, or rank an insert-only "
+                       "input")
     if strategy == "append" and not log.insert_only:
         raise KitError("the append Top-N strategy reads an insert-only input; this one updates: "
                        "use strategy='retract'")
@@ -539,8 +591,7 @@ def top_n(log: Changelog, partition: list[str], order: list[tuple[str, bool, boo
                        "upsert key contains the partition keys: use strategy='retract'")
     index = {c: i for i, c in enumerate(columns)}
     args = ([index[c] for c, _, _ in order], [(a, nf) for _, a, nf in order], offset, n,
-            row_number is not None, options.update_before)
-    top1 = n == 1 and offset == 1 and strategy != "retract"
+            row_number is not None, options.update_before, max(0, options.ttl_ms))
     if top1:
         function = FastTop1Function
     elif strategy == "append":

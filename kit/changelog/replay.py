@@ -4,6 +4,16 @@ A function takes one message -- its row kind, the ``Row`` and its processing tim
 returns its outputs (``process(kind, row, pt)``); it keeps its state in itself, as Flink's
 functions keep their state handles. ``Function`` runs one as a ``KeyedOperator`` whose one
 state is the function; ``replay_per_key`` runs a fresh one per key of a changelog.
+
+A state TTL (``table.exec.state.ttl``) runs on processing time (``clock``). A function whose
+Flink original cleans its key with a timer (``KeyedProcessFunctionWithCleanupState``, the
+non-time OVER's) is forgotten whole by ``Function(cleanup_ms=ttl)``: each message moves the
+key's cleanup timer to ``pt + ttl``, and a message at or after it finds a fresh function::
+
+    pt    (ttl 1000)      function
+    0     a 5             made, cleanup at 1000
+    600   a 3             kept, cleanup at 1600
+    2500  a 4             forgotten at 1600: a fresh one, cleanup at 3500
 """
 
 from __future__ import annotations
@@ -19,8 +29,9 @@ from ..errors import KitError
 from ..live import per_key
 from ..replay.keyed import KeyedOperator, ValueState, replay, spread
 from . import Changelog, Options
+from .group_agg import NO_CLOCK
 
-__all__ = ["Row", "Function", "replay_per_key", "check_columns"]
+__all__ = ["Row", "Function", "replay_per_key", "check_columns", "clock"]
 
 
 class Row:
@@ -31,34 +42,47 @@ class Row:
         self.at, self.values = at, values
 
 
+def clock(pt):
+    """The processing time ``pt`` a state TTL runs on, or a KitError when the input has none."""
+    if pt is None:
+        raise KitError(NO_CLOCK)
+    return pt
+
+
 class Function(KeyedOperator):
     """``make()``, a changelog function, as a keyed operator; a row is the message's values,
     then its ``_op`` and ``_pt``. Outputs ``(output, at, j)``: ``j`` its place among the
-    message's outputs."""
-    state = (ValueState("function"),)
+    message's outputs. ``cleanup_ms``: the key's cleanup timer (module doc), 0: none."""
+    state = (ValueState("function"), ValueState("cleanup"))
 
-    def __init__(self, make):
-        self.make = make
+    def __init__(self, make, cleanup_ms: int = 0):
+        self.make, self.cleanup_ms = make, cleanup_ms
 
-    def function(self, ctx):
-        """The key's function: made at its first message."""
+    def function(self, ctx, pt=None):
+        """The key's function: made at its first message, and again after its cleanup time."""
         held = ctx.state("function")
+        if self.cleanup_ms:
+            cleanup, now = ctx.state("cleanup"), clock(pt)
+            if cleanup.value() is not None and cleanup.value() <= now:
+                held.update(None)
+            if cleanup.value() is None or now + self.cleanup_ms > cleanup.value():
+                cleanup.update(now + self.cleanup_ms)
         if held.value() is None:
             held.update(self.make())
         return held.value()
 
     def process_element(self, row, ctx):
         at = ctx.at
-        for j, o in enumerate(self.function(ctx).process(row[-2], Row(at, row[:-2]), row[-1])):
+        for j, o in enumerate(self.function(ctx, row[-1]).process(row[-2], Row(at, row[:-2]), row[-1])):
             ctx.output((o, at, j))
 
 
-def replay_per_key(log: Changelog, keys: list, make, options: Options, extra: list) -> DataFrame:
+def replay_per_key(log: Changelog, keys: list, make, options: Options, extra: list, cleanup_ms: int = 0) -> DataFrame:
     """Run ``make()`` (a fresh function per key) over each key's messages in arrival order
     on Spark: the input spread over ``options.tasks`` by ``keys``, one ``mapInArrow`` per
     task (a streaming ``log``, live: ``kit.live.per_key``, micro-batch after micro-batch). Output: the value columns of the rows the function emitted, ``extra`` (name,
     Spark type, function of the output tuple giving a value of that type), ``_op``, ``seq``,
-    ``_n``, ``_pt``."""
+    ``_n``, ``_pt``. ``cleanup_ms``: ``Function``'s."""
     columns = list(log.columns)
     df = log.df.select(*[F.col(sparksql.name(c)) for c in columns], "_op", "seq", "_n", "_pt")
     fields = [df.schema[c] for c in columns] + [T.StructField(n, t) for n, t, _ in extra] + [
@@ -69,7 +93,7 @@ def replay_per_key(log: Changelog, keys: list, make, options: Options, extra: li
             for o, at, j in out:
                 _, seq, n, pt = rows[at][-4:]
                 yield (*o[1].values, *[f(o) for _, _, f in extra], o[0], seq, [*n, j], pt)
-        return per_key(df, keys, lambda key: Function(make), T.StructType(fields), [*columns, "_op", "_pt"], changes)
+        return per_key(df, keys, lambda key: Function(make, cleanup_ms), T.StructType(fields), [*columns, "_op", "_pt"], changes)
     df = spread(df, keys, options.tasks, "seq", "_n")
 
     def output(table, out):
@@ -86,7 +110,7 @@ def replay_per_key(log: Changelog, keys: list, make, options: Options, extra: li
             pa.array([pts[i] for _, i, _ in out], pa.int64())]
         yield from pa.Table.from_arrays(arrays, [f.name for f in fields]).to_batches()
 
-    return replay(df, keys, lambda key: Function(make), T.StructType(fields), [*columns, "_op", "_pt"], output)
+    return replay(df, keys, lambda key: Function(make, cleanup_ms), T.StructType(fields), [*columns, "_op", "_pt"], output)
 
 
 def check_columns(log: Changelog, names: list, what: str):

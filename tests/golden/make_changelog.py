@@ -877,12 +877,35 @@ for _name, _config in (("top2_after_gap", TTL1), ("top2_after_gap_no_ttl", {})):
          "Top-2 per key with TTL 1 s: after an idle gap longer than the TTL the partition's state is gone."
          if _config else "Control: the same Top-2 without TTL.",
          [("t", "k STRING, v INT, d INT", TOPN_GAP, "paced_stream")], TOPN2, config=_config, repeat=3)
+# the rule the kit follows where Flink's cache and state disagree: an AppendOnlyTopNFunction
+# reloads its buffer from state once its cache entry is older than the TTL (Guava's
+# expireAfterWrite from the load), and each sort key's state entry expires on its own
+# (written when a row joins it); a FastTop1Function's cache holds the row, written when it
+# changes (no checkpoint here: its state is never written)
+for _name, _config in (("top2_entries_expire_apart", TTL1), ("top2_entries_expire_apart_no_ttl", {})):
+    case("ttl", _name,
+         "Top-2 with TTL 1 s: the buffer is reloaded from state 1 s after it was loaded; the sort key written at 0 ms "
+         "is gone, the one written at 600 ms is kept." if _config else "Control: the same Top-2 without TTL.",
+         [("t", "k STRING, v INT, d INT", [["a", 5, 0], ["a", 3, 0], ["a", 4, 600], ["a", 1, 600]], "paced_stream")],
+         TOPN2, config=_config, repeat=3)
+TOP1 = ("SELECT k, v FROM (SELECT k, v, ROW_NUMBER() OVER (PARTITION BY k ORDER BY v DESC) AS rn "
+        "FROM t) WHERE rn <= 1")
+for _name, _config in (("top1_unchanged_longer_than_ttl", TTL1), ("top1_unchanged_longer_than_ttl_no_ttl", {})):
+    case("ttl", _name,
+         "Top-1 with TTL 1 s: rows that do not replace the first row keep arriving (600 ms apart); 1.2 s after the "
+         "first row was written it is forgotten." if _config else "Control: the same Top-1 without TTL.",
+         [("t", "k STRING, v INT, d INT", [["a", 5, 0], ["a", 3, 600], ["a", 2, 600], ["a", 1, 0]], "paced_stream")],
+         TOP1, config=_config, repeat=3)
 OVER_SUM = "SELECT k, v, SUM(v) OVER (PARTITION BY k ORDER BY v) AS s, COUNT(*) OVER (PARTITION BY k ORDER BY v) AS c FROM t"
 for _name, _config in (("non_time_over_after_gap", TTL1), ("non_time_over_after_gap_no_ttl", {})):
     case("ttl", _name,
          "A non-time OVER (ORDER BY v, RANGE) with TTL 1 s: after an idle gap the partition's sort keys are gone."
          if _config else "Control: the same OVER without TTL.",
          [("t", "k STRING, v INT, d INT", TOPN_GAP, "paced_stream")], OVER_SUM, config=_config, repeat=3)
+case("ttl", "non_time_over_gaps_shorter_than_ttl",
+     "Control: a non-time OVER with TTL 1 s and rows 600 ms apart: each row moves the partition's cleanup timer on.",
+     [("t", "k STRING, v INT, d INT", [["a", 5, 0], ["a", 3, 600], ["a", 4, 600], ["a", 1, 600]], "paced_stream")],
+     OVER_SUM, config=TTL1, repeat=3)
 DEDUP_GAP = [["a", "2024-01-01 00:00:01", 0], ["a", "2024-01-01 00:00:02", 0], ["b", "2024-01-01 00:00:03", 0],
              ["a", "2024-01-01 00:00:04", 2500], ["b", "2024-01-01 00:00:05", 0], ["a", "2024-01-01 00:00:06", 0]]
 DEDUP_FIRST = ("SELECT k, ts FROM (SELECT k, ts, ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts ASC) AS rn "
