@@ -33,12 +33,6 @@ _TYPES = {"STRING": "string", "TINYINT": "tinyint", "SMALLINT": "smallint", "INT
 DIFFERENT = {
     "group_agg:group_by_two_columns_and_expression": "INT / INT: Flink divides integers, Spark SQL gives a DOUBLE",
 }
-# Where the kit's rows are Flink's but its column types are not, and why (each must keep differing).
-DIFFERENT_TYPES = {
-    "ttl:non_time_over_after_gap_no_ttl": "an OVER SUM of an INT: Flink's INT, the kit's BIGINT (Spark's): issue 45 item 2",
-    "ttl:non_time_over_after_gap": "the same OVER SUM of an INT",
-    "ttl:non_time_over_gaps_shorter_than_ttl": "the same OVER SUM of an INT",
-}
 
 
 def scenarios() -> list:
@@ -146,7 +140,7 @@ def test_flinks_changelog(spark, sc, request):
     assert got == expected
     kinds = dict(t.changelog().dtypes)
     same = [kinds[c] for c, f in zip(names, types) if _spark_type(f)] == [_spark_type(f) for f in types if _spark_type(f)]
-    assert same is (key not in DIFFERENT_TYPES), DIFFERENT_TYPES.get(key, "the column types differ from Flink's")
+    assert same, "the column types differ from Flink's"
 
 
 def _spark_type(flink_type: str) -> str | None:

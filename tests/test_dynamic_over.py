@@ -240,7 +240,8 @@ def test_snapshot_equals_batch_window_functions(spark, rows):
     """At every arrival k the changelog applied up to k is Spark SQL's window over the rows so
     far: RANGE aggregates as SQL's (peers included), ROWS ones ordered by (s, arrival). Flink's
     RANK and DENSE_RANK are SQL's COUNT(*) over RANGE: SQL's RANK where the row's s has no tie
-    so far, never SQL's DENSE_RANK once an earlier s is tied."""
+    so far, never SQL's DENSE_RANK once an earlier s is tied. AVG of a BIGINT is Flink's: a
+    BIGINT, the quotient truncated toward zero."""
     log = stream_log(["p", "s", "x", "id"], rows, dtypes={"s": "Int64", "x": "Int64"})
     ranged = over_aggregate(log, ["p"], [("s", *ASC)], RANGE, "RANGE", Options(tasks=2))
     by_row = over_aggregate(log, ["p"], [("s", *ASC)], ROWS, "ROWS", Options())
@@ -251,7 +252,8 @@ def test_snapshot_equals_batch_window_functions(spark, rows):
         SELECT k.k, i.p, i.s, i.x, i.id,
                COUNT(*) OVER ({w}) AS r, COUNT(*) OVER ({w}) AS dr, COUNT(*) OVER ({w}) AS c,
                COUNT(i.x) OVER ({w}) AS cx, SUM(i.x) OVER ({w}) AS sx, MIN(i.x) OVER ({w}) AS mn,
-               MAX(i.x) OVER ({w}) AS mx, AVG(i.x) OVER ({w}) AS av,
+               MAX(i.x) OVER ({w}) AS mx,
+               IF(COUNT(i.x) OVER ({w}) = 0, NULL, SUM(i.x) OVER ({w}) div COUNT(i.x) OVER ({w})) AS av,
                ROW_NUMBER() OVER ({w}, i.seq) AS rn,
                COUNT(i.x) OVER ({w}, i.seq ROWS UNBOUNDED PRECEDING) AS rcx,
                SUM(i.x) OVER ({w}, i.seq ROWS UNBOUNDED PRECEDING) AS rsx,

@@ -24,7 +24,7 @@ from ..live import per_key
 from ..replay.keyed import KeyedOperator, ValueState, replay, spread, tuples
 from . import ADDS, DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options
 
-__all__ = ["changelog_mode", "NO_CLOCK", "Spec", "State", "emit", "expired", "GroupAggFunction", "replay_schema",
+__all__ = ["changelog_mode", "NO_CLOCK", "EXACT", "wrap", "Spec", "State", "emit", "expired", "GroupAggFunction", "replay_schema",
            "reference", "outputs"]
 
 
@@ -43,7 +43,7 @@ NO_CLOCK = ("the state TTL (table.exec.state.ttl) runs on processing time, but t
              "processing-time clock: give the stream one, kit.stream(..., proctime=Clock(start, step)) "
              "or proctime=<a TIMESTAMP column>")
 
-_EXACT = Context(prec=100)   # decimals of up to 38 digits, summed without rounding
+EXACT = Context(prec=100)   # decimals of up to 38 digits, summed without rounding
 
 
 class _Count:
@@ -85,7 +85,7 @@ class _Sum:
             v = np.float32(v)
         elif isinstance(self.total, float):
             v = float(v)
-        with localcontext(_EXACT):
+        with localcontext(EXACT):
             self.total, self.n = (self.total + v, self.n + 1) if w > 0 else (self.total - v, self.n - 1)
 
     def value(self):
@@ -93,12 +93,12 @@ class _Sum:
             return None
         out, total = self.out, self.total
         if not self.avg:
-            return _wrap(total, out) if isinstance(total, int) else float(total) if self.single else total
+            return wrap(total, out) if isinstance(total, int) else float(total) if self.single else total
         if isinstance(out, T.IntegralType) and isinstance(total, int):
             q = abs(total) // self.n
-            return _wrap(-q if total < 0 else q, out)
+            return wrap(-q if total < 0 else q, out)
         if isinstance(out, T.DecimalType) and isinstance(total, Decimal):
-            with localcontext(_EXACT):
+            with localcontext(EXACT):
                 return (total / self.n).quantize(Decimal(1).scaleb(-out.scale), ROUND_HALF_UP)
         return float(total) / self.n
 
@@ -106,7 +106,7 @@ class _Sum:
 _BITS = {T.ByteType: 8, T.ShortType: 16, T.IntegerType: 32, T.LongType: 64}
 
 
-def _wrap(v: int, dtype) -> int:
+def wrap(v: int, dtype) -> int:
     """An integer in ``dtype``'s range as Java's arithmetic leaves it (wrapped around);
     ``v`` itself for a wider or non-integer type."""
     bits = _BITS.get(type(dtype))
@@ -169,7 +169,7 @@ def _cast(v, dtype):
     if isinstance(dtype, T.DoubleType):
         return float(v)
     if isinstance(dtype, T.DecimalType):
-        with localcontext(_EXACT):
+        with localcontext(EXACT):
             return Decimal(v if not isinstance(v, float) else repr(v)).quantize(
                 Decimal(1).scaleb(-dtype.scale), ROUND_HALF_UP)
     return v

@@ -35,8 +35,11 @@ RANGE is the number of rows with ``s <=`` the row's -- SQL's ``RANK`` only witho
 seed's two users tied at 12:00 are both ranked 2). Flink plans ``SUM(x)`` of a nullable ``x``
 as ``COUNT(x)`` and ``$SUM0(x)`` (NULL at count 0) and ``AVG(x)`` as their quotient: a 0 (not
 a NULL) joining a sort key changes the accumulator, so its peers get ``-U/+U`` with the same
-SUM. Values and types are Spark's batch ones (BIGINT counts and SUM of an integer, DOUBLE
-AVG). The output is the input's columns and one per call; changelog mode ``[I,UB,UA,D]`` as
+SUM. Types and values are Flink's (``types.json``): counts and ranks BIGINT, MIN/MAX the
+column's type, SUM and AVG ``kit.changelog.result_type``'s. A SUM of integers wraps around
+in its type, a FLOAT one adds in FLOAT; an AVG is Flink's ``$SUM0 / COUNT`` in the SUM's
+type (of integers: the wrapped sum divided, truncated toward zero; of DECIMAL(p, s): the
+quotient rounded HALF_UP to scale ``max(6, s)``). The output is the input's columns and one per call; changelog mode ``[I,UB,UA,D]`` as
 Flink's EXPLAIN says, whatever the input; the upsert key is the input's.
 Flink refuses a DESC order and more than one order column; so does ``over_aggregate``.
 A state TTL (``Options.ttl_ms``; Flink's ``KeyedProcessFunctionWithCleanupState`` with
@@ -54,11 +57,14 @@ since its last message, with no retraction (``kit.changelog.replay.Function``).
 from __future__ import annotations
 
 from bisect import bisect_left
+from decimal import ROUND_HALF_UP, Decimal, localcontext
 
+import numpy as np
 from pyspark.sql import types as T
 
 from ..errors import KitError
-from . import ADDS, ALL, DELETE, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options
+from . import ADDS, ALL, DELETE, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options, result_type
+from .group_agg import EXACT, wrap
 from .rank import SortedKeys, SortKeys
 from .replay import check_columns, replay_per_key
 
@@ -103,24 +109,69 @@ _ACCUMULATE = {"ROW_NUMBER": (0, _count), "RANK": (0, _count), "DENSE_RANK": (0,
                "MAX": (None, _max), "SUM0": ((0, 0), _sum0), "AVG": ((0, 0), _sum0)}
 
 
-_VALUE = {"SUM0": lambda a: a[1] if a[0] else None, "AVG": lambda a: a[1] / a[0] if a[0] else None}
-
-
 class _Aggs:
     """Flink's generated ``AggsHandleFunction`` for the calls: an accumulator is a tuple (one
-    entry per call, compared as Flink compares accumulator rows), ``value`` the output."""
+    entry per call, compared as Flink compares accumulator rows), ``value`` the output.
+    ``types``: each call's argument type (None: none, or Python's arithmetic), for SUM and
+    AVG in Flink's (module doc)."""
 
-    def __init__(self, calls: list, at: list):
+    def __init__(self, calls: list, at: list, types: list | None = None):
         self.at = at                                     # argument index per call (None: *)
         self.init = tuple(_ACCUMULATE[f][0] for f, _, _ in calls)
-        self.steps = [_count if a is None else _ACCUMULATE[f][1] for f, a, _ in calls]
+        self.types = types or [None] * len(calls)
+        self.steps = [_count if a is None else _in_type(_ACCUMULATE[f][1], t) if f in _SUMS else _ACCUMULATE[f][1]
+                      for (f, a, _), t in zip(calls, self.types)]
         self.functions = [f for f, _, _ in calls]
 
     def accumulate(self, acc: tuple, values: tuple) -> tuple:
         return tuple(step(a, None if i is None else values[i]) for step, a, i in zip(self.steps, acc, self.at))
 
     def value(self, acc: tuple) -> tuple:
-        return tuple(_VALUE[f](a) if f in _VALUE else a for f, a in zip(self.functions, acc))
+        return tuple(_value(f, a, t) for f, a, t in zip(self.functions, acc, self.types))
+
+
+_SUMS = ("SUM", "SUM0", "AVG")
+
+
+def _in_type(step, dtype):
+    """A SUM's ``step`` in Flink's arithmetic for ``dtype``: integers wrapped around to its
+    width, a FLOAT added in FLOAT, decimals exactly."""
+    if isinstance(dtype, T.FloatType):
+        return lambda acc, x: step(acc, None if x is None else np.float32(x))
+    if isinstance(dtype, T.DecimalType):
+        def exact(acc, x):
+            with localcontext(EXACT):
+                return step(acc, x)
+        return exact
+    if isinstance(dtype, T.IntegralType):
+        def wrapped(acc, x):
+            acc = step(acc, x)
+            return (acc[0], wrap(acc[1], dtype)) if isinstance(acc, tuple) else None if acc is None else wrap(acc, dtype)
+        return wrapped
+    return step
+
+
+def _value(function: str, acc, dtype):
+    """A call's output from its accumulator: a SUM (of nullable values: ``SUM0``, NULL at
+    count 0) or an AVG (``$SUM0 / COUNT`` in the SUM's type) as Flink computes them."""
+    if function in ("SUM0", "AVG"):
+        n, total = acc
+        if not n:
+            return None
+        if function == "SUM0":
+            return float(total) if isinstance(dtype, T.FloatType) else total
+        if isinstance(dtype, T.IntegralType):
+            q = abs(total) // n
+            return -q if total < 0 else q
+        if isinstance(dtype, T.DecimalType):
+            with localcontext(EXACT):
+                return (Decimal(total) / n).quantize(Decimal(1).scaleb(-max(6, dtype.scale)), ROUND_HALF_UP)
+        if isinstance(dtype, T.FloatType):
+            return float(total / np.float32(n))
+        return total / n
+    if function == "SUM" and isinstance(dtype, T.FloatType) and acc is not None:
+        return float(acc)
+    return acc
 
 
 # ---------------------------------------------------------------- Flink's functions
@@ -287,18 +338,12 @@ class NonTimeRowsUnboundedPrecedingFunction(_NonTimeUnboundedPrecedingOver):
 # ---------------------------------------------------------------- the operator
 
 def _output_type(function: str, arg_type):
-    """The Spark type of a call's output, as Spark's batch window function gives it."""
+    """Flink's type of an OVER call's output (module doc)."""
     if function in ("ROW_NUMBER", "RANK", "DENSE_RANK", "COUNT"):
         return T.LongType()
     if function in ("MIN", "MAX"):
         return arg_type
-    if function == "AVG":
-        return T.DoubleType()
-    if isinstance(arg_type, T.IntegralType):
-        return T.LongType()
-    if isinstance(arg_type, T.DecimalType):
-        return T.DecimalType(min(38, arg_type.precision + 10), arg_type.scale)
-    return T.DoubleType()
+    return T._parse_datatype_string(result_type(function, arg_type))
 
 
 def _check(log, partition, order, calls, frame, options):
@@ -328,8 +373,6 @@ def _check(log, partition, order, calls, frame, options):
             raise KitError(f"{function}() AS {name}: give the column it aggregates")
         if function in ("SUM", "AVG") and not isinstance(types[arg], T.NumericType):
             raise KitError(f"{function}({arg}) needs a numeric column; {arg} is {types[arg].simpleString()}")
-        if function == "AVG" and isinstance(types[arg], T.DecimalType):
-            raise KitError(f"AVG({arg}) of a DECIMAL is not modelled: CAST({arg} AS DOUBLE) first")
         if name in names:
             raise KitError(f"the OVER output column {name!r} is already a column: name it otherwise")
         names.add(name)
@@ -353,7 +396,7 @@ def over_aggregate(log: Changelog, partition: list[str], order: list[tuple[str, 
     index = {c: i for i, c in enumerate(columns)}
     nullable = {f.name: f.nullable and f.name not in not_null for f in log.df.schema.fields}
     aggs = _Aggs([("SUM0" if f == "SUM" and nullable[a] else f, a, n) for f, a, n in calls],
-                 [None if a is None else index[a] for _, a, _ in calls])
+                 [None if a is None else index[a] for _, a, _ in calls], [types.get(a) for _, a, _ in calls])
     function = NonTimeRowsUnboundedPrecedingFunction if frame == "ROWS" else NonTimeRangeUnboundedPrecedingFunction
     sort_at, directions = [index[order[0][0]]], [order[0][1:]]
     extra = [(name, _output_type(f, types.get(a)), lambda o, k=k: o[2][k])

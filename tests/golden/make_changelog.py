@@ -1115,6 +1115,33 @@ case("types", "float_sum_rounding",
      [("n", NUM, [["a", 1, 1, 1, 1, "0.10", 0.1, 0.1]] * 3 + [["a", 1, 1, 1, 1, "0.70", 0.7, 0.7]], None)],
      "SELECT SUM(f) AS s_f, AVG(f) AS a_f, SUM(x) AS s_x, AVG(x) AS a_x FROM n")
 
+# non-time OVER aggregates (issue 45 item 2): Flink plans SUM(x) as CASE(COUNT(x) > 0, $SUM0(x), NULL)
+# and AVG(x) from $SUM0 and COUNT; the types and the overflow show what each keeps
+ONUM = "o INT, " + NUM
+ONUM_ROWS = [[i, *r] for i, r in enumerate(NUM_ROWS)]
+
+
+def _over(*calls):
+    return ", ".join(f"{f}({a}) OVER (PARTITION BY k ORDER BY o) AS {n}" for f, a, n in calls)
+
+
+case("types", "over_sum_avg_of_integers",
+     "A non-time OVER's SUM and AVG of TINYINT, INT, BIGINT: their types and values (truncated toward zero).",
+     [("n", ONUM, ONUM_ROWS, None)],
+     "SELECT k, o, " + _over(("SUM", "ti", "s_ti"), ("AVG", "ti", "a_ti"), ("SUM", "i", "s_i"), ("AVG", "i", "a_i"),
+                             ("SUM", "b", "s_b"), ("AVG", "b", "a_b"), ("COUNT", "i", "c_i")) + " FROM n")
+case("types", "over_sum_avg_of_decimal_and_floating",
+     "A non-time OVER's SUM and AVG of DECIMAL(10, 2), FLOAT, DOUBLE; MIN and MAX.",
+     [("n", ONUM, ONUM_ROWS, None)],
+     "SELECT k, o, " + _over(("SUM", "dc", "s_dc"), ("AVG", "dc", "a_dc"), ("SUM", "f", "s_f"), ("AVG", "f", "a_f"),
+                             ("SUM", "x", "s_x"), ("AVG", "x", "a_x"), ("MIN", "dc", "lo_dc"), ("MAX", "f", "hi_f"))
+     + " FROM n")
+case("types", "over_sum_overflows_its_type",
+     "A non-time OVER's SUM and AVG of TINYINT / INT past the type's range.",
+     [("n", ONUM, [[0, "a", 100, 1, 2147483647, 1, "1.00", 1.0, 1.0], [1, "a", 100, 1, 1, 1, "1.00", 1.0, 1.0]], None)],
+     "SELECT o, " + _over(("SUM", "ti", "s_ti"), ("AVG", "ti", "a_ti"), ("SUM", "i", "s_i"), ("AVG", "i", "a_i"))
+     + " FROM n")
+
 
 def main(argv: list[str]) -> None:
     global TMP
