@@ -67,7 +67,7 @@ class Stream:
     """A DataFrame with its stream metadata; ``df`` holds the annotated rows (see module doc)."""
 
     source: DataFrame = field(repr=False)
-    time: str
+    time: str | None
     watermark: WatermarkStrategy
     order: tuple[str, ...] = ()
     proctime: str | Clock | None = None
@@ -171,8 +171,9 @@ class Stream:
 
     @property
     def time_is_timestamp(self) -> bool:
-        """True for TIMESTAMP time columns, False for BIGINT epoch milliseconds."""
-        return not isinstance(self.source.schema[self.time].dataType, T.IntegralType)
+        """True for TIMESTAMP time columns (and a stream without one), False for BIGINT epoch
+        milliseconds."""
+        return self.time is None or not isinstance(self.source.schema[self.time].dataType, T.IntegralType)
 
     def unordered(self) -> DataFrame:
         """``df`` without its final sort by ``seq``: the same rows, for operators that group
@@ -197,19 +198,24 @@ class Stream:
         """Where ``own_watermark`` is the event time less a constant and the time column a
         TIMESTAMP or BIGINT: the constant (ms), so a pass can read it off the column as it
         is (``kit/jvm/Chain.java``); else None."""
-        wm, dtype = self.watermark, self.source.schema[self.time].dataType
-        if wm.kind not in ("bounded", "sql") or not isinstance(dtype, (T.TimestampType, T.LongType)):
+        wm = self.watermark
+        if wm.kind not in ("bounded", "sql") or not isinstance(self.source.schema[self.time].dataType,
+                                                               (T.TimestampType, T.LongType)):
             return None
         return wm.delay.millis + (wm.kind == "bounded")
 
     @classmethod
-    def of(cls, df, time: str, watermark: WatermarkStrategy | Duration | None = None,
+    def of(cls, df, time: str | None = None, watermark: WatermarkStrategy | Duration | None = None,
            order: str | list[str] | None = None,
            proctime: str | Clock | None = None, primary_key: str | list[str] | None = None) -> "Stream":
         """Replay ``df`` as a stream (``kit.stream(df, ...)``: a ``kit.windows.DataStream``).
 
         - ``df``: a Spark or pandas DataFrame.
-        - ``time``: the event-time column, TIMESTAMP or BIGINT epoch milliseconds.
+        - ``time``: the event-time column, TIMESTAMP or BIGINT epoch milliseconds; None (the
+          default): a stream without a time attribute, as a Flink table with no
+          ``WATERMARK``: continuous queries run on its arrival order alone (GROUP BY, joins,
+          Top-N, OVER ordered by a column), and what needs event time (windows, temporal
+          joins, MATCH_RECOGNIZE, deduplication on a rowtime) fails with Flink's error.
         - ``watermark``: a ``WatermarkStrategy``, or a ``Duration`` (or ``timedelta``) meaning
           ``for_bounded_out_of_orderness(d)``; default ``for_monotonous_timestamps()``.
         - ``order``: column(s) giving the arrival order; default: the input's order
@@ -235,7 +241,11 @@ class Stream:
                 df = _from_pandas(df)
             elif type(df).__name__ != "DataFrame":
                 raise KitError(f"kit.stream() takes a Spark or pandas DataFrame; got {type(df).__name__}")
-        if watermark is None:
+        if time is None and watermark is not None:
+            raise KitError("a watermark needs an event time: pass time=<the event-time column> with watermark=")
+        if time is None:
+            watermark = WatermarkStrategy.no_watermarks()
+        elif watermark is None:
             watermark = WatermarkStrategy.for_monotonous_timestamps()
         elif not isinstance(watermark, WatermarkStrategy):   # a Duration: for_bounded_out_of_orderness(d)
             watermark = WatermarkStrategy.for_bounded_out_of_orderness(to_duration(
@@ -261,7 +271,9 @@ class Stream:
         return F.expr(self.millis_sql(column))
 
     def millis_sql(self, column: str) -> str:
-        """``millis`` as Spark SQL text."""
+        """``millis`` as Spark SQL text (NULL for no column: a stream without event time)."""
+        if column is None:
+            return "CAST(NULL AS BIGINT)"
         q = sparksql.name(column)
         return f"unix_millis(CAST({q} AS TIMESTAMP))" if self.time_is_timestamp else f"CAST({q} AS BIGINT)"
 
@@ -437,8 +449,9 @@ def _check_columns(df: DataFrame, time, watermark, order, proctime) -> None:
         if not isinstance(col, str) or col not in schema:
             raise KitError(f"{what} {col!r} is not a column; columns are {names}")
 
-    need(time, "time column")
-    if not isinstance(schema[time], (T.TimestampType, T.TimestampNTZType, T.IntegralType)):
+    if time is not None:
+        need(time, "time column")
+    if time is not None and not isinstance(schema[time], (T.TimestampType, T.TimestampNTZType, T.IntegralType)):
         raise KitError(f"time column {time!r} must be TIMESTAMP or BIGINT epoch milliseconds; "
                        f"it is {schema[time].simpleString()} (cast it first)")
     for col in order:
@@ -531,10 +544,10 @@ def _annotate(s: Stream, ordered: bool = True, scan: bool = True) -> DataFrame:
         if isinstance(s.proctime, str):
             running["_proc"] = ("_p", True)  # a clock never goes back
         out = prefix_scan(df, running)
-    late = null_time_sql(s.time, "concat('seq=', CAST(seq AS STRING))")
+    late = "false" if s.time is None else "CASE WHEN _ts IS NULL THEN CAST({} AS BOOLEAN) ELSE coalesce(_ts <= _wm, " \
+        "false) END".format(null_time_sql(s.time, "concat('seq=', CAST(seq AS STRING))"))
     exprs = [*(sparksql.name(s.inner(c)) for c in s.shown_columns()), "seq",
-             f"{s.watermark_sql('_wm')} AS watermark",
-             f"CASE WHEN _ts IS NULL THEN CAST({late} AS BOOLEAN) ELSE coalesce(_ts <= _wm, false) END AS late"]
+             f"{s.watermark_sql('_wm')} AS watermark", f"{late} AS late"]
     if isinstance(s.proctime, Clock):
         exprs.append(f"timestamp_millis({epoch_ms(s.proctime.start)} + seq * {s.proctime.step.millis}) AS proctime")
     elif isinstance(s.proctime, str):

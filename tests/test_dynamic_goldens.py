@@ -5,9 +5,9 @@ included, or the same refusal.
 A golden's input table becomes a kit.Stream: its DDL gives the column types, the event time
 (``WATERMARK FOR ts AS ts - INTERVAL 'n' SECOND``) and the processing time (``pt AS
 PROCTIME()``; a paced input's ``d`` column is the wait in ms before each row, so the
-processing time is their running sum). A table without an event time gets one that only
-orders it (``kit_arrival``). Views the scenario made (``CREATE TEMPORARY VIEW``) become WITH
-queries.
+processing time is their running sum). A table without an event time is a stream without one
+(``kit.stream(df)``: arrival order alone). Views the scenario made (``CREATE TEMPORARY VIEW``)
+become WITH queries.
 """
 
 import json
@@ -23,7 +23,7 @@ from kit.errors import KitError
 
 DIR = Path(__file__).resolve().parent / "golden" / "flink-2.3"
 FILES = ("group_agg", "filters", "cascade", "joins", "topn", "minibatch", "minibatch_latency", "ttl", "errors", "over",
-         "types")
+         "types", "no_time")
 _TYPES = {"STRING": "string", "TINYINT": "tinyint", "SMALLINT": "smallint", "INT": "int", "BIGINT": "bigint",
           "FLOAT": "float", "DOUBLE": "double", "DECIMAL(10, 2)": "decimal(10,2)", "BOOLEAN": "boolean",
           "TIMESTAMP(3)": "timestamp"}
@@ -59,7 +59,8 @@ def _columns(ddl: str) -> dict:
     out = {}
     for part in re.split(r",\s*(?![^()]*\))", body.group(1)):
         words = part.strip().split(None, 1)
-        if len(words) == 2 and not part.strip().upper().startswith("WATERMARK") and " AS " not in part.upper():
+        if len(words) == 2 and not part.strip().upper().startswith(("WATERMARK", "PRIMARY")) \
+                and " AS " not in part.upper():
             out[words[0].strip("`")] = _TYPES[words[1].strip().upper().replace(" NOT NULL", "")]
     return out
 
@@ -67,19 +68,20 @@ def _columns(ddl: str) -> dict:
 def _stream(spark, table: str, spec: dict, ddl: str):
     import pandas as pd
 
+    own = [d for d in re.split(r"\n(?=CREATE |-- )", ddl) if re.search(rf"(TABLE|view) {table} \(", d)]
+    ddl = own[0] if own else ddl   # this table's, of several
     types = _columns(ddl)
     rows = spec["rows"]
     df = pd.DataFrame(rows, columns=spec["columns"], dtype=object)
     watermark = re.search(r"WATERMARK FOR (\w+) AS \w+(?: - INTERVAL '(\d+)' SECOND)?", ddl)
     proctime = re.search(r"(\w+) AS PROCTIME\(\)", ddl)
-    options = {}
+    key = re.search(r"PRIMARY KEY \(([^)]*)\)", ddl)
+    options = {"primary_key": [k.strip(" `") for k in key.group(1).split(",")]} if key else {}
     if watermark:
         time = watermark.group(1)
         options["watermark"] = kit.WatermarkStrategy.for_sql_delay(kit.Duration.of_seconds(int(watermark.group(2) or 0)))
-    else:
-        time = "kit_arrival"
-        df[time] = [f"2024-01-01 00:00:{i:02d}" for i in range(len(df))] if len(df) < 60 else None
-        types[time] = "timestamp"
+    else:   # a table without a time attribute: a stream without event time
+        time = None
     if "d" in df.columns:       # a paced input: the running sum of the waits is the processing time
         waited = pd.Series([int(v) for v in df["d"]]).cumsum()
         df["kit_pt"] = [str(pd.Timestamp("2024-01-01") + pd.Timedelta(milliseconds=int(v))) for v in waited]
@@ -126,8 +128,11 @@ def test_flinks_changelog(spark, sc, request):
         _conversion(sc, kit.sql(_query(sc), config=config, **streams))
         return
     if "error" in sc:
-        with pytest.raises(KitError):
+        with pytest.raises(KitError) as raised:
             kit.sql(_query(sc), config=config, **streams).changelog().collect()
+        said = sc["error"].split("Exception: ", 1)[-1].rstrip(".")
+        if key.startswith("no_time:") and "FOR SYSTEM_TIME" not in sc["query"] and not said.startswith("Error while"):
+            assert said in str(raised.value)   # Flink's words for what needs a time attribute
         return
     t = kit.sql(_query(sc), config=config, **streams)
     names = [c for c in t.columns if not c.startswith("kit_")]

@@ -131,6 +131,7 @@ def test_pandas_input_and_timestamp_columns(spark):
                                    r"e.g. Duration.of_seconds\(5\) or Duration.of_millis\(5\); not the int 5"),
     (dict(time="ts", proctime=3), "proctime must be a column name or a Clock"),
     (dict(time="ts", proctime="k"), "proctime column 'k' must be TIMESTAMP"),
+    (dict(watermark=Duration.of_seconds(1)), "a watermark needs an event time: pass time="),
 ])
 def test_bad_arguments_say_what_to_fix(spark, kwargs, message):
     df = spark.createDataFrame([("a", 1)], "k string, ts long")
@@ -311,3 +312,25 @@ def test_windows_read_the_streams_own_columns_beside_the_inputs(spark, name):
     rows = [(r.key, (r.window_start - start) // 1000, r["count"]) for r in result.df.collect()]
     assert rows == [("a", 0, 1), ("b", 0, 1)]   # [2 s, 4 s) is pending: the clock stops at the end
     assert [r[name] for r in result.elements().collect()] == ["a", "b", "a", "a"]
+
+
+def test_a_stream_without_event_time(spark):
+    """``kit.stream(df)``: arrival order alone, as a Flink table without a time attribute: no
+    watermark, nothing late; continuous queries run on it, what needs event time says so."""
+    from kit.joins.interval import IntervalBounds, interval_join
+    from kit.windows import TumblingEventTimeWindows
+
+    df = spark.createDataFrame([("a", 2), ("b", 1), ("a", 3)], "k string, v long")
+    s = kit.stream(df, order="v")
+    assert annotations(s, "k", "seq", "watermark", "late") == [("b", 0, MIN, False), ("a", 1, MIN, False),
+                                                                ("a", 2, MIN, False)]
+    counts = kit.sql("SELECT k, COUNT(*) AS c FROM s GROUP BY k", s=s)
+    assert counts.changelog().columns == ["seq", "op", "k", "c"]   # no watermark: the stream has none
+    assert [tuple(r) for r in counts.changelog().collect()] == [
+        (0, "+I", "b", 1), (1, "+I", "a", 1), (2, "-U", "a", 1), (2, "+U", "a", 2)]
+    with pytest.raises(KitError, match="Record has Long.MIN_VALUE timestamp"):
+        s.key_by("k").window(TumblingEventTimeWindows.of(Duration.of_seconds(1)))
+    with pytest.raises(KitError, match="the left stream has none"):
+        interval_join(s, s, "k", IntervalBounds(Duration.of_seconds(-1), Duration.of_seconds(0)))
+    with pytest.raises(KitError, match="stream_timeline draws rows by event time"):
+        kit.viz.stream_timeline(s)

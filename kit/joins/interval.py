@@ -408,6 +408,10 @@ def interval_join(left, right, on, bounds: IntervalBounds, how: str = "inner", *
     - ``how``: inner, left, right or full;
     - ``interleave``, ``clock``: the merged arrival order (``replay.interleaved``).
     """
+    for side, s in (("left", left), ("right", right)):
+        if getattr(s, "time", "") is None:
+            raise KitError(f"an interval join bounds the two streams' event times; the {side} stream has none: "
+                           "kit.stream(df, time=<column>, ...) gives it one")
     if on is None:
         pairs = ()
     elif isinstance(on, dict):

@@ -118,7 +118,7 @@ class TemporalTableFunction:
 def time_kind(s: Stream, column: str) -> str | None:
     """``"event"`` when ``column`` is the event time of ``s``, ``"processing"`` when it is its
     processing time (a proctime column, or ``proctime`` for a ``Clock``), else None."""
-    if column.lower() == s.time.lower():
+    if s.time is not None and column.lower() == s.time.lower():
         return "event"
     if s.proctime is not None and column.lower() == (s.proctime if isinstance(s.proctime, str) else "proctime").lower():
         return "processing"

@@ -114,6 +114,10 @@ def _check(table, spec: MatchRecognize, semantics: str) -> tuple[DataFrame, Opti
         raise KitError("MATCH_RECOGNIZE needs ORDER BY: patterns depend on the order of rows")
     if stream is not None and semantics != "standard":
         first = spec.order_by[0]
+        if stream.time is None:
+            raise KitError("You must specify either rowtime or proctime for order by as the first one: the "
+                           f"stream has no time attribute (kit.stream(df, time={first.column!r}, ...) makes "
+                           f"{first.column!r} one)")
         if first.column != stream.time or not first.ascending:
             raise KitError(
                 f"ORDER BY must start with the stream's time attribute {stream.time!r} ascending "

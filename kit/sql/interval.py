@@ -101,7 +101,7 @@ def _pair(text: str, select: exp.Select, stream) -> IntervalCall | None:
     if not comma and (join.method or join.kind not in (None, "", "INNER", "OUTER") or "on" not in join.meta):
         return None
     left, right = stream(first.name), stream(second.name)
-    if left is None or right is None:
+    if left is None or right is None or left.time is None or right.time is None:   # no time attribute: a regular join
         return None
     call = IntervalCall(join_kind(text, join), first.name, first.meta["start"], first.alias_or_name,
                         second.name, second.meta["start"], second.alias_or_name)

@@ -15,9 +15,9 @@ changes downstream as a changelog. The result keeps both views::
 
 ``changelog()`` columns: ``seq`` (the arrival that caused the change), ``op`` (Flink's row
 kind), the query's columns (named as the same query run as a batch names them, typed as Flink
-types them: ``kit.changelog.result_type``), ``watermark`` (the watermark when that row arrived, like ``Stream.df``'s) and
-``proctime`` (its processing time; only for a stream with a clock), ordered as a
-single-task Flink job emits them. Flink's conversions (``to_append_stream``,
+types them: ``kit.changelog.result_type``), ``watermark`` (the watermark when that row arrived,
+like ``Stream.df``'s; none for a stream without event time) and ``proctime`` (its processing
+time; only for a stream with a clock), ordered as a single-task Flink job emits them. Flink's conversions (``to_append_stream``,
 ``to_retract_stream``, ``to_changelog_stream``, ``to_upsert_stream``) are below; the sink
 (``sink="retract"`` or ``"upsert"``) decides whether update-before rows are sent at all.
 
@@ -105,7 +105,7 @@ class DynamicTable:
         cols = ["seq", "_op AS op", *map(sparksql.name, self.columns)]
         if log.marked and log.in_order:   # the operator gave each change its watermark, in order: as it is
             s = self.streams[0]
-            cols.append(f"{s.watermark_sql('_wm')} AS watermark")
+            cols += [f"{s.watermark_sql('_wm')} AS watermark"] if s.time is not None else []
             cols += ["timestamp_millis(_pt) AS proctime"] if s.proctime is not None else []
             return log.df.selectExpr(*cols)
         df, marks = log.df, self._arrival_marks()
@@ -114,7 +114,7 @@ class DynamicTable:
             df = df.coalesce(1)
         if marks is not None:
             df = df.join(F.broadcast(marks) if one else marks, "seq", "left")
-        cols += ["watermark"] if marks is not None else []
+        cols += ["watermark"] if marks is not None and "watermark" in marks.columns else []
         cols += ["proctime"] if marks is not None and "proctime" in marks.columns else []
         expired = self.expired_state()
         if expired is not None:
@@ -260,11 +260,13 @@ class DynamicTable:
         return node.label()
 
     def _arrival_marks(self) -> DataFrame | None:
-        """``seq``, ``watermark`` (and ``proctime``) of each arrival, for one input stream."""
+        """``seq``, ``watermark`` (none without event time) and ``proctime`` (with one) of each
+        arrival, for one input stream; None for several, or for one with neither."""
         if len(self.streams) != 1:
             return None
         s = self.streams[0]
-        return s.df.select("seq", "watermark", *(["proctime"] if s.proctime is not None else []))
+        marks = ["watermark"] * (s.time is not None) + ["proctime"] * (s.proctime is not None)
+        return s.df.select("seq", *marks) if marks else None
 
     # ------------------------------------------------------------ as a DataFrame
 

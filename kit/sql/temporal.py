@@ -329,8 +329,8 @@ def plan(call: TemporalCall, tables: dict, statement: Statement, interleave=None
     time = time_kind(left, call.time_column)
     if time is None:
         raise error("Temporal table join currently only supports 'FOR SYSTEM_TIME AS OF' left table's time "
-                    f"attribute field; {call.time_column} is neither {call.left}'s event time ({left.time}) nor "
-                    "its processing time", call.time_at)
+                    f"attribute field; {call.time_column} is neither {call.left}'s event time "
+                    f"({left.time if left.time else 'it has none'}) nor its processing time", call.time_at)
     if call.lateral:
         if not isinstance(right, TemporalTableFunction):
             raise error(f"{call.table} is not a temporal table function: pass {call.table}="

@@ -228,6 +228,11 @@ def validate(call: WindowCall, frame: DataFrame, stream, query: str) -> None:
     if not isinstance(dtype, (T.TimestampType, T.TimestampNTZType, T.IntegralType)):
         raise error_at(query, f"the DESCRIPTOR column {call.time!r} must be a time attribute (TIMESTAMP or BIGINT "
                        f"epoch milliseconds); it is {dtype.simpleString()}", call.time_at)
+    if stream is not None and stream.time is None:
+        flink_type = "BIGINT" if isinstance(dtype, T.IntegralType) else "TIMESTAMP(3)"
+        raise error_at(query, f"Window aggregate can only be defined over a time attribute column, but "
+                       f"{flink_type} encountered: stream {call.table} has no time attribute "
+                       f"(kit.stream(df, time={call.time!r}, ...) makes {call.time!r} one)", call.time_at)
     if stream is not None and call.time != stream.time:
         raise error_at(query, f"the DESCRIPTOR column {call.time!r} must be a time attribute; stream {call.table} "
                        f"has event time {stream.time!r}", call.time_at)

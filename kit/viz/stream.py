@@ -35,6 +35,9 @@ def stream_timeline(stream: Stream, key: str | None = None, max_rows: int = 2000
     """
     if not isinstance(stream, Stream):
         raise KitError(f"stream_timeline draws a kit.Stream (kit.stream(df, time=...)); got {type(stream).__name__}")
+    if stream.time is None:
+        raise KitError("stream_timeline draws rows by event time, and this stream has none: "
+                       "kit.stream(df, time=<column>, ...) gives it one")
     check_title("stream_timeline", title)
     check_max_rows("stream_timeline", max_rows)
     if key is not None:

@@ -205,6 +205,12 @@ class WindowedStream:
         if not isinstance(assigner, WindowAssigner):
             raise KitError(f"window(...) needs a window assigner such as TumblingEventTimeWindows.of(...); "
                            f"got {assigner!r}")
+        if stream.time is None:   # Flink's WindowOperator, meeting an element with no timestamp
+            raise KitError("Record has Long.MIN_VALUE timestamp (= no timestamp marker). Is the time characteristic "
+                           "set to 'ProcessingTime', or did you forget to call "
+                           "'DataStream.assignTimestampsAndWatermarks(...)'? The stream has no event time: "
+                           "kit.stream(df, time=<column>, ...) gives it one (the kit's windows read it even for "
+                           "processing-time and count windows)")
         self.stream, self.keys, self.assigner = stream, keys, assigner
         self._trigger, self._evictor, self._lateness, self._late_tag = None, None, 0, None
 

@@ -241,7 +241,7 @@ def run_case(c: dict) -> dict:
             ddls.append(_ddl(name, columns, extra, f"{name}.csv"))
             inputs[name] = {"columns": [x.strip().split()[0].strip("`") for x in
                                         re.split(r",(?![^()]*\))", columns)
-                                        if not x.strip().upper().startswith("WATERMARK")
+                                        if not x.strip().upper().startswith(("WATERMARK", "PRIMARY"))
                                         and " AS " not in x.upper()],
                             "rows": rows}
         for stmt in c["setup"]:
@@ -1141,6 +1141,42 @@ case("types", "over_sum_overflows_its_type",
      [("n", ONUM, [[0, "a", 100, 1, 2147483647, 1, "1.00", 1.0, 1.0], [1, "a", 100, 1, 1, 1, "1.00", 1.0, 1.0]], None)],
      "SELECT o, " + _over(("SUM", "ti", "s_ti"), ("AVG", "ti", "a_ti"), ("SUM", "i", "s_i"), ("AVG", "i", "a_i"))
      + " FROM n")
+
+
+# ---- no_time
+group("no_time", "Tables without a time attribute (no WATERMARK, no PROCTIME()): what runs, and the errors of "
+      "what needs one (issue 45 item 4).")
+NT = "k STRING, v INT, ts TIMESTAMP(3)"
+NT_ROWS = [["a", 1, "2024-01-01 00:00:01"], ["b", 2, "2024-01-01 00:00:02"], ["a", 3, "2024-01-01 00:00:03"],
+           ["b", 4, "2024-01-01 00:00:01"], ["a", 5, "2024-01-01 00:00:05"]]
+NT_T = [("t", NT, NT_ROWS, None)]
+case("no_time", "group_by_count", "A GROUP BY runs on arrival order alone.", NT_T,
+     "SELECT k, COUNT(*) AS c, SUM(v) AS s FROM t GROUP BY k")
+case("no_time", "row_number_on_a_timestamp_is_top1",
+     "ROW_NUMBER() ... ORDER BY a TIMESTAMP that is no time attribute, rn = 1: a Top-1, not a deduplication.", NT_T,
+     "SELECT k, v, ts FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts) AS rn FROM t) WHERE rn = 1")
+case("no_time", "interval_condition_is_a_regular_join",
+     "A join whose condition bounds two TIMESTAMPs that are no time attributes: a regular join with that condition.",
+     NT_T, "SELECT a.k, a.v AS av, b.v AS bv FROM t a JOIN t b ON a.k = b.k AND a.ts BETWEEN b.ts - INTERVAL '1' "
+     "SECOND AND b.ts AND a.v <> b.v")
+case("no_time", "tumble_tvf", "A window TVF over a column that is no time attribute.", NT_T,
+     "SELECT window_start, COUNT(*) AS c FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '2' SECOND)) "
+     "GROUP BY window_start, window_end", expect="error")
+case("no_time", "group_window", "A group window (GROUP BY TUMBLE) over a column that is no time attribute.", NT_T,
+     "SELECT TUMBLE_START(ts, INTERVAL '2' SECOND) AS ws, COUNT(*) AS c FROM t GROUP BY TUMBLE(ts, INTERVAL '2' SECOND)",
+     expect="error")
+case("no_time", "match_recognize", "MATCH_RECOGNIZE ordered by a column that is no time attribute.", NT_T,
+     "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES A.v AS av ONE ROW PER MATCH "
+     "PATTERN (A) DEFINE A AS A.v > 0)", expect="error")
+case("no_time", "over_bounded_rows", "An OVER with a bounded ROWS frame ordered by a column that is no time attribute.",
+     NT_T, "SELECT k, SUM(v) OVER (PARTITION BY k ORDER BY ts ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS s FROM t",
+     expect="error")
+case("no_time", "temporal_join",
+     "FOR SYSTEM_TIME AS OF a column of the probe side that is no time attribute.",
+     [("t", NT, NT_ROWS, None),
+      ("r", "k STRING, rate INT, rts TIMESTAMP(3), WATERMARK FOR rts AS rts, PRIMARY KEY (k) NOT ENFORCED",
+       [["a", 10, "2024-01-01 00:00:00"], ["b", 20, "2024-01-01 00:00:00"]], None)],
+     "SELECT t.k, t.v, r.rate FROM t JOIN r FOR SYSTEM_TIME AS OF t.ts ON t.k = r.k", expect="error")
 
 
 def main(argv: list[str]) -> None:

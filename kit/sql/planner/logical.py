@@ -713,7 +713,9 @@ def _frame(w: exp.Window) -> str | None:
         return None
     start, end = str(spec.args.get("start", "")).upper(), str(spec.args.get("end", "CURRENT ROW")).upper()
     if start != "UNBOUNDED" or str(spec.args.get("start_side", "")).upper() != "PRECEDING" or end != "CURRENT ROW":
-        raise KitError(f"OVER (... {_sql(spec)}): a stream runs only BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW")
+        raise KitError(f"OVER (... {_sql(spec)}): Non-time attribute sort is not supported for bounded OVER window "
+                       "(ordered by a column that is no time attribute, a stream runs only BETWEEN UNBOUNDED "
+                       "PRECEDING AND CURRENT ROW)")
     return str(spec.args.get("kind", "RANGE")).upper()
 
 

@@ -209,7 +209,7 @@ def flink_error(error: KitError, statement: Statement, special) -> KitError:
     """The kit planner's refusal of ``statement`` (the query it read) as Flink's planner words
     it, where Flink refuses too."""
     message = str(error)
-    if "OVER window ordered by a time attribute" in message or "a stream runs only BETWEEN" in message:
+    if "OVER window ordered by a time attribute" in message or "Non-time attribute sort" in message:
         times = {s.time.lower() for _, s in special.streams.values() if getattr(s, "time", None)}
         windows = list(statement.tree.find_all(exp.Window))
         if windows and all(w.args.get("order") and w.args["order"].expressions[0].this.name.lower() in times
