@@ -231,3 +231,26 @@ def test_windows_over_the_matches(spark, sc):
     streams = {t: _stream(spark, t, spec, "\n".join(sc["ddl"])) for t, spec in sc["inputs"].items()}
     got = sorted(tuple(_value(v) for v in r) for r in kit.sql(_query(sc), **streams).collect())
     assert got == sorted(tuple(row["values"]) for row in sc["rows"]) and len(got) == 4
+
+
+@pytest.mark.parametrize("name, found", [
+    ("count_after_gap_longer_than_ttl", [(3, '{"k":"a"}', 0, 2500), (4, '{"k":"b"}', 0, 2500)]),
+    ("top2_after_gap", [(3, '{"k":"a"}', 0, 2500), (5, '{"k":"b"}', 0, 2500)]),
+    ("top1_unchanged_longer_than_ttl", [(2, '{"k":"a"}', 0, 1200)]),
+    ("non_time_over_after_gap", [(3, '{"k":"a"}', 0, 2500), (5, '{"k":"b"}', 0, 2500)]),
+    ("keep_first_rowtime_after_gap", [(3, '{"k":"a"}', 0, 2500)]),
+])
+def test_what_the_ttl_forgets_is_shown(spark, name, found):
+    """Flink forgets expired state without a trace; the kit shows each key an operator found
+    expired (``expired_state()``: the arrival, the key, when its state was last written, and
+    the processing time then), and marks those arrivals in the changelog (``after_expiry``)."""
+    sc = next(s for s in json.loads((DIR / "ttl.json").read_text())["scenarios"] if s["name"] == name)
+    streams = {t: _stream(spark, t, spec, "\n".join(sc["ddl"])) for t, spec in sc["inputs"].items()}
+    t = kit.sql(_query(sc), config=sc["config"], **streams)
+    start = np.datetime64("2024-01-01T00:00:00", "ms")
+    got = [(r.seq, r.key, int((np.datetime64(r.last_write, "ms") - start).astype(int)),
+            int((np.datetime64(r.proctime, "ms") - start).astype(int)))
+           for r in t.expired_state().orderBy("seq", "key").collect()]
+    assert got == found
+    assert sorted(r.seq for r in t.changelog().where("after_expiry").select("seq").distinct().collect()) == sorted(
+        {seq for seq, *_ in found})

@@ -158,8 +158,9 @@ def test_ttl_cleanup_timer():
     pts = [0, 600, 1200, 3700, 3700]
     rows = [(v, "+I", pt) for v, pt in zip([5, 3, 4, 1, 7], pts)]
     out = run_key(Function(make, 1000), ["a"], rows)
-    assert [(o[0][0], o[0][1].values[0], o[0][2][0]) for o in out] == [
+    assert [(o[0][0], o[0][1].values[0], o[0][2][0]) if o[0][0] else ("forgot", o[1], o[0][2]) for o in out] == [
         ("+I", 5, 5), ("+I", 3, 3), ("+U", 5, 8), ("+I", 4, 7), ("+U", 5, 12),   # kept: 600 ms apart
+        ("forgot", 3, 1200),                         # message 3 finds it forgotten: its last message was at 1200
         ("+I", 1, 1), ("+I", 7, 8)]                                              # afresh after 2.5 s
 
 

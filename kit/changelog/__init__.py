@@ -66,7 +66,9 @@ class Changelog:
     watermarks they passed, ``(seq, _pt)``: one right after arrival ``seq``, at the start of
     the interval ``_pt`` (``aggregate.ticks``); a mini-batch aggregate over them flushes there.
     ``marked``: ``df`` also has ``_wm`` (the operator carried each arrival's watermark out, so
-    ``DynamicTable.changelog()`` needs no join with the arrivals for it)."""
+    ``DynamicTable.changelog()`` needs no join with the arrivals for it). ``expired``: with a
+    state TTL, the keys whose state the operator found expired (its keys, ``seq``,
+    ``last_write_pt``, ``pt``: Flink forgets them without a trace), where it reports them."""
     df: DataFrame
     columns: tuple
     mode: frozenset = INSERT_ONLY
@@ -74,10 +76,12 @@ class Changelog:
     in_order: bool = False
     ticks: DataFrame | None = None
     marked: bool = False
+    expired: DataFrame | None = None
 
     def with_df(self, df: DataFrame, **changes) -> "Changelog":
-        """The same changelog over another ``df`` (neither ``in_order`` nor ``marked`` unless said)."""
-        return replace(self, df=df, **{"in_order": False, "marked": False, **changes})
+        """The same changelog over another ``df`` (neither ``in_order``, ``marked`` nor
+        ``expired`` unless said)."""
+        return replace(self, df=df, **{"in_order": False, "marked": False, "expired": None, **changes})
 
     @property
     def insert_only(self) -> bool:

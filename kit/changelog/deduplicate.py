@@ -33,7 +33,7 @@ from ..replay.keyed import KeyedOperator, ValueState, replay, spread
 from ..spark import known_rows
 from . import INSERT, INSERT_ONLY, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options
 from .group_agg import NO_CLOCK
-from .replay import Row, check_columns, clock, replay_per_key
+from .replay import Row, check_columns, clock, expirations, replay_per_key
 
 __all__ = ["deduplicate", "late_rows", "FirstOnEventTime", "FirstAfterExpiry", "ProcTimeDeduplicateKeepFirstRowFunction",
            "ProcTimeDeduplicateKeepLastRowFunction", "RowTimeDeduplicateFunction"]
@@ -42,8 +42,7 @@ __all__ = ["deduplicate", "late_rows", "FirstOnEventTime", "FirstAfterExpiry", "
 class _Deduplicate:
     """What the deduplicate functions share: the kept row (``row``), the processing time it
     was written at and the state TTL (``ttl_ms``: a key whose state is older starts afresh)."""
-    row = None
-    written = None
+    row = written = forgot = None
 
     def __init__(self, update_before: bool, ttl_ms: int, time: int | None = None):
         self.update_before, self.ttl_ms, self.time = update_before, ttl_ms, time
@@ -51,7 +50,7 @@ class _Deduplicate:
     def process(self, kind: str, row: Row, pt: int | None) -> list:
         if self.ttl_ms:
             if self.written is not None and self.written + self.ttl_ms <= clock(pt):
-                self.row = self.written = None
+                self.forgot, self.row, self.written = self.written, None, None
         return self.process_element(row, pt)
 
     def keep(self, row, pt):
@@ -136,8 +135,8 @@ def deduplicate(log: Changelog, keys: list[str], keep: str, options: Options,
         if marks is None:
             raise KitError("keeping the first row on event time needs the watermarks of the input's one "
                            "stream (marks=): it waits for the watermark to pass the row's time")
-        return Changelog(_first_on_event_time(log, list(keys), time, marks, options.tasks, max(0, options.ttl_ms)),
-                         log.columns, INSERT_ONLY, tuple(keys))
+        df, expired = _first_on_event_time(log, list(keys), time, marks, options.tasks, max(0, options.ttl_ms))
+        return Changelog(df, log.columns, INSERT_ONLY, tuple(keys), expired=expired)
     mode = INSERT_ONLY if not last else frozenset(
         {INSERT, UPDATE_AFTER} | ({UPDATE_BEFORE} if options.update_before else set()))
     if engine == "auto" and not options.ttl_ms and not log.df.isStreaming:   # live: the functions
@@ -150,7 +149,8 @@ def deduplicate(log: Changelog, keys: list[str], keep: str, options: Options,
         else:
             at = list(log.columns).index(time)
             make = lambda: RowTimeDeduplicateFunction(ub, ttl, at)   # noqa: E731
-        df = replay_per_key(log, list(keys), make, options, [])
+        df, expired = expirations(replay_per_key(log, list(keys), make, options, []), keys)
+        return Changelog(df, log.columns, mode, tuple(keys), expired=expired)
     return Changelog(df, log.columns, mode, tuple(keys))
 
 
@@ -188,12 +188,18 @@ def _first_on_event_time(log: Changelog, keys, time, marks: DataFrame, tasks: in
     wrote it (the processing time of the arrival whose rise fired it; the waiting row has
     no TTL in Flink): a key's first row after that waits and is emitted again
     (``ttl.json``). Each row's timer is then placed as if the row were kept (``_fired``),
-    and each key replayed in arrival order (``FirstAfterExpiry``).
+    and each key replayed in arrival order (``FirstAfterExpiry``). Returns the changes and,
+    with a TTL, the expirations (``kit.changelog.replay.expirations``'s columns).
     """
     cols = [sparksql.name(c) for c in log.columns]
     rows = _lateness(log, time, marks).where("NOT _late")
+    expired = None
     if ttl_ms:
-        fired = _after_expiry(_fired(rows, time, log.columns, marks, tasks), marks, keys, ttl_ms, tasks)
+        replayed = _after_expiry(_fired(rows, time, log.columns, marks, tasks), marks, keys, ttl_ms, tasks)
+        expired = replayed.where("_last_write IS NOT NULL").selectExpr(
+            *[f"_row.{sparksql.name(k)} AS {sparksql.name(k)}" for k in keys], "seq", "_last_write AS last_write_pt",
+            "_pt AS pt")
+        fired = replayed.where("_last_write IS NULL")
     else:
         by_key = Window.partitionBy(*[sparksql.name(k) for k in keys]).orderBy(sparksql.name(time), "seq", "_n")
         fired = _fired(rows.withColumn("_r", F.row_number().over(by_key)).where("_r = 1"), time, log.columns, marks,
@@ -201,7 +207,8 @@ def _first_on_event_time(log: Changelog, keys, time, marks: DataFrame, tasks: in
         pt = "unix_millis(proctime)" if "proctime" in marks.columns else "CAST(NULL AS BIGINT)"
         fired = fired.join(marks.selectExpr("seq", f"{pt} AS _pt"), "seq")
     fired = fired.withColumn("_k", F.row_number().over(Window.partitionBy("seq").orderBy("_v", "_j")) - 1)
-    return fired.selectExpr("'+I' AS _op", *(f"_row.{c}" for c in cols), "seq", "array(CAST(_k AS INT)) AS _n", "_pt")
+    return fired.selectExpr("'+I' AS _op", *(f"_row.{c}" for c in cols), "seq", "array(CAST(_k AS INT)) AS _n",
+                            "_pt"), expired
 
 
 def _fired(kept: DataFrame, time: str, columns, marks: DataFrame, tasks: int) -> DataFrame:
@@ -248,7 +255,8 @@ def _fired(kept: DataFrame, time: str, columns, marks: DataFrame, tasks: int) ->
 
 def _after_expiry(fired: DataFrame, marks: DataFrame, keys, ttl_ms: int, tasks: int) -> DataFrame:
     """``_fired``'s rows, each key replayed in arrival order with the state TTL
-    (``FirstAfterExpiry``): the rows it emits, ``_pt`` the processing time of their rise."""
+    (``FirstAfterExpiry``): the rows it emits, ``_pt`` the processing time of their rise, and
+    for each arrival that found the mark expired a row with ``_last_write`` (its time)."""
     if "proctime" not in marks.columns:
         raise KitError(NO_CLOCK)
     rows = fired.join(marks.selectExpr("seq", "unix_millis(proctime) AS _fpt"), "seq").selectExpr(
@@ -256,7 +264,7 @@ def _after_expiry(fired: DataFrame, marks: DataFrame, keys, ttl_ms: int, tasks: 
         "_fpt")
     schema = T.StructType([rows.schema["_row"], T.StructField("_v", rows.schema["_v"].dataType),
                            T.StructField("_j", T.LongType()), T.StructField("seq", T.LongType()),
-                           T.StructField("_pt", T.LongType())])
+                           T.StructField("_pt", T.LongType()), T.StructField("_last_write", T.LongType())])
     return replay(spread(rows, keys, tasks, "_j", "_an"), keys, lambda key: FirstAfterExpiry(ttl_ms), schema,
                   ["_row", "_v", "_j", "_apt", "seq", "_fpt"])
 
@@ -266,7 +274,8 @@ class FirstAfterExpiry(KeyedOperator):
     ``(row, time, arrival, its processing time, the rise its timer would fire at, that
     rise's processing time)``: the row waiting for its timer (the smallest time so far) is
     emitted when a later arrival comes after its rise, or at the end of input; the mark
-    "emitted" then holds the key until the TTL passed since the rise.
+    "emitted" then holds the key until the TTL passed since the rise (an arrival that finds
+    it expired outputs its own values, time, arrival and processing time with the mark's).
 
         t  arrival  pt     fires at (pt)     TTL 1000 ->  emitted
         1  0        0      1 (0)                          1, at rise 1
@@ -286,6 +295,7 @@ class FirstAfterExpiry(KeyedOperator):
         if emitted.value() is not None:
             if emitted.value() + self.ttl_ms > pt:
                 return
+            ctx.output((values, t, arrival, arrival, pt, emitted.value()))
             emitted.clear()
         if waiting.value() is None or t < waiting.value()[1]:
             waiting.update((values, t, arrival, fires, fire_pt))
@@ -296,7 +306,7 @@ class FirstAfterExpiry(KeyedOperator):
 
     def _emit(self, ctx):
         values, t, arrival, fires, fire_pt = ctx.state("waiting").value()
-        ctx.output((values, t, arrival, fires, fire_pt))
+        ctx.output((values, t, arrival, fires, fire_pt, None))
         ctx.state("waiting").clear()
         ctx.state("emitted").update(fire_pt)
 

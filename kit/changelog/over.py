@@ -58,6 +58,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from decimal import ROUND_HALF_UP, Decimal, localcontext
+from functools import partial
 
 import numpy as np
 from pyspark.sql import types as T
@@ -66,7 +67,7 @@ from ..errors import KitError
 from . import ADDS, ALL, DELETE, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options, result_type
 from .group_agg import EXACT, wrap
 from .rank import SortedKeys, SortKeys
-from .replay import check_columns, replay_per_key
+from .replay import check_columns, expirations, replay_per_key
 
 __all__ = ["over_aggregate", "NonTimeRangeUnboundedPrecedingFunction",
            "NonTimeRowsUnboundedPrecedingFunction", "FUNCTIONS"]
@@ -135,20 +136,28 @@ _SUMS = ("SUM", "SUM0", "AVG")
 
 def _in_type(step, dtype):
     """A SUM's ``step`` in Flink's arithmetic for ``dtype``: integers wrapped around to its
-    width, a FLOAT added in FLOAT, decimals exactly."""
+    width, a FLOAT added in FLOAT, decimals exactly (a ``partial``: the live driver pickles it)."""
     if isinstance(dtype, T.FloatType):
-        return lambda acc, x: step(acc, None if x is None else np.float32(x))
+        return partial(_in_float, step)
     if isinstance(dtype, T.DecimalType):
-        def exact(acc, x):
-            with localcontext(EXACT):
-                return step(acc, x)
-        return exact
+        return partial(_exactly, step)
     if isinstance(dtype, T.IntegralType):
-        def wrapped(acc, x):
-            acc = step(acc, x)
-            return (acc[0], wrap(acc[1], dtype)) if isinstance(acc, tuple) else None if acc is None else wrap(acc, dtype)
-        return wrapped
+        return partial(_wrapped, step, dtype)
     return step
+
+
+def _in_float(step, acc, x):
+    return step(acc, None if x is None else np.float32(x))
+
+
+def _exactly(step, acc, x):
+    with localcontext(EXACT):
+        return step(acc, x)
+
+
+def _wrapped(step, dtype, acc, x):
+    acc = step(acc, x)
+    return (acc[0], wrap(acc[1], dtype)) if isinstance(acc, tuple) else None if acc is None else wrap(acc, dtype)
 
 
 def _value(function: str, acc, dtype):
@@ -401,7 +410,8 @@ def over_aggregate(log: Changelog, partition: list[str], order: list[tuple[str, 
     sort_at, directions = [index[order[0][0]]], [order[0][1:]]
     extra = [(name, _output_type(f, types.get(a)), lambda o, k=k: o[2][k])
              for k, (f, a, name) in enumerate(calls)]
-    df = replay_per_key(log, list(partition), lambda: function(sort_at, directions, aggs, options.update_before),
-                        options, extra, cleanup_ms=options.ttl_ms if options.ttl_ms > 1 else 0)
+    df, expired = expirations(replay_per_key(
+        log, list(partition), lambda: function(sort_at, directions, aggs, options.update_before), options, extra,
+        cleanup_ms=options.ttl_ms if options.ttl_ms > 1 else 0), partition)
     mode = ALL if options.update_before else ALL - {UPDATE_BEFORE}
-    return Changelog(df, tuple(columns + [n for _, _, n in calls]), mode, log.upsert_key)
+    return Changelog(df, tuple(columns + [n for _, _, n in calls]), mode, log.upsert_key, expired=expired)

@@ -56,7 +56,7 @@ from pyspark.sql import types as T
 from .. import sparksql
 from ..errors import KitError
 from . import ADDS, ALL, DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options
-from .replay import Row, check_columns, clock, replay_per_key
+from .replay import Row, check_columns, clock, expirations, replay_per_key
 
 __all__ = ["top_n", "rank_fanout", "rank_strategy", "sort_key_comparator", "SortKeys", "SortedKeys",
            "AppendOnlyTopNFunction", "FastTop1Function", "RetractableTopNFunction", "UpdatableTopNFunction"]
@@ -172,7 +172,7 @@ class _TopN:
         self.output_rank, self.update_before, self.ttl_ms = output_rank, update_before, ttl_ms
         self.key = SortKeys(order)
         self.with_number = output_rank or start > 1   # Flink's "with-number algorithm"
-        self.out, self.now = [], None
+        self.out, self.now, self.forgot = [], None, None
 
     def sort_key(self, row: Row) -> tuple:
         return tuple(row.values[i] for i in self.sort_columns)
@@ -252,7 +252,9 @@ class AppendOnlyTopNFunction(_TopN):
             return
         self.loaded, b = self.now, self.buffer
         for i in reversed(range(len(b.keys))):
-            if self.expired(self.written[b.keys[i].obj]):
+            written = self.written[b.keys[i].obj]
+            if self.expired(written):
+                self.forgot = max(written, self.forgot or written)
                 del self.written[b.keys[i].obj]
                 b.count -= len(b.lists[i])
                 del b.keys[i], b.lists[i]
@@ -303,7 +305,7 @@ class FastTop1Function(_TopN):
 
     def process_element(self, kind, row):
         if self.expired(self.written):
-            self.row = None
+            self.row, self.forgot = None, self.written
         if self.row is None:
             self.row, self.written = row, self.now
             self.insert(row, 1)
@@ -603,10 +605,11 @@ def top_n(log: Changelog, partition: list[str], order: list[tuple[str, bool, boo
         function = lambda *a: UpdatableTopNFunction(*a, row_key=row_key)   # noqa: E731
     log_df = log.df.where("_op <> '-U'") if strategy == "update_fast" else log.df
     extra = [(row_number, T.LongType(), lambda o: o[2])] if row_number is not None else []
-    df = replay_per_key(log.with_df(log_df), list(partition), lambda: function(*args), options, extra)
+    df, expired = expirations(replay_per_key(log.with_df(log_df), list(partition), lambda: function(*args), options,
+                                             extra), partition)
     return Changelog(df, tuple(columns + ([row_number] if row_number else [])),
                      _top_n_mode(strategy, top1, row_number is not None or offset > 1, options),
-                     _top_n_key(log, partition, row_number, top1))
+                     _top_n_key(log, partition, row_number, top1), expired=expired)
 
 
 def _top_n_mode(strategy: str, top1: bool, with_number: bool, options: Options) -> frozenset:

@@ -100,7 +100,7 @@ class DynamicTable:
     def changelog(self) -> DataFrame:
         """Every change, in the order Flink emits them (see the module doc for the columns);
         with a state TTL also ``after_expiry``: the arrival found a key's state expired in
-        some aggregate (``expired_state()``), so what it changed started afresh."""
+        some operator (``expired_state()``), so what it changed started afresh."""
         log = self.log
         cols = ["seq", "_op AS op", *map(sparksql.name, self.columns)]
         if log.marked and log.in_order:   # the operator gave each change its watermark, in order: as it is
@@ -123,9 +123,10 @@ class DynamicTable:
         return df.orderBy("seq", "_n").selectExpr(*cols)
 
     def expired_state(self) -> DataFrame | None:
-        """With ``table.exec.state.ttl``: each key whose state an aggregate found expired
-        (Flink forgets it without a trace): ``operator``, ``seq`` (the arrival that found
-        it), ``key`` (JSON), ``last_write`` and ``proctime`` (then); None without a TTL."""
+        """With ``table.exec.state.ttl``: each key whose state an operator (a group aggregate,
+        a Top-N, an OVER, a deduplication) found expired (Flink forgets it without a trace):
+        ``operator``, ``seq`` (the arrival that found it), ``key`` (JSON), ``last_write`` and
+        ``proctime`` (then); None without a TTL."""
         self.log
         return _union(self._expired)
 
@@ -357,12 +358,7 @@ class PlanRun:
             log = self.node(n.input, True)
             calls = [replace(c, retract=False) if ignores_retractions(c, n) else c for c in _typed(log, n.calls)]
             out, expired = group_aggregate(log, list(n.keys), calls, self._with(update_before))
-            if expired is not None:
-                names = dict(zip(n.keys, n.names))
-                self.expired.append(expired.selectExpr(
-                    f"'{n.label()}' AS operator", "seq",
-                    f"to_json(named_struct({', '.join(repr(names[k]) + ', ' + k for k in n.keys) or chr(39) + chr(39) + ', NULL'}))"
-                    " AS key", "timestamp_millis(last_write_pt) AS last_write", "timestamp_millis(pt) AS proctime"))
+            self._expired(n, list(n.keys), dict(zip(n.keys, n.names)), expired)
             return out
         if isinstance(n, P.Rank):
             from ..changelog.rank import rank_strategy, top_n
@@ -371,11 +367,14 @@ class PlanRun:
             if ascending_top1(n) and log.insert_only:   # Flink's insert-only Top-1: a lone +U, no -U
                 out = top_n(log, list(n.partition), list(n.order), 1, n.row_number, self._with(False),
                             strategy=strategy)
-                return Changelog(out.df, out.columns, INSERT_ONLY, out.upsert_key)
-            return top_n(log, list(n.partition), list(n.order), n.end, n.row_number,
-                         self._with(update_before), offset=n.start, strategy=strategy)
+                out = replace(out, mode=INSERT_ONLY)
+            else:
+                out = top_n(log, list(n.partition), list(n.order), n.end, n.row_number,
+                            self._with(update_before), offset=n.start, strategy=strategy)
+            return self._expired(n, list(n.partition), dict(zip(n.columns, n.names)), out.expired, out)
         if isinstance(n, P.Deduplicate):
             out = self._deduplicate(n, self.node(n.input, True), update_before)
+            self._expired(n, list(n.keys), dict(zip(n.columns, n.names)), out.expired)
             if n.row_number is None:
                 return out
             df = out.df.selectExpr("*", f"CAST(1 AS BIGINT) AS {n.row_number}")
@@ -384,8 +383,9 @@ class PlanRun:
         if isinstance(n, P.Over):
             from ..changelog.over import over_aggregate
             log = self.node(n.input, True)
-            return over_aggregate(log, list(n.partition), list(n.order), list(n.calls), n.frame,
-                                  self._with(update_before))
+            out = over_aggregate(log, list(n.partition), list(n.order), list(n.calls), n.frame,
+                                 self._with(update_before))
+            return self._expired(n, list(n.partition), dict(zip(n.columns, n.names)), out.expired, out)
         if isinstance(n, P.Join):
             from ..changelog.join import join
             left, right = self.node(n.left, True), self.node(n.right, True)
@@ -446,6 +446,17 @@ class PlanRun:
             self.late.append(late.selectExpr(f"{sparksql.string(n.label())} AS operator", "seq",
                                              f"to_json(named_struct({fields})) AS row", f"{n.time} AS time",
                                              "watermark"))
+        return out
+
+    def _expired(self, n: P.Node, keys: list, names: dict, expired: DataFrame | None, out=None):
+        """Keep ``expired`` (an operator's expirations: ``keys``, ``seq``, ``last_write_pt``,
+        ``pt``) for ``expired_state()``, each key as JSON by the names the query gives its
+        columns (``names``); returns ``out``."""
+        if expired is not None:
+            key = ", ".join(f"{sparksql.string(names.get(k, k))}, {sparksql.name(k)}" for k in keys) or "'', NULL"
+            self.expired.append(expired.selectExpr(
+                f"{sparksql.string(n.label())} AS operator", "seq", f"to_json(named_struct({key})) AS key",
+                "timestamp_millis(last_write_pt) AS last_write", "timestamp_millis(pt) AS proctime"))
         return out
 
     def _with(self, update_before: bool) -> Options:
