@@ -412,14 +412,15 @@ def test_a_partition_idle_for_the_ttl_starts_afresh(bursts, n, number):
     time): with the TTL each burst is ranked as if it came alone, by the same function
     without a TTL, whatever the cache and the entries (Flink forgets without retracting)."""
     args = ([0], [(False, False)], 1, n, number, True)
-    for function in (AppendOnlyTopNFunction, FastTop1Function)[:2 if n == 1 else 1]:
+    for function in (AppendOnlyTopNFunction, RetractableTopNFunction, FastTop1Function)[:3 if n == 1 else 2]:
         kept, got, alone = function(*args, 1000), [], []
         for b, burst in enumerate(bursts):
             fresh = function(*args)
-            for i, v in enumerate(burst):
-                row = Row(i, (v,))
-                got += kept.process("+I", row, b * 5000)
-                alone += fresh.process("+I", row, None)
+            rows = [Row(i, (v,)) for i, v in enumerate(burst)]
+            messages = [("+I", r) for r in rows] + [("-U", rows[0])] * (function is RetractableTopNFunction)
+            for kind, row in messages:
+                got += kept.process(kind, row, b * 5000)
+                alone += fresh.process(kind, row, None)
         assert got == alone
 
 
@@ -439,8 +440,9 @@ def test_ttl_entries_expire_on_their_own():
 
 def test_errors(spark):
     log = stream_log(spark, ["p", "s"], [("a", 1)])
-    with pytest.raises(KitError, match="not modelled for a Top-N over an updating input"):
-        top_n(Changelog(log.df, log.columns, ALL), ["p"], [("s", False, False)], 3, None, Options(ttl_ms=10))
+    with pytest.raises(KitError, match="not modelled for Flink's UpdatableTopNFunction"):
+        top_n(Changelog(log.df, log.columns, frozenset({"+I", "+U"}), ("p", "s")), ["p"], [("s", False, False)], 3,
+              None, Options(ttl_ms=10), strategy="update_fast")
     with pytest.raises(Exception, match="no processing-time clock"):   # a stream without proctime
         top_n(log, ["p"], [("s", False, False)], 3, None, Options(ttl_ms=10)).df.collect()
     with pytest.raises(KitError, match="rank range"):

@@ -318,13 +318,26 @@ class FastTop1Function(_TopN):
 class RetractableTopNFunction(_TopN, SortedKeys):
     """Top-N over any changelog: every row of the partition is kept (per sort key, in
     order: its ``counts`` and its rows in arrival order); a retraction finds its row by all
-    its values. Flink emits first, then updates its state."""
+    its values. Flink emits first, then updates its state.
+
+    With a state TTL, Flink's sorted map of counts is one value, written at every message
+    (``tree_written``), and each sort key's rows an entry of their own, written when a row
+    joins or leaves them (``written``): a message after the map's TTL finds the partition
+    empty; a sort key whose rows expired is dropped from the map where Flink reads its rows
+    (below the new row, or the retracted row's own key: Flink logs "The state is cleared
+    because of state ttl"), and a row joining it starts its rows afresh while its count goes on.
+    """
+    tree_written = None
 
     def __init__(self, *args):
         super().__init__(*args)
-        self.keys, self.counts, self.rows = [], [], []
+        self.keys, self.counts, self.rows, self.written = [], [], [], []
 
     def process_element(self, kind, row):
+        if self.expired(self.tree_written):   # the sorted map expired, and every sort key's rows with it
+            self.forgot = self.tree_written
+            self.keys, self.counts, self.rows, self.written = [], [], [], []
+        self.tree_written = self.now
         own = self.key(self.sort_key(row))
         i = bisect_left(self.keys, own)
         found = i < len(self.keys) and self.keys[i] == own
@@ -335,74 +348,89 @@ class RetractableTopNFunction(_TopN, SortedKeys):
                 self.keys.insert(i, own)
                 self.counts.insert(i, 1)
                 self.rows.insert(i, [])
+                self.written.insert(i, None)
             (self._accumulate_with_number if self.with_number else self._accumulate)(own, row)
+            if self.expired(self.written[i]):   # (only keys after it may have gone: it is still at i)
+                self.forgot, self.rows[i] = self.written[i], []
             self.rows[i].append(row)
+            self.written[i] = self.now
             return
         removed = (self._retract_with_number if self.with_number else self._retract)(own, row)
-        if not found:
+        i = bisect_left(self.keys, own)
+        if i == len(self.keys) or self.keys[i] != own:   # never there, or its rows expired
             return
         self.counts[i] -= 1
-        if not removed:
+        if not removed and not self.expired(self.written[i]):
             rows = self.rows[i]
             for j, r in enumerate(rows):
                 if r.values == row.values:
                     del rows[j]
                     break
+            self.written[i] = self.now
         if not self.counts[i]:
-            del self.keys[i], self.counts[i], self.rows[i]
+            del self.keys[i], self.counts[i], self.rows[i], self.written[i]
 
-    def _entries(self):
-        return zip(self.keys, self.counts, self.rows)
+    def _stale(self, i: int) -> bool:
+        """Whether sort key ``i``'s rows expired; if so it leaves the map (Flink's
+        ``processStateStaled``), and ``i`` is then the next key's."""
+        if not self.expired(self.written[i]):
+            return False
+        self.forgot = max(self.written[i], self.forgot or self.written[i])
+        del self.keys[i], self.counts[i], self.rows[i], self.written[i]
+        return True
 
     def _accumulate_with_number(self, own, row):
-        rank, current, found = 0, None, False
-        for k, count, rows in self._entries():
-            if rank > self.end:
-                break
-            if not found and k == own:
-                rank += count
+        rank, current, found, i = 0, None, False, 0
+        while i < len(self.keys) and rank <= self.end:
+            if not found and self.keys[i] == own:
+                rank += self.counts[i]
                 current, found = row, True
             elif found:
-                for previous in rows:
+                if self._stale(i):
+                    continue
+                for previous in self.rows[i]:
                     if rank > self.end:
                         break
                     self.retract(previous, rank)
                     self.update_after(current, rank)
                     current, rank = previous, rank + 1
             else:
-                rank += count
+                rank += self.counts[i]
+            i += 1
         if rank <= self.end:
             self.insert(current, rank)
 
     def _accumulate(self, own, row):
-        rank, found, to_collect, to_delete = 0, False, None, None
-        for k, count, rows in self._entries():
-            if rank > self.end:
-                break
-            if not found and k == own:
+        rank, found, to_collect, to_delete, i = 0, False, None, None, 0
+        while i < len(self.keys) and rank <= self.end:
+            count = self.counts[i]
+            if not found and self.keys[i] == own:
                 rank += count
                 to_collect = row if self.start <= rank <= self.end else None
                 found = True
             elif found:
+                if self._stale(i):
+                    continue
                 if rank + count <= self.end:
                     rank += count
                 else:
-                    to_delete = rows[self.end - rank]
+                    to_delete = self.rows[i][self.end - rank]
                     break
             else:
                 rank += count
+            i += 1
         if to_delete is not None:
             self.delete(to_delete)
         if to_collect is not None:
             self.insert(row)
 
     def _retract_with_number(self, own, row) -> bool:
-        rank, previous, found = 0, None, False
-        for k, count, rows in self._entries():
-            if rank > self.end:
-                break
-            if not found and k == own:
-                j = 0
+        rank, previous, found, i = 0, None, False, 0
+        while i < len(self.keys) and rank <= self.end:
+            if not found and self.keys[i] == own:
+                if self._stale(i):
+                    continue
+                rows, j = self.rows[i], 0
                 while j < len(rows) and rank <= self.end:
                     current = rows[j]
                     if not found and current.values == row.values:
@@ -415,26 +443,31 @@ class RetractableTopNFunction(_TopN, SortedKeys):
                             previous = current
                         j += 1
                     rank += 1
+                self.written[i] = self.now
             elif found:
-                for current in rows:
+                if self._stale(i):
+                    continue
+                for current in self.rows[i]:
                     if rank > self.end:
                         break
                     self.retract(previous, rank)
                     self.update_after(current, rank)
                     previous, rank = current, rank + 1
             else:
-                rank += count
+                rank += self.counts[i]
+            i += 1
         if rank <= self.end and previous is not None:
             self.delete(previous, rank)
         return found
 
     def _retract(self, own, row) -> bool:
-        next_rank, found = 1, False
-        for k, count, rows in self._entries():
-            if next_rank > self.end:
-                break
-            if not found and k == own:
-                j = 0
+        next_rank, found, i = 1, False, 0
+        while i < len(self.keys) and next_rank <= self.end:
+            count = self.counts[i]
+            if not found and self.keys[i] == own:
+                if self._stale(i):
+                    continue
+                rows, j = self.rows[i], 0
                 while j < len(rows) and next_rank <= self.end:
                     previous = rows[j]
                     if not found and previous.values == row.values:
@@ -446,14 +479,18 @@ class RetractableTopNFunction(_TopN, SortedKeys):
                             self.insert(previous, next_rank)
                         j += 1
                     next_rank += 1
+                self.written[i] = self.now
             elif found:
                 if next_rank + count - 1 < self.end:
                     next_rank += count
+                elif self._stale(i):
+                    continue
                 else:
-                    self.insert(rows[self.end - next_rank])
+                    self.insert(self.rows[i][self.end - next_rank])
                     break
             else:
                 next_rank += count
+            i += 1
         return found
 
 
@@ -580,10 +617,10 @@ def top_n(log: Changelog, partition: list[str], order: list[tuple[str, bool, boo
     if strategy not in STRATEGIES:
         raise KitError(f"unknown Top-N strategy {strategy!r}: one of {STRATEGIES}")
     top1 = n == 1 and offset == 1 and strategy != "retract"
-    if options.ttl_ms > 0 and strategy != "append" and not top1:
-        raise KitError("a state TTL (table.exec.state.ttl) is not modelled for a Top-N over an updating input "
-                       "(Flink's Retractable and Updatable Top-N functions): set it to 0, or rank an insert-only "
-                       "input")
+    if options.ttl_ms > 0 and strategy == "update_fast" and not top1:
+        raise KitError("a state TTL (table.exec.state.ttl) is not modelled for Flink's UpdatableTopNFunction (a "
+                       "Top-N over updates whose order only moves one way, e.g. ORDER BY a count DESC): set it to "
+                       "0, or rank an insert-only input")
     if strategy == "append" and not log.insert_only:
         raise KitError("the append Top-N strategy reads an insert-only input; this one updates: "
                        "use strategy='retract'")

@@ -896,6 +896,20 @@ for _name, _config in (("top1_unchanged_longer_than_ttl", TTL1), ("top1_unchange
          "first row was written it is forgotten." if _config else "Control: the same Top-1 without TTL.",
          [("t", "k STRING, v INT, d INT", [["a", 5, 0], ["a", 3, 600], ["a", 2, 600], ["a", 1, 0]], "paced_stream")],
          TOP1, config=_config, repeat=3)
+# a Top-N over an updating input (RetractableTopNFunction: ORDER BY a count ascending is not
+# monotonic in its direction): its sorted map (written at every message) and each sort key's
+# rows (written when a row joins or leaves them) expire on their own; a sort key whose rows
+# expired is dropped where it is read (Flink logs "The state is cleared because of state ttl")
+TOPN_UPD = ("SELECT k, g, c, rn FROM (SELECT k, g, c, ROW_NUMBER() OVER (PARTITION BY k ORDER BY c ASC) AS rn "
+            "FROM (SELECT k, g, COUNT(*) AS c FROM t GROUP BY k, g)) WHERE rn <= 2")
+for _name, _rows in (("retract_top2_after_gap", [["a", "x", 0], ["a", "y", 0], ["a", "x", 0], ["a", "z", 2500],
+                                                 ["a", "y", 0], ["a", "z", 0]]),
+                     ("retract_top2_entries_expire_apart", [["a", "x", 0], ["a", "y", 0], ["a", "z", 600],
+                                                            ["a", "z", 600], ["a", "w", 0], ["a", "y", 0]])):
+    for _suffix, _config in (("", TTL1), ("_no_ttl", {})):
+        case("ttl", _name + _suffix,
+             "Top-2 by a count ascending (a retracting Top-N) with TTL 1 s." if _config else "Control: without TTL.",
+             [("t", "k STRING, g STRING, d INT", _rows, "paced_stream")], TOPN_UPD, config=_config, repeat=3)
 OVER_SUM = "SELECT k, v, SUM(v) OVER (PARTITION BY k ORDER BY v) AS s, COUNT(*) OVER (PARTITION BY k ORDER BY v) AS c FROM t"
 for _name, _config in (("non_time_over_after_gap", TTL1), ("non_time_over_after_gap_no_ttl", {})):
     case("ttl", _name,
