@@ -2,6 +2,7 @@
 batch Spark SQL and the window-function fast path."""
 
 import json
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -12,7 +13,8 @@ from hypothesis import strategies as st
 import kit
 from kit.changelog import ALL, Changelog, Options, from_stream, ordered, snapshot
 from kit.changelog.deduplicate import deduplicate
-from kit.changelog.rank import AppendOnlyTopNFunction, FastTop1Function, RetractableTopNFunction, rank_fanout, top_n
+from kit.changelog.rank import (AppendOnlyTopNFunction, FastTop1Function, RetractableTopNFunction,
+                                UpdatableTopNFunction, rank_fanout, top_n)
 from kit.changelog.replay import Row
 from kit.errors import KitError
 
@@ -412,11 +414,12 @@ def test_a_partition_idle_for_the_ttl_starts_afresh(bursts, n, number):
     time): with the TTL each burst is ranked as if it came alone, by the same function
     without a TTL, whatever the cache and the entries (Flink forgets without retracting)."""
     args = ([0], [(False, False)], 1, n, number, True)
-    for function in (AppendOnlyTopNFunction, RetractableTopNFunction, FastTop1Function)[:3 if n == 1 else 2]:
+    updatable = partial(UpdatableTopNFunction, row_key=[1])
+    for function in (AppendOnlyTopNFunction, RetractableTopNFunction, updatable, FastTop1Function)[:4 if n == 1 else 3]:
         kept, got, alone = function(*args, 1000), [], []
         for b, burst in enumerate(bursts):
             fresh = function(*args)
-            rows = [Row(i, (v,)) for i, v in enumerate(burst)]
+            rows = [Row(i, (v, i)) for i, v in enumerate(burst)]   # (value, row key)
             messages = [("+I", r) for r in rows] + [("-U", rows[0])] * (function is RetractableTopNFunction)
             for kind, row in messages:
                 got += kept.process(kind, row, b * 5000)
@@ -440,9 +443,6 @@ def test_ttl_entries_expire_on_their_own():
 
 def test_errors(spark):
     log = stream_log(spark, ["p", "s"], [("a", 1)])
-    with pytest.raises(KitError, match="not modelled for Flink's UpdatableTopNFunction"):
-        top_n(Changelog(log.df, log.columns, frozenset({"+I", "+U"}), ("p", "s")), ["p"], [("s", False, False)], 3,
-              None, Options(ttl_ms=10), strategy="update_fast")
     with pytest.raises(Exception, match="no processing-time clock"):   # a stream without proctime
         top_n(log, ["p"], [("s", False, False)], 3, None, Options(ttl_ms=10)).df.collect()
     with pytest.raises(KitError, match="rank range"):

@@ -910,6 +910,18 @@ for _name, _rows in (("retract_top2_after_gap", [["a", "x", 0], ["a", "y", 0], [
         case("ttl", _name + _suffix,
              "Top-2 by a count ascending (a retracting Top-N) with TTL 1 s." if _config else "Control: without TTL.",
              [("t", "k STRING, g STRING, d INT", _rows, "paced_stream")], TOPN_UPD, config=_config, repeat=3)
+# a Top-N over updates ordered one way (UpdatableTopNFunction: COUNT(*) DESC): its buffer lives in a
+# cache loaded from state, written back only at a checkpoint or when the cache is full (neither
+# here): the TTL after the load the partition is read afresh, however busy
+TOPN_FAST = ("SELECT k, g, c, rn FROM (SELECT k, g, c, ROW_NUMBER() OVER (PARTITION BY k ORDER BY c DESC) AS rn "
+             "FROM (SELECT k, g, COUNT(*) AS c FROM t GROUP BY k, g)) WHERE rn <= 2")
+for _suffix, _config in (("", TTL1), ("_no_ttl", {})):
+    case("ttl", "update_fast_top2_busy_past_ttl" + _suffix,
+         "Top-2 by a count descending (an UpdatableTopNFunction) with TTL 1 s, rows 600 ms apart."
+         if _config else "Control: without TTL.",
+         [("t", "k STRING, g STRING, d INT", [["a", "x", 0], ["a", "y", 0], ["a", "x", 600], ["a", "z", 600],
+                                              ["a", "y", 0], ["a", "x", 600]], "paced_stream")],
+         TOPN_FAST, config=_config, repeat=3)
 OVER_SUM = "SELECT k, v, SUM(v) OVER (PARTITION BY k ORDER BY v) AS s, COUNT(*) OVER (PARTITION BY k ORDER BY v) AS c FROM t"
 for _name, _config in (("non_time_over_after_gap", TTL1), ("non_time_over_after_gap_no_ttl", {})):
     case("ttl", _name,
