@@ -28,7 +28,8 @@ key, monotonic order)                          one (the old row retracted first)
 
 Ties on the sort key keep the earlier arrival first. Every output row carries the ``seq``
 and ``_pt`` of the message that caused it and ``_n = input _n + [j]`` (``j``: its place among
-that message's outputs, in Flink's order).
+that message's outputs, in Flink's order). A state TTL (``Options.ttl_ms``) forgets what each
+function's Flink state and cache would (each class's doc; ``ttl.json``), with no retraction.
 
     seq  category  sales      top_n(log, ["category"], [("sales", False, False)], 2, "rn", options)
     0    A         10         seq  _op  category  sales  rn
