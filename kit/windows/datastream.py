@@ -152,6 +152,7 @@ class DataStream(Stream):
 
     def window_all(self, assigner: WindowAssigner) -> "WindowedStream":
         """Windows over the whole stream (Flink runs them with parallelism 1)."""
+        _timestamped(self)
         return WindowedStream(self, (), assigner)
 
     def count_window_all(self, size: int, slide: int = 0) -> "WindowedStream":
@@ -170,12 +171,24 @@ class KeyedStream:
         self.stream, self.keys = stream, keys
 
     def window(self, assigner: WindowAssigner) -> "WindowedStream":
+        _timestamped(self.stream)
         return WindowedStream(self.stream, self.keys, assigner)
 
     def count_window(self, size: int, slide: int = 0) -> "WindowedStream":
         """``GlobalWindows`` firing every ``size`` elements (purging), or, with ``slide``, the
         last ``size`` elements every ``slide`` elements (``CountEvictor`` + ``CountTrigger``)."""
         return _count_window(self.window(GlobalWindows.create()), size, slide)
+
+
+def _timestamped(stream) -> None:
+    """A KitError for a stream without event time, as Flink's WindowOperator fails on an
+    element with no timestamp (the kit's windows read it even for processing-time and count
+    windows)."""
+    if stream.time is None:
+        raise KitError("Record has Long.MIN_VALUE timestamp (= no timestamp marker). Is the time characteristic "
+                       "set to 'ProcessingTime', or did you forget to call "
+                       "'DataStream.assignTimestampsAndWatermarks(...)'? The stream has no event time: "
+                       "kit.stream(df, time=<column>, ...) gives it one")
 
 
 def _count_window(windowed, size, slide=0):
@@ -205,12 +218,6 @@ class WindowedStream:
         if not isinstance(assigner, WindowAssigner):
             raise KitError(f"window(...) needs a window assigner such as TumblingEventTimeWindows.of(...); "
                            f"got {assigner!r}")
-        if stream.time is None:   # Flink's WindowOperator, meeting an element with no timestamp
-            raise KitError("Record has Long.MIN_VALUE timestamp (= no timestamp marker). Is the time characteristic "
-                           "set to 'ProcessingTime', or did you forget to call "
-                           "'DataStream.assignTimestampsAndWatermarks(...)'? The stream has no event time: "
-                           "kit.stream(df, time=<column>, ...) gives it one (the kit's windows read it even for "
-                           "processing-time and count windows)")
         self.stream, self.keys, self.assigner = stream, keys, assigner
         self._trigger, self._evictor, self._lateness, self._late_tag = None, None, 0, None
 
