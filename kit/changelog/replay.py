@@ -8,10 +8,10 @@ state is the function; ``replay_per_key`` runs a fresh one per key of a changelo
 A state TTL (``table.exec.state.ttl``) runs on processing time (``clock``). A function that
 forgot state while taking a message says when that state was last written (``forgot``);
 ``replay_per_key`` then adds a row for it (``_op`` NULL, ``_last_write``) that ``expirations``
-takes apart from the changes. A function whose
-Flink original cleans its key with a timer (``KeyedProcessFunctionWithCleanupState``, the
-non-time OVER's) is forgotten whole by ``Function(cleanup_ms=ttl)``: each message moves the
-key's cleanup timer to ``pt + ttl``, and a message at or after it finds a fresh function::
+takes apart from the changes. A function whose Flink original cleans its key with a timer
+(``KeyedProcessFunctionWithCleanupState``, the non-time OVER's) is forgotten whole by
+``Function(cleanup_ms=ttl)``: each message moves the key's cleanup timer to ``pt + ttl``,
+and a message at or after it finds a fresh function::
 
     pt    (ttl 1000)      function
     0     a 5             made, cleanup at 1000
