@@ -24,7 +24,7 @@ from ..live import per_key
 from ..replay.keyed import KeyedOperator, ValueState, replay, spread, tuples
 from . import ADDS, DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options
 
-__all__ = ["changelog_mode", "NO_CLOCK", "EXACT", "wrap", "Spec", "State", "emit", "expired", "GroupAggFunction", "replay_schema",
+__all__ = ["changelog_mode", "NO_CLOCK", "EXACT", "wrap", "exact_average", "Spec", "State", "emit", "expired", "GroupAggFunction", "replay_schema",
            "reference", "outputs"]
 
 
@@ -95,12 +95,24 @@ class _Sum:
         if not self.avg:
             return wrap(total, out) if isinstance(total, int) else float(total) if self.single else total
         if isinstance(out, T.IntegralType) and isinstance(total, int):
-            q = abs(total) // self.n
-            return wrap(-q if total < 0 else q, out)
+            return wrap(exact_average(total, self.n, out), out)
         if isinstance(out, T.DecimalType) and isinstance(total, Decimal):
-            with localcontext(EXACT):
-                return (total / self.n).quantize(Decimal(1).scaleb(-out.scale), ROUND_HALF_UP)
+            return exact_average(total, self.n, out)
         return float(total) / self.n
+
+
+def exact_average(total, n: int, out):
+    """Flink's AVG of exact values, ``total / n`` at its type ``out``: of integers the
+    quotient truncated toward zero, of decimals rounded HALF_UP to ``out``'s scale.
+
+    >>> exact_average(-15, 2, T.IntegerType()), exact_average(Decimal("9.15"), 3, T.DecimalType(38, 6))
+    (-7, Decimal('3.050000'))
+    """
+    if isinstance(total, int):
+        q = abs(total) // n
+        return -q if total < 0 else q
+    with localcontext(EXACT):
+        return (total / n).quantize(Decimal(1).scaleb(-out.scale), ROUND_HALF_UP)
 
 
 _BITS = {T.ByteType: 8, T.ShortType: 16, T.IntegerType: 32, T.LongType: 64}

@@ -57,7 +57,7 @@ since its last message, with no retraction (``kit.changelog.replay.Function``).
 from __future__ import annotations
 
 from bisect import bisect_left
-from decimal import ROUND_HALF_UP, Decimal, localcontext
+from decimal import Decimal, localcontext
 from functools import partial
 
 import numpy as np
@@ -65,7 +65,7 @@ from pyspark.sql import types as T
 
 from ..errors import KitError
 from . import ADDS, ALL, DELETE, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options, result_type
-from .group_agg import EXACT, wrap
+from .group_agg import EXACT, exact_average, wrap
 from .rank import SortedKeys, SortKeys
 from .replay import check_columns, expirations, replay_per_key
 
@@ -120,6 +120,8 @@ class _Aggs:
         self.at = at                                     # argument index per call (None: *)
         self.init = tuple(_ACCUMULATE[f][0] for f, _, _ in calls)
         self.types = types or [None] * len(calls)
+        self.outs = [_output_type(f, t) if f == "AVG" and t is not None else None   # (on the driver: Spark parses it)
+                     for (f, _, _), t in zip(calls, self.types)]
         self.steps = [_count if a is None else _in_type(_ACCUMULATE[f][1], t) if f in _SUMS else _ACCUMULATE[f][1]
                       for (f, a, _), t in zip(calls, self.types)]
         self.functions = [f for f, _, _ in calls]
@@ -128,7 +130,7 @@ class _Aggs:
         return tuple(step(a, None if i is None else values[i]) for step, a, i in zip(self.steps, acc, self.at))
 
     def value(self, acc: tuple) -> tuple:
-        return tuple(_value(f, a, t) for f, a, t in zip(self.functions, acc, self.types))
+        return tuple(_value(f, a, t, out) for f, a, t, out in zip(self.functions, acc, self.types, self.outs))
 
 
 _SUMS = ("SUM", "SUM0", "AVG")
@@ -160,21 +162,18 @@ def _wrapped(step, dtype, acc, x):
     return (acc[0], wrap(acc[1], dtype)) if isinstance(acc, tuple) else None if acc is None else wrap(acc, dtype)
 
 
-def _value(function: str, acc, dtype):
+def _value(function: str, acc, dtype, out):
     """A call's output from its accumulator: a SUM (of nullable values: ``SUM0``, NULL at
-    count 0) or an AVG (``$SUM0 / COUNT`` in the SUM's type) as Flink computes them."""
+    count 0) or an AVG (``$SUM0 / COUNT`` in the SUM's type, its output type ``out``) as
+    Flink computes them."""
     if function in ("SUM0", "AVG"):
         n, total = acc
         if not n:
             return None
         if function == "SUM0":
             return float(total) if isinstance(dtype, T.FloatType) else total
-        if isinstance(dtype, T.IntegralType):
-            q = abs(total) // n
-            return -q if total < 0 else q
-        if isinstance(dtype, T.DecimalType):
-            with localcontext(EXACT):
-                return (Decimal(total) / n).quantize(Decimal(1).scaleb(-max(6, dtype.scale)), ROUND_HALF_UP)
+        if isinstance(dtype, (T.IntegralType, T.DecimalType)):
+            return exact_average(Decimal(total) if isinstance(dtype, T.DecimalType) else total, n, out)
         if isinstance(dtype, T.FloatType):
             return float(total / np.float32(n))
         return total / n

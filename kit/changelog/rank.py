@@ -143,6 +143,11 @@ class TopNBuffer(SortedKeys):
             if not self.lists[i]:
                 del self.keys[i], self.lists[i]
 
+    def remove_at(self, i: int):
+        """Drop the ``i``-th entry (its sort key and every row under it)."""
+        self.count -= len(self.lists[i])
+        del self.keys[i], self.lists[i]
+
     def remove_from(self, i: int):
         """Drop the entries from the ``i``-th on (those out of the top N)."""
         self.count -= sum(map(len, self.lists[i:]))
@@ -204,6 +209,11 @@ class _TopN:
         """Whether what was written at ``written`` is gone now (state TTL: ``written + ttl <= now``)."""
         return self.ttl_ms > 0 and written is not None and written + self.ttl_ms <= self.now
 
+    def forget(self, written):
+        """Note state last written at ``written`` as forgotten by this message (``forgot``:
+        the latest of what it forgot, for ``kit.changelog.replay``)."""
+        self.forgot = written if self.forgot is None else max(self.forgot, written)
+
 
 class AppendOnlyTopNFunction(_TopN):
     """Top-N over an insert-only input: the buffer holds the top N (with the ranks output,
@@ -255,10 +265,9 @@ class AppendOnlyTopNFunction(_TopN):
         for i in reversed(range(len(b.keys))):
             written = self.written[b.keys[i].obj]
             if self.expired(written):
-                self.forgot = max(written, self.forgot or written)
+                self.forget(written)
                 del self.written[b.keys[i].obj]
-                b.count -= len(b.lists[i])
-                del b.keys[i], b.lists[i]
+                b.remove_at(i)
 
     def _with_row_number(self, sort_key, row):
         b, own, rank, current, found, i = self.buffer, self.key(sort_key), 0, None, False, 0
@@ -306,7 +315,8 @@ class FastTop1Function(_TopN):
 
     def process_element(self, kind, row):
         if self.expired(self.written):
-            self.row, self.forgot = None, self.written
+            self.forget(self.written)
+            self.row = None
         if self.row is None:
             self.row, self.written = row, self.now
             self.insert(row, 1)
@@ -336,7 +346,7 @@ class RetractableTopNFunction(_TopN, SortedKeys):
 
     def process_element(self, kind, row):
         if self.expired(self.tree_written):   # the sorted map expired, and every sort key's rows with it
-            self.forgot = self.tree_written
+            self.forget(self.tree_written)
             self.keys, self.counts, self.rows, self.written = [], [], [], []
         self.tree_written = self.now
         own = self.key(self.sort_key(row))
@@ -352,7 +362,8 @@ class RetractableTopNFunction(_TopN, SortedKeys):
                 self.written.insert(i, None)
             (self._accumulate_with_number if self.with_number else self._accumulate)(own, row)
             if self.expired(self.written[i]):   # (only keys after it may have gone: it is still at i)
-                self.forgot, self.rows[i] = self.written[i], []
+                self.forget(self.written[i])
+                self.rows[i] = []
             self.rows[i].append(row)
             self.written[i] = self.now
             return
@@ -376,7 +387,7 @@ class RetractableTopNFunction(_TopN, SortedKeys):
         ``processStateStaled``), and ``i`` is then the next key's."""
         if not self.expired(self.written[i]):
             return False
-        self.forgot = max(self.written[i], self.forgot or self.written[i])
+        self.forget(self.written[i])
         del self.keys[i], self.counts[i], self.rows[i], self.written[i]
         return True
 
@@ -515,7 +526,7 @@ class UpdatableTopNFunction(_TopN):
     def process_element(self, kind, row):
         if self.expired(self.loaded):   # the cache expired; the state it reloads from was never written
             if self.rows:
-                self.forgot = self.loaded
+                self.forget(self.loaded)
             self.buffer, self.rows, self.loaded = TopNBuffer(self.key), {}, None
         if self.loaded is None:
             self.loaded = self.now
