@@ -346,7 +346,7 @@ FLINK_CALLS = [C("SUM", "ti", "s_ti", "tinyint"), C("AVG", "ti", "a_ti", "tinyin
        global_=st.booleans())
 @example(rows=[("a", 100, -7, "0.10", 0.1), ("a", 100, -8, "0.10", 0.1), ("a", None, None, None, 0.1)], global_=False)
 def test_flinks_result_types_in_every_engine(spark, rows, global_):
-    """At Flink's result types (``kit.changelog.result_type``) the engines agree: a TINYINT
+    """At Flink's result types (``kit.aggregate_types.result_type``) the engines agree: a TINYINT
     SUM wraps around (100 + 100 = -56), an AVG of integers truncates (-7.5 -> -7), one of
     decimals rounds once to six places, a FLOAT SUM adds in FLOAT; over an insert-only input
     and, for the exact ones, over the changelog of a SUM per key."""

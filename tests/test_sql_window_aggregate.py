@@ -4,6 +4,7 @@ reference (the TVF's view of the annotated stream, then Spark's GROUP BY)."""
 
 import datetime as dt
 import sys
+from decimal import Decimal
 from unittest import mock
 
 import pytest
@@ -18,8 +19,9 @@ from kit.time import Duration, WatermarkStrategy
 SPAN = 27720 * 100   # a multiple of every window size drawn below
 SQL = sys.modules["kit.sql"]
 QUERY = ("SELECT {keys}window_start, window_end, window_time, COUNT(*), COUNT(v) AS cv, SUM(v) AS total, "
-         "MIN(v), MAX(v) AS top, AVG(v) AS mean, SUM(w) AS wsum FROM TABLE({window}) "
-         "GROUP BY {keys}window_start, window_end, window_time")
+         "MIN(v), MAX(v) AS top, AVG(v) AS mean, SUM(b), AVG(b), SUM(d), AVG(d), SUM(t), AVG(t), "
+         "AVG(w) AS wmean, SUM(w) AS wsum FROM TABLE({window}) GROUP BY {keys}window_start, window_end, window_time")
+BIG = [None, -2, 7, 2 ** 62, 2 ** 63 - 1, -2 ** 63]   # BIGINT sums that wrap around (as Flink's)
 MS = "INTERVAL '{}0.{:03d}' SECOND".format   # MS("", 5): 5 ms, MS("-", 5): -5 ms
 
 
@@ -35,7 +37,9 @@ def cases(draw):
             t += draw(st.integers(0, 6))   # forward with disorder, some far behind (late)
             rows.append((f"{case}{draw(st.sampled_from('ab'))}", draw(st.sampled_from(["x", None])),
                          case * SPAN + t - draw(st.sampled_from([0, 0, 3, 9, 25])),
-                         draw(st.one_of(st.none(), st.integers(-5, 5))), draw(st.sampled_from([None, -2.0, 1.5]))))
+                         draw(st.one_of(st.none(), st.integers(-5, 5), st.sampled_from([2 ** 31 - 1, -2 ** 31]))),
+                         draw(st.sampled_from(BIG)), draw(st.sampled_from([None, Decimal("-1.05"), Decimal("2.50")])),
+                         draw(st.sampled_from([None, -128, 3, 127])), draw(st.sampled_from([None, -2.0, 1.5]))))
     offset = draw(st.integers(-slide + 1, slide - 1))
     offset = MS("-" if offset < 0 else "", abs(offset))
     window = draw(st.sampled_from([f"TUMBLE(TABLE s, DESCRIPTOR(ts), {MS('', slide)}, {offset})",
@@ -49,9 +53,9 @@ def _stream(case):
     rows = case["rows"]
     if case["timestamps"]:
         epoch = dt.datetime(2024, 1, 1)
-        rows = [(k, j, epoch + dt.timedelta(milliseconds=t), v, w) for k, j, t, v, w in rows]
+        rows = [(k, j, epoch + dt.timedelta(milliseconds=t), *rest) for k, j, t, *rest in rows]
     df = kit.spark().createDataFrame(rows, f"k string, j string, ts {'timestamp' if case['timestamps'] else 'long'}, "
-                                           "v int, w double")
+                                           "v int, b bigint, d decimal(10, 2), t tinyint, w double")
     return kit.stream(df, time="ts", watermark=WatermarkStrategy.for_sql_delay(Duration.of_millis(case["delay"])))
 
 
@@ -71,7 +75,7 @@ def test_the_window_operator_gives_the_references_rows(spark, case):
     assert [(f.name, f.dataType, f.nullable) for f in got.schema] == [(f.name, f.dataType, f.nullable) for f in expected.schema]
     want, have = _sorted(expected), _sorted(got)
     assert [r[:-2] for r in have] == [r[:-2] for r in want]
-    assert [v for r in have for v in r[-2:]] == pytest.approx([v for r in want for v in r[-2:]])   # AVG, SUM(w)
+    assert [v for r in have for v in r[-2:]] == pytest.approx([v for r in want for v in r[-2:]])   # AVG(w), SUM(w)
     late, want_late = got.late_rows, expected.late_rows
     assert [(f.name, f.dataType) for f in late.schema] == [(f.name, f.dataType) for f in want_late.schema]
     assert late.collect() == want_late.orderBy("seq").collect()
@@ -94,13 +98,13 @@ def test_the_window_operator_gives_the_references_rows(spark, case):
     "GROUP BY k, window_start, window_end ORDER BY COUNT(*)",          # ORDER BY an expression
 ])
 def test_other_queries_run_the_reference(spark, query):
-    s = _stream(dict(rows=[("a", "x", 5, 1, 1.0)], timestamps=False, delay=0))
+    s = _stream(dict(rows=[("a", "x", 5, 1, 1, None, 1, 1.0)], timestamps=False, delay=0))
     assert window_aggregate(Statement(query), {"s": s}, lambda name, frame: kit.sql(query, **{name: frame})) is None
 
 
 def test_order_by_and_limit_apply_to_the_operators_rows(spark):
-    s = _stream(dict(rows=[("b", None, 7, None, None)] + [("a", "x", t, 1, 1.0) for t in (5, 1500, 1600, 2500)],
-                     timestamps=False, delay=0))
+    rows = [("b", None, 7, None, None, None, None, None)] + [("a", "x", t, 1, 1, None, 1, 1.0) for t in (5, 1500, 1600, 2500)]
+    s = _stream(dict(rows=rows, timestamps=False, delay=0))
     query = ("SELECT k AS key, window_start AS ws, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(ts), "
              "INTERVAL '1' SECOND)) AS w GROUP BY w.k, window_start, window_end ORDER BY n DESC, ws, key LIMIT 3")
     result = kit.sql(query, s=s)
@@ -113,7 +117,7 @@ def test_a_routed_window_aggregation_takes_the_window_operators_fast_path(spark)
     output names ``kit_a0..`` are not working columns): the replay would give the same rows
     20x slower (a 10M-row TUMBLE: 5 s -> 100 s)."""
     from kit.windows import fast
-    s = _stream({"rows": [("a", None, 1, 1, 1.0), ("b", "x", 12, 2, 2.0)], "timestamps": False, "delay": 0})
+    s = _stream({"rows": [("a", None, 1, 1, 1, None, 1, 1.0), ("b", "x", 12, 2, 2, None, 2, 2.0)], "timestamps": False, "delay": 0})
     with mock.patch.object(fast, "firings", wraps=fast.firings) as taken:
         kit.sql("SELECT k, window_start, COUNT(*) AS c, SUM(v) AS s FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(ts), "
                 "INTERVAL '0.01' SECOND)) GROUP BY k, window_start, window_end", s=s).collect()

@@ -333,3 +333,26 @@ def test_descriptor_of_a_stream_must_be_its_event_time(spark):
     s = kit.stream(pdf, time="t")
     with pytest.raises(SqlError, match="stream s has event time 't'"):
         kit.sql("SELECT * FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(u), INTERVAL '1' HOUR))", s=s)
+
+
+def test_window_aggregates_answer_at_flinks_types(spark):
+    """A window's SUM and AVG keep Flink's types (kit.aggregate_types) over a DataFrame too:
+    TUMBLE and legacy windows, DISTINCT, expressions and qualified columns, HAVING, a WITH
+    query, a join; under semantics="standard" they stay Spark's."""
+    t = spark.createDataFrame(pd.DataFrame({"k": ["a", "a", "a", "b"], "t": [0, 1, 2, 3],
+                                            "v": pd.array([2147483647, 1, 1, -7], dtype="int32")}))
+    u = pd.DataFrame({"k": ["a", "b"], "name": ["A", "B"]})
+    tvf = kit.sql(f"SELECT k, SUM(v) AS s, AVG(v) AS a, SUM(DISTINCT v) AS sd, AVG(w.v - 1) AS a2 FROM "
+                  f"TABLE(TUMBLE(TABLE t, DESCRIPTOR(t), {MS(10)})) w GROUP BY k, window_start, window_end "
+                  f"HAVING SUM(v) < 0 ORDER BY k", t=t)
+    assert dict(tvf.dtypes) == {"k": "string", "s": "int", "a": "int", "sd": "int", "a2": "int"}
+    assert _rows(tvf) == [("a", -2147483647, 715827883, -2147483648, 715827882), ("b", -7, -7, -7, -8)]
+    legacy = kit.sql(f"WITH x AS (SELECT * FROM t WHERE v > 0) SELECT TUMBLE_START(t, {MS(10)}) AS s, SUM(v) AS total, "
+                     f"AVG(v) AS a FROM x GROUP BY TUMBLE(t, {MS(10)})", t=t)
+    assert dict(legacy.dtypes)["total"] == "int" and _rows(legacy) == [(0, -2147483647, 715827883)]
+    joined = kit.sql(f"SELECT u.name, SUM(v) AS total FROM t JOIN u ON t.k = u.k GROUP BY u.name, TUMBLE(t, {MS(10)}) "
+                     "ORDER BY name", t=t, u=u)
+    assert _rows(joined) == [("A", -2147483647), ("B", -7)]
+    standard = kit.sql(f"SELECT SUM(v) AS s, AVG(v) AS a FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(t), {MS(10)})) "
+                       "GROUP BY window_start, window_end", semantics="standard", t=t)
+    assert dict(standard.dtypes) == {"s": "bigint", "a": "double"}

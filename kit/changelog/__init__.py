@@ -38,12 +38,11 @@ from dataclasses import dataclass, field, replace
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from .. import sparksql
 
 __all__ = ["INSERT", "UPDATE_BEFORE", "UPDATE_AFTER", "DELETE", "KINDS", "ADDS", "INSERT_ONLY", "ALL",
-           "Changelog", "Options", "AggCall", "result_type", "META", "weight", "ordered", "snapshot", "mode_text"]
+           "Changelog", "Options", "AggCall", "META", "weight", "ordered", "snapshot", "mode_text"]
 
 INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE = "+I", "-U", "+U", "-D"
 KINDS = (INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE)
@@ -93,7 +92,7 @@ class AggCall:
     """One aggregate of a group aggregation: ``function`` (``COUNT``, ``SUM``, ``AVG``,
     ``MIN``, ``MAX``) over column ``arg`` (None: ``COUNT(*)``), ``distinct`` for
     ``COUNT(DISTINCT arg)`` etc.; ``name`` is its output column and ``type`` its Spark SQL
-    type, Flink's for the function (``result_type``: ``int`` for the SUM and the AVG of an
+    type, Flink's for the function (``kit.aggregate_types.result_type``: ``int`` for the SUM and the AVG of an
     INT) or wider (Spark's own: ``bigint``, ``double``). ``retract=False``: the function ignores retractions (Flink's
     non-retracting MAX / MIN, which its planner picks over an input that only moves the
     function's way: a MAX of counts; ``kit.sql.planner.physical.ignores_retractions``)."""
@@ -103,26 +102,6 @@ class AggCall:
     type: str
     distinct: bool = False
     retract: bool = True
-
-
-def result_type(function: str, dtype: T.DataType) -> str:
-    """Flink's result type of aggregate ``function`` over a column of ``dtype`` (measured on
-    Flink 2.3: ``tests/golden/flink-2.3/types.json``); Spark's batch aggregate widens where
-    this keeps the input's type::
-
-        function  TINYINT..BIGINT  FLOAT / DOUBLE  DECIMAL(p, s)                COUNT: BIGINT
-        SUM       the same         the same        DECIMAL(38, s)               MIN, MAX: the
-        AVG       the same         the same        DECIMAL(38, max(6, s))       column's
-
-    >>> result_type("AVG", T.IntegerType()), result_type("SUM", T.DecimalType(10, 2))
-    ('int', 'decimal(38,2)')
-    """
-    function = function.upper()
-    if function == "COUNT":
-        return "bigint"
-    if function in ("SUM", "AVG") and isinstance(dtype, T.DecimalType):
-        return f"decimal(38,{dtype.scale if function == 'SUM' else max(6, dtype.scale)})"
-    return dtype.simpleString()
 
 
 @dataclass(frozen=True)

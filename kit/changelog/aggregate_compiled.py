@@ -11,8 +11,9 @@ from pyspark.sql import types as T
 
 from .. import jvm, sparksql
 from ..stream import epoch_ms
-from . import ADDS, AggCall, Changelog, Options, result_type
-from .aggregate_fast import kinds, wrap
+from . import ADDS, AggCall, Changelog, Options
+from ..aggregate_types import result_type, wrapped_sql
+from .aggregate_fast import kinds
 from .group_agg import changelog_mode
 from .mini_batch_agg import bundles, ticks, with_ticks
 
@@ -64,7 +65,7 @@ def wrapped(df: DataFrame, calls) -> DataFrame:
     narrower = {f.name for f in df.schema.fields if f.name in wanted and wanted[f.name] != f.dataType}
     if not narrower:
         return df
-    return df.selectExpr(*(f"CAST({wrap(sparksql.name(f.name), wanted[f.name])} AS {wanted[f.name].simpleString()}) "
+    return df.selectExpr(*(f"CAST({wrapped_sql(sparksql.name(f.name), wanted[f.name])} AS {wanted[f.name].simpleString()}) "
                            f"AS {sparksql.name(f.name)}" if f.name in narrower else sparksql.name(f.name)
                            for f in df.schema.fields))
 

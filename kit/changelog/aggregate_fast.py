@@ -7,9 +7,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from .. import sparksql
+from ..aggregate_types import long_sum_sql, wrapped_sql
 from . import ADDS, DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE, AggCall, Changelog
 
-__all__ = ["not_fast", "fast", "kinds", "wrap"]
+__all__ = ["not_fast", "fast", "kinds"]
 
 
 def not_fast(log, calls, options, types) -> str | None:
@@ -101,7 +102,10 @@ def _running(call: AggCall, arg: dict, types: dict, run: str) -> str:
     dtype, out = types[call.arg], T._parse_datatype_string(call.type)
     exact = isinstance(dtype, (T.IntegralType, T.DecimalType))
     v = x if function == "SUM" or exact else f"CAST({x} AS DOUBLE)"
-    total = f"sum(CASE {weight} WHEN 1 THEN {v} WHEN -1 THEN -{v} END) OVER {run}"
+    def summed(part: str) -> str:
+        return f"sum(CASE {weight} WHEN 1 THEN {part} WHEN -1 THEN -{part} END) OVER {run}"
+    # a BIGINT sum wraps around at 64 bits, as Java's long (Spark's own fails past the range)
+    total = long_sum_sql(x, summed=summed) if isinstance(dtype, T.LongType) else summed(v)
     if function == "SUM":
         value = total
     elif isinstance(dtype, T.IntegralType) and isinstance(out, T.IntegralType):
@@ -110,11 +114,4 @@ def _running(call: AggCall, arg: dict, types: dict, run: str) -> str:
         value = f"CAST({total} AS DECIMAL(38, {out.scale})) / CAST({n} AS DECIMAL(20, 0))"
     else:
         value = f"CAST({total} AS DOUBLE) / {n}"
-    return f"IF({n} = 0, NULL, {wrap(value, out) if function == 'SUM' else value})"
-
-
-def wrap(value: str, out: T.DataType) -> str:
-    """Spark SQL: integer ``value`` at the narrower integer type ``out`` as Java's arithmetic
-    in that type leaves it (wrapped around); ``value`` itself for a BIGINT or a non-integer."""
-    bits = {T.ByteType: 8, T.ShortType: 16, T.IntegerType: 32}.get(type(out))
-    return f"pmod({value} + {1 << (bits - 1)}, {1 << bits}) - {1 << (bits - 1)}" if bits else value
+    return f"IF({n} = 0, NULL, {wrapped_sql(value, out) if function == 'SUM' else value})"

@@ -11,7 +11,7 @@ verdict. ``GroupAggFunction`` runs it per key on the replay driver (``kit.replay
 from __future__ import annotations
 
 from dataclasses import dataclass
-from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
+from decimal import ROUND_HALF_UP, Decimal, localcontext
 
 import numpy as np
 from pyspark.sql import DataFrame
@@ -19,12 +19,13 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from .. import sparksql
+from ..aggregate_types import EXACT, exact_average, wrap
 from ..errors import KitError
 from ..live import per_key
 from ..replay.keyed import KeyedOperator, ValueState, replay, spread, tuples
 from . import ADDS, DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options
 
-__all__ = ["changelog_mode", "NO_CLOCK", "EXACT", "wrap", "exact_average", "Spec", "State", "emit", "expired", "GroupAggFunction", "replay_schema",
+__all__ = ["changelog_mode", "NO_CLOCK", "Spec", "State", "emit", "expired", "GroupAggFunction", "replay_schema",
            "reference", "outputs"]
 
 
@@ -43,9 +44,6 @@ NO_CLOCK = ("the state TTL (table.exec.state.ttl) runs on processing time, but t
              "processing-time clock: give the stream one, kit.stream(..., proctime=Clock(start, step)) "
              "or proctime=<a TIMESTAMP column>")
 
-EXACT = Context(prec=100)   # decimals of up to 38 digits, summed without rounding
-
-
 class _Count:
     """COUNT(*) (``star``) or COUNT(x): the rows (with x not NULL) accumulated minus retracted."""
 
@@ -62,7 +60,7 @@ class _Count:
 
 class _Sum:
     """SUM(x) or AVG(x) (``avg``): a total and the count of non-NULL values; NULL when none.
-    The value is Flink's at the call's type ``out`` (``kit.changelog.result_type``): a SUM
+    The value is Flink's at the call's type ``out`` (``kit.aggregate_types.result_type``): a SUM
     of integers wraps around in its type (Java's arithmetic), a FLOAT SUM adds in FLOAT; an
     AVG of integers is the exact quotient truncated toward zero, one of decimals the exact
     quotient rounded HALF_UP to ``out``'s scale, one of floating values a DOUBLE quotient.
@@ -95,37 +93,10 @@ class _Sum:
         if not self.avg:
             return wrap(total, out) if isinstance(total, int) else float(total) if self.single else total
         if isinstance(out, T.IntegralType) and isinstance(total, int):
-            return wrap(exact_average(total, self.n, out), out)
+            return wrap(exact_average(wrap(total, T.LongType()), self.n, out), out)   # a BIGINT sum
         if isinstance(out, T.DecimalType) and isinstance(total, Decimal):
             return exact_average(total, self.n, out)
         return float(total) / self.n
-
-
-def exact_average(total, n: int, out):
-    """Flink's AVG of exact values, ``total / n`` at its type ``out``: of integers the
-    quotient truncated toward zero, of decimals rounded HALF_UP to ``out``'s scale.
-
-    >>> exact_average(-15, 2, T.IntegerType()), exact_average(Decimal("9.15"), 3, T.DecimalType(38, 6))
-    (-7, Decimal('3.050000'))
-    """
-    if isinstance(total, int):
-        q = abs(total) // n
-        return -q if total < 0 else q
-    with localcontext(EXACT):
-        return (total / n).quantize(Decimal(1).scaleb(-out.scale), ROUND_HALF_UP)
-
-
-_BITS = {T.ByteType: 8, T.ShortType: 16, T.IntegerType: 32, T.LongType: 64}
-
-
-def wrap(v: int, dtype) -> int:
-    """An integer in ``dtype``'s range as Java's arithmetic leaves it (wrapped around);
-    ``v`` itself for a wider or non-integer type."""
-    bits = _BITS.get(type(dtype))
-    if bits is None:
-        return v
-    half = 1 << (bits - 1)
-    return (v + half) % (1 << bits) - half
 
 
 class _MinMax:

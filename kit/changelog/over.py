@@ -36,7 +36,7 @@ seed's two users tied at 12:00 are both ranked 2). Flink plans ``SUM(x)`` of a n
 as ``COUNT(x)`` and ``$SUM0(x)`` (NULL at count 0) and ``AVG(x)`` as their quotient: a 0 (not
 a NULL) joining a sort key changes the accumulator, so its peers get ``-U/+U`` with the same
 SUM. Types and values are Flink's (``types.json``): counts and ranks BIGINT, MIN/MAX the
-column's type, SUM and AVG ``kit.changelog.result_type``'s. A SUM of integers wraps around
+column's type, SUM and AVG ``kit.aggregate_types.result_type``'s. A SUM of integers wraps around
 in its type, a FLOAT one adds in FLOAT; an AVG is Flink's ``$SUM0 / COUNT`` in the SUM's
 type (of integers: the wrapped sum divided, truncated toward zero; of DECIMAL(p, s): the
 quotient rounded HALF_UP to scale ``max(6, s)``). The output is the input's columns and one per call; changelog mode ``[I,UB,UA,D]`` as
@@ -64,8 +64,9 @@ import numpy as np
 from pyspark.sql import types as T
 
 from ..errors import KitError
-from . import ADDS, ALL, DELETE, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options, result_type
-from .group_agg import EXACT, exact_average, wrap
+from ..aggregate_types import result_type
+from . import ADDS, ALL, DELETE, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options
+from ..aggregate_types import EXACT, exact_average, wrap
 from .rank import SortedKeys, SortKeys
 from .replay import check_columns, expirations, replay_per_key
 

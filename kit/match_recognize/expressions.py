@@ -40,6 +40,9 @@ import re
 from decimal import ROUND_HALF_UP, Context, Decimal
 
 import numpy as np
+from pyspark.sql import types as T
+
+from ..aggregate_types import exact_average, wrap
 
 from .errors import MatchRecognizeError
 from .spec import (Aggregate, Between, Binary, Call, Case, Cast, Classifier, Column, InList,
@@ -421,6 +424,8 @@ def _aggregate(e: Aggregate, env, inner):
 
     def values(R, L, m, F):
         return [v for v in each(g, R, L, m, F) if v is not None]
+    if func in ("SUM", "AVG") and e.arg_type is not None:
+        return _flink_sum_avg(func, e.arg_type, values, env.avg_truncates)
     if func == "SUM":
         return lambda R, L, m, F: (lambda vs: sum(vs) if vs else None)(values(R, L, m, F))
     if func == "MIN":
@@ -440,6 +445,39 @@ def _aggregate(e: Aggregate, env, inner):
             return total / len(vs)
         return avg
     raise env.error(f"unknown aggregate function {func}()", e.pos)
+
+
+def _flink_sum_avg(func: str, dtype, values, truncate: bool):
+    """Flink's SUM or AVG over values of Spark type ``dtype``, planned as ``$SUM0 / COUNT``: the
+    sum in that type (integers wrapped around, FLOAT in single precision, DECIMAL exact); the
+    AVG that sum divided (integers truncated toward zero under ``truncate``, else exact;
+    DECIMAL rounded HALF_UP to DECIMAL(38, max(6, s)))."""
+    is_float = isinstance(dtype, T.FloatType)
+    exact_int = isinstance(dtype, T.IntegralType)
+
+    def total(vs):
+        if is_float:
+            acc = np.float32(0)
+            for v in vs:
+                acc = np.float32(acc + np.float32(v))
+            return acc
+        return wrap(sum(vs), dtype) if exact_int else sum(vs)
+
+    def run(R, L, m, F):
+        vs = values(R, L, m, F)
+        if not vs:
+            return None
+        t = total(vs)
+        if func == "SUM":
+            return float(t) if is_float else t
+        if is_float:
+            return float(np.float32(t / np.float32(len(vs))))
+        if exact_int:
+            return exact_average(t, len(vs), dtype) if truncate else sum(vs) / len(vs)   # (as documented: exact)
+        if isinstance(dtype, T.DecimalType):
+            return exact_average(Decimal(t), len(vs), T.DecimalType(38, max(6, dtype.scale)))
+        return t / len(vs)
+    return run
 
 
 def _int_div(a, b):

@@ -155,11 +155,14 @@ class Nav:
 @dataclass(frozen=True)
 class Aggregate:
     """``COUNT(*)`` (``arg`` None), ``SUM(A.price)``, ``AVG(price * tax)``, or a user aggregate
-    registered by name; ``distinct`` for ``COUNT(DISTINCT ...)`` (rejected by Flink)."""
+    registered by name; ``distinct`` for ``COUNT(DISTINCT ...)`` (rejected by Flink);
+    ``arg_type``: the Spark type of a SUM's or AVG's argument, told at planning
+    (``types.coerce``) where Flink computes in it (None: Python's arithmetic)."""
     func: str
     arg: Any
     distinct: bool = False
     pos: Pos = _pos()
+    arg_type: Any = None
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,11 @@ expression                             type
 =====================================  ==========================================
 ``A.price``, ``FIRST/LAST/PREV/NEXT``  the column's type
 ``COUNT(*)``                           BIGINT
-``SUM(x)``                             BIGINT for integers, DOUBLE, DECIMAL(38, s)
-``AVG(x)``                             ``flink-2.3``: the type of ``x`` (BIGINT: truncated);
+``SUM(x)``                             the type of ``x``; DECIMAL(38, s)
+``AVG(x)``                             ``flink-2.3``: the type of ``x`` (integers: truncated);
                                        ``flink`` (as documented) and ``standard``: DOUBLE
-                                       for integers, else the type of ``x``
+                                       for integers; DECIMAL(38, max(6, s)) (``standard``:
+                                       the type of ``x``), else the type of ``x``
 ``MIN/MAX(x)``                         the type of ``x``
 ``a + b`` etc.                         the wider numeric type (INT / INT is INT, as in SQL);
                                        DECIMAL with FLOAT or DOUBLE: DOUBLE; DECIMAL with
@@ -193,10 +194,10 @@ def measure_type(expr, schema: T.StructType, semantics: str = "flink",
         if func in ("MIN", "MAX"):
             return arg
         integral = isinstance(arg, T.IntegralType)
+        if isinstance(arg, T.DecimalType) and (func == "SUM" or semantics != "standard"):
+            return T.DecimalType(38, arg.scale if func == "SUM" else max(6, arg.scale))   # result_type's
         if func == "SUM":
-            if integral:
-                return T.LongType() if isinstance(arg, T.LongType) else arg
-            return T.DecimalType(38, arg.scale) if isinstance(arg, T.DecimalType) else arg
+            return arg
         return arg if semantics == "flink-2.3" or not integral else T.DoubleType()
     if isinstance(expr, Binary):
         op = expr.op.upper()
@@ -297,8 +298,9 @@ def coerce(expr, schema: T.StructType, semantics: str = "flink", aggregates: dic
     """``expr`` with every DECIMAL operand of arithmetic, a comparison, BETWEEN or IN cast to
     DOUBLE where another operand is FLOAT or DOUBLE (a DECIMAL literal becomes a DOUBLE one),
     as Flink's planner casts it: ``A.price + A.ratio`` (DECIMAL, DOUBLE) is
-    ``CAST(A.price AS DOUBLE) + A.ratio``. The types are told at planning, so the workers
-    check nothing per row."""
+    ``CAST(A.price AS DOUBLE) + A.ratio``; and each SUM and AVG told its argument's type
+    (``Aggregate.arg_type``; not under ``standard``): Flink adds in it (wrapped around). The
+    types are told at planning, so the workers check nothing per row."""
     def type_of(e):
         try:
             return measure_type(e, schema, semantics, aggregates)
@@ -306,6 +308,9 @@ def coerce(expr, schema: T.StructType, semantics: str = "flink", aggregates: dic
             return None
 
     def fix(e):
+        if isinstance(e, Aggregate) and e.func.upper() in ("SUM", "AVG") and semantics != "standard" \
+                and isinstance(t := type_of(e.arg), T.NumericType):
+            return dataclasses.replace(e, arg_type=t)    # Flink adds in that type
         if isinstance(e, Binary) and e.op in _ARITHMETIC | _COMPARISONS:
             left, right = _doubled((e.left, e.right), type_of)
             return dataclasses.replace(e, left=left, right=right)

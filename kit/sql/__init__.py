@@ -42,7 +42,7 @@ N``), regular joins -- is planned as Flink plans it (``kit.sql.planner.logical``
 ``DynamicTable`` (``kit.sql.table``): its changelog with Flink's row kinds, its table at
 any arrival, Flink's conversions; ``sink="upsert"`` drops update-before rows. Its columns
 are named as the same query run as a batch and typed as Flink types them (an AVG of an INT
-is an INT, truncated; Spark's batch query gives a DOUBLE: ``kit.changelog.result_type``). Other queries over streams read the annotated rows (``Stream.df``) as a table.
+is an INT, truncated; Spark's batch query gives a DOUBLE: ``kit.aggregate_types.result_type``). Other queries over streams read the annotated rows (``Stream.df``) as a table.
 
 Over live streams (``kit.live(...)``) a continuous query (joins too) returns a ``LiveTable``,
 a window TVF aggregation a ``LiveWindowTable`` (``kit.sql.live``), a MATCH_RECOGNIZE a
@@ -583,6 +583,9 @@ class _Run(Resolver):
             self.joins[id(call)] = (self._temp_view(left, call.left, call.left),
                                     self._temp_view(right, call.right, call.right))
         return self.joins[id(call)]
+
+    def schema(self, query: Rewritten):
+        return self.sql(query).schema
 
     def sql(self, rewritten: Rewritten):
         """``spark.sql`` of ``rewritten``, its errors turned into SqlErrors on the user's text

@@ -17,7 +17,12 @@ verbatim, comments and layout kept:
   the key equalities of a temporal join become ``TRUE``: the link implies them (a NULL key
   too, as Flink keys its state by them), and Spark joins on the one link column;
 - Flink type spellings Spark lacks, in CAST: ``TIMESTAMP(3)`` -> ``TIMESTAMP``, ``VARCHAR``
-  -> ``STRING``, ``BYTES`` -> ``BINARY``, ``... WITH LOCAL TIME ZONE`` -> ``TIMESTAMP_LTZ``.
+  -> ``STRING``, ``BYTES`` -> ``BINARY``, ``... WITH LOCAL TIME ZONE`` -> ``TIMESTAMP_LTZ``;
+- each ``SUM(x)`` and ``AVG(x)`` of a SELECT that aggregates a window (a window TVF in its
+  FROM, or a legacy group window) becomes Flink's SUM or AVG at Flink's type
+  (``kit.aggregate_types``: the SUM of an INT an INT, wrapped around; the AVG of an INT
+  truncated), written once the types of its FROM are known (``Resolver.schema`` of
+  ``SELECT x, ... FROM <the rewritten FROM>``); under ``semantics="standard"`` they stay.
 
 Every piece of the output remembers where it came from, so a Spark error at an offset of
 the rewritten text points back at the user's line and column. Leading and trailing comments
@@ -28,8 +33,11 @@ from __future__ import annotations
 
 import re
 
+from pyspark.sql import types as T
 from sqlglot import exp
 from sqlglot.tokens import TokenType
+
+from ..aggregate_types import avg_sql, sum_sql
 
 from .dialect import WINDOW_TVFS, MatchRecognize, span
 from .errors import error_at
@@ -78,6 +86,10 @@ class Resolver:
     def interval(self, call) -> tuple[str, str]:
         """Run the interval join ``call`` (``interval.IntervalCall``): the views of its left
         and right rows, linked pair by pair with ``__kit_l``/``__kit_r``."""
+        raise NotImplementedError
+
+    def schema(self, query: Rewritten):
+        """The output schema (a Spark ``StructType``) of ``query``, analysed without a job."""
         raise NotImplementedError
 
 
@@ -173,29 +185,62 @@ class _Renderer:
             found_type = statement.cast_type(cast)
             if found_type is not None and _spark_type(found_type[0]) != found_type[0]:
                 self._edit(*found_type[1:], lambda flink=found_type[0]: _spark_type(flink))
+        self.arg_types = {}                       # id(SELECT) -> the types of its windowed aggregates' arguments
+        if getattr(resolver, "semantics", None) != "standard":
+            for select, calls in _window_aggregates(statement, self.group_window):
+                for call in calls:
+                    self._edit(*span(call), _Deferred(lambda s=select, c=call, cs=calls: self._flink_aggregate(s, c, cs)))
         self.edits.sort(key=lambda edit: edit[:2])
 
     def _edit(self, start: int, end: int, make):
-        self.edits.append((start, 1, end, make))
+        """Replace the text from ``start`` to ``end`` by ``make()``, made once however often
+        the range is rendered (a view is made once)."""
+        self.edits.append((start, 1, end, make if isinstance(make, _Deferred) else _once(make)))
 
     def _insert(self, word: int, make):
         """``make()`` inserted after the word (ON, WHERE) at offset ``word``."""
         end = self.statement.token(word).end + 1
-        self.edits.append((end, 1, end, make))
+        self.edits.append((end, 1, end, _once(make)))
 
     def render(self, lo: int, hi: int) -> Rewritten:
-        """The text from offset ``lo`` to ``hi``, edited."""
-        out, done = Rewritten(self.query), lo
+        """The text from offset ``lo`` to ``hi``, edited; a ``_Deferred`` edit is made after
+        the others (it reads the views they make)."""
+        done, made = lo, []
         for start, _, end, make in self.edits:
             if start < done or start > hi or (start == hi and end > start):
                 continue                              # inside an edit made, or outside the range
-            made = make()
-            if made is not None:                      # None: not replaced after all
-                out.copy(done, start)
-                out.replace(made, start)
+            text = make if isinstance(make, _Deferred) else make()
+            if text is not None:                      # None: not replaced after all
+                made.append((done, start, text))
                 done = end
+        out = Rewritten(self.query)
+        for copied, start, text in made:
+            out.copy(copied, start)
+            out.replace(text() if isinstance(text, _Deferred) else text, start)
         out.copy(done, hi)
         return out
+
+    def _flink_aggregate(self, select: exp.Select, call, calls: list) -> str:
+        """Flink's ``SUM``/``AVG`` ``call`` of windowed ``select`` (whose SUM and AVG are ``calls``),
+        over the types of the arguments, which one analysis of them over the rewritten FROM
+        (and JOINs, after the WITH queries before it) gives."""
+        args = [self.render(*span(_argument(c))) for c in calls]
+        if id(select) not in self.arg_types:
+            at = span(select.expressions[0])[0]   # (the SELECT's own span holds its WITH queries)
+            before = [end for end in self.ctes.values() if end <= at]   # WITH queries its FROM may name
+            probe = self.render(self.statement.extent[0], max(before)) if before else Rewritten(self.query)
+            probe.replace(" SELECT ", at)
+            for k, arg in enumerate(args):
+                probe.extend(arg)
+                probe.replace(f" AS `__kit_a{k}`" + (", " if k + 1 < len(args) else " FROM "), at)
+            start, end = span(select.args["from_"])
+            probe.extend(self.render(start, max([end] + [span(j)[1] for j in select.args.get("joins") or ()])))
+            self.arg_types[id(select)] = [f.dataType for f in self.resolver.schema(probe).fields]
+        k = next(i for i, c in enumerate(calls) if c is call)
+        dtype, arg, distinct = self.arg_types[id(select)][k], f"({args[k].text})", isinstance(call.this, exp.Distinct)
+        if not isinstance(dtype, T.NumericType):     # Spark's own answer (or its error)
+            return f"{'sum' if isinstance(call, exp.Sum) else 'avg'}({'DISTINCT ' if distinct else ''}{arg})"
+        return (sum_sql if isinstance(call, exp.Sum) else avg_sql)(arg, dtype, distinct)
 
     def _match(self, start: int, clause: int, spec) -> str:
         """The view of the MATCH_RECOGNIZE whose table ref starts at ``start`` and whose word is
@@ -258,6 +303,55 @@ class _Renderer:
                 or self.resolver.view(name) is not None:
             return
         self.resolver.register_query(name, self._cte(name.lower(), at))
+
+
+class _Deferred:
+    """An edit made after the others: ``make()`` gives its text."""
+
+    def __init__(self, make):
+        self.make = make
+
+    def __call__(self) -> str:
+        return self.make()
+
+
+def _once(make):
+    """``make``, called once: its answer is kept."""
+    kept = []
+
+    def made():
+        if not kept:
+            kept.append(make())
+        return kept[0]
+    return made
+
+
+def _argument(call: exp.AggFunc) -> exp.Expression:
+    """The argument of ``SUM([DISTINCT] x)``: ``x``."""
+    arg = call.this
+    return arg.expressions[0] if isinstance(arg, exp.Distinct) else arg
+
+
+def _window_aggregates(statement: Statement, group_window) -> list:
+    """``[(SELECT that aggregates a window, its SUM and AVG calls)]``: a SELECT whose FROM is a
+    window TVF, or that groups by a legacy group window; its calls are those of its own
+    list, HAVING and ORDER BY (not of a subquery, not under OVER)."""
+    tree, found = statement.tree, []
+    if tree is None:
+        return found
+    tvfs = {id(call.node) for _, call in find_windows(statement).values()}
+    for select in tree.find_all(exp.Select):
+        source, group = select.args.get("from_"), select.args.get("group")
+        legacy = group_window is not None and group is not None and any(
+            isinstance(e, exp.Anonymous) and e.name.upper() == group_window.kind for e in group.expressions)
+        if source is None or not (id(source.this) in tvfs or legacy):
+            continue
+        calls = [c for c in select.find_all(exp.Sum, exp.Avg) if c.find_ancestor(exp.Select) is select
+                 and c.find_ancestor(exp.Window) is None and span(c) and _argument(c) is not None
+                 and not isinstance(_argument(c), exp.Star)]
+        if calls:
+            found.append((select, sorted(calls, key=lambda c: span(c)[0])))
+    return found
 
 
 def _ctes(statement) -> dict:

@@ -35,6 +35,11 @@ class Rewritten:
         self.pieces.append((len(self.text), at, False))
         self.text += text
 
+    def extend(self, other: "Rewritten"):
+        """``other``'s text (of the same source) appended, its pieces mapped as they were."""
+        self.pieces.extend((len(self.text) + out, src, verbatim) for out, src, verbatim in other.pieces)
+        self.text += other.text
+
     def source_offset(self, offset: int) -> int:
         """The offset of ``source`` that offset ``offset`` of ``text`` came from."""
         if not self.pieces:

@@ -15,7 +15,7 @@ changes downstream as a changelog. The result keeps both views::
 
 ``changelog()`` columns: ``seq`` (the arrival that caused the change), ``op`` (Flink's row
 kind), the query's columns (named as the same query run as a batch names them, typed as Flink
-types them: ``kit.changelog.result_type``), ``watermark`` (the watermark when that row arrived,
+types them: ``kit.aggregate_types.result_type``), ``watermark`` (the watermark when that row arrived,
 like ``Stream.df``'s; none for a stream without event time) and ``proctime`` (its processing
 time; only for a stream with a clock), ordered as a single-task Flink job emits them. Flink's conversions (``to_append_stream``,
 ``to_retract_stream``, ``to_changelog_stream``, ``to_upsert_stream``) are below; the sink
@@ -45,7 +45,8 @@ from .planner import logical as P, table_plan
 from .planner.physical import ascending_top1, ignores_retractions, monotonic_order
 from .statement import Statement
 from ..changelog import (ALL, DELETE, INSERT, INSERT_ONLY, KINDS, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options,
-                        from_stream, mode_text, result_type)
+                        from_stream, mode_text)
+from ..aggregate_types import result_type
 
 __all__ = ["DynamicTable", "SINKS"]
 
@@ -75,7 +76,7 @@ class DynamicTable:
     @cached_property
     def log(self) -> Changelog:
         """The root operator's changelog, its columns named as the batch query's and typed as
-        Flink's (``kit.changelog.result_type``: the AVG of an INT an INT, a ROW_NUMBER a BIGINT)."""
+        Flink's (``kit.aggregate_types.result_type``: the AVG of an INT an INT, a ROW_NUMBER a BIGINT)."""
         run = PlanRun(self)
         log = run.node(self.root, update_before=self.sink == "retract")
         self._expired, self._late = run.expired, run.late
@@ -498,7 +499,7 @@ class PlanRun:
 
 
 def _typed(log: Changelog, calls: list) -> list:
-    """``calls`` with Flink's result types (``kit.changelog.result_type``: the AVG of an INT
+    """``calls`` with Flink's result types (``kit.aggregate_types.result_type``: the AVG of an INT
     an INT, where Spark's batch query gives a DOUBLE)."""
     types = {f.name: f.dataType for f in log.df.schema.fields}
     return [replace(c, type=result_type(c.function, types.get(c.arg))) for c in calls]
@@ -508,7 +509,7 @@ def _spark_types_agree(node: P.Node) -> bool:
     """Whether every group aggregate under ``node`` gives Spark's batch type, which is then
     Flink's: COUNT, MIN, MAX, a SUM of BIGINT or DOUBLE, an AVG of DOUBLE, over columns
     copied from a stream or an aggregate below (Spark widens the SUM of an INT to BIGINT,
-    Flink keeps INT: ``kit.changelog.result_type``)."""
+    Flink keeps INT: ``kit.aggregate_types.result_type``)."""
     def typed(n: P.Node, column: str) -> T.DataType | None:
         copies, below, _ = _copied(n)
         column = copies.get(column)

@@ -19,7 +19,8 @@ It takes the query when it is exactly this shape, else the reference runs it::
 with aggregates ``COUNT(*)``, ``COUNT(c)``, ``SUM(c)``, ``AVG(c)`` of a numeric column,
 and ``MIN(c)``/``MAX(c)`` of a column that is not FLOAT or DOUBLE (Spark's MIN ranks NaN
 above every number, the window operator's keeps the first NaN as Flink does: the two
-would differ). ``s`` is a ``kit.Stream`` without a processing-time clock whose columns have
+would differ). SUM and AVG come out at Flink's types (``kit.aggregate_types``), from the
+operator's SUM and COUNT as the reference's from Spark's. ``s`` is a ``kit.Stream`` without a processing-time clock whose columns have
 no names of its own (``seq``, ``watermark``...). The output's names and types are the
 reference's: the same query planned over no rows gives them.
 
@@ -46,6 +47,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from sqlglot import exp
 
+from .. import sparksql
+from ..aggregate_types import avg_of_sql, result_type, wrapped_sql
 from ..time import Duration
 from ..windows import fast
 from ..windows.assigners import SlidingEventTimeWindows, TumblingEventTimeWindows
@@ -65,8 +68,8 @@ _ORDERED = (T.IntegralType, T.DecimalType, T.StringType, T.DateType, T.Timestamp
 class WindowShape:
     """A window aggregation of the module doc's shape, read: the stream's table ``name``, its
     ``WindowCall``, the GROUP BY ``keys`` besides the window, each SELECT item's ``pick`` (a
-    grouped column's name or the window operator's aggregate), the ``parts`` (those
-    aggregates), the output ``schema`` (the reference's), ``order`` (Spark sort columns) and
+    grouped column's name or a ``_Call``), the ``parts`` (the window operator's aggregates
+    the calls read), the output ``schema`` (the reference's), ``order`` (Spark sort columns) and
     ``limit`` (None: none)."""
     name: str
     call: object
@@ -99,8 +102,7 @@ class WindowShape:
             elif isinstance(pick, str):
                 value = F.col(pick)
             else:
-                value = F.col(pick.alias)
-                value = F.coalesce(value, F.lit(0)) if pick.function == "count" else value   # never NULL
+                value = pick.value()
             columns.append(value.cast(field.dataType).alias(field.name))
         return fired.select(*columns)
 
@@ -146,9 +148,9 @@ def window_shape(statement: Statement, tables: dict, accepts, probe) -> WindowSh
         node = item.this if isinstance(item, exp.Alias) else item
         if column(node) is not None and column(node) in grouped:
             picks.append(column(node))
-        elif (part := _part(node, schema, f"kit_a{len(parts)}")) is not None:
-            parts.append(part)
-            picks.append(part)
+        elif (agg := _call(node, schema, f"kit_a{len(picks)}")) is not None:
+            parts.extend(agg.parts)
+            picks.append(agg)
         else:
             return None
     if not parts:
@@ -187,20 +189,45 @@ def window_aggregate(statement: Statement, tables: dict, probe) -> DataFrame | N
     return fast.holding(out, result)
 
 
-def _part(node, schema: T.StructType, alias: str):
-    """The window operator's aggregate for ``COUNT(*)`` or ``FUNCTION(column)``, or None."""
+@dataclass
+class _Call:
+    """An aggregate of the SELECT list as the window operator's ``parts`` (AVG: a SUM and a
+    COUNT) of a column of type ``dtype`` (None: ``COUNT(*)``)."""
+    function: str
+    dtype: T.DataType | None
+    parts: list
+
+    def value(self):
+        """The call's value (Flink's, at Flink's type) from the operator's output columns."""
+        first = self.parts[0].alias
+        if self.function == "count":
+            return F.coalesce(F.col(first), F.lit(0))     # never NULL
+        if self.function == "avg":
+            return F.expr(avg_of_sql(sparksql.name(first), sparksql.name(self.parts[1].alias), self.dtype))
+        if self.function == "sum" and not isinstance(self.dtype, (T.LongType, T.DoubleType)):
+            return F.expr(wrapped_sql(sparksql.name(first), self.dtype) if isinstance(self.dtype, T.IntegralType)
+                          else f"CAST({sparksql.name(first)} AS {result_type('SUM', self.dtype)})")
+        return F.col(first)
+
+
+def _call(node, schema: T.StructType, alias: str) -> _Call | None:
+    """The window operator's parts for ``COUNT(*)`` or ``FUNCTION(column)``, or None."""
     function = _FUNCTIONS.get(type(node))
     arg = node.this
     if function is None or node.expressions or any(k not in ("this", "big_int") and v for k, v in node.args.items()):
         return None
     if function is Count and isinstance(arg, exp.Star):
-        return Count(alias=alias)
+        return _Call("count", None, [Count(alias=alias)])
     if not isinstance(arg, exp.Column) or arg.table or arg.name not in schema.names:
         return None
     dtype = schema[arg.name].dataType
     fits = (isinstance(dtype, T.NumericType) if function in (Sum, Avg)
             else isinstance(dtype, _ORDERED) if function in (Min, Max) else True)
-    return function(arg.name, alias=alias) if fits else None
+    if not fits:
+        return None
+    if function is Avg:
+        return _Call("avg", dtype, [Sum(arg.name, alias=f"{alias}_s"), Count(arg.name, alias=f"{alias}_n")])
+    return _Call(function.function, dtype, [function(arg.name, alias=alias)])
 
 
 def _order(order, names: list) -> list | None:

@@ -45,6 +45,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from .. import jvm, sparksql
+from ..aggregate_types import long_sum
 from ..errors import fail
 from .assigners import MAX_TIME, MIN_TIME, SlidingEventTimeWindows, TumblingEventTimeWindows
 from .functions import SqlAggregate
@@ -354,8 +355,11 @@ def _scanned(result, keys, size, slide):
     merged = []
     for p, part in enumerate(parts):
         count, acc = F.sum(f"_c{p}"), F.col(f"_a{p}")
-        value = {"count": count, "sum": F.sum(acc), "min": F.min(acc), "max": F.max(acc),
-                 "avg": F.when(count > 0, F.sum(acc) / count)}[part.function]
+        if part.function in ("sum", "avg"):   # a sum of integers wraps around at 64 bits, as Java's long
+            total = long_sum(acc) if kinds[p] == 0 else F.sum(acc)
+            value = total if part.function == "sum" else F.when(count > 0, total / count)
+        else:
+            value = {"count": count, "min": F.min(acc), "max": F.max(acc)}[part.function]
         if p in nan_parts:   # NaN when the first value (by arrival) was: see SqlAggregate.to_spark
             value = F.when(F.min_by(f"_z{p}", f"_f{p}"), F.lit(math.nan).cast(types[part.column])).otherwise(value)
         merged.append(value.alias(part.alias))

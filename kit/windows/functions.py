@@ -21,7 +21,9 @@ from __future__ import annotations
 import copy
 
 from pyspark.sql import Row
+from pyspark.sql import types as T
 
+from ..aggregate_types import long_sum, wrap
 from ..errors import KitError
 
 __all__ = ["ReduceFunction", "AggregateFunction", "FoldFunction", "ProcessWindowFunction",
@@ -206,6 +208,8 @@ class SqlAggregate(AggregateFunction):
                 values[part.alias] = n
             elif part.function == "avg":
                 values[part.alias] = None if n == 0 else acc / n
+            elif part.function == "sum" and isinstance(acc, int):
+                values[part.alias] = wrap(acc, T.LongType())   # a BIGINT sum wraps around, as Java's long
             else:
                 values[part.alias] = acc
         return Row(**values)
@@ -217,7 +221,6 @@ class SqlAggregate(AggregateFunction):
         compare as Python's min and max (and Flink SQL's MIN and MAX): a NaN that comes first
         stays, a later one replaces nothing -- Spark's would rank NaN above every number."""
         from pyspark.sql import functions as F
-        from pyspark.sql import types as T
 
         def over(c):
             return c if window is None else c.over(window)
@@ -232,13 +235,14 @@ class SqlAggregate(AggregateFunction):
                                                               (T.FloatType, T.DoubleType)):
                 first = over(F.min_by(col, F.when(col.isNotNull(), order)))
                 out.append((part.alias, F.when(F.isnan(first), first).otherwise(over(f(F.when(~F.isnan(col), col))))))
+            elif part.function == "sum" and isinstance(schema[part.column].dataType, T.LongType):
+                out.append((part.alias, long_sum(col, over)))   # wraps around, as Java's long (Spark's fails)
             else:
                 out.append((part.alias, over(f(col))))
         return out
 
     def output_type(self, schema):
         """The result columns for an input ``schema``, typed as Spark types these aggregates."""
-        from pyspark.sql import types as T
         fields = []
         for part in self.parts:
             if part.column is not None and part.column not in schema.fieldNames():

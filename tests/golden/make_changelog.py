@@ -1169,6 +1169,85 @@ case("types", "over_sum_overflows_its_type",
      + " FROM n")
 
 
+# window aggregates and MATCH_RECOGNIZE measures (issue 45 item 2): the same functions over a window
+WNUM = NUM + ", t TIMESTAMP(3), WATERMARK FOR t AS t"
+WNUM_ROWS = [[*r, f"2024-01-01 00:00:0{s}"] for r, s in zip(NUM_ROWS, (1, 2, 3, 6, 7, 8))]
+WOVER_ROWS = [["a", 100, 1, 2147483647, 9223372036854775807, "1.00", 1.0, 1.0, "2024-01-01 00:00:01"],
+              ["a", 100, 1, 1, 1, "1.00", 1.0, 1.0, "2024-01-01 00:00:02"],
+              ["a", -100, 1, -2147483647, 1, "1.00", 1.0, 1.0, "2024-01-01 00:00:06"],
+              ["a", -100, 1, -2, -1, "1.00", 1.0, 1.0, "2024-01-01 00:00:07"]]
+W_INT = "SUM(ti) AS s_ti, AVG(ti) AS a_ti, SUM(si) AS s_si, AVG(si) AS a_si, SUM(i) AS s_i, AVG(i) AS a_i, " \
+    "SUM(b) AS s_b, AVG(b) AS a_b, COUNT(i) AS c_i, COUNT(*) AS c"
+W_DEC = "SUM(dc) AS s_dc, AVG(dc) AS a_dc, SUM(f) AS s_f, AVG(f) AS a_f, SUM(x) AS s_x, AVG(x) AS a_x, " \
+    "MIN(dc) AS lo_dc, MAX(f) AS hi_f, MIN(ti) AS lo_ti"
+W_OVER = "SUM(ti) AS s_ti, AVG(ti) AS a_ti, SUM(i) AS s_i, AVG(i) AS a_i, SUM(b) AS s_b, AVG(b) AS a_b"
+TUMBLE5 = "TABLE(TUMBLE(TABLE n, DESCRIPTOR(t), INTERVAL '5' SECOND))"
+case("types", "window_tvf_sum_avg_of_integers",
+     "A TUMBLE window TVF's SUM and AVG of TINYINT, SMALLINT, INT, BIGINT: their types and values.",
+     [("n", WNUM, WNUM_ROWS, None)],
+     f"SELECT k, window_start, window_end, {W_INT} FROM {TUMBLE5} GROUP BY k, window_start, window_end")
+case("types", "window_tvf_sum_avg_of_decimal_and_floating",
+     "A TUMBLE window TVF's SUM and AVG of DECIMAL(10, 2), FLOAT, DOUBLE; MIN and MAX.",
+     [("n", WNUM, WNUM_ROWS, None)],
+     f"SELECT k, window_start, window_end, {W_DEC} FROM {TUMBLE5} GROUP BY k, window_start, window_end")
+case("types", "window_tvf_sum_overflows_its_type",
+     "A TUMBLE window TVF's SUM and AVG of TINYINT, INT, BIGINT past the type's range.",
+     [("n", WNUM, WOVER_ROWS, None)],
+     f"SELECT window_start, {W_OVER} FROM {TUMBLE5} GROUP BY window_start, window_end")
+case("types", "hop_sum_overflows_its_type",
+     "A HOP window TVF (slices merged) SUM and AVG past the type's range.",
+     [("n", WNUM, WOVER_ROWS, None)],
+     "SELECT window_start, window_end, " + W_OVER + " FROM TABLE(HOP(TABLE n, DESCRIPTOR(t), INTERVAL '5' SECOND, "
+     "INTERVAL '10' SECOND)) GROUP BY window_start, window_end")
+case("types", "cumulate_sum_avg",
+     "A CUMULATE window TVF's SUM and AVG of INT and DECIMAL.",
+     [("n", WNUM, WNUM_ROWS, None)],
+     "SELECT k, window_start, window_end, SUM(i) AS s_i, AVG(i) AS a_i, SUM(dc) AS s_dc, AVG(dc) AS a_dc, "
+     "AVG(f) AS a_f FROM TABLE(CUMULATE(TABLE n, DESCRIPTOR(t), INTERVAL '5' SECOND, INTERVAL '10' SECOND)) "
+     "GROUP BY k, window_start, window_end")
+case("types", "session_sum_avg",
+     "A SESSION window TVF's SUM and AVG of INT, BIGINT and DECIMAL, past INT's range.",
+     [("n", WNUM, WOVER_ROWS, None)],
+     "SELECT k, window_start, window_end, SUM(i) AS s_i, AVG(i) AS a_i, SUM(b) AS s_b, AVG(b) AS a_b, "
+     "SUM(dc) AS s_dc, AVG(dc) AS a_dc FROM TABLE(SESSION(TABLE n PARTITION BY k, DESCRIPTOR(t), "
+     "INTERVAL '2' SECOND)) GROUP BY k, window_start, window_end")
+case("types", "group_window_sum_avg",
+     "A legacy group window (GROUP BY TUMBLE(t, ...)): SUM and AVG of INT, TINYINT, DECIMAL, FLOAT.",
+     [("n", WNUM, WNUM_ROWS, None)],
+     "SELECT k, TUMBLE_START(t, INTERVAL '5' SECOND) AS ws, SUM(ti) AS s_ti, AVG(ti) AS a_ti, SUM(i) AS s_i, "
+     "AVG(i) AS a_i, SUM(dc) AS s_dc, AVG(dc) AS a_dc, AVG(f) AS a_f FROM n GROUP BY k, TUMBLE(t, INTERVAL '5' SECOND)")
+case("types", "group_window_sum_overflows_its_type",
+     "A legacy group window's SUM and AVG past the type's range.",
+     [("n", WNUM, WOVER_ROWS, None)],
+     "SELECT TUMBLE_START(t, INTERVAL '5' SECOND) AS ws, " + W_OVER + " FROM n GROUP BY TUMBLE(t, INTERVAL '5' SECOND)")
+case("types", "sum_avg_bigint_overflow",
+     "A group aggregate's SUM and AVG of BIGINT past its range: the sum wraps around at 64 bits before AVG divides.",
+     [("n", WNUM, WOVER_ROWS, None)],
+     "SELECT k, SUM(b) AS s_b, AVG(b) AS a_b, SUM(i) AS s_i, AVG(i) AS a_i FROM n GROUP BY k")
+case("types", "over_sum_avg_bigint_overflow",
+     "A non-time OVER's SUM and AVG of BIGINT past its range.",
+     [("n", ONUM, [[i, *r[:-1]] for i, r in enumerate(WOVER_ROWS)], None)],
+     "SELECT o, " + _over(("SUM", "b", "s_b"), ("AVG", "b", "a_b")) + " FROM n")
+FLOAT_ROWS = [["a", 1, 1, 1, 1, "1.00", f, 1.0, "2024-01-01 00:00:01"] for f in (16777216.0, 1.0, 1.0)]
+case("types", "window_float_sum_rounding",
+     "A TUMBLE window's SUM and AVG of FLOAT values whose running sum a FLOAT does not hold (2^24 + 1 + 1).",
+     [("n", WNUM, FLOAT_ROWS, None)],
+     f"SELECT window_start, SUM(f) AS s_f, AVG(f) AS a_f FROM {TUMBLE5} GROUP BY window_start, window_end")
+MR_TYPES = ("SELECT * FROM n MATCH_RECOGNIZE (PARTITION BY k ORDER BY t MEASURES {measures} "
+            "ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A{{2}}) DEFINE A AS TRUE)")
+case("types", "match_measures_sum_avg",
+     "MATCH_RECOGNIZE measures SUM and AVG of integer, DECIMAL and floating columns; MIN, MAX, COUNT.",
+     [("n", WNUM, WNUM_ROWS, None)],
+     MR_TYPES.format(measures="SUM(A.ti) AS s_ti, AVG(A.ti) AS a_ti, SUM(A.i) AS s_i, AVG(A.i) AS a_i, "
+                     "AVG(A.b) AS a_b, SUM(A.dc) AS s_dc, AVG(A.dc) AS a_dc, SUM(A.f) AS s_f, AVG(A.f) AS a_f, "
+                     "AVG(A.x) AS a_x, MIN(A.dc) AS lo_dc, MAX(A.f) AS hi_f, COUNT(A.i) AS c_i"))
+case("types", "match_measures_overflow",
+     "MATCH_RECOGNIZE measures SUM and AVG of TINYINT, INT, BIGINT past the type's range.",
+     [("n", WNUM, WOVER_ROWS, None)],
+     MR_TYPES.format(measures="SUM(A.ti) AS s_ti, AVG(A.ti) AS a_ti, SUM(A.i) AS s_i, AVG(A.i) AS a_i, "
+                     "SUM(A.b) AS s_b, AVG(A.b) AS a_b"))
+
+
 # ---- no_time
 group("no_time", "Tables without a time attribute (no WATERMARK, no PROCTIME()): what runs, and the errors of "
       "what needs one (issue 45 item 4).")
