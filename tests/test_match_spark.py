@@ -224,3 +224,22 @@ def test_match_rowtime_of_a_batch_table_feeds_windows(spark, time_type):
         SUM(p) AS s FROM M GROUP BY TUMBLE(mt, INTERVAL '5' SECOND)""", Ticker=ticker)
     assert [(r.ws.strftime("%H:%M:%S"), r.s) for r in group.orderBy("ws").collect()] == [
         ("10:00:00", 46), ("10:00:05", 49)]
+
+
+def test_order_by_the_processing_time_matches_in_arrival_order(spark):
+    """ORDER BY a stream's processing time (Flink's ``ORDER BY proctime``): rows are matched as
+    they arrive, whatever their event time; none is late; MATCH_PROCTIME() is the match's last
+    row's processing time. Descending or followed by another field it is refused with why."""
+    df = spark.createDataFrame(pd.DataFrame({"user": ["Mary", "Bob", "Mary", "Mary"], "v": [1, 2, -3, 4], "ts": pd.to_datetime(
+        ["2024-01-01 00:00:05", "2024-01-01 00:00:02", "2024-01-01 00:00:01", "2024-01-01 00:00:09"])}))
+    clock = kit.Clock("2024-01-01 00:00:00", kit.Duration.of_seconds(1))
+    query = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY `user` ORDER BY {order} MEASURES FIRST(A.v) AS a, "
+             "MATCH_PROCTIME() AS mp ONE ROW PER MATCH PATTERN (A B) DEFINE A AS A.v > 0, B AS B.v < 0)")
+    by_arrival = kit.sql(query.format(order="proctime"), t=kit.stream(df, time="ts", proctime=clock))
+    assert [(r.user, r.a, r.mp.strftime("%H:%M:%S")) for r in by_arrival.collect()] == [("Mary", 1, "00:00:02")]
+    assert kit.sql(query.format(order="ts"), t=kit.stream(df, time="ts", proctime=clock)).count() == 0   # -3 came first
+    assert kit.sql(query.format(order="proctime"), t=kit.stream(df.drop("ts"), proctime=clock)).count() == 1
+    for order, said in (("proctime DESC", "'proctime' (the processing time) DESC"),
+                        ("proctime, v", "'proctime' (the processing time) then 'v'")):
+        with pytest.raises(KitError, match=re.escape(said)):
+            kit.sql(query.format(order=order), t=kit.stream(df, time="ts", proctime=clock))

@@ -17,6 +17,8 @@ Row order inside a partition is the ORDER BY, ties broken by arrival. For a
 passes them and drops those already behind it: a row is *late* when its time is at or
 below the watermark it met (the goldens' tie rule). The kit drops them from matching as
 Flink does, but returns them in ``MatchResult.late`` with the watermark that made them late.
+``ORDER BY`` a stream's processing time (``proctime=``) matches the rows as they arrive,
+in arrival order: none waits, none is late (``late`` is None).
 
 Flink's semantics have a per-element form, ``cep.CepOperator`` (a ``KeyedOperator``: rows
 buffered until the watermark releases them to a resumable NFA), which a live driver runs;
@@ -62,7 +64,7 @@ from ..stream import Stream
 from .errors import MatchRecognizeError, MatchRuntimeError
 from .matcher import SEMANTICS, run_partition
 from .expressions import to_decimal, walk
-from .spec import ONE_ROW, Column, MatchRecognize, MatchRowtime
+from .spec import ONE_ROW, Column, MatchProctime, MatchRecognize, MatchRowtime
 from .types import check_types, coerce_spec, measure_type
 
 __all__ = ["match_recognize", "MatchResult", "SEMANTICS", "MatchRecognizeWarning"]
@@ -95,7 +97,9 @@ class MatchResult:
         return self.plan.details()
 
 
-def _check(table, spec: MatchRecognize, semantics: str) -> tuple[DataFrame, Optional[Stream]]:
+def _check(table, spec: MatchRecognize, semantics: str) -> tuple[DataFrame, Optional[Stream], bool]:
+    """The input's rows, its stream (None: a DataFrame), and whether ORDER BY is the stream's
+    processing time; or a KitError for what Flink's planner refuses."""
     if semantics not in SEMANTICS:
         raise KitError(f"semantics must be one of {', '.join(map(repr, SEMANTICS))}; got {semantics!r}")
     stream = table if isinstance(table, Stream) else None
@@ -114,6 +118,16 @@ def _check(table, spec: MatchRecognize, semantics: str) -> tuple[DataFrame, Opti
         raise KitError("MATCH_RECOGNIZE needs ORDER BY: patterns depend on the order of rows")
     if stream is not None and semantics != "standard":
         first = spec.order_by[0]
+        proctime = stream.kit_columns.get("proctime") if stream.proctime is not None else None
+        if first.column in (proctime, stream.proctime):
+            if not first.ascending or len(spec.order_by) > 1:
+                what = f"then {spec.order_by[1].column!r}" if first.ascending else "DESC"
+                raise KitError(
+                    f"ORDER BY {first.column!r} (the processing time) {what}: the kit runs ORDER BY a processing "
+                    "time ascending and alone, matching rows in arrival order (Flink 2.3 sorts the rows of one "
+                    "millisecond by the next field when a processing-time timer fires, which a bounded input "
+                    "never reaches: it emits nothing)")
+            return df, stream, True
         if stream.time is None:
             raise KitError("You must specify either rowtime or proctime for order by as the first one: the "
                            f"stream has no time attribute (kit.stream(df, time={first.column!r}, ...) makes "
@@ -122,7 +136,7 @@ def _check(table, spec: MatchRecognize, semantics: str) -> tuple[DataFrame, Opti
             raise KitError(
                 f"ORDER BY must start with the stream's time attribute {stream.time!r} ascending "
                 f"(Flink's rule for streams); got {first.column!r} {'ASC' if first.ascending else 'DESC'}")
-    return df, stream
+    return df, stream, False
 
 
 def _order_time(spec: MatchRecognize, schema: T.StructType) -> Optional[str]:
@@ -210,10 +224,12 @@ class _Plan:
     """One MATCH_RECOGNIZE over one input: the checks, the grouping, the per-partition run."""
 
     def __init__(self, table, spec: MatchRecognize, semantics: str, aggregates, limits: dict):
-        df, stream = _check(table, spec, semantics)
+        df, stream, by_proctime = _check(table, spec, semantics)
         rows = _known_rows(table, df)
         self.late = None
-        if stream is not None:
+        if by_proctime:   # rows are matched as they arrive: none waits for a watermark, none is late
+            df = df.drop("late", "watermark").withColumnRenamed("seq", _SEQ)
+        elif stream is not None:
             self.late = df.filter("late").drop("late")
             df = df.filter("NOT late").drop("late", "watermark").withColumnRenamed("seq", _SEQ)
         else:
@@ -223,21 +239,23 @@ class _Plan:
                           "add PARTITION BY to match in parallel", MatchRecognizeWarning, stacklevel=3)
         self.spec, self.semantics, self.aggregates, self.limits = spec, semantics, aggregates, limits
         self.schema = df.schema
-        self.rowtime = stream.time if stream is not None else _order_time(spec, self.schema)
+        self.rowtime = None if by_proctime else stream.time if stream is not None else _order_time(spec, self.schema)
+        self.proctime = "proctime" if stream is not None and stream.proctime is not None else None   # df's column
         self.inputs = [c for c in df.columns if c != _SEQ]
         self.partition_by = list(spec.partition_by)
         # a small input in one task, read where it is (no shuffle); else spread by PARTITION BY
         tasks = replay_tasks(df.sparkSession, rows)
         self.narrow = rows is not None and tasks == 1
         self.tasks = tasks if self.partition_by and not self.narrow else 1
-        self.order = [o.column for o in spec.order_by] + [_SEQ]
-        self.ascending = [o.ascending for o in spec.order_by] + [True]
+        self.order = [] if by_proctime else [o.column for o in spec.order_by]   # processing time: arrival order
+        self.ascending = [o.ascending for o in spec.order_by][:len(self.order)]
+        self.order, self.ascending = self.order + [_SEQ], self.ascending + [True]
         self.df = df
         self.kept = None   # a small input's matches as kept, with its details
         # a dry run on no rows raises the planning errors (greedy last, unknown variables,
         # unsupported features...) here, on the driver, instead of inside a Spark task
         run_partition({c: np.array([], dtype=object) for c in self.inputs}, spec, semantics,
-                      aggregates=aggregates, rowtime=self.rowtime)
+                      aggregates=aggregates, rowtime=self.rowtime, proctime=self.proctime)
         check_types(spec, self.schema, semantics, aggregates)
         self.spec = coerce_spec(spec, self.schema, semantics, aggregates)
 
@@ -260,6 +278,8 @@ class _Plan:
                 names.add(e.name.lower())
             elif isinstance(e, MatchRowtime) and e.arg is None and self.rowtime:
                 names.add(self.rowtime.lower())
+            elif isinstance(e, MatchProctime) and self.proctime:
+                names.add(self.proctime)
         for expr in [e for _, e in self.spec.define] + [m.expr for m in self.spec.measures]:
             walk(expr, visit)
         return [c for c in self.inputs if c.lower() in names]
@@ -272,8 +292,8 @@ class _Plan:
         now (``localCheckpoint``), keeps them in ``self.kept`` with a small input's details
         (a row of their own per group, in an array) and raises the first such error here,
         as the kit's own exception; otherwise it fails the query, when read, with its message."""
-        spec, semantics, aggregates, rowtime, limits = (self.spec, self.semantics, self.aggregates,
-                                                        self.rowtime, self.limits)
+        spec, semantics, aggregates, rowtime, proctime, limits = (self.spec, self.semantics, self.aggregates,
+                                                                  self.rowtime, self.proctime, self.limits)
         partition_by, all_inputs = self.partition_by, self.inputs
         keep = eager and self.narrow
         columns = all_inputs if keep else columns
@@ -289,7 +309,7 @@ class _Plan:
             """One PARTITION BY group's rows, matched: its output batches."""
             try:
                 result = run_partition({c: _numpy(group.column(c)) for c in inputs}, spec, semantics,
-                                       aggregates=aggregates, rowtime=rowtime, **limits)
+                                       aggregates=aggregates, rowtime=rowtime, proctime=proctime, **limits)
             except KitError as e:  # e.g. SKIP TO FIRST onto the match's first row: Flink fails the job
                 where = ", ".join(f"{c}={group.column(c)[0].as_py()!r}" for c in partition_by)
                 yield _error_row(group, arrow, _runtime(e).in_partition(where or "all rows"))
