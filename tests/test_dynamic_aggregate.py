@@ -3,6 +3,7 @@ the fast path against the reference replay, and snapshots against batch Spark SQ
 
 import functools
 import json
+import math
 import tempfile
 import time
 from dataclasses import replace
@@ -26,7 +27,7 @@ from kit.time import Clock, Duration
 
 GOLDEN = Path(__file__).parent / "golden" / "flink-2.3"
 TYPES = {"user": "string", "url": "string", "word": "string", "v": "int", "bucket": "int", "ti": "tinyint",
-         "dc": "decimal(10,2)", "f": "float"}
+         "dc": "decimal(10,2)", "f": "float", "x": "double"}
 
 
 def C(function, arg, name, type_, distinct=False):
@@ -374,6 +375,57 @@ def test_flinks_result_types_in_every_engine(spark, rows, global_):
     outer = [C("AVG", "s", "a", "int"), C("SUM", "s", "t", "int"), C("AVG", "d", "a_d", "decimal(38,6)")]
     fast, reference = engines_rows(updating, [], outer, meta=True)
     assert fast == reference
+
+
+SPECIALS = [None, float("nan"), float("inf"), float("-inf"), -0.0, 0.0, 1.5, -2.5]
+FLOAT_CALLS = [count("n"), C("COUNT", "x", "nx", "bigint"), C("COUNT", "x", "dx", "bigint", True),
+               C("SUM", "x", "s", "double"), C("AVG", "x", "a", "double"), C("MIN", "x", "lo", "double"),
+               C("MAX", "x", "hi", "double"), C("SUM", "x", "ds", "double", True)]
+
+
+def _exact(rows: list) -> list:
+    """Rows with each float as its text: NaN equal to NaN, -0.0 apart from 0.0."""
+    return [(kind, [repr(v) if isinstance(v, float) else v for v in values], *meta) for kind, values, *meta in rows]
+
+
+def _java_compare_key(v):
+    return (1, 0.0) if v != v else (0, v, math.copysign(1.0, v))
+
+
+@settings(max_examples=8, deadline=None)
+@given(rows=st.lists(st.tuples(st.sampled_from(["a", "b"]), st.sampled_from(SPECIALS)), min_size=1, max_size=8),
+       global_=st.booleans())
+@example(rows=[("a", float("nan")), ("b", 1.5)], global_=False)
+def test_nan_infinities_and_signed_zeros_in_every_engine(spark, rows, global_):
+    """NaN, +-Infinity and -0.0 stay what Flink makes them, in every engine: never NULL; over
+    inserts MIN and MAX compare as Java's < (a first NaN stays, a later one changes nothing);
+    DISTINCT counts one NaN and -0.0 apart from 0.0 (Java's equals); a result that is NaN
+    again is sent again (Java's ==). Over the changelog of a MIN per key, the retracting MAX
+    ranks NaN above every number and -0.0 below 0.0 (Java's compareTo)."""
+    log = changelog(spark, ["user", "x"], [list(r) for r in rows])
+    keys = [] if global_ else ["user"]
+    fast, reference = engines_rows(log, keys, FLOAT_CALLS, meta=True)
+    assert _exact(fast) == _exact(reference)
+    final, groups = {}, {}
+    for kind, values, *_ in reference:
+        final[tuple(values[:len(keys)])] = values[len(keys):]
+    for user, x in rows:
+        groups.setdefault(() if global_ else (user,), []).append(x)
+    for key, xs in groups.items():
+        seen, lo, hi = [x for x in xs if x is not None], None, None
+        for x in seen:   # Java's <: only a strictly smaller (larger) value replaces
+            lo = x if lo is None or x < lo else lo
+            hi = x if hi is None or x > hi else hi
+        n, nx, dx, s, a, got_lo, got_hi, _ = final[key]
+        assert (repr(got_lo), repr(got_hi)) == (repr(lo), repr(hi)), xs
+        assert (n, nx, dx) == (len(xs), len(seen), len({"NaN" if x != x else (x, math.copysign(1.0, x)) for x in seen}))
+        assert (s is None, a is None) == (not seen, not seen)
+    if not global_:   # a retracting MAX and MIN over the MIN per key
+        inner = run(log, ["user"], [C("MIN", "x", "m", "double")])
+        (outer,) = engines_rows(inner, [], [C("MAX", "m", "hi", "double"), C("MIN", "m", "lo", "double")], ("reference",))
+        mins = [v for v in (final[k][5] for k in groups) if v is not None]
+        want = [repr(max(mins, key=_java_compare_key)), repr(min(mins, key=_java_compare_key))] if mins else ["None"] * 2
+        assert [repr(v) for v in outer[-1][1]] == want
 
 
 @settings(max_examples=8, deadline=None)

@@ -23,7 +23,7 @@ from kit.errors import KitError
 
 DIR = Path(__file__).resolve().parent / "golden" / "flink-2.3"
 FILES = ("group_agg", "filters", "cascade", "joins", "topn", "minibatch", "minibatch_latency", "ttl", "errors", "over",
-         "types", "no_time")
+         "types", "no_time", "nan")
 _TYPES = {"STRING": "string", "TINYINT": "tinyint", "SMALLINT": "smallint", "INT": "int", "BIGINT": "bigint",
           "FLOAT": "float", "DOUBLE": "double", "DECIMAL(10, 2)": "decimal(10,2)", "BOOLEAN": "boolean",
           "TIMESTAMP(3)": "timestamp"}
@@ -112,7 +112,9 @@ def _query(sc) -> str:
 
 def _value(v, flink_type: str = ""):
     """A kit value as the golden writes Flink's: times and decimals as text, a FLOAT as its
-    shortest text (Flink's 0.3f is 0.30000001192092896 as a Python float)."""
+    shortest text (Flink's 0.3f is 0.30000001192092896 as a Python float), NaN as "NaN"."""
+    if isinstance(v, float) and v != v:
+        return "NaN"
     if flink_type == "FLOAT" and v is not None:
         return float(str(np.float32(v)))
     return str(v) if hasattr(v, "isoformat") or isinstance(v, Decimal) else v

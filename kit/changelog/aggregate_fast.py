@@ -52,7 +52,7 @@ def fast(log: Changelog, keys, calls, options, types) -> DataFrame:
         df = df.selectExpr("*", "_S - _M AS _c", "IF(_ign, 0, _w) AS _e")
     distinct = sorted({c.arg for c in calls if c.distinct})
     if distinct:   # the 0->1 / 1->0 transitions of each value's running count
-        df = df.selectExpr("*", *(f"sum(IF({arg[a]} IS NULL, 0, _e)) OVER {_over([*ks, arg[a]], frame=True)} "
+        df = df.selectExpr("*", *(f"sum(IF({arg[a]} IS NULL, 0, _e)) OVER {_over([*ks, _java_key(arg[a], types[a])], frame=True)} "
                                   f"AS _d{arg[a]}" for a in distinct))
         df = df.selectExpr("*", *(f"CASE WHEN _d{arg[a]} = 1 AND _d{arg[a]} - _e = 0 THEN 1 "
                                   f"WHEN _d{arg[a]} = 0 AND _d{arg[a]} - _e = 1 THEN -1 ELSE 0 END AS _t{arg[a]}"
@@ -66,7 +66,8 @@ def fast(log: Changelog, keys, calls, options, types) -> DataFrame:
         fields = ", ".join(f"'{v}', {prefix}{v}" for v in values)
         return f"named_struct('_op', '{op}'{', ' + fields if fields else ''})"
 
-    same = " AND ".join(f"{v} <=> _p{v}" for v in values) or "true"
+    floats = {f"_v{i}" for i, c in enumerate(calls) if c.type in ("float", "double")}   # Java's ==: NaN is never the same
+    same = " AND ".join(f"{v} <=> _p{v}" + (f" AND NOT isnan({v})" if v in floats else "") for v in values) or "true"
     update = ([change(UPDATE_BEFORE, "_p")] if options.update_before else []) + [change(UPDATE_AFTER, "")]
     out = (f"CASE WHEN _ign THEN array() WHEN _e = 1 AND _c = 1 THEN array({change(INSERT, '')}) "
            f"WHEN _c = 0 THEN array({change(DELETE, '_p')}) "
@@ -74,6 +75,12 @@ def fast(log: Changelog, keys, calls, options, types) -> DataFrame:
     df = df.selectExpr(*ks, *meta, f"posexplode({out}) AS (_j, _o)")
     return df.selectExpr("_o._op AS _op", *ks, *(f"_o.{v} AS {sparksql.name(c.name)}" for v, c in zip(values, calls)),
                          "seq", "concat(_n, array(_j)) AS _n", "_pt")
+
+
+def _java_key(x: str, dtype) -> str:
+    """Spark SQL: column ``x`` as a key equal where Java's ``equals`` is (a FLOAT or DOUBLE
+    as its text: one NaN, -0.0 apart from 0.0, which Spark's keys would merge)."""
+    return f"CAST({x} AS STRING)" if isinstance(dtype, (T.FloatType, T.DoubleType)) else x
 
 
 def _over(partition: list, frame: bool = False) -> str:
@@ -95,6 +102,9 @@ def _running(call: AggCall, arg: dict, types: dict, run: str) -> str:
         return f"sum(_e) OVER {run}"
     x, weight = arg[call.arg], f"_t{arg[call.arg]}" if call.distinct else "_e"
     if function in ("MIN", "MAX"):
+        if isinstance(types[call.arg], (T.FloatType, T.DoubleType)):   # over inserts: Java's <, a first NaN stays
+            first = f"first_value({x}, true) OVER {run}"
+            return f"IF(isnan({first}), {first}, {function.lower()}(IF(isnan({x}), NULL, {x})) OVER {run})"
         return f"{function.lower()}({x}) OVER {run}"
     n = f"sum(IF({x} IS NULL, 0, {weight})) OVER {run}"
     if function == "COUNT":

@@ -10,6 +10,7 @@ verdict. ``GroupAggFunction`` runs it per key on the replay driver (``kit.replay
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal, localcontext
 
@@ -25,7 +26,7 @@ from ..live import per_key
 from ..replay.keyed import KeyedOperator, ValueState, replay, spread, tuples
 from . import ADDS, DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE, Changelog, Options
 
-__all__ = ["changelog_mode", "NO_CLOCK", "Spec", "State", "emit", "expired", "GroupAggFunction", "replay_schema",
+__all__ = ["changelog_mode", "NO_CLOCK", "java_key", "java_order", "Spec", "State", "emit", "expired", "GroupAggFunction", "replay_schema",
            "reference", "outputs"]
 
 
@@ -100,31 +101,72 @@ class _Sum:
 
 
 class _MinMax:
-    """MIN(x) / MAX(x) over a multiset: a count per value (Flink's ``MinWithRetractAggFunction``)."""
+    """MIN(x) / MAX(x) (``largest``). Over updates (``retract``), Flink's
+    ``MinWithRetractAggFunction``: a count per value, the values ordered by Java's
+    ``compareTo`` (a FLOAT or DOUBLE NaN above every number, -0.0 below 0.0; values equal
+    when their bits are: ``java_key``). Over inserts only, or ignoring retractions, Flink's
+    ``MinAggFunction``: Java's ``<``, a value replaces the kept one only when strictly smaller:
+    a NaN kept first stays, a NaN later changes nothing, -0.0 and 0.0 keep the first.
 
-    def __init__(self, pick):
-        self.pick, self.counts, self.best = pick, {}, None
+        x (inserts)   NaN, 1.5   1.5, NaN   0.0, -0.0
+        MIN           NaN        1.5        0.0        (over updates: 1.5, 1.5, -0.0)
+    """
+
+    def __init__(self, largest: bool, retract: bool):
+        self.largest, self.retract, self.counts, self.best = largest, retract, {}, None
+
+    def _before(self, a, b) -> bool:
+        """Whether ``a`` is to be kept before ``b``."""
+        if not self.retract:
+            return a > b if self.largest else a < b
+        a, b = java_order(a), java_order(b)
+        return a > b if self.largest else a < b
 
     def add(self, v, w: int):
         if v is None:
             return
-        n = self.counts.get(v, 0) + w
+        if not self.retract:
+            if self.best is None or self._before(v, self.best):
+                self.best = v
+            return
+        key = java_key(v)
+        n = self.counts.get(key, (v, 0))[1] + w
         if n:
-            self.counts[v] = n
+            self.counts[key] = (v, n)
         else:
-            del self.counts[v]
-        if w > 0 and (self.best is None or self.pick(v, self.best) == v):
+            del self.counts[key]
+        if w > 0 and (self.best is None or self._before(v, self.best)):
             self.best = v
-        elif w < 0 and n == 0 and v == self.best:
-            present = [u for u, c in self.counts.items() if c > 0]
-            self.best = self.pick(present) if present else None
+        elif w < 0 and n == 0 and self.best is not None and key == java_key(self.best):
+            present = [u for u, c in self.counts.values() if c > 0]
+            self.best = None
+            for u in present:
+                if self.best is None or self._before(u, self.best):
+                    self.best = u
 
     def value(self):
         return self.best
 
 
+def java_key(v):
+    """``v`` as a key equal where Java's ``equals`` is: a float's bits (one NaN; -0.0 apart
+    from 0.0), other values themselves."""
+    if isinstance(v, float):
+        return "NaN" if v != v else (v, math.copysign(1.0, v))
+    return v
+
+
+def java_order(v):
+    """``v`` ordered as Java's ``compareTo``: for a float, -0.0 below 0.0 and NaN above every
+    number (Python's own ``<`` is False both ways for NaN)."""
+    if isinstance(v, float):
+        return (1, 0.0, 0.0) if v != v else (0, v, math.copysign(1.0, v))
+    return v
+
+
 class _Distinct:
-    """A DISTINCT aggregate: a count per value; the inner one sees a value's 0->1 and 1->0."""
+    """A DISTINCT aggregate: a count per value (equal as Java's ``equals``: ``java_key``); the
+    inner one sees a value's 0->1 and 1->0."""
 
     def __init__(self, inner):
         self.inner, self.counts = inner, {}
@@ -132,8 +174,9 @@ class _Distinct:
     def add(self, v, w: int):
         if v is None:
             return
-        before = self.counts.get(v, 0)
-        self.counts[v] = before + w
+        key = java_key(v)
+        before = self.counts.get(key, 0)
+        self.counts[key] = before + w
         if (before, before + w) in ((0, 1), (1, 0)):
             self.inner.add(v, w)
 
@@ -159,8 +202,9 @@ def _cast(v, dtype):
 
 
 def _same(a: tuple, b: tuple) -> bool:
-    """Equal results (NaN equals NaN, as Spark's ``<=>``)."""
-    return all(x == y or (x != x and y != y) for x, y in zip(a, b))
+    """Equal results as Flink's record equaliser finds them, value by value with Java's ``==``:
+    a NaN equals nothing (a NaN result that stays NaN is sent again), -0.0 equals 0.0."""
+    return all(x == y for x, y in zip(a, b))
 
 
 @dataclass
@@ -171,6 +215,7 @@ class Spec:
     out_types: list
     ttl_ms: int
     update_before: bool
+    insert_only: bool = False   # the input: MIN and MAX then compare as Java's < (``_MinMax``)
 
     def accumulators(self) -> list:
         made = []
@@ -179,7 +224,7 @@ class Spec:
             dtype = self.types.get(c.arg)
             acc = (_Count(c.arg is None) if function == "COUNT" else
                    _Sum(function == "AVG", dtype, out) if function in ("SUM", "AVG") else
-                   _MinMax(min if function == "MIN" else max))
+                   _MinMax(function == "MAX", c.retract and not self.insert_only))
             made.append(_Distinct(acc) if c.distinct else acc)
         return made
 
@@ -252,11 +297,11 @@ class GroupAggFunction(KeyedOperator):
             ctx.output([kind, *key, *values, seq, [*n, j], pt, None])
 
 
-def replay_schema(keys, calls, options, types) -> tuple:
+def replay_schema(keys, calls, options, types, insert_only: bool = False) -> tuple:
     """The replay's ``Spec`` and the Spark and Arrow schemas of its rows: ``_op`` (NULL for
     an expiration), keys, results, ``seq``, ``_n``, ``_pt``, ``_last_write``."""
     out_types = [T._parse_datatype_string(c.type) for c in calls]
-    spec = Spec(list(calls), types, out_types, options.ttl_ms, options.update_before)
+    spec = Spec(list(calls), types, out_types, options.ttl_ms, options.update_before, insert_only)
     long = T.LongType()
     schema = T.StructType(
         [T.StructField("_op", T.StringType())] + [T.StructField(k, types[k]) for k in keys]
@@ -269,7 +314,7 @@ def replay_schema(keys, calls, options, types) -> tuple:
 def reference(log: Changelog, keys, calls, options, types) -> tuple:
     """Each key replayed in Python (``GroupAggFunction``), spread over ``options.tasks`` tasks by
     key; over a streaming ``log`` (live), run by the live driver (``kit.live.per_key``)."""
-    spec, schema, _ = replay_schema(keys, calls, options, types)
+    spec, schema, _ = replay_schema(keys, calls, options, types, log.insert_only)
     read = list(dict.fromkeys(c.arg for c in calls if c.arg))
     args = [4 + read.index(c.arg) if c.arg else None for c in calls]
     operator, columns = (lambda key: GroupAggFunction(spec, args)), ["_op", "seq", "_n", "_pt", *read]
@@ -277,7 +322,7 @@ def reference(log: Changelog, keys, calls, options, types) -> tuple:
         replayed = per_key(log.df, keys, operator, schema, columns)
     else:
         replayed = replay(spread(log.df, keys, options.tasks, "seq", "_n"), keys, operator, schema, columns,
-                          tuples(schema, nan_is_null=True))
+                          tuples(schema, nan_is_null=False))   # a NaN stays, as Flink keeps it
     return outputs(replayed, keys, calls, options)
 
 

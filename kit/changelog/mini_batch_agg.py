@@ -77,7 +77,7 @@ def mini_batch(log: Changelog, keys, calls, options, types) -> tuple:
     phase, arg = bundles(calls, options)
     split = options.distinct_split if arg else None
     key_types = [types[k] for k in keys] + ([T.IntegerType()] if split else [])
-    spec, schema, arrow = replay_schema(keys, calls, options, types)
+    spec, schema, arrow = replay_schema(keys, calls, options, types, log.insert_only)
     args = [c.arg for c in calls]
     states, ticked = {}, log.ticks is not None
 
@@ -126,7 +126,8 @@ def mini_batch(log: Changelog, keys, calls, options, types) -> tuple:
             rows.append([kind, *key, *values, seq, [places[seq]], pt, None])
         if rows:
             yield pa.RecordBatch.from_arrays(
-                [column([r[i] for r in rows], f.dataType, arrow.field(i).type) for i, f in enumerate(schema.fields)],
+                [column([r[i] for r in rows], f.dataType, arrow.field(i).type, nan_is_null=False)
+                 for i, f in enumerate(schema.fields)],
                 schema=arrow)
 
     replayed = with_ticks(log).coalesce(1).sortWithinPartitions("seq", "_n").mapInArrow(task, schema)

@@ -1248,6 +1248,38 @@ case("types", "match_measures_overflow",
                      "SUM(A.b) AS s_b, AVG(A.b) AS a_b"))
 
 
+# ---- nan (issue 47 item 1): NaN, infinities and -0.0 through aggregates
+group("nan", "NaN, +-Infinity and -0.0 through group aggregates: MIN/MAX over insert-only input (Flink's MinAggFunction "
+      "compares with Java's primitive operators) and over updates (MinWithRetractAggFunction: Double.compareTo, NaN "
+      "above every number), SUM, AVG, COUNT(DISTINCT) (Double.equals: one NaN, -0.0 apart from 0.0).")
+NAN_T = "k STRING, v DOUBLE"
+NAN_ROWS = [["a", "1.5"], ["a", "NaN"], ["b", "NaN"], ["b", "1.5"], ["c", "0.0"], ["c", "-0.0"], ["d", "-0.0"],
+            ["d", "0.0"], ["e", "Infinity"], ["e", "-Infinity"], ["f", "NaN"], ["f", "NaN"]]
+case("nan", "min_max_insert_only",
+     "MIN and MAX of a DOUBLE over insert-only input, NaN and -0.0 first and later.",
+     [("t", NAN_T, NAN_ROWS, None)],
+     "SELECT k, MIN(v) AS lo, MAX(v) AS hi, SUM(v) AS s, AVG(v) AS a, COUNT(v) AS c FROM t GROUP BY k")
+case("nan", "count_distinct",
+     "COUNT(DISTINCT v) over NaN, NaN, 0.0, -0.0, 1.5.",
+     [("t", NAN_T, [["a", "NaN"], ["a", "NaN"], ["a", "0.0"], ["a", "-0.0"], ["a", "1.5"]], None)],
+     "SELECT k, COUNT(DISTINCT v) AS n FROM t GROUP BY k")
+case("nan", "cascade_min",
+     "An aggregate over a retracting one: the NaN MIN of one key reaches SUM, MAX and MIN above.",
+     [("t", NAN_T, [["a", "NaN"], ["b", "1.5"]], None)],
+     "SELECT COUNT(*) AS c, SUM(mn) AS s, MAX(mn) AS hi, MIN(mn) AS lo FROM (SELECT k, MIN(v) AS mn FROM t GROUP BY k)")
+case("nan", "cascade_sum_filtered",
+     "The same over an inner SUM, with a filter in between.",
+     [("t", NAN_T, [["a", "NaN"], ["b", "1.5"], ["a", "2.0"], ["c", "-0.0"]], None)],
+     "SELECT COUNT(*) AS c, SUM(sm) AS s, MAX(sm) AS hi, MIN(sm) AS lo FROM (SELECT k, SUM(v) AS sm FROM t GROUP BY k) "
+     "WHERE k <> 'z'")
+case("nan", "cascade_retracts_nan",
+     "MAX over updates where the NaN is retracted again (a Top-1 ascending: NaN sorts above every number): the "
+     "maximum comes back to a number.",
+     [("t", NAN_T, [["a", "NaN"], ["b", "1.5"], ["a", "2.0"]], None)],
+     "SELECT MAX(v) AS hi, MIN(v) AS lo FROM (SELECT k, v FROM (SELECT k, v, ROW_NUMBER() OVER (PARTITION BY k "
+     "ORDER BY v) AS rn FROM t) WHERE rn = 1)")
+
+
 # ---- no_time
 group("no_time", "Tables without a time attribute (no WATERMARK, no PROCTIME()): what runs, and the errors of "
       "what needs one (issue 45 item 4).")

@@ -244,8 +244,10 @@ class Converter:
 
 def direction(node: P.Node, column: str) -> str | None:
     """How column ``column`` of ``node`` moves: ``"up"`` (a COUNT or MAX of a group aggregate
-    over insert-only rows only grows), ``"down"`` (such a MIN only falls), ``"constant"`` (one
-    of its keys), found through the Calcs that copy it; None otherwise."""
+    over insert-only rows only grows), ``"down"`` (such a MIN only falls; so does the first
+    sort column of a Top-1 ascending over insert-only rows, per partition; descending it
+    grows), ``"constant"`` (one of its keys, a Top-1's partition columns), found through the
+    Calcs that copy it; None otherwise."""
     while isinstance(node, P.Calc):
         copies = {}
         for text, out in zip(node.select, node.columns):
@@ -255,6 +257,9 @@ def direction(node: P.Node, column: str) -> str | None:
         if column not in copies or node.where:
             return None
         column, node = copies[column], node.input
+    if isinstance(node, P.Rank) and node.start == node.end == 1 and node.order and _insert_only(node.input):
+        first, ascending, _ = node.order[0]
+        return "constant" if column in node.partition else ("down" if ascending else "up") if column == first else None
     if not isinstance(node, P.GroupAggregate) or not _insert_only(node.input):
         return None
     if column in node.keys:
