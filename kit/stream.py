@@ -158,7 +158,10 @@ class Stream:
         them, straight over the source's partitions: no arrival scan, no ``seq``. For what
         reads none of the arrivals' places: a query's analysis, a pass that numbers the
         arrivals itself. The stream's ``proctime`` is NULL for a clock, a column's cast."""
-        exprs = []
+        exprs, source = [], self.source
+        if self.time is not None:   # a row without an event time fails the query, as in ``df``
+            source = source.where(f"CASE WHEN {sparksql.name(self.time)} IS NULL THEN CAST("
+                                  f"{null_time_sql(self.time, sparksql.string('of the input'))} AS BOOLEAN) ELSE true END")
         for c in columns:
             if c in self.shown_columns():
                 exprs.append(sparksql.name(c))
@@ -167,7 +170,7 @@ class Stream:
                 exprs.append(f"CAST({column} AS TIMESTAMP) AS {sparksql.name(c)}")
             else:
                 raise KitError(f"internal: the stream has no column {c!r}")
-        return sparksql.select(self.source, *exprs)
+        return sparksql.select(source, *exprs)
 
     @property
     def time_is_timestamp(self) -> bool:
@@ -513,8 +516,18 @@ def null_time_error(column: str, where: Column) -> Column:
 
 
 def null_time_sql(column: str, where: str) -> str:
-    """``null_time_error`` as Spark SQL text; ``where`` is a string expression's text."""
+    """``null_time_error`` as Spark SQL text; ``where`` is a string expression's text (after
+    the word ``row``)."""
     return fail_sql(f"'row ', {where}, {sparksql.string(_null_time(column))}")
+
+
+_SEQ_TEXT = "concat('seq=', CAST(seq AS STRING))"   # a row's place, as null_time_sql's ``where``
+FIRST_DAY_MS = -62_135_510_400_000   # 0001-01-02 00:00:00: PySpark's collect() gives back no TIMESTAMP before it
+
+
+def _first_day(column: str) -> str:
+    return (f" has event time on 0001-01-01 in column {column!r}: PySpark cannot give back a TIMESTAMP before "
+            "0001-01-02 (Python's datetime); give the stream a BIGINT time column (epoch milliseconds)")
 
 
 def _null_time(column: str) -> str:
@@ -544,8 +557,13 @@ def _annotate(s: Stream, ordered: bool = True, scan: bool = True) -> DataFrame:
         if isinstance(s.proctime, str):
             running["_proc"] = ("_p", True)  # a clock never goes back
         out = prefix_scan(df, running)
-    late = "false" if s.time is None else "CASE WHEN _ts IS NULL THEN CAST({} AS BOOLEAN) ELSE coalesce(_ts <= _wm, " \
-        "false) END".format(null_time_sql(s.time, "concat('seq=', CAST(seq AS STRING))"))
+    late = "false" if s.time is None else "coalesce(_ts <= _wm, false)"
+    if s.time is not None:   # a filter, not a column: a read of any columns fails on a NULL event time, as Flink does
+        early = fail_sql(f"'row ', {_SEQ_TEXT}, {sparksql.string(_first_day(s.time))}")
+        first_day = f"WHEN _ts < {FIRST_DAY_MS} THEN CAST({early} AS BOOLEAN) " if s.time_is_timestamp else ""
+        # (and on a TIMESTAMP that PySpark cannot give back)
+        out = out.where(f"CASE WHEN _ts IS NULL THEN CAST({null_time_sql(s.time, _SEQ_TEXT)} AS BOOLEAN) "
+                        f"{first_day}ELSE true END")
     exprs = [*(sparksql.name(s.inner(c)) for c in s.shown_columns()), "seq",
              f"{s.watermark_sql('_wm')} AS watermark", f"{late} AS late"]
     if isinstance(s.proctime, Clock):

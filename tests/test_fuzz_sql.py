@@ -34,11 +34,9 @@ SEEDS = [
     # notebooks/01_click_windows.ipynb
     """SELECT `user`, window_start, window_end, COUNT(url) AS cnt
     FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(cTime), INTERVAL '1' HOUR))
-    GROUP BY `user`, window_start, window_end
-    ORDER BY window_start, `user`""",
+    GROUP BY `user`, window_start, window_end""",
     """SELECT `user`, TUMBLE_START(cTime, INTERVAL '1' HOUR) AS window_start, COUNT(url) AS cnt
-    FROM clicks GROUP BY TUMBLE(cTime, INTERVAL '1' HOUR), `user`
-    ORDER BY window_start, `user`""",
+    FROM clicks GROUP BY TUMBLE(cTime, INTERVAL '1' HOUR), `user`""",
     # tests/test_sql_windows.py
     """SELECT window_start, window_end, COUNT(*) AS n
     FROM TABLE(HOP(TABLE clicks, DESCRIPTOR(cTime), INTERVAL '30' MINUTE, INTERVAL '1' HOUR))

@@ -96,20 +96,20 @@ def test_the_fast_path_with_a_processing_time_column_names_a_time_beyond_its_lim
 @pytest.mark.parametrize("engine", ["python", "jvm", "fast-jvm", "fast-sql"])
 def test_timestamp_results_beyond_year_9999_or_before_year_1_name_the_firing_and_the_range(spark, engine):
     """The hour from 9999-12-31 23:00 ends in year 10000, and with an offset of 30 minutes
-    the window of 0001-01-01 00:10 starts in year 0: neither is a TIMESTAMP (Spark's range,
-    Python's datetime's)."""
+    the window of 0001-01-02 00:10 starts on 0001-01-01: neither is a TIMESTAMP PySpark gives
+    back (Spark's range ends in 9999; Python's datetime.fromtimestamp fails on 0001-01-01)."""
     schema = "k string, ts timestamp"
     late = _windows([("a", dt.datetime(9999, 12, 31, 23, 30))], schema, TumblingEventTimeWindows.of(Time.hours(1)))
-    early = _windows([("a", dt.datetime(1, 1, 1, 0, 10))], schema,
+    early = _windows([("a", dt.datetime(1, 1, 2, 0, 10))], schema,
                      TumblingEventTimeWindows.of(Time.hours(1), Time.minutes(30)))
     fine = _windows([("a", dt.datetime(1, 1, 2, 0, 10)), ("a", dt.datetime(9999, 12, 31, 22, 30))], schema,
                     TumblingEventTimeWindows.of(Time.hours(1)))
     with _engine(engine):
         with pytest.raises(Exception, match=r"window_end 253402300800000 ms of the firing of key a, window "
                                             r"\[253402297200000, 253402300800000\) ms is beyond the TIMESTAMP "
-                                            r"range 0001-01-01 00:00:00 .. 9999-12-31 23:59:59.999 .*BIGINT"):
+                                            r"range 0001-01-02 00:00:00 .. 9999-12-31 23:59:59.999 .*BIGINT"):
             late.df.collect()
-        with pytest.raises(Exception, match=r"window_start -62135598600000 ms of the firing of key a"):
+        with pytest.raises(Exception, match=r"window_start -62135512200000 ms of the firing of key a"):
             early.df.collect()
         assert [(r.window_start, r.window_end) for r in fine.df.collect()] == [
             (dt.datetime(1, 1, 2), dt.datetime(1, 1, 2, 1)),

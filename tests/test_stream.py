@@ -216,6 +216,27 @@ def test_null_event_time_is_an_error_naming_the_row(spark):
         kit.stream(df, time="ts").df.collect()
 
 
+@pytest.mark.parametrize("time_type", ["timestamp", "bigint"])
+def test_null_event_time_fails_every_query_over_the_stream(spark, time_type):
+    """Flink fails the job on a row without an event time; so does every query over the
+    stream, naming the user's column, whichever columns it reads (issue 47 item 2)."""
+    first = "2024-01-01 00:00:01" if time_type == "timestamp" else "1000"
+    df = spark.createDataFrame([("Mary", "/a", first), ("Bob", "/b", None)], "user string, url string, t string")
+    s = kit.stream(df.selectExpr("user", "url", f"CAST(t AS {time_type}) AS t"), time="t")
+    queries = ["SELECT user, COUNT(url) AS c FROM s GROUP BY user", "SELECT DISTINCT user FROM s", "SELECT user, url FROM s",
+               "SELECT * FROM (SELECT user, url, ROW_NUMBER() OVER (PARTITION BY user ORDER BY url) AS rn FROM s) "
+               "WHERE rn <= 1",
+               "SELECT * FROM (SELECT user, url, t, ROW_NUMBER() OVER (PARTITION BY user ORDER BY t) AS rn FROM s) "
+               "WHERE rn = 1",
+               "SELECT a.user FROM s a JOIN s b ON a.user = b.user",
+               "SELECT user, COUNT(*) FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(t), INTERVAL '1' SECOND)) "
+               "GROUP BY user, window_start, window_end"]
+    for query in queries:
+        with pytest.raises(KitError, match="has NULL event time in column 't'; Flink rejects such rows"):
+            result = kit.sql(query, s=s)   # (a window's fast path reads the stream here)
+            (result.changelog() if hasattr(result, "changelog") else result).collect()
+
+
 def test_reprs_read_like_constructor_calls():
     assert repr(Duration.of_minutes(90)) == "Duration.of_minutes(90)"
     assert repr(kit.Time.hours(-8)) == "Duration.of_hours(-8)"
@@ -255,7 +276,7 @@ def test_explicit_order_survives_repartitioning(spark, times, partitions):
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(times=st.lists(st.one_of(st.none(), st.integers(-50, 200)), min_size=0, max_size=30),
+@given(times=st.lists(st.integers(-50, 200), min_size=0, max_size=30),
        partitions=st.integers(1, 4),
        watermark=st.sampled_from(["bounded", "sql", "column", "monotonous", "none"]),
        proctime=st.sampled_from([None, "clock", "column"]),
@@ -263,7 +284,8 @@ def test_explicit_order_survives_repartitioning(spark, times, partitions):
 def test_the_jvm_arrival_scan_equals_the_sql_scan(spark, times, partitions, watermark, proctime, own, pts):
     """``Stream.arrivals``: seq, watermark met and processing time of every row, and the
     first arrival at or above each threshold, as Spark SQL's scan and the Python lookup give
-    them, over input partitions in order (some empty), NULL times and watermarks."""
+    them, over input partitions in order (some empty), NULL watermarks (a NULL time fails the
+    query: test_null_event_time_fails_every_query_over_the_stream)."""
     from kit.windows.placement import first_at_least
     at = F.col("id").cast("int") + 1
     df = (spark.range(0, len(times), numPartitions=partitions)

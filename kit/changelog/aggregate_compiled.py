@@ -10,7 +10,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from .. import jvm, sparksql
-from ..stream import epoch_ms
+from ..stream import epoch_ms, null_time_sql
 from . import ADDS, AggCall, Changelog, Options
 from ..aggregate_types import result_type, wrapped_sql
 from .aggregate_fast import kinds
@@ -263,11 +263,15 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
         if marked:   # the watermark each row emits: off the time column as read, where Java can
             parts[0] += ";marks="
             shift = stream.own_watermark_shift()
-            if shift is None:
+            if shift is None and stream.time is None:
                 raw.append(f"{stream.own_watermark_sql()} AS _g")
+            elif shift is None:   # (a NULL event time fails the query, as a read of the stream's rows does)
+                null = null_time_sql(stream.time, sparksql.string("of the input"))
+                raw.append(f"CASE WHEN {sparksql.name(stream.time)} IS NULL THEN CAST({null} AS BIGINT) "
+                           f"ELSE {stream.own_watermark_sql()} END AS _g")
             else:   # a column read straight stays one: Parquet's dictionaries reach the pass
                 kind = "t" if isinstance(stream.source.schema[stream.time].dataType, T.TimestampType) else "l"
-                parts[0] += f";own={kind}:{shift}"
+                parts[0] += f";own={kind}:{shift};time={stream.time.encode().hex()}"   # (named in its error)
                 raw.append(f"{sparksql.name(stream.time)} AS _g")
             schema = schema.add("_wm", T.LongType())
         df = sparksql.select(stream.source, *raw)

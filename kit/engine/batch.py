@@ -166,7 +166,11 @@ def session_conf(spark, conf: dict):
     saved = {key: spark.conf.get(key, None) for key in conf}
     try:
         for key, value in conf.items():
-            spark.conf.set(key, value)
+            try:
+                spark.conf.set(key, value)
+            except Exception as error:   # Spark checks the value (IllegalArgumentException): say which
+                reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+                raise KitError(f"conf {key}={value!r}: Spark does not take this value ({reason})") from None
         yield
     finally:
         for key, value in saved.items():

@@ -64,6 +64,7 @@ public class Chain implements MapPartitionsFunction {
     final int own;                 // and the input's column of the watermark each row emits
     final char ownKind;            // how it is read there (own): ' ' as it is, else from the event time
     final long ownShift;
+    final String ownTime;          // and the event time's name, for the error a NULL one raises
     final boolean ahead;           // and a file parsed row by row: read ahead where a task reads it alone (Inputs)
 
     Chain(String settings, StructType schema, Broadcast before) {
@@ -89,6 +90,7 @@ public class Chain implements MapPartitionsFunction {
         own = last;
         ownKind = ownKind(s[0]);
         ownShift = ownShift(s[0]);
+        ownTime = ownTime(s[0]);
         pt = last;
         n = last - 1;
         seq = last - 2;
@@ -219,7 +221,7 @@ public class Chain implements MapPartitionsFunction {
             while (chunk != last && counts.size() <= limit && input.hasNext()) {
                 InternalRow r = (InternalRow) input.next();
                 rows++;
-                if (chain.marks != null) top = later(top, r, chain.own, chain.ownKind, chain.ownShift);
+                if (chain.marks != null) top = later(top, r, chain.own, chain.ownKind, chain.ownShift, chain.ownTime);
                 long[] count = (long[]) memo.get();
                 if (count == null) {
                     Object[] values = new Object[width];
@@ -293,7 +295,7 @@ public class Chain implements MapPartitionsFunction {
                     if (state != null) first.update(state, false, 1, r, null, changes);   // its key's, in the map
                     else memo.put(state = first.fold(states[0], key(r), 1, r, null, changes));
                     Long before = mark;
-                    if (marks != null) mark = later(mark, r, own, ownKind, ownShift);
+                    if (marks != null) mark = later(mark, r, own, ownKind, ownShift, ownTime);
                     pass(0, state.key, changes, GroupAggregate.EMPTY, s, clocked ? Long.valueOf(clockStart + s * clockStep) : null,
                          before);
                     return;
@@ -337,7 +339,7 @@ public class Chain implements MapPartitionsFunction {
             InternalRow r = (InternalRow) stream.next();
             GroupAggregate.State state = (GroupAggregate.State) memo.get();
             if (state != null) state.add(1, r); else memo.put(first.accumulate(states[0], key(r), r));
-            if (marks != null) mark = later(mark, r, own, ownKind, ownShift);
+            if (marks != null) mark = later(mark, r, own, ownKind, ownShift, ownTime);
         }
         Iterator made = states[0].values().iterator();
         while (made.hasNext()) ((GroupAggregate.State) made.next()).settle();
@@ -403,6 +405,15 @@ public class Chain implements MapPartitionsFunction {
         return first.containsKey("own") ? ((String) first.get("own")).charAt(0) : ' ';
     }
 
+    /** The first level's {@code time=<the event time's name, UTF-8 in hex>}, or null. */
+    static String ownTime(java.util.Map first) {
+        String hex = (String) first.get("time");
+        if (hex == null) return null;
+        byte[] bytes = new byte[hex.length() / 2];
+        for (int i = 0; i < bytes.length; i++) bytes[i] = (byte) Integer.parseInt(hex.substring(2 * i, 2 * i + 2), 16);
+        return new String(bytes, java.nio.charset.StandardCharsets.UTF_8);
+    }
+
     static long ownShift(java.util.Map first) {
         return first.containsKey("own") ? Long.parseLong(((String) first.get("own")).substring(2)) : 0;
     }
@@ -412,10 +423,14 @@ public class Chain implements MapPartitionsFunction {
      * the row emits, read at {@code at} as {@code kind} says: {@code ' '} the watermark (ms) itself;
      * {@code t} (TIMESTAMP, micros) or {@code l} (BIGINT ms) the event time, the watermark
      * {@code shift} ms behind it (none below {@code Long.MIN_VALUE}, as {@code kit.stream}'s
-     * {@code _candidate} says).
+     * {@code _candidate} says); a NULL event time (named {@code time}) fails the query, as Flink's job.
      */
-    static Long later(Long mark, InternalRow r, int at, char kind, long shift) {
-        if (r.isNullAt(at)) return mark;
+    static Long later(Long mark, InternalRow r, int at, char kind, long shift, String time) {
+        if (r.isNullAt(at)) {
+            if (kind == ' ') return mark;
+            throw Internal.error("row of the input has NULL event time in column '" + time
+                                 + "'; Flink rejects such rows: filter or fill them first");
+        }
         long v = r.getLong(at);
         if (kind != ' ') {
             if (kind == 't') v = Math.floorDiv(v, 1000L);
@@ -509,6 +524,7 @@ public class Chain implements MapPartitionsFunction {
         final Long[] marks;     // as Chain's: the changes carry the watermark of their seq (the chunks read in turn)
         final char ownKind;     // and the column after the inputs read as Chain's own
         final long ownShift;
+        final String ownTime;
         final boolean ahead;    // the input read ahead on a thread of its own (Internal.ahead)
 
         MiniBatch(String settings, StructType schema) {
@@ -517,6 +533,7 @@ public class Chain implements MapPartitionsFunction {
             marks = marks(s[0]);
             ownKind = ownKind(s[0]);
             ownShift = ownShift(s[0]);
+            ownTime = ownTime(s[0]);
             levels = new MiniBatchGroupAggregate[s.length];
             for (int l = 0; l < s.length; l++) {
                 s[l].put("marked", marks == null ? "0" : "1");
@@ -641,7 +658,7 @@ public class Chain implements MapPartitionsFunction {
                 key = level.key(in);
             }
             Long wm = mark[0];
-            if (marks != null) mark[0] = later(wm, r, width, ownKind, ownShift);
+            if (marks != null) mark[0] = later(wm, r, width, ownKind, ownShift, ownTime);
             level.read(key, key.inserted != null ? key.inserted : new Object[] {ONE, in}, s, p, wm);
             return read + 1;
         }

@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Mapping
 from dataclasses import replace
 
 import pandas
@@ -98,6 +99,7 @@ from .statement import Statement
 from .table import SINKS, DynamicTable
 from .live import LiveJoinTable, LiveMatchTable, LiveTable, LiveWindowTable
 from .planner import logical as dynamic_plan, physical_plan
+from .planner.rewrite import temporal_sort
 from .planner.changelog_mode import reads_inserts
 from .windows import find_group_window, find_windows, groups_by_window, validate, windowed
 from .window_aggregate import window_aggregate, window_shape
@@ -152,6 +154,9 @@ def sql(query: str, semantics: str = "flink", aggregates: dict | None = None, co
                        f"({type(query).__name__})")
     if semantics not in SEMANTICS:
         raise KitError(f"semantics={semantics!r} is not one of " + ", ".join(map(repr, SEMANTICS)))
+    if config is not None and not isinstance(config, Mapping):
+        raise KitError(f"config takes a mapping of option names to values, e.g. {{'table.exec.state.ttl': '1 h'}}; "
+                       f"got {type(config).__name__}")
     if semantics == "standard":   # delimited identifiers ("Name"), which Flink's SQL rejects
         query = delimited_to_backquoted(query)
     aggregates = {name.upper(): function for name, function in (aggregates or {}).items()}
@@ -169,6 +174,15 @@ def sql(query: str, semantics: str = "flink", aggregates: dict | None = None, co
         return LiveTable(_continuous(run, statement, tables, dynamic, sink), tables, config)
     if continuous(statement, tables):
         return _continuous(run, statement, tables, dynamic, sink)
+
+    if semantics != "standard" and isinstance(statement.tree, exp.Select):   # Flink's planner on a stream's ORDER BY
+        read = {t.name.lower() for t in statement.tree.find_all(exp.Table)}
+        streams = [t for name, t in tables.items() if isinstance(t, Stream) and name.lower() in read]
+        windowed = {"window_time"} if find_windows(statement) or find_group_window(statement) else set()
+        windowed.add("seq")   # the kit's arrival order: the order the stream has
+        if streams:
+            temporal_sort(statement, windowed | {n.lower() for s in streams for n in (s.time, s.proctime,
+                                                 s.kit_columns.get("proctime")) if isinstance(n, str)})
 
     def probe(name, frame):   # the same statement over another table: no second read of the text
         again = _Run(run.spark, statement, semantics, aggregates)

@@ -54,8 +54,10 @@ def dynamic_options(config: dict, ttl_ms: int = 0) -> tuple[Options, dict]:
         if missing:
             raise KitError(f"{MINI_BATCH} needs {' and '.join(missing)} too (Flink: 'allow-latency' "
                            f"like '5 s', 'size' a number of rows)")
-        size = _positive(config, SIZE)
-        mini_batch = (_millis(config[LATENCY], LATENCY), size)
+        size, latency = _positive(config, SIZE), _millis(config[LATENCY], LATENCY)
+        if latency <= 0:   # Flink: "must be > 0"
+            raise KitError(f"{LATENCY}={config[LATENCY]!r}: the latency must be above 0 ms, e.g. '5 s'")
+        mini_batch = (latency, size)
     else:
         stray = [k for k in (LATENCY, SIZE) if k in config]
         if stray:

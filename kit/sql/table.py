@@ -28,6 +28,7 @@ For other DataFrame methods the result stands for ``final()`` (``t.toPandas()``,
 from __future__ import annotations
 
 import functools
+import numbers
 import re
 from dataclasses import replace
 from functools import cached_property
@@ -139,15 +140,21 @@ class DynamicTable:
         return _union(self._late)
 
     def snapshot(self, at: int | None = None) -> DataFrame:
-        """The table after arrival ``at`` (None: after the last), sorted by its columns."""
-        if at is not None and not isinstance(at, int):
-            raise KitError(f"snapshot(at=...) takes an arrival number (seq); got {at!r}")
+        """The table after arrival ``at`` (its ``seq``: the first arrival is 0; None: after the
+        last), sorted by its columns. An ``at`` past the last arrival gives the table after the
+        last, as the stream then has no more rows to change it."""
+        if at is not None and (not isinstance(at, numbers.Integral) or isinstance(at, bool)):
+            raise KitError(f"snapshot(at=...) takes an arrival number (seq, an integer from 0); got {at!r}")
+        if at is not None and at < 0:
+            raise KitError(f"snapshot(at={at}): arrivals are numbered from 0 (seq); at=0 is the table after the first")
         from ..changelog import snapshot
-        return snapshot(self.log, at, one=_tasks(self.streams) == 1)
+        return snapshot(self.log, None if at is None else int(at), one=_tasks(self.streams) == 1)
 
     def final(self) -> DataFrame:
-        """The table once every row has arrived: the batch query's rows, sorted by its columns.
-        Where group aggregates and Calcs alone make it and the order of the arrivals cannot
+        """The table once every row has arrived, as the changelog leaves it (``snapshot()``),
+        sorted by its columns: the batch query's rows, but for one case, as in Flink: a global
+        aggregate (no GROUP BY) over no rows has sent nothing, so its table is empty where the
+        batch query gives one row (``COUNT(*)`` 0). Where group aggregates and Calcs alone make it and the order of the arrivals cannot
         change it (``_order_free``), Spark runs the batch query over the sources, in parallel.
         Else, where group aggregates fused over a stream make the table (through Calcs), their
         pass folds the arrivals in without emitting and gives the last table alone
@@ -172,13 +179,14 @@ class DynamicTable:
 
     def _order_free(self) -> bool:
         """Whether the final table is the batch query's answer over the sources' rows in any
-        order: the plan holds group aggregates and Calcs alone, each aggregate typed alike in
+        order: the plan holds group aggregates by keys and Calcs alone, each aggregate typed alike in
         Spark and Flink (``_spark_types_agree``; a state TTL, a Top-N's ties, a
         dedup's first row go by arrivals), over streams without processing time (the batch
         reads the sources' columns: ``Stream.columns_only``), and Spark's plan of the query
         is deterministic and sums no FLOAT or DOUBLE values (``jvm.order_free``)."""
-        def plain(n: P.Node) -> bool:
-            return isinstance(n, (P.Source, P.Calc, P.GroupAggregate)) and all(map(plain, n.inputs))
+        def plain(n: P.Node) -> bool:   # (a global aggregate: the batch gives a row over no rows, Flink none)
+            own = isinstance(n, (P.Source, P.Calc)) or isinstance(n, P.GroupAggregate) and bool(n.keys)
+            return own and all(map(plain, n.inputs))
 
         return (plain(self.root) and self.options.ttl_ms == 0 and all(s.proctime is None for s in self.streams)
                 and _spark_types_agree(self.root)
@@ -204,7 +212,7 @@ class DynamicTable:
         """Flink's ``toRetractStream``: ``flag`` True adds the row, False retracts it."""
         df = self.changelog()
         return df.selectExpr("seq", f"op IN ('{INSERT}', '{UPDATE_AFTER}') AS flag",
-                             *[c for c in map(sparksql.name, df.columns) if c not in ("seq", "op")])
+                             *[sparksql.name(c) for c in df.columns if c not in ("seq", "op")])
 
     def to_upsert_stream(self) -> DataFrame:
         """Flink's upsert stream: ``flag`` True upserts the row by its unique key, False deletes
@@ -217,7 +225,7 @@ class DynamicTable:
                            f"to_retract_stream()")
         df = self.changelog().where(f"op <> '{UPDATE_BEFORE}'")
         return df.selectExpr("seq", f"op <> '{DELETE}' AS flag",
-                             *[c for c in map(sparksql.name, df.columns) if c not in ("seq", "op")])
+                             *[sparksql.name(c) for c in df.columns if c not in ("seq", "op")])
 
     @property
     def upsert_key(self) -> tuple | None:

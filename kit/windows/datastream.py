@@ -49,10 +49,10 @@ Times near the ends of their range. A BIGINT time takes Flink's whole range, in 
 window_start``: the window is over as soon as the watermark rises, and a later element of
 it gets the fate ``no window``, as Flink drops it without a trace), near ``Long.MIN_VALUE``
 its start does, and the watermark stops at ``Long.MIN_VALUE``. A TIMESTAMP time takes what
-a TIMESTAMP holds, ``0001-01-01 00:00:00 .. 9999-12-31 23:59:59.999`` (``TIMESTAMPS``):
-a window bound, timer or watermark beyond it (the hour from 9999-12-31 23:00 ends in year
-10000) fails the query, naming the firing and the range. (PySpark's ``collect()`` cannot
-give back a TIMESTAMP on 0001-01-01 itself, an input's neither: ``datetime.fromtimestamp``.)
+a TIMESTAMP holds and PySpark's ``collect()`` gives back, ``0001-01-02 00:00:00 ..
+9999-12-31 23:59:59.999`` (``TIMESTAMPS``; ``datetime.fromtimestamp`` fails on 0001-01-01): a
+window bound, timer or watermark beyond it (the hour from 9999-12-31 23:00 ends in year 10000)
+fails the query, naming the firing and the range, as an input time on 0001-01-01 does.
 
 ``result.late`` (= the late side output) has the dropped elements with their ``seq``
 and the ``watermark`` that made them late; ``result.elements()`` every element with its
@@ -100,7 +100,7 @@ from ..arrow import column
 from ..errors import KitError, fail_sql
 from ..replay.keyed import replay as replay_keys, run_task
 from ..spark import replay_tasks
-from ..stream import Arrivals, Stream, kit_name
+from ..stream import FIRST_DAY_MS, Arrivals, Stream, kit_name
 from ..time import millis
 from .assigners import MAX_TIME, MIN_TIME, GlobalWindows, WindowAssigner
 from .evictors import CountEvictor, Evictor
@@ -676,7 +676,7 @@ class WindowResult:
                        "first 1000 elements; pass output_type='name type, ...'")
 
 
-TIMESTAMPS = (-62_135_596_800_000, 253_402_300_799_999)   # ms: 0001-01-01 00:00:00 .. 9999-12-31 23:59:59.999
+TIMESTAMPS = (FIRST_DAY_MS, 253_402_300_799_999)   # ms: 0001-01-02 00:00:00 .. 9999-12-31 23:59:59.999
 
 
 def _timestamp(column: str, row: str) -> str:
@@ -684,7 +684,7 @@ def _timestamp(column: str, row: str) -> str:
     ``TIMESTAMPS`` fails the query, naming the time and ``row`` (a string expression's text)."""
     ms = sparksql.name(column)
     beyond = fail_sql(f"{sparksql.string(column + ' ')}, CAST({ms} AS STRING), ' ms of ', {row}, "
-                      + sparksql.string(" is beyond the TIMESTAMP range 0001-01-01 00:00:00 .. 9999-12-31 "
+                      + sparksql.string(" is beyond the TIMESTAMP range 0001-01-02 00:00:00 .. 9999-12-31 "
                                         "23:59:59.999 (Spark's, and Python's datetime): give the stream a BIGINT "
                                         "time column (epoch milliseconds), on which the kit follows Flink over the "
                                         "whole BIGINT range"))

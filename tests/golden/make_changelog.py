@@ -1280,6 +1280,30 @@ case("nan", "cascade_retracts_nan",
      "ORDER BY v) AS rn FROM t) WHERE rn = 1)")
 
 
+# ---- sort (issue 47 item 3): ORDER BY over a stream
+group("sort", "ORDER BY over a streaming table: only its time attribute ascending first (a temporal sort), or with "
+      "LIMIT (a Top-N); anything else is refused by the planner.")
+SORT_T = [("t", "k STRING, v INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts",
+           [["a", 3, "2024-01-01 00:00:01"], ["b", 1, "2024-01-01 00:00:02"], ["a", 2, "2024-01-01 00:00:03"]], None)]
+case("sort", "order_by_a_column", "ORDER BY a column that is no time attribute.", SORT_T,
+     "SELECT k, v FROM t ORDER BY v")
+case("sort", "order_by_time_then_column", "ORDER BY the time attribute, then a column.", SORT_T,
+     "SELECT k, v, ts FROM t ORDER BY ts, v")
+case("sort", "order_by_time_desc", "ORDER BY the time attribute descending.", SORT_T,
+     "SELECT k, v, ts FROM t ORDER BY ts DESC")
+case("sort", "order_by_column_limit", "ORDER BY a column with LIMIT: a Top-N.", SORT_T,
+     "SELECT k, v FROM t ORDER BY v LIMIT 2")
+case("sort", "window_order_by_window_start", "A window aggregation ordered by window_start.", SORT_T,
+     "SELECT k, window_start, COUNT(*) AS c FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '2' SECOND)) "
+     "GROUP BY k, window_start, window_end ORDER BY window_start")
+case("sort", "window_order_by_window_time", "A window aggregation ordered by window_time, its time attribute.", SORT_T,
+     "SELECT k, window_time, COUNT(*) AS c FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '2' SECOND)) "
+     "GROUP BY k, window_start, window_end, window_time ORDER BY window_time")
+case("sort", "match_order_by_measure", "MATCH_RECOGNIZE's output ordered by a measure.", SORT_T,
+     "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES A.v AS av ONE ROW PER MATCH "
+     "PATTERN (A) DEFINE A AS A.v > 0) ORDER BY av")
+
+
 # ---- no_time
 group("no_time", "Tables without a time attribute (no WATERMARK, no PROCTIME()): what runs, and the errors of "
       "what needs one (issue 45 item 4).")

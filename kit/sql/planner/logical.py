@@ -353,6 +353,11 @@ class _Planner:
                     select=[f"{c} AS {n}" for c, n in zip(node.columns, columns)], shown=list(node.names))
 
     def select(self, sel: exp.Select):
+        filtered = next((f for e in sel.expressions for f in e.find_all(exp.Filter)), None)
+        if filtered is not None:
+            raise KitError(f"{filtered.sql(dialect='spark')}: an aggregate's FILTER (WHERE ...) is not run in "
+                           "continuous queries yet; write the condition into the argument, e.g. "
+                           "COUNT(CASE WHEN <condition> THEN 1 END) or SUM(CASE WHEN <condition> THEN x END)")
         for key in ("order", "limit", "offset"):
             if sel.args.get(key):
                 raise KitError(("Sort on a non-time-attribute field is not supported. (Flink 2.3's planner) "

@@ -24,7 +24,7 @@ from types import SimpleNamespace
 from sqlglot import exp
 
 from ...errors import KitError
-from ..dialect import Flink, MatchRecognize, at
+from ..dialect import Flink, MatchRecognize, at, span
 from ..errors import error_at
 from ..interval import find_interval_joins
 from ..query import find_match_recognize
@@ -34,7 +34,7 @@ from ..windows import find_windows
 from . import logical as P
 from .physical import PhysicalNode, exchange, join_needs, scan
 
-__all__ = ["Special", "TimeOver", "flink_error", "time_over"]
+__all__ = ["Special", "TimeOver", "flink_error", "temporal_sort", "time_over"]
 
 
 class Special:
@@ -175,16 +175,33 @@ class Special:
         if tree.args.get("limit"):
             raise KitError("ORDER BY ... LIMIT over a stream: a Top-N the kit plans from ROW_NUMBER() only")
         items = order.expressions
-        times = {s.time.lower() for _, s in self.streams.values() if s.time}
-        first = items[0]
-        if not (isinstance(first.this, exp.Column) and first.this.name.lower() in times and not first.args.get("desc")):
-            raise KitError("Sort on a non-time-attribute field is not supported. (Flink 2.3's planner: a stream "
-                           "is sorted only by its event-time attribute, ascending, as rows pass the watermark; sort "
-                           "the result, final() or changelog(), instead)")
+        temporal_sort(statement, {s.time.lower() for _, s in self.streams.values() if s.time})
         self.sort = ", ".join(f"{o.this.name} {'DESC' if o.args.get('desc') else 'ASC'}" for o in items)
         tree = statement.mutable()
         tree.set("order", None)
         return Statement(tree.sql(dialect="spark"), tree)    # the tree stands for its text: no parse
+
+
+def temporal_sort(statement: Statement, times: set) -> None:
+    """Flink's planner on the ORDER BY of ``statement`` (a SELECT) over a stream whose time
+    attributes are ``times`` (lower case): without LIMIT (a Top-N) it must start with one of
+    them, ascending, a temporal sort (rows leave in time order as the watermark passes); a
+    SqlError with Flink's words, at the ORDER BY, otherwise. A name the SELECT list gives a
+    time attribute counts as one."""
+    select = statement.tree
+    order = select.args.get("order")
+    if order is None or select.args.get("limit"):
+        return
+    aliases = {e.alias.lower() for e in select.expressions if isinstance(e, exp.Alias) and (
+        isinstance(e.this, exp.Column) and e.this.name.lower() in times
+        or isinstance(e.this, exp.Anonymous) and e.this.name.upper().endswith(("_ROWTIME", "_PROCTIME")))}
+    first = order.expressions[0]
+    if not (isinstance(first.this, exp.Column) and first.this.name.lower() in times | aliases
+            and not first.args.get("desc")):
+        raise error_at(statement.text, "Sort on a non-time-attribute field is not supported. (Flink 2.3's "
+                       "planner: a stream is sorted only by its time attribute, ascending, as rows pass the "
+                       "watermark, or with LIMIT, a Top-N; sort the result instead: .orderBy(...) on the "
+                       "DataFrame, final(), changelog())", (span(first) or (0,))[0])
 
 
 def _table(name: str, alias) -> exp.Table:
