@@ -350,11 +350,12 @@ def test_the_seeds_idle_state_retention_is_the_ttl(spark):
         idle_state_retention("2 h", "1 h")
 
 
-@pytest.mark.parametrize("name", ["seq", "_op", "_wm"])
+@pytest.mark.parametrize("name", ["seq", "_op", "_wm", "op", "Flag", "watermark"])
 def test_a_result_column_named_like_the_changelogs_own_says_what_to_rename(spark, name):
     """The changelog keeps ``seq``, ``_op``, ``_n``, ``_pt`` and ``_wm`` beside the result's
-    columns: a result column of one of those names fails at kit.sql with what to do (before:
-    Spark's AMBIGUOUS_REFERENCE when read)."""
+    columns and adds ``op``, ``watermark``, ``proctime``, ``flag``, ``after_expiry``: a result
+    column of one of those names (in any case) fails at kit.sql with what to do (before:
+    Spark's AMBIGUOUS_REFERENCE when read, or two ``op`` columns)."""
     clicks = kit.stream(pd.DataFrame({name: ["a", "b", "a"], "t": [1, 2, 3]}), time="t")
     with pytest.raises(KitError, match=rf"result has column\(s\) \['{name}'\] named like the changelog's own"):
         kit.sql(f"SELECT `{name}`, COUNT(*) AS c FROM clicks GROUP BY `{name}`", clicks=clicks)
@@ -410,3 +411,4 @@ def test_a_global_aggregate_over_no_rows_sends_nothing(spark):
     assert t.changelog().count() == t.snapshot().count() == t.final().count() == 0
     assert [tuple(r) for r in kit.sql("SELECT COUNT(*) AS n, SUM(t) AS s FROM words", words=empty.source).collect()] == \
         [(0, None)]
+

@@ -263,11 +263,13 @@ class _Plan:
         """The input, only ``columns`` of it, in ``self.tasks`` tasks by PARTITION BY (one with no
         shuffle when ``self.narrow``), sorted by PARTITION BY then ORDER BY (NULLs last) then
         arrival, in the JVM."""
-        df = self.df.select(*dict.fromkeys(self.partition_by + columns + [_SEQ]))
-        order = [F.col(c).asc_nulls_last() if up else F.col(c).desc_nulls_last()
-                 for c, up in zip(self.order, self.ascending)]
-        spread = df.coalesce(1) if self.narrow else df.repartition(self.tasks, *self.partition_by)
-        return spread.sortWithinPartitions(*self.partition_by, *order)
+        def col(c):   # (a name with a backtick is read as written)
+            return F.col(sparksql.name(c))
+        df = self.df.select(*map(col, dict.fromkeys(self.partition_by + columns + [_SEQ])))
+        order = [col(c).asc_nulls_last() if up else col(c).desc_nulls_last() for c, up in zip(self.order, self.ascending)]
+        keys = list(map(col, self.partition_by))
+        spread = df.coalesce(1) if self.narrow else df.repartition(self.tasks, *keys)
+        return spread.sortWithinPartitions(*keys, *order)
 
     def _referenced(self) -> list:
         """The input columns the matcher reads: ORDER BY, DEFINE, MEASURES, WITHIN's time."""

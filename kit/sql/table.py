@@ -52,7 +52,8 @@ from ..aggregate_types import result_type
 __all__ = ["DynamicTable", "SINKS"]
 
 SINKS = ("retract", "upsert")
-_OWN = ("seq", "_op", "_n", "_pt", "_wm")   # the changelog's own columns beside the result's
+# the changelog's own columns beside the result's, and those it or a conversion adds
+_OWN = ("seq", "_op", "_n", "_pt", "_wm", "op", "watermark", "proctime", "flag", "after_expiry")
 
 
 class DynamicTable:
@@ -66,7 +67,7 @@ class DynamicTable:
         self.statement = Statement.of(query)     # kit.sql's read of the query: explain() reads it again
         self.query = self.statement.text
         self.columns = list(batch.columns)
-        taken = [c for c in self.columns if c in _OWN]
+        taken = [c for c in self.columns if c.lower() in _OWN]   # (Spark's names ignore case)
         if taken:
             raise KitError(f"the query's result has column(s) {taken} named like the changelog's own {list(_OWN)}: "
                            f"give them another name (e.g. {taken[0]} AS {taken[0].lstrip('_')}_; Flink reserves none, the kit these)")
