@@ -38,7 +38,6 @@ from sqlglot import exp
 from sqlglot.tokens import TokenType
 
 from ..aggregate_types import avg_sql, sum_sql
-
 from .dialect import WINDOW_TVFS, MatchRecognize, span
 from .errors import error_at
 from .interval import find_interval_joins
