@@ -17,6 +17,10 @@ column          type                        meaning
                                             (only with ``proctime=``)
 ==============  ==========================  ===============================================
 
+A row without an event time fails whatever reads the stream's rows, as it fails Flink's job
+(``KitRuntimeError: row seq=1 has NULL event time in column 't'``), whichever columns are
+read; so does a TIMESTAMP on 0001-01-01, which PySpark cannot give back.
+
 An input column with one of these names keeps it; the stream's own is then renamed
 ``kit_<name>`` (``kit_kit_<name>`` if that is taken too), as Flink reserves no names:
 ``s.kit_columns`` maps each own name to the one in ``df``. The windows take such streams;
