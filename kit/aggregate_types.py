@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 __all__ = ["EXACT", "result_type", "wrap", "exact_average", "wrapped_sql", "long_sum_sql", "long_sum", "sum_sql",
-           "avg_sql", "avg_of_sql"]
+           "sum_of_sql", "avg_sql", "avg_of_sql"]
 
 EXACT = Context(prec=100)   # decimals of up to 38 digits, summed without rounding
 _BITS = {T.ByteType: 8, T.ShortType: 16, T.IntegerType: 32, T.LongType: 64}
@@ -117,14 +117,19 @@ def sum_sql(x: str, dtype: T.DataType, distinct: bool = False) -> str:
     >>> sum_sql("v", T.IntegerType())
     'CAST(pmod(sum(v) + 2147483648, 4294967296) - 2147483648 AS int)'
     """
-    inner = f"sum({'DISTINCT ' if distinct else ''}{x})"
     if isinstance(dtype, T.LongType):
         return long_sum_sql(x, distinct)
+    return sum_of_sql(f"sum({'DISTINCT ' if distinct else ''}{x})", dtype)
+
+
+def sum_of_sql(total: str, dtype: T.DataType) -> str:
+    """Spark SQL: Flink's SUM of values of type ``dtype`` from their ``total`` as Spark sums
+    them (a BIGINT for integers, wrapped around at 64 bits; a DECIMAL(p + 10, s); a DOUBLE)."""
     if isinstance(dtype, T.IntegralType):
-        return wrapped_sql(inner, dtype)
+        return wrapped_sql(total, dtype)
     if isinstance(dtype, (T.DecimalType, T.FloatType)):
-        return f"CAST({inner} AS {result_type('SUM', dtype)})"
-    return inner
+        return f"CAST({total} AS {result_type('SUM', dtype)})"
+    return total
 
 
 def avg_sql(x: str, dtype: T.DataType, distinct: bool = False) -> str:

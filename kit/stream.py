@@ -164,8 +164,7 @@ class Stream:
         arrivals itself. The stream's ``proctime`` is NULL for a clock, a column's cast."""
         exprs, source = [], self.source
         if self.time is not None:   # a row without an event time fails the query, as in ``df``
-            source = source.where(f"CASE WHEN {sparksql.name(self.time)} IS NULL THEN CAST("
-                                  f"{null_time_sql(self.time, sparksql.string('of the input'))} AS BOOLEAN) ELSE true END")
+            source = source.where(_time_check(self, self.millis_sql(self.time), sparksql.string("of the input")))
         for c in columns:
             if c in self.shown_columns():
                 exprs.append(sparksql.name(c))
@@ -525,8 +524,16 @@ def null_time_sql(column: str, where: str) -> str:
     return fail_sql(f"'row ', {where}, {sparksql.string(_null_time(column))}")
 
 
-_SEQ_TEXT = "concat('seq=', CAST(seq AS STRING))"   # a row's place, as null_time_sql's ``where``
 FIRST_DAY_MS = -62_135_510_400_000   # 0001-01-02 00:00:00: PySpark's collect() gives back no TIMESTAMP before it
+
+
+def _time_check(s: Stream, ts: str, where: str) -> str:
+    """Spark SQL, a filter that passes every row and fails the query on one whose event time
+    ``ts`` (ms) is NULL, as Flink's job fails, or, for a TIMESTAMP, before ``FIRST_DAY_MS``;
+    ``where``: the row, as ``null_time_sql`` takes it."""
+    early = fail_sql(f"'row ', {where}, {sparksql.string(_first_day(s.time))}")
+    first_day = f"WHEN {ts} < {FIRST_DAY_MS} THEN CAST({early} AS BOOLEAN) " if s.time_is_timestamp else ""
+    return f"CASE WHEN {ts} IS NULL THEN CAST({null_time_sql(s.time, where)} AS BOOLEAN) {first_day}ELSE true END"
 
 
 def _first_day(column: str) -> str:
@@ -563,11 +570,7 @@ def _annotate(s: Stream, ordered: bool = True, scan: bool = True) -> DataFrame:
         out = prefix_scan(df, running)
     late = "false" if s.time is None else "coalesce(_ts <= _wm, false)"
     if s.time is not None:   # a filter, not a column: a read of any columns fails on a NULL event time, as Flink does
-        early = fail_sql(f"'row ', {_SEQ_TEXT}, {sparksql.string(_first_day(s.time))}")
-        first_day = f"WHEN _ts < {FIRST_DAY_MS} THEN CAST({early} AS BOOLEAN) " if s.time_is_timestamp else ""
-        # (and on a TIMESTAMP that PySpark cannot give back)
-        out = out.where(f"CASE WHEN _ts IS NULL THEN CAST({null_time_sql(s.time, _SEQ_TEXT)} AS BOOLEAN) "
-                        f"{first_day}ELSE true END")
+        out = out.where(_time_check(s, "_ts", "concat('seq=', CAST(seq AS STRING))"))
     exprs = [*(sparksql.name(s.inner(c)) for c in s.shown_columns()), "seq",
              f"{s.watermark_sql('_wm')} AS watermark", f"{late} AS late"]
     if isinstance(s.proctime, Clock):

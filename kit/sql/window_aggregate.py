@@ -48,7 +48,7 @@ from pyspark.sql import types as T
 from sqlglot import exp
 
 from .. import sparksql
-from ..aggregate_types import avg_of_sql, result_type, wrapped_sql
+from ..aggregate_types import avg_of_sql, sum_of_sql
 from ..time import Duration
 from ..windows import fast
 from ..windows.assigners import SlidingEventTimeWindows, TumblingEventTimeWindows
@@ -204,9 +204,8 @@ class _Call:
             return F.coalesce(F.col(first), F.lit(0))     # never NULL
         if self.function == "avg":
             return F.expr(avg_of_sql(sparksql.name(first), sparksql.name(self.parts[1].alias), self.dtype))
-        if self.function == "sum" and not isinstance(self.dtype, (T.LongType, T.DoubleType)):
-            return F.expr(wrapped_sql(sparksql.name(first), self.dtype) if isinstance(self.dtype, T.IntegralType)
-                          else f"CAST({sparksql.name(first)} AS {result_type('SUM', self.dtype)})")
+        if self.function == "sum":
+            return F.expr(sum_of_sql(sparksql.name(first), self.dtype))
         return F.col(first)
 
 
