@@ -24,6 +24,16 @@ def test_a_cached_jar_whose_bytes_changed_is_built_anew(tmp_path, monkeypatch):
     assert "flinkkit/WindowOperator.class" in zipfile.ZipFile(again).namelist()
 
 
+def test_a_dangling_link_at_the_cached_jars_name_is_built_anew(tmp_path, monkeypatch):
+    monkeypatch.setattr(jvm, "cache_dir", lambda: tmp_path / "cache")
+    built = jvm.jar()
+    built.unlink()
+    built.symlink_to(tmp_path / "gone.jar")   # dangling
+    again = jvm.jar()
+    assert again.is_file() and not again.is_symlink()
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [again.name]
+
+
 def test_the_java_helpers_that_do_not_compile_leave_the_python_twins(tmp_path, monkeypatch):
     broken = tmp_path / "Broken.java"
     broken.write_text("package flinkkit; public class Broken { int f() { return \"no\"; } }")

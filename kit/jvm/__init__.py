@@ -99,9 +99,9 @@ def jar(log: Callable[[], Path] | None = None) -> Path | None:
         digest.update(source.read_bytes())
     sources = digest.hexdigest()[:16]
     for cached in sorted(cache_dir().glob(f"jvm-{sources}-*.jar")):
-        if cached.name == f"jvm-{sources}-{_digest(cached)}.jar":
+        if cached.is_file() and not cached.is_symlink() and cached.name == f"jvm-{sources}-{_digest(cached)}.jar":
             return cached
-        cached.unlink(missing_ok=True)   # changed since it was built: built anew below
+        cached.unlink(missing_ok=True)   # changed since it was built, or not a file: built anew below
     jars = _pyspark_jars()
     java = Path(os.environ["JAVA_HOME"]) / "bin" / "java" if os.environ.get("JAVA_HOME") else "java"
     with tempfile.TemporaryDirectory() as out:
