@@ -19,8 +19,8 @@ Standard matcher, per start row ``s`` (leftmost first):
     (instruction, row) pairs visited by a failed attempt are remembered as dead for later
     start rows, so ``(A+ B+)+ C`` with C never true stays linear too;
   * bounds: at most ``max_threads`` live threads, and the step budget (``budget.py``: thread
-    steps plus rows read by DEFINE's aggregates, per partition; the Flink runner spends it
-    too); beyond them TooManyThreads is raised instead of running for minutes (e.g.
+    steps, a thread that carries its labels one step more per ``HISTORY_ROWS`` of them, plus
+    rows read by DEFINE's aggregates, per partition; the Flink runner spends it too); beyond them TooManyThreads is raised instead of running for minutes (e.g.
     ``(A+ B+)+ C`` whose C looks at the history).
 Default AFTER MATCH is SKIP PAST LAST ROW; an empty match moves on one row. WITHIN (not in
 the standard) follows Flink's runtime: a thread dies when ``t - t_start >= within``.
@@ -40,7 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import flink
-from .budget import MAX_THREADS, Budget
+from .budget import HISTORY_ROWS, MAX_THREADS, Budget
 from .errors import MatchRecognizeError, MatchRuntimeError, TooManyThreads
 from .codegen import compile_fast
 from .expressions import Env, walk
@@ -304,7 +304,7 @@ def _standard(spec, conditions, number, measures, after, nrows, times, subsets,
                     ok = cache[key] = cond[var](R, L1, number[0], None) is True
                 if ok:
                     seeds.append((pc + 1, L1 if dependent else None, (var, d > 0, H), d))
-            budget.spend(len(threads))
+            budget.spend(len(threads) * (1 + (pos - s) // HISTORY_ROWS if dependent else 1))
             pos += 1
             threads, found = closure(seeds, pos, visited)
             if found is not None:
