@@ -1,7 +1,7 @@
 """Arrow in and out of the operators that run Python per key (``kit.replay.keyed``).
 
-The replay driver runs one ``mapInArrow`` per task: the task's rows arrive sorted by the
-keys, ``groups`` splits them into runs of equal keys, ``python_values`` gives a column as
+The replay driver runs one ``mapInArrow`` per task (``map_in_arrow``, which takes any column
+name): the task's rows arrive sorted by the keys, ``groups`` splits them into runs of equal keys, ``python_values`` gives a column as
 plain Python values, and ``column`` turns the values an operator produced back into an
 Arrow column of the output's Spark type.
 
@@ -22,7 +22,30 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import types as T
 
-__all__ = ["groups", "python_values", "column"]
+__all__ = ["groups", "python_values", "column", "map_in_arrow", "unquoted"]
+
+
+def map_in_arrow(df, function, schema):
+    """``df.mapInArrow(function, schema)`` for columns of any name (see ``unquoted``):
+    ``function`` sees them under their own names."""
+    inner, names = unquoted(df)
+    if inner is df:
+        return df.mapInArrow(function, schema)
+
+    def named(batches):
+        return function(pa.RecordBatch.from_arrays(b.columns, names=names) for b in batches)
+
+    return inner.mapInArrow(named, schema)
+
+
+def unquoted(df):
+    """``df`` with each column whose name has a backtick renamed ``_kit_in<position>``, and
+    its names: PySpark's ``mapInArrow`` and ``applyInPandas`` resolve each input column by
+    its name unquoted, so a name like `` a`b `` fails there."""
+    names = df.columns
+    if not any("`" in n for n in names):
+        return df, names
+    return df.toDF(*(f"_kit_in{i}" if "`" in n else n for i, n in enumerate(names))), names
 
 
 def groups(table: pa.Table, keys: list) -> list:

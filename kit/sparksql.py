@@ -3,13 +3,14 @@
 and literal (thousands per widget redraw, ~0.1–0.8 ms each).
 
     name("a`b")        -> `a``b`
+    col("a`b")         -> the Column of that name (F.col("a`b") fails: it parses)
     string("it's")     -> 'it\\'s'
 """
 
 import numbers
 import weakref
 
-__all__ = ["name", "string", "local_rows", "small_pandas", "select"]
+__all__ = ["name", "col", "string", "local_rows", "small_pandas", "select"]
 
 INLINE_ROWS = 1_000   # rows written into the query text as VALUES, beyond: a scan of sent rows
 
@@ -17,6 +18,13 @@ INLINE_ROWS = 1_000   # rows written into the query text as VALUES, beyond: a sc
 def name(column: str) -> str:
     """``column`` as a Spark SQL identifier."""
     return "`" + column.replace("`", "``") + "`"
+
+
+def col(column: str):
+    """The Column named ``column`` as written (``F.col`` parses dots and backticks)."""
+    from pyspark.sql import functions as F
+
+    return F.col(name(column))
 
 
 def string(text: str) -> str:

@@ -46,6 +46,8 @@ first collects one row per chunk, the second carries it in.
 from __future__ import annotations
 
 import calendar
+import contextlib
+import contextvars
 import weakref
 import re
 import warnings
@@ -57,6 +59,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from . import sparksql
+from .arrow import map_in_arrow
 from .errors import KitError, fail, fail_sql
 from .time import Clock, Duration, WatermarkStrategy, to_duration
 
@@ -259,18 +262,35 @@ class Stream:
                 like="Duration"))
         order = (order,) if isinstance(order, str) else tuple(order or ())
         primary_key = (primary_key,) if isinstance(primary_key, str) else tuple(primary_key or ())
-        made = _STREAMS.setdefault(df, {})
+        made = _STREAMS.setdefault(df, weakref.WeakValueDictionary())
         args = (cls, time, watermark, order, proctime, primary_key)
         try:
-            return made[args]
+            s = made[args]
         except (KeyError, TypeError):   # TypeError: an argument that cannot be a key, checked below
-            pass
-        _check_columns(df, time, watermark, order, proctime)
-        for col in primary_key:
-            if col not in df.columns:
-                raise KitError(f"primary key column {col!r} is not a column; columns are {df.columns}")
-        made[args] = s = cls(in_arrival_order(df, order), time, watermark, order, proctime, primary_key)
+            _check_columns(df, time, watermark, order, proctime)
+            for col in primary_key:
+                if col not in df.columns:
+                    raise KitError(f"primary key column {col!r} is not a column; columns are {df.columns}")
+            made[args] = s = cls(in_arrival_order(df, order), time, watermark, order, proctime, primary_key)
+        held = _HELD.get()
+        if held is not None:
+            held.append(s)
         return s
+
+    @staticmethod
+    @contextlib.contextmanager
+    def holding():
+        """``with Stream.holding() as kept:`` the Streams made (or met again) inside, in
+        ``kept``, which keeps them and what they keep (a read order, a join's interleaving)
+        while it is held. A Stream otherwise lives as long as a result or variable reads it;
+        ``kit.widgets`` holds its last redraw's, so the next one over the same inputs
+        reads them again."""
+        kept = []
+        token = _HELD.set(kept)
+        try:
+            yield kept
+        finally:
+            _HELD.reset(token)
 
     def millis(self, column: str) -> Column:
         """A time column of ``df`` (``time``, ``watermark``) as epoch milliseconds."""
@@ -312,11 +332,15 @@ def _from_pandas(pdf) -> DataFrame:
 _FROM_PANDAS: dict[int, tuple] = {}   # id of a live pandas DataFrame -> (its contents' hash, Spark DataFrame)
 
 
-# What a DataFrame object has given, kept while it lives: the same input replayed again with
-# the same arguments (a widget redrawing) is the same Stream (its annotated rows and arrival
-# scan computed once), and ordered again by the same columns reads the order kept the first time.
-_STREAMS: "weakref.WeakKeyDictionary[DataFrame, dict]" = weakref.WeakKeyDictionary()
-_ORDERED: "weakref.WeakKeyDictionary[DataFrame, dict]" = weakref.WeakKeyDictionary()
+# What a DataFrame object has given, while both live: the same input replayed again with the
+# same arguments (a widget redrawing) is the same Stream (its annotated rows and arrival scan
+# computed once), and ordered again by the same columns reads the order kept the first time.
+# Held weakly: what a Stream keeps (a read order, a join's interleaving) goes with the last
+# Stream, result or DataFrame that reads it, even while its input lives on (``Stream.holding``
+# keeps Streams longer).
+_STREAMS: "weakref.WeakKeyDictionary[DataFrame, weakref.WeakValueDictionary]" = weakref.WeakKeyDictionary()
+_HELD: "contextvars.ContextVar[list | None]" = contextvars.ContextVar("kit_held_streams", default=None)
+_ORDERED: "weakref.WeakKeyDictionary[DataFrame, weakref.WeakValueDictionary]" = weakref.WeakKeyDictionary()
 
 
 class StreamWarning(UserWarning):
@@ -337,12 +361,13 @@ def in_arrival_order(df: DataFrame, order: tuple[str, ...] = ()) -> DataFrame:
         order="arr", input shuffled over 7 partitions:  arr 3, 0, 2, 1  ->  0, 1, 2, 3
 
     The same DataFrame object ordered again by the same columns gives what it gave the
-    first time (kept as long as that DataFrame lives), with no further Spark job.
+    first time (while that DataFrame and what it gave live), with no further Spark job.
     """
-    kept = _ORDERED.setdefault(df, {})
-    if order not in kept:
-        kept[order] = _in_arrival_order(df, order)
-    return kept[order]
+    kept = _ORDERED.setdefault(df, weakref.WeakValueDictionary())
+    ordered = kept.get(order)
+    if ordered is None:
+        kept[order] = ordered = _in_arrival_order(df, order)
+    return ordered
 
 
 def _in_arrival_order(df: DataFrame, order: tuple[str, ...]) -> DataFrame:
@@ -413,7 +438,7 @@ def _sorted_by(df: DataFrame, order: tuple[str, ...]) -> bool:
 
     columns = df.select(*order)
     scan = (jvm.order_scan(columns, schema) if jvm.available(df.sparkSession, "OrderScan")
-            else columns.mapInArrow(check, schema))
+            else map_in_arrow(columns, check, schema))
     parts = sorted(scan.collect())
     return all(p.ok for p in parts) and all(
         _sort_key(a.last) <= _sort_key(b.first) for a, b in zip(parts, parts[1:]))

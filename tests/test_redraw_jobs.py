@@ -11,15 +11,19 @@ from kit import Duration
 
 @pytest.fixture
 def jobs(spark):
-    """``jobs(fn)``: the Spark jobs ``fn()`` ran (all groups), and its result."""
+    """``jobs(fn)``: the Spark jobs ``fn()`` ran (all groups), and its result; the Streams it
+    read are held until the next call, as a widget holds its last redraw's."""
     sc = spark.sparkContext
+    last = []
 
     def count(fn):
         group = "test-redraw-jobs"
         sc.setJobGroup(group, "counted")
         try:
             before = set(sc.statusTracker().getJobIdsForGroup(group))
-            result = fn()
+            with kit.Stream.holding() as made:
+                result = fn()
+            last[:] = made
             return len(set(sc.statusTracker().getJobIdsForGroup(group)) - before), result
         finally:
             sc.setLocalProperty("spark.jobGroup.id", None)

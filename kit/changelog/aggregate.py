@@ -101,7 +101,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from ..arrow import python_values
+from ..arrow import map_in_arrow, python_values
 from ..errors import KitError
 from ..spark import known_rows
 from . import UPDATE_AFTER, UPDATE_BEFORE, AggCall, Changelog, Options
@@ -158,7 +158,7 @@ def _with_bucket(log: Changelog, arg: str, buckets: int, types: dict) -> Changel
             values = python_values(pa.chunked_array([b.column(b.schema.get_field_index(arg))]))
             yield b.append_column("_kit_bucket", pa.array([bucket(v, dtype, buckets) for v in values], pa.int32()))
 
-    return log.with_df(log.df.mapInArrow(add, schema), columns=(*log.columns, "_kit_bucket"))
+    return log.with_df(map_in_arrow(log.df, add, schema), columns=(*log.columns, "_kit_bucket"))
 
 
 def _split(log: Changelog, keys, calls, options, engine) -> tuple:

@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from .. import sparksql
-from ..arrow import column, python_values
+from ..arrow import column, map_in_arrow, python_values
 from ..errors import KitError
 from . import ADDS, Changelog
 from .group_agg import State, emit, expired, outputs, replay_schema
@@ -130,5 +130,5 @@ def mini_batch(log: Changelog, keys, calls, options, types) -> tuple:
                  for i, f in enumerate(schema.fields)],
                 schema=arrow)
 
-    replayed = with_ticks(log).coalesce(1).sortWithinPartitions("seq", "_n").mapInArrow(task, schema)
+    replayed = map_in_arrow(with_ticks(log).coalesce(1).sortWithinPartitions("seq", "_n"), task, schema)
     return outputs(replayed, keys, calls, options)

@@ -37,6 +37,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from .. import jvm
+from ..arrow import map_in_arrow
 from ..stream import Stream, prepared
 from ..replay.interleave import MAX_TIME
 from .temporal import ACCUMULATE
@@ -93,7 +94,7 @@ def _late_check(s: Stream) -> DataFrame:
         yield pa.RecordBatch.from_pydict({"_part": [part], "_min": [low], "_max": [
             None if high == _NONE else high], "_late": [late]}, schema=_SUMMARY)
 
-    return prepared(s).select(*columns).mapInArrow(per_task, "_part int, _min long, _max long, _late boolean")
+    return map_in_arrow(prepared(s).select(*columns), per_task, "_part int, _min long, _max long, _late boolean")
 
 
 def _carries_late(summaries) -> bool:

@@ -111,6 +111,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Callable, NamedTuple
 
+from .. import sparksql
 from ..errors import KitError
 from ..time import Duration, millis
 from ..replay import keyed
@@ -572,5 +573,5 @@ class IntervalJoin:
             dropped = replayed.where((F.col("_kind") == DROPPED) & F.col(seq).isNotNull()).select(
                 F.col(seq).alias("_dropped"))
             linked = linked.join(dropped, F.col(other).isNull() & (F.col(own) == F.col("_dropped")), "left_anti")
-            out.append(linked.select(*columns, LINK_LEFT, LINK_RIGHT))
+            out.append(linked.select(*map(sparksql.col, columns), LINK_LEFT, LINK_RIGHT))
         return tuple(out)

@@ -49,6 +49,7 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
 from .. import sparksql
+from ..arrow import map_in_arrow
 from ..errors import KitError
 from ..replay.keyed import MAX_TIME, MIN_TIME, Context, KeyedOperator
 from ..time import WatermarkStrategy
@@ -102,7 +103,7 @@ def arrival_ids(df: DataFrame) -> DataFrame:
             n += b.num_rows
             yield pa.RecordBatch.from_arrays([*b.columns, ids], names=[*b.schema.names, "_arr"])
 
-    return df.coalesce(1).mapInArrow(number, schema)
+    return map_in_arrow(df.coalesce(1), number, schema)
 
 
 def arrivals(df: DataFrame, time: str, columns, malformed: str | None = None) -> DataFrame:

@@ -263,8 +263,7 @@ class _Plan:
         """The input, only ``columns`` of it, in ``self.tasks`` tasks by PARTITION BY (one with no
         shuffle when ``self.narrow``), sorted by PARTITION BY then ORDER BY (NULLs last) then
         arrival, in the JVM."""
-        def col(c):   # (a name with a backtick is read as written)
-            return F.col(sparksql.name(c))
+        col = sparksql.col   # (a name with a backtick is read as written)
         df = self.df.select(*map(col, dict.fromkeys(self.partition_by + columns + [_SEQ])))
         order = [col(c).asc_nulls_last() if up else col(c).desc_nulls_last() for c, up in zip(self.order, self.ascending)]
         keys = list(map(col, self.partition_by))
@@ -350,7 +349,7 @@ class _Plan:
             one = matched.coalesce(1) if self.narrow else matched.repartition(1)
         # one partition, then a sort inside it: a total order without the sampling job of a
         # global orderBy, which would run the matcher twice
-        return one.sortWithinPartitions(*partition_by, "_kit_order").drop(*internal)
+        return one.sortWithinPartitions(*map(sparksql.col, partition_by), "_kit_order").drop(*internal)
 
     def rows(self) -> DataFrame:
         measures = [(m.alias, measure_type(m.expr, self.schema, self.semantics, self.aggregates))
@@ -373,7 +372,7 @@ class _Plan:
             T.StructField(name, dtype, True) for name, dtype in measures] + [self.schema[c] for c in tail]),
             emit, self._referenced() if one_row else self.inputs, eager=True)
         if len(unique) < len(head):   # a column ORDER BY names twice, listed twice (Spark allows two of a name)
-            out = out.select(*[F.col(sparksql.name(c)) for c in [*head, *(name for name, _ in measures), *tail]])
+            out = out.select(*[sparksql.col(c) for c in [*head, *(name for name, _ in measures), *tail]])
         return out
 
     def layout(self) -> tuple:
@@ -404,9 +403,9 @@ class _Plan:
                                 inputs).withColumn("late", F.lit(False))
         if self.late is None:
             return details
-        late = self.late.select(*self.inputs, F.lit(None).cast("long").alias("match_number"),
+        late = self.late.select(*map(sparksql.col, self.inputs), F.lit(None).cast("long").alias("match_number"),
                                 F.lit(None).cast("string").alias("classifier"), F.lit(True).alias("late"))
-        order = [F.col(o.column).asc() if o.ascending else F.col(o.column).desc() for o in self.spec.order_by]
+        order = [sparksql.col(o.column).asc() if o.ascending else sparksql.col(o.column).desc() for o in self.spec.order_by]
         both = details.unionByName(late)
         return ((both.coalesce(1) if self.narrow else both.repartition(1))
-                .sortWithinPartitions(*self.partition_by, *order, "match_number"))
+                .sortWithinPartitions(*map(sparksql.col, self.partition_by), *order, "match_number"))

@@ -222,10 +222,10 @@ def interleaved(left: Stream, right: Stream, interleave: str = "event_time",
     it; when it fits one task, in one partition, kept when first read (no job of its own).
 
     The same streams interleaved again the same way (a widget redrawing a join whose
-    inputs did not change) give what they gave the first time, kept while the left
-    stream lives."""
+    inputs did not change) give what they gave the first time, kept while both streams
+    live."""
     made = _INTERLEAVED.setdefault(left, {})
-    args = (right, interleave, clock, tuple(map(tuple, keys)))
+    args = (weakref.ref(right), interleave, clock, tuple(map(tuple, keys)))   # (right held, left never goes)
     if args not in made:
         made[args] = _interleaved(left, right, interleave, clock, keys)
     return made[args]

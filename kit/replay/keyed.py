@@ -51,7 +51,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from .. import sparksql
-from ..arrow import column, groups, python_values
+from ..arrow import column, groups, map_in_arrow, python_values
 
 __all__ = ["ValueState", "ListState", "MapState", "KeyedOperator", "Rows", "Context", "run_key", "run_task", "spread",
            "replay", "tuples"]
@@ -246,7 +246,7 @@ def replay(df: DataFrame, keys: list, operator, schema, columns: list = (), outp
         yield from output(table, (o for out in run_task(table, keys, operator, columns, watermark, proctime, shared)
                                   for o in out))
 
-    return df.mapInArrow(per_task, schema)
+    return map_in_arrow(df, per_task, schema)
 
 
 def tuples(schema, nan_is_null: bool | None = None):

@@ -55,6 +55,9 @@ from pyspark.sql import types as T
 
 from sqlglot import exp
 
+from ..arrow import unquoted
+from .. import sparksql
+
 from .dialect import TableArgument, first_token, span
 from .errors import error_at
 from .intervals import interval_ms
@@ -244,7 +247,7 @@ def windowed(df: DataFrame, call: WindowCall, drop_late: bool) -> tuple[DataFram
     dtype = df.schema[call.time].dataType
     is_ts = not isinstance(dtype, T.IntegralType)
     millis = (lambda c: F.unix_millis(c.cast("timestamp"))) if is_ts else (lambda c: c.cast("long"))
-    out = df.withColumn("_kit_t", millis(F.col(call.time)))
+    out = df.withColumn("_kit_t", millis(F.col(sparksql.name(call.time))))
     t = F.col("_kit_t")
     stream = drop_late and "watermark" in df.columns
     late = None
@@ -252,10 +255,11 @@ def windowed(df: DataFrame, call: WindowCall, drop_late: bool) -> tuple[DataFram
         out = _session_replay(out.withColumn("_kit_wm", millis(F.col("watermark"))), call)
     elif call.kind == "SESSION":
         gap = call.sizes["gap"]
-        order = Window.partitionBy(*call.partition).orderBy("_kit_t")
+        partition = [F.col(sparksql.name(c)) for c in call.partition]
+        order = Window.partitionBy(*partition).orderBy("_kit_t")
         out = (out.withColumn("_kit_new", F.coalesce(t - F.lag(t).over(order) > gap, F.lit(True)).cast("int"))
                   .withColumn("_kit_s", F.sum("_kit_new").over(order.rowsBetween(Window.unboundedPreceding, 0))))
-        session = Window.partitionBy(*call.partition, "_kit_s")
+        session = Window.partitionBy(*partition, "_kit_s")
         out = (out.withColumn("_kit_start", F.min(t).over(session))
                   .withColumn("_kit_end", F.max(t).over(session) + gap).drop("_kit_new", "_kit_s"))
     else:
@@ -271,7 +275,7 @@ def windowed(df: DataFrame, call: WindowCall, drop_late: bool) -> tuple[DataFram
                                                          F.lit(False)))
     as_time = (lambda c: F.timestamp_millis(c).cast(dtype)) if is_ts else (lambda c: c)
     rowtime = dtype if is_ts else T.TimestampType()
-    columns = [c for c in df.columns if c not in ("window_start", "window_end", "window_time")]
+    columns = [F.col(sparksql.name(c)) for c in df.columns if c not in ("window_start", "window_end", "window_time")]
     window_cols = [as_time(F.col("_kit_start")).alias("window_start"), as_time(F.col("_kit_end")).alias("window_end"),
                    F.timestamp_millis(F.col("_kit_end") - 1).cast(rowtime).alias("window_time")]
     if stream:
@@ -336,9 +340,12 @@ def _session_replay(df: DataFrame, call: WindowCall) -> DataFrame:
             close(window)
         return pdf.assign(_kit_start=start, _kit_end=end, _kit_late=late)
 
-    grouped = df if call.partition else df.withColumn("_kit_all", F.lit(0))
+    inner, names = unquoted(df)
+    partition = [inner.columns[names.index(c)] for c in call.partition]
+    grouped = inner if partition else inner.withColumn("_kit_all", F.lit(0))
     schema = T.StructType(grouped.schema.fields + schema.fields[len(df.schema.fields):])
-    return grouped.groupBy(*(call.partition or ["_kit_all"])).applyInPandas(replay, schema).drop("_kit_all")
+    out = grouped.groupBy(*(partition or ["_kit_all"])).applyInPandas(replay, schema).drop("_kit_all")
+    return out.toDF(*names, *out.columns[len(names):])
 
 
 def find_group_window(statement: Statement):

@@ -45,6 +45,8 @@ from typing import Any, Callable
 
 import ipywidgets as widgets
 
+from ..stream import Stream
+
 __all__ = ["Bound", "Watched", "bind", "watch"]
 
 MAX_ROWS = 50  # rows of a Spark DataFrame brought to the driver for display
@@ -93,6 +95,7 @@ class Bound(widgets.VBox):
         self.elapsed = 0.0
         self.error: Exception | None = None
         self._result: Any = None
+        self._kept: list = []   # the Streams the last redraw read (Stream.holding)
         self.status = widgets.HTML()
         self.output = widgets.Output()
         _label_width(self.controls.values())
@@ -182,10 +185,12 @@ class Bound(widgets.VBox):
         started = time.perf_counter()
         group = self._running_group = f"kit-widgets-{id(self)}-{wanted}"
         error = result = None
+        kept = self._kept
         try:
-            with _job_group(group):
+            with _job_group(group), Stream.holding() as made:   # held for the next redraw to reuse
                 result = self.fn(**values)
                 out = _output(result, shown, checked=self._result is None)
+            kept = made
         except Exception as exc:  # shown, not raised: the user is moving a slider
             if self._wanted != wanted:
                 return             # cancelled or superseded: the next redraw shows
@@ -196,7 +201,7 @@ class Bound(widgets.VBox):
         with self._lock:
             if self._wanted != wanted:
                 return
-            self.error, self._result = error, result
+            self.error, self._result, self._kept = error, result, kept
             self.elapsed = time.perf_counter() - started
             self.output.outputs = (out,)
             self.status.value = ""

@@ -139,7 +139,7 @@ def _on_time_only(result, rows: DataFrame, keys, size, slide) -> DataFrame:
     is_element = F.col("_e.tag") == 0
     hit = F.struct(F.col("seq"), after.alias("after"), F.col("_pt").alias("pt"))
     grouped = tagged.groupBy(
-        F.col("_e.tag").alias("_tag"), *[F.when(is_element, F.col(k)).alias(k) for k in keys],
+        F.col("_e.tag").alias("_tag"), *[F.when(is_element, sparksql.col(k)).alias(k) for k in keys],
         F.col("_e.at").alias("_at")).agg(
         *[c.alias(n) for n, c in agg.to_spark(result.stream.source.schema, F.col("seq"), mask=is_element)],
         F.count(F.when(is_element, 1)).alias("contents"),
@@ -156,7 +156,8 @@ def _on_time_only(result, rows: DataFrame, keys, size, slide) -> DataFrame:
            .join(F.broadcast(jumps), (F.col("_max") > F.col("_from")) & (F.col("_max") <= F.col("_jump.after")), "left")
            .withColumn("_hit", F.coalesce(F.col("_hit"), F.col("_jump"),
                                           F.when(F.col("_max") <= F.col("_first_wm"), F.col("_first_hit")))))
-    key = ([F.col(keys[0]).alias("key")] if len(keys) == 1 else [F.struct(*keys).alias("key")] if keys else [])
+    key = ([sparksql.col(keys[0]).alias("key")] if len(keys) == 1
+           else [F.struct(*map(sparksql.col, keys)).alias("key")] if keys else [])
     return out.select(*key, F.col("_at").alias("window_start"), (F.col("_at") + F.lit(size)).alias("window_end"),
                       *[p.alias for p in agg.parts], F.lit("on-time").alias("firing"),
                       F.lit(0).cast("long").alias("pane"), F.lit("event-time timer").alias("cause"),
@@ -201,7 +202,8 @@ def _in_input_order(result, keys, size, slide) -> DataFrame:
     clock = s.proctime
     pt = (F.lit(epoch_ms(clock.start)) + F.col("_seq") * F.lit(clock.step.millis)) if clock is not None \
         else F.lit(None).cast("long")
-    key = ([F.col(keys[0]).alias("key")] if len(keys) == 1 else [F.struct(*keys).alias("key")] if keys else [])
+    key = ([sparksql.col(keys[0]).alias("key")] if len(keys) == 1
+           else [F.struct(*map(sparksql.col, keys)).alias("key")] if keys else [])
     return out.select(*key, F.col("_at").alias("window_start"), (F.col("_at") + F.lit(size)).alias("window_end"),
                       *[p.alias for p in agg.parts], F.lit("on-time").alias("firing"),
                       F.lit(0).cast("long").alias("pane"), F.lit("event-time timer").alias("cause"),
@@ -243,7 +245,7 @@ def _pass_two(result, plain: DataFrame, keys, size, slide, fields, first) -> Dat
     last_start = ts - F.pmod(ts - F.lit(a.offset), F.lit(slide))
     per_element = -(-size // slide)
     inputs = sorted({p.column for p in agg.parts if p.column is not None})
-    rows = plain.select(*keys, *[c for c in inputs if c not in keys], "_in", "_ts")
+    rows = plain.select(*map(sparksql.col, keys), *[sparksql.col(c) for c in inputs if c not in keys], "_in", "_ts")
     if size <= slide:   # one window at most; none when the element falls in a gap between windows
         rows = rows.withColumn("_at", last_start)
         rows = rows if size == slide else rows.filter(F.col("_at") > ts - F.lit(size))
@@ -258,7 +260,7 @@ def _pass_two(result, plain: DataFrame, keys, size, slide, fields, first) -> Dat
     else:
         rows = rows.join(first.select("_max", "_a"), "_max").filter(
             F.col("_a").isNull() | (F.col("_in") <= F.col("_a")))
-    return rows.groupBy(*keys, "_at").agg(*[c.alias(n) for n, c in agg.to_spark(result.stream.source.schema,
+    return rows.groupBy(*map(sparksql.col, keys), "_at").agg(*[c.alias(n) for n, c in agg.to_spark(result.stream.source.schema,
                                                                                 F.col("_in"))],
                                           F.count(F.lit(1)).alias("contents"))
 
@@ -292,7 +294,7 @@ def _scanned(result, keys, size, slide):
     # aggregated columns, the time and watermark columns as TIMESTAMP (microseconds) or BIGINT
     # (ms); a struct of several keys, and the time and watermark in ms otherwise.
     plain = len(keys) == 1 and isinstance(types[keys[0]], _PLAIN_KEYS)
-    extra = {"__key": F.struct(*keys)} if keys and not plain else {}
+    extra = {"__key": F.struct(*map(sparksql.col, keys))} if keys and not plain else {}
 
     def as_is(column, name):
         """``(column, units per ms)``: TIMESTAMP (microseconds) and BIGINT as they are,
@@ -308,7 +310,7 @@ def _scanned(result, keys, size, slide):
     own, own_unit = as_is(wm.column, "__own") if wm.kind == "column" else (None, 1)
     names = sorted({n for n in (key, *inputs, ts, own) if n is not None and n not in extra},
                    key=s.source.columns.index) + list(extra)
-    rows = s.source.select(*[extra[n].alias(n) if n in extra else F.col(n) for n in names])
+    rows = s.source.select(*[extra[n].alias(n) if n in extra else sparksql.col(n) for n in names])
     at = {c: i for i, c in enumerate(names)}
     nan_parts = [p for p, part in enumerate(parts) if part.function in ("min", "max") and kinds[p] == 1]
     # a key's open windows: those within the window size and the watermark delay of its newest
@@ -456,7 +458,7 @@ def _firings(result, keys, size, slide) -> DataFrame:
     inputs = sorted({p.column for p in spec.contents._agg.parts if p.column is not None})
     has_clock = s.proctime is not None
     pt = F.unix_millis("proctime") if has_clock else F.lit(None).cast("long")
-    rows = s.unordered().select(*keys, *[c for c in inputs if c not in keys], "seq",
+    rows = s.unordered().select(*map(sparksql.col, keys), *[sparksql.col(c) for c in inputs if c not in keys], "seq",
                        s.millis(s.time).alias("_ts"),
                        F.coalesce(s.millis("watermark"), F.lit(MIN_TIME)).alias("_wmb"),
                        pt.alias("_pt"), s.own_watermark().alias("_own"))
@@ -523,8 +525,8 @@ def _firings(result, keys, size, slide) -> DataFrame:
                         F.struct(F.col("seq").alias("a"), F.lit(0).alias("phase"), F.lit(None).cast("long").alias("t"),
                                  (-F.col("_start")).alias("s")).alias("_order")))
         out = out.unionByName(late)
-    key = ([F.col(keys[0]).alias("key")] if len(keys) == 1
-           else [F.struct(*keys).alias("key")] if keys else [])
+    key = ([sparksql.col(keys[0]).alias("key")] if len(keys) == 1
+           else [F.struct(*map(sparksql.col, keys)).alias("key")] if keys else [])
     return out.select(*key, F.col("_start").alias("window_start"), (F.col("_start") + F.lit(size)).alias("window_end"),
                       *[c.alias for c in spec.contents._agg.parts], "firing", "pane", "cause", "timer",
                       "watermark", "proctime", "fired_after", "contents", "_order")

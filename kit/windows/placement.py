@@ -31,6 +31,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from .. import sparksql
+from ..arrow import map_in_arrow
 from ..stream import Arrivals
 from .triggers import CountTrigger, NeverTrigger, PurgingTrigger
 
@@ -71,7 +72,7 @@ def first_at_least(arrivals, thresholds: dict) -> dict:
                     + [b.column(p).take(pa.array(first)) for p in payload], schema=pa.schema(
                         [("_c", pa.int32()), ("_i", pa.int64())] + [b.schema.field(p) for p in payload]))
 
-    return _earliest(arrivals.mapInArrow(per_task, schema), payload, names, grids)
+    return _earliest(map_in_arrow(arrivals, per_task, schema), payload, names, grids)
 
 
 def _earliest(firsts: DataFrame, payload: list, names: list, grids: dict) -> dict:
