@@ -4,6 +4,10 @@ user's names (PySpark's ``F.col`` parses a name, and its ``mapInArrow`` and
 ``applyInPandas`` resolve their inputs unquoted). A dot is refused (``stream._check_columns``)."""
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pyspark.sql import functions as F
 
 import kit
 from kit.windows import (CountEvictor, CountTrigger, EventTimeSessionWindows, GlobalWindows, PurgingTrigger, Sum,
@@ -51,8 +55,8 @@ CONFIGS = {"": {}, " with TTL": {"table.exec.state.ttl": "8 s"},
 
 
 def _stream(spark, names):
-    df = spark.createDataFrame(ROWS, "a string, v int, t string").selectExpr(
-        f"a AS `{names['a'].replace('`', '``')}`", f"v AS `{names['v']}`", f"CAST(t AS TIMESTAMP) AS `{names['t'].replace('`', '``')}`")
+    df = spark.createDataFrame(ROWS, "a string, v int, t string").select(
+        F.col("a").alias(names["a"]), F.col("v").alias(names["v"]), F.col("t").cast("timestamp").alias(names["t"]))
     return kit.stream(df, time=names["t"], watermark=kit.Duration.of_seconds(2),
                       proctime=kit.Clock("2024-01-01 00:00:00", kit.Duration.of_seconds(3)))
 
@@ -96,3 +100,18 @@ def test_odd_column_names_run_datastream_windows(spark, window):
     plain_columns, plain_rows = run(PLAIN)
     assert [c.replace(ODD["v"], "v") for c in columns] == plain_columns   # sum_v w: sum_v
     assert list(map(tuple, rows)) == list(map(tuple, plain_rows)) and rows
+
+
+NAME = st.text(alphabet="ab`'\" ,;=()#é-", min_size=1, max_size=5).map(lambda text: "c" + text)
+
+
+@settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(names=st.tuples(NAME, NAME, NAME).filter(lambda n: len({x.lower() for x in n}) == 3),
+       query=st.sampled_from(["group by", "top-n", "tumble", "session", "match", "interval join"]))
+def test_any_column_names_give_the_plain_names_rows(spark, names, query):
+    odd = dict(zip("avt", names))
+    columns, rows, log = _run(spark, QUERIES[query], odd, {})
+    plain_columns, plain_rows, plain_log = _run(spark, QUERIES[query], PLAIN, {})
+    renamed = {v: k for k, v in odd.items()}
+    assert [renamed.get(c, c) for c in columns] == plain_columns
+    assert list(map(tuple, rows)) == list(map(tuple, plain_rows)) and list(map(tuple, log)) == list(map(tuple, plain_log))

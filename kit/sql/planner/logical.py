@@ -65,6 +65,7 @@ from sqlglot import exp
 from sqlglot.errors import OptimizeError
 from sqlglot.optimizer.qualify import qualify
 
+from ... import sparksql
 from ...errors import KitError
 from ...changelog import AggCall
 from ..statement import Statement
@@ -853,7 +854,8 @@ def parse(query: Statement | str, schema: dict) -> exp.Expression:
 def plan(query: Statement | str, streams: dict) -> tuple[Node, list]:
     """The operator tree of ``query`` over ``streams`` ({name: kit.Stream}) and its output
     names. The aggregates' types are left to the run (``AggCall.type`` None): Spark gives them."""
-    schema = {name: {c: "STRING" for c in stream_columns(s)} for name, s in streams.items()}
+    # names quoted: sqlglot parses a schema's names (``c;`` would read as ``c``)
+    schema = {name: {sparksql.name(c): "STRING" for c in stream_columns(s)} for name, s in streams.items()}
     tree = parse(query, schema)
     planner = _Planner(streams)
     node, names = planner._settled(planner.block(tree))
