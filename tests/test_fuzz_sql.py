@@ -327,7 +327,7 @@ def test_an_unknown_config_key_lists_every_key_kit_sql_takes(spark):
     with pytest.raises(KitError) as error:
         kit.sql("SELECT 1 AS x", config={"table.exec.state.tll": "1 h"})
     message = str(error.value)
-    assert "'table.exec.state.tll'" in message
+    assert "['table.exec.state.tll'] (did you mean 'table.exec.state.ttl' for 'table.exec.state.tll'?); known:" in message
     for key in ("table.exec.state.ttl", "kit.join.interleave", "kit.join.clock", "kit.match-recognize.step-budget",
                 "kit.match-recognize.max-threads"):
         assert key in message, message

@@ -31,6 +31,7 @@ padding and the projection, exactly as Flink applies them to the version met.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field, replace
 
 from sqlglot import exp
@@ -444,7 +445,11 @@ def join_options(config: dict) -> dict:
     known = ("table.exec.state.ttl", "kit.join.interleave", "kit.join.clock", STEP_BUDGET, MAX_THREADS)
     unknown = [k for k in config if k not in known]   # (match_options and dynamic_options took theirs out)
     if unknown:
-        raise KitError(f"unknown config key(s) {unknown}; known: {list(known) + list(DYNAMIC_OPTIONS)}")
+        every = list(known) + list(DYNAMIC_OPTIONS)
+        close = {k: difflib.get_close_matches(k, every, n=1, cutoff=0.6) for k in unknown}
+        hints = ", ".join(f"{near[0]!r} for {k!r}" for k, near in close.items() if near)
+        raise KitError(f"unknown config key(s) {unknown}" + (f" (did you mean {hints}?)" if hints else "")
+                       + f"; known: {every}")
     options = {}
     if "table.exec.state.ttl" in config:
         options["retention"] = StateRetention(duration_option(config["table.exec.state.ttl"], "table.exec.state.ttl"))
