@@ -18,6 +18,7 @@ PySpark's query-error loggers off                  no Java stack traces for a fa
 ``spark.jars = <the kit's Java helpers>``          per-partition folds without a sort (``kit.jvm``)
 the class archive, when built (``kit.java``)       ~2 s off a session's start and first queries
 ``PYSPARK_PYTHON = sys.executable``                workers run on the same interpreter
+``spark.sql.warehouse.dir`` in the log's folder    no ``spark-warehouse/`` beside the notebooks
 the driver's heap reserved at start (``-Xms``)     as Flink's TaskManagers: a full GC does not
                                                    shrink it for the next big job to regrow
 =================================================  ==========================
@@ -159,9 +160,11 @@ def _conf(master: str = "local[*]") -> dict[str, str]:
         "spark.driver.extraJavaOptions": " ".join(filter(None, [java_opts + _initial_heap(memory),
                                                                 os.environ.get("KIT_DRIVER_JAVA_OPTIONS")])),
         "spark.executor.extraJavaOptions": java_opts,
+        "spark.sql.warehouse.dir": str(_log_dir() / "spark-warehouse"),
     }
-    if not master.startswith("local"):   # the executors' cores, known once they run (adopt); their own logs
-        for key in ("spark.sql.shuffle.partitions", "spark.default.parallelism", "spark.executor.extraJavaOptions"):
+    if not master.startswith("local"):   # the executors' cores, known once they run (adopt); their own logs,
+        for key in ("spark.sql.shuffle.partitions", "spark.default.parallelism", "spark.executor.extraJavaOptions",
+                    "spark.sql.warehouse.dir"):   # the cluster's warehouse
             del conf[key]
     return conf
 

@@ -72,6 +72,17 @@ def test_the_session_log_is_a_new_file_in_a_private_directory(spark):
     assert stat.S_IMODE(os.lstat(log).st_mode) == 0o600
 
 
+def test_the_warehouse_is_in_the_kits_private_directory_not_the_working_one(spark, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    spark.sql("CREATE TABLE IF NOT EXISTS kit_test_warehouse (x INT) USING parquet")
+    try:
+        log = importlib.import_module("kit.spark").LOG_FILE
+        assert spark.conf.get("spark.sql.warehouse.dir").endswith(f"{log.parent}/spark-warehouse")
+        assert list(tmp_path.iterdir()) == []
+    finally:
+        spark.sql("DROP TABLE IF EXISTS kit_test_warehouse")
+
+
 def test_each_session_logs_to_a_file_of_its_own(tmp_path, monkeypatch):
     module = importlib.import_module("kit.spark")
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
