@@ -180,8 +180,8 @@ class Bound(widgets.VBox):
         """Compute ``fn(**values)`` and show it, unless a newer request superseded it."""
         self._show_controls(values)
         shown = self._shown(values)
-        self.status.value = (f"<span class='kit-computing'>⏳ computing {_escape(shown)}…</span>"
-                             if shown else "<span class='kit-computing'>⏳ computing…</span>")
+        self.status.value = (f"<span class='kit-computing'>computing {_escape(shown)}…</span>"
+                             if shown else "<span class='kit-computing'>computing…</span>")
         started = time.perf_counter()
         group = self._running_group = f"kit-widgets-{id(self)}-{wanted}"
         error = result = None
