@@ -199,6 +199,13 @@ def test_labels_get_room_for_the_longest_description():
     assert set_by_user.style.description_width == "50px"
 
 
+def test_text_boxes_redraw_on_enter_not_at_every_key():
+    pattern, define, n = w.Text(value="A+ C"), w.Textarea(value="A AS A.x > 1"), w.IntSlider()
+    bind(lambda p, d, n: None, p=pattern, d=define, n=n)
+    assert pattern.continuous_update is False and define.continuous_update is False
+    assert n.continuous_update is True, "a slider still follows the drag"
+
+
 def test_rapid_changes_coalesce_and_only_the_latest_values_are_drawn():
     import threading
 

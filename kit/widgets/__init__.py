@@ -53,7 +53,8 @@ MAX_ROWS = 50  # rows of a Spark DataFrame brought to the driver for display
 
 
 def bind(fn: Callable[..., Any], **controls: widgets.ValueWidget) -> "Bound":
-    """Controls keyed by ``fn``'s parameter names, above the output of ``fn(**values)``."""
+    """Controls keyed by ``fn``'s parameter names, above the output of ``fn(**values)``; a
+    text box redraws when Enter is pressed or it loses focus, not at every key."""
     return Bound(fn, controls)
 
 
@@ -99,6 +100,9 @@ class Bound(widgets.VBox):
         self.status = widgets.HTML()
         self.output = widgets.Output()
         _label_width(self.controls.values())
+        for control in self.controls.values():
+            if isinstance(control, (widgets.Text, widgets.Textarea)):
+                control.continuous_update = False   # redrawn on Enter or leaving the box, not per key
         super().__init__([widgets.VBox(list(controls.values())), self.status, self.output])
         for control in self.controls.values():
             control.observe(self._changed, names="value")
