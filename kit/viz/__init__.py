@@ -5,10 +5,11 @@ from .changelog import changelog_timeline, table_history
 from .joins import version_timeline
 from .match import match_timeline
 from .plan import plan
+from .render import save
 from .stream import stream_timeline
 from .window import window_timeline
 
 render.enable()
 
-__all__ = ["changelog_timeline", "match_timeline", "plan", "stream_timeline", "table_history", "version_timeline",
-           "window_timeline"]
+__all__ = ["changelog_timeline", "match_timeline", "plan", "save", "stream_timeline", "table_history",
+           "version_timeline", "window_timeline"]

@@ -9,6 +9,8 @@ except when ``CI=true``, where it fails.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import altair as alt
 import nbformat
 import pandas as pd
@@ -103,5 +105,27 @@ def test_demo_html_draws_its_charts_offline(chromium, tmp_path):
         finally:
             browser.close()
     assert counts == [3, 5]
+    assert errors == []
+    assert [u for u in requests if not u.startswith(("file:", "data:"))] == []
+
+
+def test_a_saved_chart_draws_offline(chromium, tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    chart = alt.Chart(pd.DataFrame({"x": range(4)})).mark_point().encode(x="x")
+    page_file = Path(kit.viz.save(chart, tmp_path / "chart.html"))
+    requests, errors = [], []
+    with sync_playwright() as p:
+        browser = p.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"), executable_path=chromium, args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.pages[0] if browser.pages else browser.new_page()
+            page.on("request", lambda r: requests.append(r.url))
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(page_file.as_uri())
+            page.wait_for_function("() => document.querySelectorAll('svg.marks .mark-symbol path').length === 4",
+                                   timeout=30_000)
+        finally:
+            browser.close()
     assert errors == []
     assert [u for u in requests if not u.startswith(("file:", "data:"))] == []
