@@ -214,7 +214,7 @@ def test_on_spark_connect_a_notebook_skips_the_cells_that_need_the_jvm(spark):
     failing on plan nodes the client cannot reach; other cells run; classic Spark skips none."""
     from IPython.core.interactiveshell import InteractiveShell
 
-    from kit.engine import JVM_CELL, skip_jvm_cells
+    from kit.engine import JVM_CELL, JVM_CELLS, NO_JVM_CELLS, skip_jvm_cells
     from kit.engine.batch import _skip_jvm_cell
 
     connect = _connect_without_plugin()
@@ -224,6 +224,10 @@ def test_on_spark_connect_a_notebook_skips_the_cells_that_need_the_jvm(spark):
         assert skip_jvm_cells(connect) is True and skip_jvm_cells(connect) is True
         assert shell.input_transformers_cleanup.count(_skip_jvm_cell) == 1
         assert shell.run_cell(f"{JVM_CELL} (Spark Connect skips this cell)\n{{}}['analyzed']").success
+        assert not shell.run_cell("{}['analyzed']").success
+        assert shell.run_cell(f"{JVM_CELLS} to the next marker\n{{}}['analyzed']").success
+        assert shell.run_cell("{}['analyzed']").success, "skipped: after JVM_CELLS"
+        assert not shell.run_cell(f"{NO_JVM_CELLS}\n{{}}['analyzed']").success, "run again"
         assert not shell.run_cell("{}['analyzed']").success
     finally:
         InteractiveShell.clear_instance()

@@ -14,12 +14,12 @@ made visible on the engine that runs the kit's queries:
 """
 
 from . import codegen, eg1, rows
-from .batch import JVM_CELL, STAGES, Explanation, JoinChoice, explain, from_text, skip_jvm_cells
+from .batch import JVM_CELL, JVM_CELLS, NO_JVM_CELLS, STAGES, Explanation, JoinChoice, explain, from_text, skip_jvm_cells
 from .codegen import CodegenStage
 from .plan import PlanNode, read_plan
 from .rows import RowLayout, binary_row, unsafe_row
 from .rules import RuleApplication, RuleLog
 
-__all__ = ["JVM_CELL", "STAGES", "CodegenStage", "Explanation", "JoinChoice", "PlanNode", "RowLayout", "RuleApplication",
+__all__ = ["JVM_CELL", "JVM_CELLS", "NO_JVM_CELLS", "STAGES", "CodegenStage", "Explanation", "JoinChoice", "PlanNode", "RowLayout", "RuleApplication",
            "RuleLog", "binary_row", "codegen", "eg1", "explain", "from_text", "read_plan", "rows", "skip_jvm_cells",
            "unsafe_row"]

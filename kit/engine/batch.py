@@ -330,7 +330,11 @@ def _sections(text: str) -> dict:
 
 # ---------------------------------------------------------------------------- notebooks on Connect
 
-JVM_CELL = "# needs the JVM"   # a notebook cell's first line: skipped where the JVM is out of reach (skip_jvm_cells)
+# A notebook cell's first line, where the JVM is out of reach (skip_jvm_cells): JVM_CELL skips
+# the cell; JVM_CELLS ("# needs the JVM from here ...") it and every later one, up to a cell
+# whose first line starts with NO_JVM_CELLS.
+JVM_CELL, JVM_CELLS, NO_JVM_CELLS = "# needs the JVM", "# needs the JVM from here", "# no JVM needed from here"
+_SKIPPING = [False]   # between JVM_CELLS and NO_JVM_CELLS
 _SKIPPED = ("Skipped: this cell reads JVM objects (plan nodes, optimizer rules, metrics, generated code or row "
             f"bytes), and this Spark Connect server does not let a client reach them (it runs no {bridge.PLUGIN} "
             "plugin; the Connect server kit.tools.cluster starts does). kit.explain gives Spark's plan text here "
@@ -339,7 +343,8 @@ _SKIPPED = ("Skipped: this cell reads JVM objects (plan nodes, optimizer rules, 
 
 def skip_jvm_cells(spark) -> bool:
     """On a Spark Connect server whose JVM the kit cannot reach (``kit.jvm.bridge``), have
-    IPython skip every later cell whose first line starts with ``JVM_CELL``, printing why
+    IPython skip every later cell whose first line starts with ``JVM_CELL`` (or that follows
+    ``JVM_CELLS`` and comes before ``NO_JVM_CELLS``), printing why
     instead, so a notebook runs top to bottom; elsewhere (classic Spark, a Connect server with
     the kit's plugin, or outside IPython) do nothing. True when cells are skipped."""
     if bridge.reachable(spark):
@@ -355,13 +360,19 @@ def skip_jvm_cells(spark) -> bool:
 
 
 def _skip_jvm_cell(lines: list) -> list:
-    """An IPython input transformer: a cell marked ``JVM_CELL`` becomes a print of why it is skipped.
+    """An IPython input transformer: a cell marked ``JVM_CELL``, or after ``JVM_CELLS`` and
+    before ``NO_JVM_CELLS``, becomes a print of why it is skipped.
 
     >>> _skip_jvm_cell(["# needs the JVM: plan nodes\\n", "e.stages\\n"])[0][:31]
     'print("Skipped: this cell reads'
     >>> _skip_jvm_cell(["x = 1\\n"])
     ['x = 1\\n']
     """
-    if lines and lines[0].startswith(JVM_CELL):
+    first = lines[0] if lines else ""
+    if first.startswith(NO_JVM_CELLS):
+        _SKIPPING[0] = False
+    elif first.startswith(JVM_CELLS):
+        _SKIPPING[0] = True
+    if _SKIPPING[0] or first.startswith(JVM_CELL):
         return [f"print({_SKIPPED!r})\n"]
     return lines
