@@ -143,3 +143,23 @@ def test_an_empty_result_table_says_so(spark):
     assert history.snapshot(0).empty
     cells = _cells(history.chart(at=0).hconcat[1])
     assert "(empty)" in cells["text"].tolist()
+
+
+def test_numbered_lanes_in_order_marks_named_and_each_tables_changes_counted(spark):
+    outer = kit.sql(CASCADE, words=words("a", "b", "a", "a", "b", "c", "c", "c", "c"))
+    chart = kit.viz.changelog_timeline(outer)
+    spec = chart.to_dict()
+    lanes = spec["vconcat"][1]["layer"][-2]["encoding"]["y"]["sort"]
+    assert lanes == sorted(lanes, key=int) and len(lanes) == 4, "cnt 1, 2, 3, 4 top to bottom"
+    assert [p.title.subtitle for p in chart.vconcat] == ["numbers on the marks: cnt", "numbers on the marks: freq"]
+    inner, result = _points(chart, 0), _points(chart, 1)
+    assert spec["title"]["subtitle"][0].startswith(
+        f"{len(inner) + len(result)} changes (table 1: {len(inner)}, table 2: {len(result)}, the last the result): ")
+    # however many changes one arrival makes to one lane, they stay within its slot (notebook
+    # 04's mini-batches of 3 rows: a bundle's changes all come at its last arrival)
+    batched = kit.sql(CASCADE, words=words(*"abacbaccabd"), config={
+        "table.exec.mini-batch.enabled": "true", "table.exec.mini-batch.allow-latency": "1 h",
+        "table.exec.mini-batch.size": "3", "table.optimizer.agg-phase-strategy": "ONE_PHASE"})
+    data = pd.concat([_points(kit.viz.changelog_timeline(batched), i) for i in (0, 1)])
+    assert data.groupby(["panel", "lane", "seq"]).size().max() >= 4, "as far as +-0.45 at 0.3 apart"
+    assert ((data["x"] - data["seq"]).abs() <= 0.35 + 1e-9).all()

@@ -65,11 +65,13 @@ def changelog_timeline(result, max_rows: int = 500, width: int = 640, lane_heigh
     cut = [len(g) > max_rows for _, g in changes.groupby("panel")]
     changes = changes.groupby("panel", group_keys=False).head(max_rows)
     changes["kind"] = changes["op"].map(LABELS)
-    # the changes one arrival made to one key side by side, centred on the arrival
+    # the changes one arrival made to one key side by side, centred on the arrival and within
+    # its slot (+-0.35: never as far as a neighbour's)
     place = changes.groupby(["panel", "lane", "seq"]).cumcount()
     many = changes.groupby(["panel", "lane", "seq"])["seq"].transform("size")
     last = int(changes["seq"].max()) if len(changes) else 0
-    changes["x"] = changes["seq"] + (place - (many - 1) / 2) * min(0.3, 18 * (last + 1) / width)
+    step = (0.7 / (many - 1).clip(lower=1)).clip(upper=min(0.3, 18 * (last + 1) / width))
+    changes["x"] = changes["seq"] + (place - (many - 1) / 2) * step
     retracting = pd.DataFrame({"seq": sorted(set(changes.loc[changes["op"].isin([UPDATE_BEFORE, DELETE]), "seq"]))
                                if len(panels) > 1 else []}, dtype=int)
     retracting["from"], retracting["to"] = retracting["seq"] - 0.5, retracting["seq"] + 0.5
@@ -80,9 +82,11 @@ def changelog_timeline(result, max_rows: int = 500, width: int = 640, lane_heigh
     tips = [alt.Tooltip("seq:Q", title="arrival"), alt.Tooltip("op:N", title="row kind"),
             alt.Tooltip("row:N", title="values")]
     charts = []
-    for i, (name, _, key) in enumerate(panels):
+    for i, (name, df, key) in enumerate(panels):
         data = changes[changes["panel"] == i]
-        lanes = list(dict.fromkeys(data["lane"]))
+        lanes = _lane_order(data["lane"])
+        labelled = [c for c in df.columns if c not in (*META, "_wm", *key)] if key else []
+        name = f"{i + 1}. {name}" if len(panels) > 1 else name
         y = alt.Y("lane:N", sort=lanes, title=", ".join(key) if key else "row",
                   axis=alt.Axis(labelLimit=160))
         shade = alt.Chart(retracting).mark_rect(color="#888888", opacity=0.12).encode(
@@ -92,11 +96,14 @@ def changelog_timeline(result, max_rows: int = 500, width: int = 640, lane_heigh
         layers.append(points.mark_point(size=110, strokeWidth=1.5, opacity=1).encode(
             fill=marks["fill"], stroke=marks["stroke"], shape=marks["shape"], tooltip=tips))
         layers.append(points.mark_text(dy=-11, fontSize=10).encode(text="label:N"))
-        charts.append(alt.layer(*layers, width=width, height=lane_height * max(len(lanes), 1),
-                                title=alt.TitleParams(f"{i + 1}. {name}" if len(panels) > 1 else name,
-                                                      anchor="start", fontSize=12)))
+        charts.append(alt.layer(*layers, width=width, height=lane_height * max(len(lanes), 1), title=alt.TitleParams(
+            name, subtitle=f"numbers on the marks: {', '.join(labelled)}" if labelled else alt.Undefined,
+            anchor="start", fontSize=12, subtitleFontSize=10)))
     counts = changes["op"].value_counts()
-    facts = [f"{len(changes)} change{'s' if len(changes) != 1 else ''}: "
+    per_table = changes["panel"].value_counts()
+    facts = [f"{len(changes)} change{'s' if len(changes) != 1 else ''}"
+             + (" (" + ", ".join(f"table {i + 1}: {per_table.get(i, 0)}" for i in range(len(panels)))
+                + ", the last the result)" if len(panels) > 1 else "") + ": "
              + ", ".join(f"{counts[op]} {op}" for op in LABELS if op in counts)]
     if len(retracting):
         facts.append("shaded: arrivals that retracted a row")
@@ -106,6 +113,14 @@ def changelog_timeline(result, max_rows: int = 500, width: int = 640, lane_heigh
                                                           if len(panels) > 1 else "")
     return alt.vconcat(*charts, spacing=14, title=title_params(default, "; ".join(facts), title)).resolve_scale(
         x="shared")
+
+
+def _lane_order(lanes: pd.Series) -> list:
+    """The lanes top to bottom: by value when every one is a number (``cnt`` 1, 2, 3), else
+    in order of first change."""
+    first = list(dict.fromkeys(lanes))
+    numbers = pd.to_numeric(pd.Series(first, dtype=object), errors="coerce")
+    return [first[i] for i in numbers.sort_values(kind="stable").index] if numbers.notna().all() else first
 
 
 def _panels(result) -> list:
