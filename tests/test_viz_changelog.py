@@ -77,8 +77,9 @@ def test_a_cascade_is_stacked_so_a_retraction_travels_down(spark):
     # a list of results gives the same panels, titled by their queries
     inner_t = kit.sql("SELECT word, COUNT(*) AS cnt FROM words GROUP BY word", words=words("Hello", "World", "Hello"))
     given = kit.viz.changelog_timeline([inner_t, outer])
-    assert [p.title.text for p in given.vconcat] == [
-        "1. SELECT word, COUNT(*) AS cnt FROM words GROUP BY word", "2. " + CASCADE[:89] + "…"]
+    first, second = [p.title.text for p in given.vconcat]
+    assert first == "1. SELECT word, COUNT(*) AS cnt FROM words GROUP BY word"
+    assert len(second) == 2 and " ".join(second) == "2. " + CASCADE, "the whole query, on lines"
     assert _points(given, 1)[["seq", "op"]].values.tolist() == result[["seq", "op"]].values.tolist()
 
 
@@ -94,6 +95,12 @@ def test_deletes_and_rows_without_a_key(spark):
         [0, "+I", "p1 / 10", ""], [1, "+I", "p2 / 20", ""], [2, "-D", "p1 / 10", ""], [2, "+I", "p3 / 30", ""]]
     encoding = chart.to_dict()["vconcat"][0]["layer"][0]["encoding"]
     assert encoding["y"]["title"] == "row" and "-D delete" in encoding["shape"]["scale"]["domain"]
+    assert "1 arrival changed nothing (no mark)" not in chart.to_dict()["title"]["subtitle"][0]
+    silent = kit.stream(pd.DataFrame({"p": ["p1", "p2", "p3", "p4"], "sales": [10, 20, 5, 30],
+                                      "t": [T0 + pd.Timedelta(seconds=i) for i in range(4)]}), time="t")
+    top = kit.sql("SELECT p, sales FROM (SELECT *, ROW_NUMBER() OVER (ORDER BY sales DESC) AS rn FROM shop) "
+                  "WHERE rn <= 2", shop=silent)
+    assert "1 arrival changed nothing (no mark)" in kit.viz.changelog_timeline(top).to_dict()["title"]["subtitle"][0]
 
 
 def test_rows_are_capped_and_the_title_says_so(spark):
@@ -163,3 +170,18 @@ def test_numbered_lanes_in_order_marks_named_and_each_tables_changes_counted(spa
     data = pd.concat([_points(kit.viz.changelog_timeline(batched), i) for i in (0, 1)])
     assert data.groupby(["panel", "lane", "seq"]).size().max() >= 4, "as far as +-0.45 at 0.3 apart"
     assert ((data["x"] - data["seq"]).abs() <= 0.35 + 1e-9).all()
+
+
+def test_arrivals_labelled_with_their_processing_time_for_a_ttl(spark):
+    timed = kit.stream(kit.data.load("clicks"), time="cTime",
+                       proctime=kit.Clock("2024-01-01 12:00:00", kit.Duration.of_minutes(10)))
+    forgetful = kit.sql("SELECT user, COUNT(url) AS cnt FROM clicks GROUP BY user", clicks=timed,
+                        config={"table.exec.state.ttl": "25 min"})
+    axis = kit.viz.changelog_timeline(forgetful, proctime=True).to_dict()["vconcat"][0]["layer"][0]["encoding"]["x"]
+    assert axis["title"] == "arrival order (seq) and its processing time"
+    assert "datum.value == 4 ? '4 · 12:40:00'" in axis["axis"]["labelExpr"]
+    with pytest.raises(KitError, match="proctime=True needs a stream with a processing time"):
+        kit.viz.changelog_timeline(kit.sql("SELECT user, COUNT(url) AS cnt FROM clicks GROUP BY user",
+                                           clicks=clicks()), proctime=True)
+    with pytest.raises(KitError, match="proctime must be True or False; got 'yes'"):
+        kit.viz.changelog_timeline(forgetful, proctime="yes")

@@ -27,6 +27,8 @@ are drawn, and the title says when some were left out.
 
 from __future__ import annotations
 
+import textwrap
+
 import altair as alt
 import pandas as pd
 
@@ -48,7 +50,7 @@ ADDED = "#dff0d8"      # a table row the arrival shown added
 
 
 def changelog_timeline(result, max_rows: int = 500, width: int = 640, lane_height: int = 26,
-                       title: str | None = None) -> alt.VConcatChart:
+                       title: str | None = None, proctime: bool = False) -> alt.VConcatChart:
     """Draw the changelog of ``result`` (a ``kit.sql`` result over streams), or of a list of
     results stacked as a cascade (e.g. ``[inner, outer]``), per key over arrival order.
 
@@ -56,9 +58,12 @@ def changelog_timeline(result, max_rows: int = 500, width: int = 640, lane_heigh
         kit.viz.changelog_timeline(counts)
 
     ``max_rows``: changes drawn per panel at most (the first in changelog order);
-    ``lane_height``: pixels per key; ``title``: the chart's title instead of the default.
+    ``lane_height``: pixels per key; ``title``: the chart's title instead of the default;
+    ``proctime``: label each arrival with its processing time too (what a state TTL counts).
     """
     check_title("changelog_timeline", title)
+    if not isinstance(proctime, bool):
+        raise KitError(f"changelog_timeline: proctime must be True or False; got {proctime!r}")
     check_max_rows("changelog_timeline", max_rows)
     panels = _panels(result)
     changes = _collect(panels, max_rows)
@@ -78,7 +83,11 @@ def changelog_timeline(result, max_rows: int = 500, width: int = 640, lane_heigh
     marks = legend("kind", KINDS, changes["kind"], title="change")
     scale = alt.Scale(domain=[-0.5, last + 0.5], nice=False, zero=False)
     axis = alt.Axis(format="d", tickMinStep=1, values=list(range(last + 1)) if last < 60 else alt.Undefined)
-    x = alt.X("x:Q", title="arrival order (seq)", scale=scale, axis=axis)
+    x_title = "arrival order (seq)"
+    if proctime:
+        axis, x_title = _proctime_axis(changes), "arrival order (seq) and its processing time"
+    changes = changes.drop(columns="pt")
+    x = alt.X("x:Q", title=x_title, scale=scale, axis=axis)
     tips = [alt.Tooltip("seq:Q", title="arrival"), alt.Tooltip("op:N", title="row kind"),
             alt.Tooltip("row:N", title="values")]
     charts = []
@@ -86,11 +95,11 @@ def changelog_timeline(result, max_rows: int = 500, width: int = 640, lane_heigh
         data = changes[changes["panel"] == i]
         lanes = _lane_order(data["lane"])
         labelled = [c for c in df.columns if c not in (*META, "_wm", *key)] if key else []
-        name = f"{i + 1}. {name}" if len(panels) > 1 else name
+        name = _lines(f"{i + 1}. {name}" if len(panels) > 1 else name)
         y = alt.Y("lane:N", sort=lanes, title=", ".join(key) if key else "row",
                   axis=alt.Axis(labelLimit=160))
         shade = alt.Chart(retracting).mark_rect(color="#888888", opacity=0.12).encode(
-            x=alt.X("from:Q", scale=scale, axis=axis, title="arrival order (seq)"), x2="to:Q")
+            x=alt.X("from:Q", scale=scale, axis=axis, title=x_title), x2="to:Q")
         layers = [shade] if len(retracting) else []
         points = alt.Chart(data).encode(x=x, y=y)
         layers.append(points.mark_point(size=110, strokeWidth=1.5, opacity=1).encode(
@@ -105,6 +114,9 @@ def changelog_timeline(result, max_rows: int = 500, width: int = 640, lane_heigh
              + (" (" + ", ".join(f"table {i + 1}: {per_table.get(i, 0)}" for i in range(len(panels)))
                 + ", the last the result)" if len(panels) > 1 else "") + ": "
              + ", ".join(f"{counts[op]} {op}" for op in LABELS if op in counts)]
+    silent = (last + 1 - changes["seq"].nunique()) if len(changes) else 0
+    if silent:
+        facts.append(f"{silent} arrival{'s' if silent != 1 else ''} changed nothing (no mark)")
     if len(retracting):
         facts.append("shaded: arrivals that retracted a row")
     if any(cut):
@@ -113,6 +125,19 @@ def changelog_timeline(result, max_rows: int = 500, width: int = 640, lane_heigh
                                                           if len(panels) > 1 else "")
     return alt.vconcat(*charts, spacing=14, title=title_params(default, "; ".join(facts), title)).resolve_scale(
         x="shared")
+
+
+def _proctime_axis(changes: pd.DataFrame) -> alt.Axis:
+    """An axis labelling each arrival that changed something ``seq · HH:MM:SS``, its
+    processing time (``pt``, ms)."""
+    times = changes.dropna(subset=["pt"]).groupby("seq")["pt"].first()
+    if times.empty:
+        raise KitError("changelog_timeline: proctime=True needs a stream with a processing time "
+                       "(kit.stream(..., proctime=Clock(...)) or a column)")
+    shown = pd.to_datetime(times, unit="ms").dt.strftime("%H:%M:%S")
+    cases = " : ".join(f"datum.value == {seq} ? '{seq} · {t}'" for seq, t in shown.items())
+    return alt.Axis(format="d", tickMinStep=1, values=list(times.index), labelAngle=-40,
+                    labelExpr=f"{cases} : datum.label")
 
 
 def _lane_order(lanes: pd.Series) -> list:
@@ -131,16 +156,18 @@ def _panels(result) -> list:
         raise KitError("changelog_timeline draws a continuous query's result (kit.sql(...) over kit.stream(...)) "
                        f"or a list of them; got {type(result).__name__}")
     if isinstance(result, (list, tuple)):
-        return [(_one_line(r.query) or f"table {i + 1}", r.log.df, r.upsert_key or ()) for i, r in enumerate(results)]
+        return [(" ".join(r.query.split()) or f"table {i + 1}", r.log.df, r.upsert_key or ())
+                for i, r in enumerate(results)]
     tables = _stateful(result.root)
     run = PlanRun(result)
     panels = []
     for shown, node in tables[:-1]:
         log = run.node(shown, update_before=True)
         names = dict(zip(shown.columns, shown.names))
-        df = log.df.selectExpr("_op", *[f"{c} AS {sparksql.name(names[c])}" for c in shown.columns], "seq", "_n")
+        df = log.df.selectExpr("_op", *[f"{c} AS {sparksql.name(names[c])}" for c in shown.columns], "seq", "_n",
+                               "_pt")
         panels.append((node.label(), df, tuple(names[c] for c in log.upsert_key or ())))
-    name = tables[-1][1].label() if len(tables) > 1 else _one_line(result.query) or "result"
+    name = tables[-1][1].label() if len(tables) > 1 else " ".join(result.query.split()) or "result"
     return panels + [(name, result.log.df, result.upsert_key or ())]
 
 
@@ -162,9 +189,12 @@ def _quoted(text: str) -> str:
     return text.replace("\\", "\\\\").replace("'", "\\'")
 
 
-def _one_line(query: str, limit: int = 90) -> str:
-    text = " ".join(query.split())
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+def _lines(query: str, width: int = 100, most: int = 4) -> str | list:
+    """``query`` on lines of at most ``width`` characters (a panel's title: the whole query,
+    not cut where it gets interesting), at most ``most`` of them; one line as a string."""
+    lines = textwrap.wrap(" ".join(query.split()), width) or [""]
+    lines = lines if len(lines) <= most else lines[:most - 1] + [lines[most - 1][:width - 1] + "…"]
+    return lines[0] if len(lines) == 1 else lines
 
 
 def _collect(panels: list, max_rows: int) -> pd.DataFrame:
@@ -177,7 +207,7 @@ def _collect(panels: list, max_rows: int) -> pd.DataFrame:
         lane = [text[c] for c in key] or list(text.values())
         rest = [text[c] for c in columns if c not in key] if key else []
         named = ", ".join(f"concat('{_quoted(c)}=', {text[c]})" for c in columns)
-        part = df.selectExpr(f"{i} AS panel", "seq", "_n", "_op AS op", f"concat_ws(' / ', {', '.join(lane)}) AS lane",
+        part = df.selectExpr(f"{i} AS panel", "seq", "_n", "_pt AS pt", "_op AS op", f"concat_ws(' / ', {', '.join(lane)}) AS lane",
                              f"concat_ws(', ', {', '.join(rest) or repr('')}) AS label",
                              f"concat_ws(', ', {named}) AS row")
         parts = part if parts is None else parts.unionByName(part)
