@@ -194,6 +194,7 @@ def test_labels_get_room_for_the_longest_description():
     short, long = w.IntSlider(description="n"), w.IntSlider(description="orders delay (min)")
     bind(lambda a, b: None, a=short, b=long)
     assert short.style.description_width == long.style.description_width == "20ch"
+    assert short.layout.width == long.layout.width == "calc(20ch + 22em)", "the label leaves the track its room"
     set_by_user = w.IntSlider(description="x", style={"description_width": "50px"})
     bind(lambda a: None, a=set_by_user)
     assert set_by_user.style.description_width == "50px"

@@ -310,13 +310,20 @@ def _label(name: str, control: widgets.Widget) -> str:
     return (getattr(control, "description", "") or name).strip()
 
 
+VALUE_WIDTH = "22em"   # beside the label: a slider's track, a dropdown's longest option
+
+
 def _label_width(controls) -> None:
-    """Room for the longest description, so no label is cut ("orders del…")."""
+    """Room for the longest description, so no label is cut ("orders del…"), and beside it
+    ``VALUE_WIDTH`` for the value, so a long label leaves a slider its track and a dropdown
+    its text (unless the control's width was set)."""
     longest = max((len(getattr(c, "description", "") or "") for c in controls), default=0)
     for control in controls:
         style = getattr(control, "style", None)
         if longest and style is not None and hasattr(style, "description_width") and not style.description_width:
             style.description_width = f"{longest + 2}ch"
+            if not control.layout.width:
+                control.layout.width = f"calc({longest + 2}ch + {VALUE_WIDTH})"
 
 
 def _escape(text: str) -> str:
