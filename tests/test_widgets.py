@@ -176,6 +176,16 @@ def test_every_kind_of_title_gets_the_line_on_the_first_draw_and_on_redraws(titl
         assert shown.get("color") == ("red" if isinstance(title, alt.TitleParams) else None)
 
 
+def test_a_long_line_of_values_wraps_within_the_chart():
+    controls = {f"p{i}": w.Dropdown(options=[f"Purging(CountTrigger({i}))"], description=f"trigger {i}")
+                for i in range(6)}
+    view = bind(lambda **v: alt.Chart(pd.DataFrame({"x": [1]})).mark_point().encode(x="x").properties(
+        title="windows"), **controls)
+    subtitle = _title(view)["subtitle"]
+    assert len(subtitle) > 1 and all(len(line) <= 90 for line in subtitle)
+    assert " ".join(subtitle) == ", ".join(f"trigger {i} = Purging(CountTrigger({i}))" for i in range(6))
+
+
 def test_hidden_controls_are_not_named_and_follow_the_values():
     shape = w.Dropdown(options=["tumbling", "sliding"])
     slide = w.IntSlider(value=5, description="slide")

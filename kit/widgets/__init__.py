@@ -39,6 +39,7 @@ from __future__ import annotations
 import functools
 import inspect
 import queue
+import textwrap
 import threading
 import time
 from typing import Any, Callable
@@ -417,15 +418,20 @@ def _titled(chart, line: str):
     return chart.properties(title=alt.TitleParams(**_title_with(title, line)))
 
 
+TITLE_WIDTH = 90   # characters of the values' line before it wraps (a chart is ~640 px wide)
+
+
 def _title_with(title, line: str) -> dict:
     """A title's parameters (a Vega-Lite title: none, its text -- a string or lines -- or a
-    dict) with ``line`` first under its text."""
+    dict) with ``line`` first under its text, wrapped at ``TITLE_WIDTH`` characters so it
+    stays within the chart."""
+    lines = textwrap.wrap(line, TITLE_WIDTH, break_long_words=False, break_on_hyphens=False) or [line]
     if title is None or title == "" or title == []:
-        return {"text": line, "anchor": "start"}
+        return {"text": lines[0] if len(lines) == 1 else lines, "anchor": "start"}
     if isinstance(title, (str, list)):
-        return {"text": title, "subtitle": [line], "anchor": "start"}
+        return {"text": title, "subtitle": lines, "anchor": "start"}
     subtitle = title.get("subtitle", [])
-    return {**title, "subtitle": [line] + ([subtitle] if isinstance(subtitle, str) else list(subtitle))}
+    return {**title, "subtitle": lines + ([subtitle] if isinstance(subtitle, str) else list(subtitle))}
 
 
 def _is_altair_chart(obj: Any) -> bool:
