@@ -265,8 +265,10 @@ class Stream:
         made = _STREAMS.setdefault(df, weakref.WeakValueDictionary())
         args = (cls, time, watermark, order, proctime, primary_key)
         try:
-            s = made[args]
-        except (KeyError, TypeError):   # TypeError: an argument that cannot be a key, checked below
+            s = made.get(args)
+        except TypeError:   # an argument that cannot be a key, checked below
+            s = None
+        if s is None:
             _check_columns(df, time, watermark, order, proctime)
             for col in primary_key:
                 if col not in df.columns:
