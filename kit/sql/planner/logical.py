@@ -851,11 +851,15 @@ def parse(query: Statement | str, schema: dict) -> exp.Expression:
         raise KitError(str(error)) from None
 
 
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
 def plan(query: Statement | str, streams: dict) -> tuple[Node, list]:
     """The operator tree of ``query`` over ``streams`` ({name: kit.Stream}) and its output
     names. The aggregates' types are left to the run (``AggCall.type`` None): Spark gives them."""
-    # names quoted: sqlglot parses a schema's names (``c;`` would read as ``c``)
-    schema = {name: {sparksql.name(c): "STRING" for c in stream_columns(s)} for name, s in streams.items()}
+    # sqlglot parses a schema's names unless they are plain (``c;`` would read as ``c``): others go quoted
+    schema = {name: {c if _PLAIN_NAME.match(c) else sparksql.name(c): "STRING" for c in stream_columns(s)}
+              for name, s in streams.items()}
     tree = parse(query, schema)
     planner = _Planner(streams)
     node, names = planner._settled(planner.block(tree))
