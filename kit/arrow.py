@@ -1,9 +1,9 @@
 """Arrow in and out of the operators that run Python per key (``kit.replay.keyed``).
 
 The replay driver runs one ``mapInArrow`` per task (``map_in_arrow``, which takes any column
-name): the task's rows arrive sorted by the keys, ``groups`` splits them into runs of equal keys, ``python_values`` gives a column as
-plain Python values, and ``column`` turns the values an operator produced back into an
-Arrow column of the output's Spark type.
+name): the task's rows arrive sorted by the keys, ``groups`` splits them into runs of equal
+keys, ``python_values`` gives a column as plain Python values, and ``column`` turns the
+values an operator produced back into an Arrow column of the output's Spark type.
 
 >>> import pyarrow as pa
 >>> groups(pa.table({"k": ["a", "a", None, None, "b"]}), ["k"])

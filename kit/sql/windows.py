@@ -247,7 +247,7 @@ def windowed(df: DataFrame, call: WindowCall, drop_late: bool) -> tuple[DataFram
     dtype = df.schema[call.time].dataType
     is_ts = not isinstance(dtype, T.IntegralType)
     millis = (lambda c: F.unix_millis(c.cast("timestamp"))) if is_ts else (lambda c: c.cast("long"))
-    out = df.withColumn("_kit_t", millis(F.col(sparksql.name(call.time))))
+    out = df.withColumn("_kit_t", millis(sparksql.col(call.time)))
     t = F.col("_kit_t")
     stream = drop_late and "watermark" in df.columns
     late = None
@@ -255,7 +255,7 @@ def windowed(df: DataFrame, call: WindowCall, drop_late: bool) -> tuple[DataFram
         out = _session_replay(out.withColumn("_kit_wm", millis(F.col("watermark"))), call)
     elif call.kind == "SESSION":
         gap = call.sizes["gap"]
-        partition = [F.col(sparksql.name(c)) for c in call.partition]
+        partition = [sparksql.col(c) for c in call.partition]
         order = Window.partitionBy(*partition).orderBy("_kit_t")
         out = (out.withColumn("_kit_new", F.coalesce(t - F.lag(t).over(order) > gap, F.lit(True)).cast("int"))
                   .withColumn("_kit_s", F.sum("_kit_new").over(order.rowsBetween(Window.unboundedPreceding, 0))))
@@ -275,7 +275,7 @@ def windowed(df: DataFrame, call: WindowCall, drop_late: bool) -> tuple[DataFram
                                                          F.lit(False)))
     as_time = (lambda c: F.timestamp_millis(c).cast(dtype)) if is_ts else (lambda c: c)
     rowtime = dtype if is_ts else T.TimestampType()
-    columns = [F.col(sparksql.name(c)) for c in df.columns if c not in ("window_start", "window_end", "window_time")]
+    columns = [sparksql.col(c) for c in df.columns if c not in ("window_start", "window_end", "window_time")]
     window_cols = [as_time(F.col("_kit_start")).alias("window_start"), as_time(F.col("_kit_end")).alias("window_end"),
                    F.timestamp_millis(F.col("_kit_end") - 1).cast(rowtime).alias("window_time")]
     if stream:
