@@ -129,10 +129,12 @@ def test_the_upsert_sink_saves_the_top_aggregates_update_before(spark):
     q = QUERIES["word_freq"]["query"]
     retract = kit.sql(q, words=s, sink="retract").messages()
     upsert = kit.sql(q, words=s, sink="upsert").messages()
-    assert [m["changelogMode"] for m in retract] == ["[I,UB,UA,D]", "[I,UB,UA]"]
-    assert [m["changelogMode"] for m in upsert] == ["[I,UA,D]", "[I,UB,UA]"]
-    outer_r, inner_r = retract
-    outer_u, inner_u = upsert
+    assert [m["changelogMode"] for m in retract] == ["[I,UB,UA,D]", "[I,UB,UA]", "[I]"]
+    assert [m["changelogMode"] for m in upsert] == ["[I,UA,D]", "[I,UB,UA]", "[I]"]
+    outer_r, inner_r, scan_r = retract
+    outer_u, inner_u, scan_u = upsert
+    assert scan_r == scan_u and scan_u["node"].startswith("TableSourceScan(") and (
+        [scan_u[k] for k in ("+I", "-U", "+U", "-D")] == [len(words), 0, 0, 0])    # the source's rows, inserted
     assert outer_r["-U"] > 0 and outer_u["-U"] == 0                       # the messages saved
     assert {k: outer_u[k] for k in ("+I", "+U", "-D")} == {k: outer_r[k] for k in ("+I", "+U", "-D")}
     assert inner_u == inner_r and inner_u["-U"] == 3                      # Hello twice, World once

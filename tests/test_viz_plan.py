@@ -36,13 +36,13 @@ def words(spark):
 
 
 def layers(chart):
-    """{"edges", "labels", "nodes", "captions"}: the data of a tree chart's layers, told apart
-    by their mark and the field of their text (labels: those drawn, in edge order)."""
+    """{"edges", "labels", "nodes", "captions", "strip"}: the data of a tree chart's layers,
+    told apart by their mark and the field of their text (labels: those drawn, in edge order)."""
     found = {}
     for layer in chart.layer:
         mark = layer.mark if isinstance(layer.mark, str) else layer.mark.type
         fields = {v.get("field") for v in layer.encoding.to_dict().values() if isinstance(v, dict)}
-        name = {"rule": "edges", "rect": "nodes"}.get(mark) or (
+        name = "strip" if layer.name == "kit_steps" else {"rule": "edges", "rect": "nodes"}.get(mark) or (
             "labels" if "label" in fields else "captions" if "rule" in fields else None)
         if name == "labels":
             found["labels"] = layer.data
@@ -89,10 +89,18 @@ def test_each_stage_is_its_tree(e):
     assert optimized["name"].tolist() == ["Project", "Join", "LocalRelation", "LocalRelation"]
     assert optimized["info"].tolist()[2:] == ["rows=3 size=72 B", "rows=2 size=32 B"]   # Catalyst's estimates
     assert optimized["kind"].tolist() == ["filter / project", "join", "scan / relation", "scan / relation"]
-    # long arguments cut in the box, whole in the tooltip
+    # arguments wrapped onto lines in the box (every box as tall), whole in the tooltip
     project = e.stages["optimized"]
-    assert optimized["detail"][0].endswith("…") and optimized["tip_node"][0] == renumbered(project.text)
-    assert optimized["detail"][0][:-1] in renumbered(project.args)
+    assert optimized["detail"][0] == "[id#1L, (value#2L + 3) AS\nv#3L]" == renumbered(project.args).replace(" v", "\nv")
+    assert optimized["tip_node"][0] == renumbered(project.text)
+    assert (optimized["bottom"] - optimized["top"]).tolist() == [68] * 4           # two detail lines of 12 px
+    # past three lines a detail is cut (an ellipsis), and no box is taller than three lines
+    from kit.engine import PlanNode
+    long = PlanNode("Filter", "Filter", " AND ".join(f"(c{i} < {i})" for i in range(30)))
+    drawn = layers(kit.viz.plan(PlanNode("Project", "Project", "[a]", children=(long,))))["nodes"]
+    lines = drawn["detail"][1].split("\n")
+    assert len(lines) == 3 and lines[-1].endswith(" …") and all(len(line) <= 31 for line in lines)
+    assert " ".join(lines)[:-2] in long.args and (drawn["bottom"] - drawn["top"]).tolist() == [80, 80]
     # a chart composes with others (no top-level config), e.g. two stages side by side
     alt.hconcat(kit.viz.plan(e, "analyzed"), kit.viz.plan(e, "optimized")).to_dict()
 
@@ -115,13 +123,25 @@ def test_a_slider_steps_through_the_rule_applications(e, jobs):  # noqa: F811
     changed = nodes[(nodes["step"] == folded) & (nodes["changed"] != "no")]
     assert changed["name"].tolist() == ["Project", "Filter"]
     assert (nodes.loc[nodes["step"] == 0, "changed"] == "no").all()
+    n = len(e.rules)
     spec = chart.to_dict()
     (param,) = spec["params"]
-    assert param["name"] == "step" and param["bind"]["input"] == "range"
-    assert (param["bind"]["min"], param["bind"]["max"], param["value"]) == (0, len(e.rules), 0)
-    assert all(layer["transform"] == [{"filter": "(datum.step === step)"}] for layer in spec["layer"])
-    vega = to_vega(spec)       # compiles offline, the slider a bound signal
-    assert any(s["name"] == "step" and s["bind"]["input"] == "range" for s in vega["signals"])
+    assert param == {"name": "step", "value": 0, "bind": {"input": "number", "name": f"rule application (0 to {n}) "}}
+    shown = {"filter": f"datum.step === clamp(step, 0, {n})"}    # a step typed out of range: the nearest
+    assert all(layer["transform"] == [shown] for layer in spec["layer"] if "transform" in layer)
+    assert sum("transform" in layer for layer in spec["layer"]) == len(spec["layer"]) - 2   # not the strip, its hint
+    # the strip under the title: a cell per step, pressed or dragged over to choose it
+    strip = drawn["strip"]
+    assert strip["step"].tolist() == list(range(n + 1)) and strip["top"].max() < nodes["top"].min()
+    assert (strip["right"] < strip["left"].shift(-1)).iloc[:-1].all()
+    vega = to_vega(spec)       # compiles offline: the box bounded, the strip's events on the step
+    (signal,) = [s for s in vega["signals"] if s["name"] == "step"]
+    assert signal["bind"] == {"input": "number", "name": f"rule application (0 to {n}) ", "min": 0, "max": n,
+                              "step": 1}
+    assert [h["events"] for h in signal["on"]] == [
+        "@kit_steps_marks:mousedown", "[@kit_steps_marks:mousedown, window:mouseup] > @kit_steps_marks:mouseover"]
+    assert all(h["update"] == "datum.step" for h in signal["on"])
+    assert any(m["name"] == "kit_steps_marks" for m in vega["marks"])
     # the rule log alone draws the same steps
     assert layers(kit.viz.plan(e.rules))["captions"]["rule"].tolist() == captions["rule"].tolist()
 
@@ -187,8 +207,8 @@ def test_the_edges_carry_the_messages_retract_beside_upsert(words):
     chart = kit.viz.plan(tables)
     retract, upsert = (layers(panel) for panel in chart.hconcat)
     assert [p.title.text for p in chart.hconcat] == [
-        "into a retract sink: its operators sent 14 messages, 4 of them -U",
-        "into an upsert sink: its operators sent 12 messages, 2 of them -U"]
+        "into a retract sink: its operators sent 18 messages, 4 of them -U",
+        "into an upsert sink: its operators sent 16 messages, 2 of them -U"]
 
     def on_edges(drawn):
         names = drawn["nodes"]["name"]
@@ -197,12 +217,16 @@ def test_the_edges_carry_the_messages_retract_beside_upsert(words):
     assert on_edges(retract)[:4] == [("GroupAggregate", "+I 3 -U 2 +U 2 -D 1"), ("Exchange", "+I 2 -U 2 +U 2"),
                                      ("Calc", "+I 2 -U 2 +U 2"), ("GroupAggregate", "+I 2 -U 2 +U 2")]
     assert on_edges(upsert)[:2] == [("GroupAggregate", "+I 3 +U 2 -D 1"), ("Exchange", "+I 2 -U 2 +U 2")]
-    assert on_edges(upsert)[-1] == ("TableSourceScan", "+I")              # a scan's rows are not counted
+    assert on_edges(upsert)[-4:] == [(name, "+I 4") for name in ("Exchange", "Calc", "WatermarkAssigner",
+                                                                 "TableSourceScan")]   # the four words, passed on
+    assert chart.hconcat[0].layer[3].to_dict()["encoding"]["fill"]["legend"]["orient"] == "bottom"   # below, as wide
     # the same counts given by hand (as DynamicTable.messages() gives them), on the plan modes made
     root = planner.table_plan(tables[1])
     outer, inner = (n.flink_label() for n in root.walk() if n.name == "GroupAggregate")
+    scan = next(n.flink_label() for n in root.walk() if n.name == "TableSourceScan")
     messages = [{"node": outer, "changelogMode": "[I,UA,D]", "+I": 3, "-U": 0, "+U": 2, "-D": 1},
-                {"node": inner, "changelogMode": "[I,UB,UA]", "+I": 2, "-U": 2, "+U": 2, "-D": 0}]
+                {"node": inner, "changelogMode": "[I,UB,UA]", "+I": 2, "-U": 2, "+U": 2, "-D": 0},
+                {"node": scan, "changelogMode": "[I]", "+I": 4, "-U": 0, "+U": 0, "-D": 0}]
     one = layers(kit.viz.plan(root, messages=messages))
     assert one["labels"]["label"].tolist() == upsert["labels"]["label"].tolist()
     assert layers(kit.viz.plan(tables[1], messages=False))["labels"]["label"][0] == "+I +U -D"

@@ -251,11 +251,15 @@ class DynamicTable:
         (top first) with ``node`` (Flink's label), ``changelogMode`` and the number of rows of
         each kind (``+I``, ``-U``, ``+U``, ``-D``). Each operator runs with the update-before
         decision of the plan (it sends ``-U`` only when its consumer needs them), so the same
-        query into a retract and an upsert sink shows the messages the decision saves. Runs
-        Spark jobs: one per operator."""
+        query into a retract and an upsert sink shows the messages the decision saves. A
+        ``TableSourceScan`` sends its stream's rows as inserts. Runs Spark jobs: one per
+        operator, and a count of each stream whose rows are not known yet."""
         out = []
         for node in table_plan(self).walk():
             kit_node = node.attrs.get("kit")
+            if node.name == "TableSourceScan":
+                out.append({"node": node.flink_label(), "changelogMode": mode_text(node.mode),
+                            **{k: node.attrs["stream"].rows if k == INSERT else 0 for k in KINDS}})
             if kit_node is None:
                 continue
             log = PlanRun(self).node(kit_node, update_before=UPDATE_BEFORE in node.mode)

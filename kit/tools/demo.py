@@ -70,7 +70,7 @@ from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 from nbconvert import HTMLExporter
 
-from ..viz.render import html_page_script
+from ..viz.render import html_page_script, vega_div
 
 __all__ = ["STATIC_LINE", "STATUS_LINE", "WIDGET_PICTURE_LINE", "main", "run", "store", "stored", "to_html"]
 
@@ -174,17 +174,11 @@ def _static(out: dict, state: dict) -> dict:
     chart = next((k for k in data if k.startswith(_VEGA_PREFIXES)), None)
     if chart:
         embed = (out.get("metadata") or {}).get(chart, {}).get("embed_options", {})
-        return _html_output(_vega_div(data[chart], embed))
+        return _html_output(vega_div(data[chart], embed))
     if _WIDGET_VIEW in data:
         model = data[_WIDGET_VIEW].get("model_id", "")
         return _html_output(_widget_snapshot(model, state))
     return out
-
-
-def _vega_div(spec: dict, embed: dict) -> str:
-    payload = json.dumps({"spec": spec, "options": {"actions": False, **embed}})
-    payload = payload.replace("</", "<\\/")  # stays inside its <script>
-    return f'<div class="kit-vega"><script type="application/json">{payload}</script></div>'
 
 
 def _widget_snapshot(model_id: str, state: dict, depth: int = 0) -> str:

@@ -6,13 +6,16 @@ What it takes:
 
 - ``kit.explain(query, **tables)`` (an ``Explanation``): one stage (``"parsed"``,
   ``"analyzed"``, ``"optimized"``, ``"physical"``) as a tree, each node with Spark's name,
-  its arguments (cut short; whole in the tooltip) and Catalyst's estimates (``rows``,
-  ``size``); or ``stage="rules"``: the optimizer rule by rule, a slider over the rule
-  applications (step 0 the plan before the first rule, step k the plan after the k-th), the
-  rule named above the tree, the nodes it made or changed (or whose inputs it changed)
-  outlined thick. Every step's tree is laid out in Python into one small table with a
-  ``step`` column and the chart shows the rows of the slider's step: moving it redraws in the
-  browser, with no Python or Spark. A ``RuleLog`` (``e.rules``) or a ``PlanNode`` alone draw
+  its arguments (on up to three lines, then cut; whole in the tooltip) and Catalyst's
+  estimates (``rows``, ``size``); or ``stage="rules"``: the optimizer rule by rule, one step
+  per rule application (step 0 the plan before the first rule, step k the plan after the
+  k-th), the rule named above the tree, the nodes it made or changed (or whose inputs it
+  changed) outlined thick. The step is chosen on a strip under the title (press a cell or
+  drag along it) or in a number box under the chart (typed, or the arrow keys: JupyterLab
+  keeps a focused slider's arrow keys to move between cells, a box's it leaves). Every
+  step's tree is laid out in Python into one small table with a ``step`` column and the
+  chart shows the rows of the chosen step: choosing redraws in the browser, with no Python
+  or Spark. A ``RuleLog`` (``e.rules``) or a ``PlanNode`` alone draw
   the same way. On Spark Connect (an ``Explanation`` of text only) a stage is drawn from
   Spark's explain text (estimates from ``mode="cost"``); there is no rule log to step through.
 - a continuous query: ``kit.sql(...)``'s ``DynamicTable`` or ``kit.sql.planner.physical_plan``'s
@@ -22,11 +25,12 @@ What it takes:
   counted (``+I 3 -U 2 +U 2 -D 1``) when ``messages`` are given (``DynamicTable.messages()``;
   for a ``DynamicTable`` they are counted unless ``messages=False``: one Spark job per
   operator). A list of them (the same query into a retract and an upsert sink) is drawn side
-  by side, so the ``-U`` messages the upsert sink saves show at a glance.
+  by side, its legend below them, so the ``-U`` messages the upsert sink saves show at a glance.
 
 Counts on edges the run did not count directly: an ``Exchange``, a ``WatermarkAssigner`` and
 a ``Calc`` without a ``where`` send the rows they receive, one for one and of the same kind,
-so their edge carries their input's counts; a filtering ``Calc`` or a scan shows the kinds only.
+so their edge carries their input's counts (a scan's: its stream's rows); a filtering
+``Calc`` shows the kinds only.
 
 Layout (a tidy tree): leaves left to right in plan order, one column each, a parent centred
 over its first and last child, one row per depth, the root at the top; pixel positions are
@@ -43,6 +47,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import textwrap
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -55,10 +60,12 @@ from ..sql.planner import PhysicalNode, table_plan
 from ..sql.table import DynamicTable
 from .changelog import KINDS as CHANGE_KINDS, LABELS
 from .marks import Kind, check_title, legend, title_params
+from .render import SCRUB
 
 __all__ = ["plan", "NODE_KINDS", "MODE_KINDS"]
 
 RULES = "rules"     # the stage= that draws the optimizer step by step
+STRIP, STEP_CELL = "kit_steps", 24  # the strip of steps atop a rules chart; its cells' widest (px)
 
 NODE_KINDS = [Kind("scan / relation", "#1f77b4", "square", fill="#dbe9f6"),
               Kind("filter / project", "#2ca02c", "square", fill="#e0f3db"),
@@ -75,6 +82,7 @@ _RETRACTING = _COLOR[UPDATE_BEFORE]   # an edge that carries -U
 _EDGE = "#888888"
 
 BOX_H, ROW_GAP, PAD = 56, 40, 8
+DETAIL_LINES, LINE_H = 3, 12     # a node's arguments: wrapped onto at most 3 lines of 12 px
 _PASS_THROUGH = ("Exchange", "WatermarkAssigner")
 
 
@@ -207,16 +215,18 @@ def _batch_tree(tree, column_width, title, default, facts=None):
 
 
 def _steps(log, column_width, title):
-    """The plan before the first rule and after each rule of ``log``, one step each, with a slider."""
+    """The plan before the first rule and after each rule of ``log``, one step each, chosen on
+    the strip atop the chart or in the number box under it (module doc)."""
     if not len(log):
         raise KitError("plan: no optimizer rule changed this plan, so there are no steps to show; "
                        "draw a stage instead (stage='optimized')")
     first = log[0]
     trees = [_tree_of(first.before, first.before_text)] + [_tree_of(a.after, a.after_text) for a in log]
     all_nodes, all_edges, captions = [], [], []
-    top = PAD + 44      # room for the rule's name and batch
+    top = PAD + 66      # room for the strip of steps, the rule's name and its batch
     boxes = [_batch_box(tree) for tree in trees]
     _renumber(boxes)
+    lines = _detail_lines(boxes, column_width)
     for step, box in enumerate(boxes):
         if step:     # a node is changed when its text or its inputs' names are not as in any node before
             before = Counter(_signature(b) for b in _walk(boxes[step - 1]))
@@ -224,7 +234,7 @@ def _steps(log, column_width, title):
                 made = before[_signature(b)] <= 0
                 b.tips["changed"] = "yes: the rule made it, or changed it or its inputs" if made else "no"
                 before[_signature(b)] -= 1
-        nodes, edges = _layout(box, column_width, top)
+        nodes, edges = _layout(box, column_width, top, lines)
         all_nodes.append(nodes.assign(step=step))
         all_edges.append(edges.assign(step=step))
         if step == 0:
@@ -236,22 +246,35 @@ def _steps(log, column_width, title):
     nodes = pd.concat(all_nodes, ignore_index=True)
     edges = pd.concat(all_edges, ignore_index=True)
     nodes["changed"] = nodes.get("changed", pd.Series(dtype=object)).fillna("no")
-    steps = pd.DataFrame({"step": range(len(captions)), "rule": [c[0] for c in captions],
-                          "batch": [c[1] for c in captions], "x": PAD, "y": PAD + 8, "y_batch": PAD + 26})
-    step = alt.param(name="step", value=0,
-                     bind=alt.binding_range(min=0, max=len(log), step=1, name="rule application "))
-    shown = alt.datum.step == step
+    n = len(log)
+    step = alt.param(name="step", value=0, bind=alt.binding(input="number", name=f"rule application (0 to {n}) "))
+    shown = f"datum.step === clamp(step, 0, {n})"      # a box typed out of range shows the nearest step
     chart = _draw(nodes, edges, NODE_KINDS, set(nodes["kind"]), "node kind", column_width, shown=shown)
+    width = max(chart.width, int(7.5 * max(len(t) for c in captions for t in c)) + 2 * PAD)
+    cell = min(STEP_CELL, max(4, (width - 2 * PAD) // (n + 1)))
+    width = max(width, cell * (n + 1) + 2 * PAD + 400)     # the strip and its hint
+    steps = pd.DataFrame({"step": range(n + 1), "rule": [c[0] for c in captions], "batch": [c[1] for c in captions],
+                          "x": PAD, "y": PAD + 30, "y_batch": PAD + 48})
+    steps["left"] = PAD + steps["step"] * cell
+    steps["right"], steps["top"], steps["bottom"] = steps["left"] + cell - 1, PAD, PAD + 14
+    strip = alt.Chart(steps, name=STRIP).mark_rect(cursor="pointer").encode(
+        x=alt.X("left:Q", scale=None, axis=None), x2="right:Q", y=alt.Y("top:Q", scale=None, axis=None), y2="bottom:Q",
+        color=alt.condition(shown, alt.value("#333333"), alt.value("#d0d0d0")),
+        tooltip=[alt.Tooltip("rule:N", title="step"), alt.Tooltip("batch:N", title="batch")])
     caption = alt.Chart(steps).transform_filter(shown).encode(x=alt.X("x:Q", scale=None, axis=None))
     rule = caption.mark_text(align="left", baseline="middle", fontSize=13, fontWeight="bold").encode(
         y=alt.Y("y:Q", scale=None, axis=None), text="rule:N")
     batch = caption.mark_text(align="left", baseline="middle", fontSize=11, color="#444444").encode(
         y=alt.Y("y_batch:Q", scale=None, axis=None), text="batch:N")
-    facts = (f"{len(log)} rules changed the plan, in the order they ran; thick outline: the nodes the rule "
-             "made or changed (or whose inputs it changed)")
-    width = max(chart.width, int(7.5 * max(len(t) for c in captions for t in c)) + 2 * PAD)
-    return alt.layer(*chart.layer, rule, batch, width=width, height=chart.height,
-                     view=alt.ViewBackground(stroke=None)).add_params(step).properties(
+    hint = alt.Chart(pd.DataFrame({"x": [PAD + cell * (n + 1) + 8], "y": [PAD + 7],
+                                   "text": [f"steps 0 to {n}: press or drag here, or use the box below the chart"]})
+                     ).mark_text(align="left", baseline="middle", fontSize=11, color="#444444").encode(
+        x=alt.X("x:Q", scale=None, axis=None), y=alt.Y("y:Q", scale=None, axis=None), text="text:N")
+    facts = (f"{n} rules changed the plan, in the order they ran; thick outline: the nodes the rule made or changed "
+             "(or whose inputs it changed)")
+    return alt.layer(strip, hint, *chart.layer, rule, batch, width=width, height=chart.height,
+                     view=alt.ViewBackground(stroke=None),
+                     usermeta={SCRUB: {"step": {"mark": STRIP, "min": 0, "max": n}}}).add_params(step).properties(
         title=title_params("The optimizer, rule by rule", facts, title))
 
 
@@ -348,8 +371,9 @@ def _streaming(sources, stage, messages, column_width, title):
         laid.append((name, nodes, edges, counted))
     present = set().union(*[set(nodes["kind"]) for _, nodes, _, _ in laid])
     charts = []
+    below = {"orient": "bottom", "columns": 2} if len(laid) > 1 else {}   # side by side: as wide as the panels
     for name, nodes, edges, counted in laid:
-        chart = _draw(nodes, edges, MODE_KINDS, present, "what the node emits", column_width)
+        chart = _draw(nodes, edges, MODE_KINDS, present, "what the node emits", column_width, **below)
         if len(laid) > 1:
             chart = chart.properties(title=alt.TitleParams(f"{name}: {_total(counted)}", anchor="start",
                                                            fontSize=12))
@@ -455,12 +479,34 @@ def _walk(box: _Box):
         yield from _walk(child)
 
 
-def _layout(root: _Box, column_width: int, top: int):
+def _chars(column_width: int) -> tuple[int, int]:
+    """How many characters fit a box's width: of its name (12 px bold), of its detail (10 px)."""
+    return int((column_width - 24) / 7.6), int((column_width - 24) / 5.8)
+
+
+def _wrapped(text: str, width: int, lines: int = DETAIL_LINES) -> list[str]:
+    """``text`` on lines of at most ``width`` characters, at most ``lines`` of them (an
+    ellipsis ends the last when the text goes on)."""
+    return textwrap.wrap(" ".join(str(text).split()), width, max_lines=lines, placeholder=" …",
+                         break_on_hyphens=False) or [""]
+
+
+def _detail_lines(roots: list, column_width: int) -> int:
+    """The detail lines every box of ``roots`` gets: as many as the longest detail needs, at
+    most ``DETAIL_LINES`` (one height for all boxes, and for every step of a slider)."""
+    width = _chars(column_width)[1]
+    return max(len(_wrapped(b.detail, width)) for root in roots for b in _walk(root))
+
+
+def _layout(root: _Box, column_width: int, top: int, lines: int | None = None):
     """(nodes, edges) frames in pixels: a tidy tree, leaves in order one column each, a parent
-    centred over its first and last child, one row per depth, the root at the top."""
+    centred over its first and last child, one row per depth, the root at the top; each
+    box's detail on ``lines`` lines (``_detail_lines`` of this tree by default)."""
     nodes, edges, leaves = [], [], itertools.count()
-    row = BOX_H + ROW_GAP
-    name_chars, detail_chars = int((column_width - 24) / 7.6), int((column_width - 24) / 5.8)   # 12 px bold, 10 px
+    lines = _detail_lines([root], column_width) if lines is None else lines
+    box_h = BOX_H + LINE_H * (lines - 1)
+    row = box_h + ROW_GAP
+    name_chars, detail_chars = _chars(column_width)
 
     def place(box, depth, parent):
         i = len(nodes)
@@ -468,7 +514,7 @@ def _layout(root: _Box, column_width: int, top: int):
         xs = [place(child, depth + 1, i) for child in box.children]
         col = next(leaves) if not xs else (xs[0] + xs[-1]) / 2
         nodes[i] = {"id": i, "parent": parent, "depth": depth, "col": col, "name": _one_line(box.name, name_chars),
-                    "detail": _one_line(box.detail, detail_chars),
+                    "detail": "\n".join(_wrapped(box.detail, detail_chars, lines)),
                     "info": box.info, "kind": box.kind, "carried": box.carried, "edge_color": box.edge_color,
                     **{f"tip_{k}": v for k, v in box.tips.items()}}
         return col
@@ -478,8 +524,9 @@ def _layout(root: _Box, column_width: int, top: int):
     frame["cx"] = PAD + frame["col"] * column_width + (column_width - 16) / 2
     frame["left"], frame["right"] = frame["cx"] - (column_width - 16) / 2, frame["cx"] + (column_width - 16) / 2
     frame["top"] = top + frame["depth"] * row
-    frame["bottom"] = frame["top"] + BOX_H
-    frame["y_name"], frame["y_detail"], frame["y_info"] = frame["top"] + 14, frame["top"] + 30, frame["top"] + 45
+    frame["bottom"] = frame["top"] + box_h
+    frame["y_name"], frame["y_detail"] = frame["top"] + 14, frame["top"] + 24
+    frame["y_info"] = frame["top"] + 45 + LINE_H * (lines - 1)
     if "tip_changed" in frame:
         frame = frame.rename(columns={"tip_changed": "changed"})
     for i, node in frame[frame["parent"] >= 0].iterrows():
@@ -495,8 +542,9 @@ def _layout(root: _Box, column_width: int, top: int):
     return frame, edges
 
 
-def _draw(nodes, edges, kinds, present, legend_title, column_width, shown=None):
-    """The layers of a tree: edges, their labels, boxes, and three lines of text per box."""
+def _draw(nodes, edges, kinds, present, legend_title, column_width, shown=None, **legend_options):
+    """The layers of a tree: edges, their labels, boxes, and three texts per box (the name,
+    the detail on its lines, the facts); ``legend_options``: ``alt.Legend``'s."""
     def pixels(field):
         return alt.X(f"{field}:Q", scale=None, axis=None)
 
@@ -507,7 +555,7 @@ def _draw(nodes, edges, kinds, present, legend_title, column_width, shown=None):
         c = alt.Chart(data)
         return c.transform_filter(shown) if shown is not None else c
 
-    colours = legend("kind", kinds, present, title=legend_title)
+    colours = legend("kind", kinds, present, title=legend_title, **legend_options)
     tips = [alt.Tooltip(f"{c}:N", title=c[4:]) for c in nodes.columns if c.startswith("tip_")]
     if "changed" in nodes:
         tips.append(alt.Tooltip("changed:N", title="changed"))
@@ -526,7 +574,7 @@ def _draw(nodes, edges, kinds, present, legend_title, column_width, shown=None):
             stroke=colours["stroke"], strokeWidth=stroke_width, tooltip=tips),
         chart(nodes).mark_text(fontSize=12, fontWeight="bold", baseline="middle").encode(
             x=pixels("cx"), y=pixels_y("y_name"), text="name:N", tooltip=tips),
-        chart(nodes).mark_text(fontSize=10, baseline="middle").encode(
+        chart(nodes).mark_text(fontSize=10, baseline="top", lineBreak="\n", lineHeight=LINE_H).encode(
             x=pixels("cx"), y=pixels_y("y_detail"), text="detail:N", tooltip=tips),
         chart(nodes).mark_text(fontSize=10, baseline="middle", color="#444444").encode(
             x=pixels("cx"), y=pixels_y("y_info"), text="info:N", tooltip=tips),

@@ -33,8 +33,12 @@ counters ``param_<n>``/``view_<n>`` in altair 5, which change with what ran befo
 renumbered ``param_1``, ``view_1``... in order of appearance, so re-running a notebook or
 a cell gives byte-identical JSON: no random ids, timestamps or paths.
 
-A chart as a page of its own: ``kit.viz.save(chart, "chart.html")`` (:func:`save`), with the
-JavaScript inlined (altair's ``.save`` loads it from a CDN).
+Beyond Vega-Lite: a chart's ``usermeta`` may name params its marks set when pressed or
+dragged over (``SCRUB``: the rules chart's strip of steps); the compiled spec carries the
+events (``_scrubbed``).
+
+A chart as a page of its own: ``kit.viz.save(chart, "chart.html")`` (:func:`save`), the
+compiled spec with the JavaScript inlined (altair's ``.save`` loads it from a CDN).
 
 Exported HTML: nbconvert shows vega mimetypes as their text/plain; ``kit.tools.demo`` turns them
 into ``<div>``s drawn by one inlined copy of ``vl_convert.javascript_bundle()`` per page
@@ -44,6 +48,7 @@ into ``<div>``s drawn by one inlined copy of ``vl_convert.javascript_bundle()`` 
 from __future__ import annotations
 
 import functools
+import html
 import json
 import re
 from typing import Any
@@ -51,7 +56,7 @@ from typing import Any
 import altair as alt
 import vl_convert as vlc
 
-__all__ = ["MIMETYPE", "EMBED_OPTIONS", "enable", "mimebundle", "to_vega", "stable_names", "save"]
+__all__ = ["MIMETYPE", "EMBED_OPTIONS", "SCRUB", "enable", "mimebundle", "to_vega", "stable_names", "save", "vega_div"]
 
 NAME = "kit"
 MIMETYPE = "application/vnd.vega.v5+json"
@@ -60,6 +65,7 @@ EMBED_OPTIONS = {
     "actions": {"export": True, "source": False, "compiled": False, "editor": False},
 }
 
+SCRUB = "kit_scrub"     # the usermeta key of the params a chart's marks set (``_scrubbed``)
 _GENERATED_NAME = re.compile(r"\b(param|view)_([0-9a-f]{16}|[0-9]+)(?![0-9A-Za-z])")  # also in param_1_x
 _SCHEMA_VERSION = re.compile(r"/vega-lite/v(\d+)(?:\.(\d+))?")
 
@@ -72,18 +78,42 @@ def enable() -> None:
 
 def mimebundle(spec: dict, **options: Any) -> tuple[dict, dict]:
     """Altair renderer: a Vega-Lite spec dict -> (data, metadata) for IPython's display."""
-    vega = to_vega(spec)
+    embed = {**EMBED_OPTIONS, **options.get("embed_options", {})}
+    return {MIMETYPE: to_vega(spec), "text/plain": _label(spec)}, {MIMETYPE: {"embed_options": embed}}
+
+
+def _label(spec: dict) -> str:
+    """A chart's text: ``<kit chart 'its title'>``."""
     title = spec.get("title")
     title = title.get("text") if isinstance(title, dict) else title
-    label = f"<kit chart {title!r}>" if isinstance(title, str) else "<kit chart>"
-    embed = {**EMBED_OPTIONS, **options.get("embed_options", {})}
-    return {MIMETYPE: vega, "text/plain": label}, {MIMETYPE: {"embed_options": embed}}
+    return f"<kit chart {title!r}>" if isinstance(title, str) else "<kit chart>"
 
 
 def to_vega(spec: dict) -> dict:
-    """Compile a Vega-Lite spec to a Vega spec offline, with stable generated names."""
+    """Compile a Vega-Lite spec to a Vega spec offline, with stable generated names and the
+    ``SCRUB`` signals its ``usermeta`` asks for."""
     version = _vl_version(spec.get("$schema", ""))
-    return vlc.vegalite_to_vega(stable_names(spec), vl_version=version)
+    return _scrubbed(vlc.vegalite_to_vega(stable_names(spec), vl_version=version), spec.get("usermeta"))
+
+
+def _scrubbed(vega: dict, usermeta) -> dict:
+    """``usermeta[SCRUB]`` = ``{param: {"mark": unit name, "min": a, "max": b}}``: pressing a
+    mark of that unit, or dragging over its marks, sets the param to the mark's datum's field
+    of the param's name, and the param's number box keeps to ``a``..``b`` (what Vega-Lite
+    cannot say: its params take no events, its input bindings no bounds). A box, not a
+    slider: JupyterLab takes the arrow keys of a focused slider to move between cells; a
+    number box keeps them."""
+    for name, how in ((usermeta or {}).get(SCRUB) or {}).items():
+        marks = f"@{how['mark']}_marks"
+        for signal in vega.get("signals", []):
+            if signal["name"] == name:
+                signal["on"] = [*signal.get("on", []),
+                                {"events": f"{marks}:mousedown", "update": f"datum.{name}"},
+                                {"events": f"[{marks}:mousedown, window:mouseup] > {marks}:mouseover",
+                                 "update": f"datum.{name}"}]
+                if "bind" in signal:
+                    signal["bind"] = {**signal["bind"], "min": how["min"], "max": how["max"], "step": 1}
+    return vega
 
 
 def stable_names(spec: dict) -> dict:
@@ -137,8 +167,20 @@ def save(chart: alt.TopLevelMixin, path) -> str:
     >>> "<script src=" in open(page).read()
     False
     """
-    chart.save(str(path), format="html", inline=True, embed_options=EMBED_OPTIONS)
+    spec = chart.to_dict()
+    vega, title = to_vega(spec), html.escape(_label(spec))
+    with open(path, "w", encoding="utf-8") as page:
+        page.write(f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{title}</title></head><body>\n'
+                   f'{vega_div(vega, EMBED_OPTIONS)}\n{html_page_script()}\n</body></html>\n')
     return str(path)
+
+
+def vega_div(spec: dict, embed: dict) -> str:
+    """A ``<div class="kit-vega">`` that ``html_page_script`` draws: ``spec`` (Vega or
+    Vega-Lite) with vega-embed's options ``embed`` (no action menu unless they say)."""
+    payload = json.dumps({"spec": spec, "options": {"actions": False, **embed}})
+    payload = payload.replace("</", "<\\/")  # stays inside its <script>
+    return f'<div class="kit-vega"><script type="application/json">{payload}</script></div>'
 
 
 @functools.lru_cache(maxsize=1)

@@ -129,3 +129,48 @@ def test_a_saved_chart_draws_offline(chromium, tmp_path):
             browser.close()
     assert errors == []
     assert [u for u in requests if not u.startswith(("file:", "data:"))] == []
+
+
+def test_a_rules_chart_steps_by_its_strip_and_its_box(chromium, tmp_path):
+    """The optimizer chart's step: pressed on the strip under the title, dragged along it, or
+    typed and stepped with the arrow keys in the number box under the chart."""
+    from playwright.sync_api import sync_playwright
+
+    e = kit.explain("SELECT t1.id, 1 + 2 + t1.value AS v FROM t1, t2 WHERE t1.id = t2.id AND t2.id < 1000 - 1",
+                    t1=pd.DataFrame({"id": [1, 2, 3], "value": [10, 20, 30]}), t2=pd.DataFrame({"id": [1, 2]}))
+    n = len(e.rules)
+    page_file = Path(kit.viz.save(kit.viz.plan(e, "rules"), tmp_path / "rules.html"))
+    caption = "() => [...document.querySelectorAll('svg.marks text')].map(t => t.textContent).find(t => /^step \\d+ of/.test(t))"
+    with sync_playwright() as p:
+        browser = p.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"), executable_path=chromium, args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.pages[0] if browser.pages else browser.new_page()
+            page.goto(page_file.as_uri())
+            cells = page.locator("svg.marks g.kit_steps_marks path")
+            cells.first.wait_for()
+            box = page.locator(".vega-bindings input[type=number]")
+            assert cells.count() == n + 1 and page.evaluate(caption).startswith(f"step 0 of {n}: ")
+            assert box.bounding_box()["y"] > cells.first.bounding_box()["y"] + 300    # the box under the tree
+            cells.nth(3).click()
+            page.wait_for_function(f"() => ({caption})().startsWith('step 3 of')")
+            assert box.input_value() == "3"
+            cells.nth(1).hover()
+            page.mouse.down()
+            cells.nth(2).hover()
+            cells.nth(5).hover()
+            page.mouse.up()
+            cells.nth(4).hover()                       # after the button is up, passing over changes nothing
+            page.wait_for_function(f"() => ({caption})().startsWith('step 5 of')")
+            assert box.input_value() == "5"
+            box.focus()
+            box.press("ArrowDown")
+            page.wait_for_function(f"() => ({caption})().startsWith('step 4 of')")
+            for _ in range(n + 3):                     # the box stops at the last step
+                box.press("ArrowUp")
+            page.wait_for_function(f"() => ({caption})().startsWith('step {n} of')")
+            box.fill("99")
+            box.dispatch_event("input")
+            page.wait_for_function(f"() => ({caption})().startsWith('step {n} of')")   # typed past it: the last
+        finally:
+            browser.close()

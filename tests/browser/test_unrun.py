@@ -16,6 +16,8 @@ skipped without it unless ``CI=true``; nothing fetched from beyond 127.0.0.1.
 
 from __future__ import annotations
 
+import json
+
 import nbformat
 import pytest
 
@@ -156,3 +158,42 @@ def test_a_trusted_notebook_draws_its_widgets_from_their_saved_state(trusted_lab
     assert page.evaluate(ERRORS) == []
     page.wait_for_timeout(1000)
     assert page.evaluate(DIRTY) is False, f"{name} is marked modified by opening it"
+
+
+def test_05s_charts_step_by_keys_and_fit_in_jupyterlab(untrusted_lab, browser):
+    """Notebook 05 as a reader meets it: the optimizer chart's number box steps the rules
+    with the arrow keys (JupyterLab takes a focused slider's arrow keys to move between
+    cells), a press on its strip under the title too; the plan pair with both sinks fits the
+    output area, legend and all."""
+    name = "05_sql_engine.ipynb"
+    base, token = untrusted_lab
+    page = browser
+    _open(page, base, token, name)
+
+    def cell_with(text):
+        return next(i for i, outputs in _stored(name) for o in outputs if text in json.dumps((o.get("data") or {}).get(VEGA)))
+
+    rules = cell_with("kit_steps_marks")
+    _show(page, rules, "outputs.some(o => o.svg > 0)", "chart drawn")
+    node = page.evaluate_handle(f"(i) => ({NOTEBOOK})().content.widgets[i].node", rules)
+    caption = ("(node) => [...node.querySelectorAll('svg.marks text')].map(t => t.textContent)"
+               ".find(t => /^step \\d+ of/.test(t))")
+    assert page.evaluate(caption, node).startswith("step 0 of")
+    box = node.query_selector(".vega-bindings input[type=number]")
+    box.focus()
+    box.press("ArrowUp")
+    box.press("ArrowUp")
+    page.wait_for_function(f"(node) => ({caption})(node).startsWith('step 2 of')", arg=node)
+    assert page.evaluate(f"() => ({NOTEBOOK})().content.activeCellIndex") == rules, "the keys moved the notebook"
+    node.query_selector_all("svg.marks g.kit_steps_marks path")[5].click()
+    page.wait_for_function(f"(node) => ({caption})(node).startsWith('step 5 of')", arg=node)
+    assert box.input_value() == "5"
+
+    pair = cell_with("into an upsert sink")
+    _show(page, pair, "outputs.some(o => o.svg > 0)", "chart drawn")
+    sizes = page.evaluate(f"""(i) => {{
+      const out = ({NOTEBOOK})().content.widgets[i].node.querySelector('.jp-OutputArea-output');
+      return [out.querySelector('svg.marks').getBoundingClientRect().width, out.getBoundingClientRect().width];
+    }}""", pair)
+    assert sizes[0] <= sizes[1], f"the plan pair ({sizes[0]} px) is wider than its output area ({sizes[1]} px)"
+    assert page.evaluate(ERRORS) == []

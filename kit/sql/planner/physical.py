@@ -365,7 +365,7 @@ def scan(table: str, s, ids: list, names: list, needed=None, referenced=None) ->
     project = "" if len(read) == len(physical) else f", project=[{', '.join(c for _, c in read)}], metadata=[]"
     node = PhysicalNode("TableSourceScan", f"table=[[default_catalog, default_database, {table}{project}]], "
                                            f"fields=[{', '.join(c for _, c in read)}]",
-                        attrs={"out": [i for i, _ in read]})
+                        attrs={"out": [i for i, _ in read], "stream": s})
     out = [i for i, _ in read]
     pid = next((i for i, c in columns if c == (proctime or "proctime")), "proctime")
     if getattr(s, "proctime", None) is not None and (needed is None or pid in set(needed) | set(referenced or ())):
