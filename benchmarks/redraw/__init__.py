@@ -21,7 +21,9 @@ Median and worst of each:
   beside it in the JSON). Each job's name (its Python call site), stages and duration come
   from Spark's status store; the time inside jobs is the union of their intervals; the
   time to format the result (altair -> Vega through vl-convert) is timed around
-  ``kit.widgets._output``.
+  ``kit.widgets._output``; *planning*: the time in py4j calls to the JVM (py4j's
+  ``send_command``, outermost calls) less the time in jobs: plans analysed, optimized and
+  planned, DataFrames built.
 - **floor**: the same redraws with the DataFrames the widget's function reads (notebook
   globals found in its code and in the notebook functions it calls, e.g. ``clicks``,
   ``network``, ``ticker_after_match``, ``orders_df``/``rates_df``) made empty with their schema

@@ -120,6 +120,40 @@ def _profile(view, name: str, plan: dict, seen: set) -> dict:
             "kit_cumulative": [[where(k), v[1], round(v[3], 4)] for k, v in cumulative]}
 
 
+class _Py4jTimer:
+    """Seconds the driver spends in py4j calls to the JVM (outermost calls only), from the
+    moment ``on`` is called until ``off``: with the time in Spark jobs subtracted, what
+    planning costs (plans analysed, optimized and planned; DataFrames built)."""
+
+    def __init__(self):
+        from py4j import clientserver, java_gateway
+
+        self.seconds, self._depth, self._saved = 0.0, 0, []
+        self._classes = (clientserver.ClientServerConnection, java_gateway.GatewayConnection)
+
+    def on(self) -> None:
+        for cls in self._classes:
+            original = cls.send_command
+            self._saved.append((cls, original))
+
+            def timed(connection, command, *args, _original=original, **kwargs):
+                self._depth += 1
+                t = time.perf_counter()
+                try:
+                    return _original(connection, command, *args, **kwargs)
+                finally:
+                    self._depth -= 1
+                    if not self._depth:
+                        self.seconds += time.perf_counter() - t
+
+            cls.send_command = timed
+
+    def off(self) -> None:
+        for cls, original in self._saved:
+            cls.send_command = original
+        self._saved = []
+
+
 def _find_view(ns: dict, bound_type):
     """The widget the widget cell displayed: its value (``_``), or the last Bound defined."""
     if isinstance(ns.get("_"), bound_type):
@@ -139,24 +173,31 @@ def _run(view, sc, name: str, plan: dict, format_seconds: list, seen: set) -> li
         view.set(**plan["context"])
         seen.add(values_key(view.values))
     out = []
+    py4j = _Py4jTimer()
     for value in plan["values"]:
         new = values_key({**view.values, name: value}) not in seen
         first = next_job(sc)
         wall = time.time()
         stall = stall_seconds()
+        py4j.seconds = 0.0
+        py4j.on()
         t = time.perf_counter()
-        data = view.set(**{name: value})
-        seconds = time.perf_counter() - t
+        try:
+            data = view.set(**{name: value})
+        finally:
+            seconds = time.perf_counter() - t
+            py4j.off()
         pressure = pressure_since(stall, seconds)
         seen.add(values_key(view.values))
         last = next_job(sc)
         group = view._running_group
         jobs = job_details(sc, range(first, last))
+        in_jobs = union_seconds([(j["start"], j["end"]) for j in jobs if j["start"] and j["end"]])
         error = view.error
         out.append({
             "value": value, "seconds": seconds, "elapsed": view.elapsed, "format": format_seconds[0],
             "jobs": last - first, "in_group": len(sc.statusTracker().getJobIdsForGroup(group)),
-            "in_jobs": union_seconds([(j["start"], j["end"]) for j in jobs if j["start"] and j["end"]]),
+            "in_jobs": in_jobs, "py4j": py4j.seconds, "planning": max(0.0, py4j.seconds - in_jobs),
             "chart": VEGA in data, "error": f"{type(error).__name__}: {error}"[:300] if error else None,
             "new": new, "pressure": pressure, "start": wall, "job_list": jobs})
     view.set(**{name: plan["original"]})

@@ -66,7 +66,8 @@ def markdown(report: dict) -> str:
                 floor_text = f"{_median(one, ok=lambda x: not x['error'])} (one row)"
             else:
                 floor_text = _median(floor or [], ok=lambda x: not x["error"])
-            notes = [f"in jobs {_median(good, 'in_jobs')} s, formatting {_median(good, 'format')} s"]
+            notes = [f"in jobs {_median(good, 'in_jobs')} s, planning (JVM calls outside jobs) "
+                     f"{_median(good, 'planning')} s, formatting {_median(good, 'format')} s"]
             new, old = [x for x in good if x["new"]], [x for x in good if not x["new"]]
             b_new = [x for x in b if x.get("chart") and x.get("new")]
             b_old = [x for x in b if x.get("chart") and not x.get("new")]
@@ -157,6 +158,7 @@ def markdown(report: dict) -> str:
                  for k, v in top]
         lines.append(f"- {nb.split('_')[0]} {name} ({_median(runs)} s, {len(runs)} changes, "
                      f"{statistics.median(x['in_jobs'] for x in runs):.2f} s in jobs, "
+                     f"{_median(runs, 'planning')} s planning, "
                      f"{statistics.median(x['format'] for x in runs):.2f} s formatting): " + "; ".join(parts))
         profile = report["notebooks"][nb].get("profile", {}).get(name)
         if profile:
