@@ -252,7 +252,8 @@ def _steps(log, column_width, title):
     chart = _draw(nodes, edges, NODE_KINDS, set(nodes["kind"]), "node kind", column_width, shown=shown)
     width = max(chart.width, int(7.5 * max(len(t) for c in captions for t in c)) + 2 * PAD)
     cell = min(STEP_CELL, max(4, (width - 2 * PAD) // (n + 1)))
-    width = max(width, cell * (n + 1) + 2 * PAD + 400)     # the strip and its hint
+    hint_text = f"steps 0 to {n}: press or drag here, or use the box below the chart"
+    width = max(width, cell * (n + 1) + 8 + int(6.2 * len(hint_text)) + 2 * PAD)   # the strip and its hint (11 px)
     steps = pd.DataFrame({"step": range(n + 1), "rule": [c[0] for c in captions], "batch": [c[1] for c in captions],
                           "x": PAD, "y": PAD + 30, "y_batch": PAD + 48})
     steps["left"] = PAD + steps["step"] * cell
@@ -267,7 +268,7 @@ def _steps(log, column_width, title):
     batch = caption.mark_text(align="left", baseline="middle", fontSize=11, color="#444444").encode(
         y=alt.Y("y_batch:Q", scale=None, axis=None), text="batch:N")
     hint = alt.Chart(pd.DataFrame({"x": [PAD + cell * (n + 1) + 8], "y": [PAD + 7],
-                                   "text": [f"steps 0 to {n}: press or drag here, or use the box below the chart"]})
+                                   "text": [hint_text]})
                      ).mark_text(align="left", baseline="middle", fontSize=11, color="#444444").encode(
         x=alt.X("x:Q", scale=None, axis=None), y=alt.Y("y:Q", scale=None, axis=None), text="text:N")
     facts = (f"{n} rules changed the plan, in the order they ran; thick outline: the nodes the rule made or changed "
