@@ -161,3 +161,22 @@ def test_demo_runs_notebooks_and_names_the_failing_cell(tmp_path, capsys):
     assert good.count('class="kit-vega"') == 2 and "<b>points</b> 2" in good
     assert not re.search(r"<script[^>]*\bsrc=", good)
     assert "ZeroDivisionError" in (out / "b_bad.html").read_text()
+
+
+def test_spec_of_makes_each_frame_into_data_once_and_gives_altairs_spec(monkeypatch):
+    df = pd.DataFrame({"x": [1, 2, 3], "y": [2.5, None, 1.0], "k": ["a", None, "b"]})
+    base = alt.Chart(df).encode(x="x:Q", y="y:Q", x2="x")   # untyped x2: altair infers from the frame
+    chart = alt.vconcat(alt.layer(base.mark_point(), base.mark_line(), alt.Chart(df.copy()).mark_text()
+                                  .encode(x="x:Q", text="k:N")), base.mark_bar())
+    made = []
+    real = alt.data_transformers.get()
+    alt.data_transformers.register("counting", lambda data, **kw: made.append(id(data)) or real(data, **kw))
+    with alt.data_transformers.enable("counting"):
+        assert render.spec_of(chart) == chart.to_dict(validate=False, context={"pre_transform": False})
+        made.clear()
+        render.spec_of(chart)
+    assert len(made) == 2, "two frames, four layers: each frame made into data once"
+    assert alt.data_transformers.active == "default" and "kit-frames-once" not in alt.data_transformers.names()
+    with alt.data_transformers.enable("default", max_rows=2), pytest.raises(alt.MaxRowsError):
+        render.spec_of(chart)                                   # the active transformer's options hold
+    alt.data_transformers.register("counting", None)

@@ -184,6 +184,17 @@ def test_a_long_line_of_values_wraps_within_the_chart():
     subtitle = _title(view)["subtitle"]
     assert len(subtitle) > 1 and all(len(line) <= 90 for line in subtitle)
     assert " ".join(subtitle) == ", ".join(f"trigger {i} = Purging(CountTrigger({i}))" for i in range(6))
+    assert all(line.startswith("trigger ") and line.endswith((",", ")")) for line in subtitle), \
+        "lines break between pairs, never inside one"
+
+
+def test_the_values_line_wraps_between_pairs_not_at_a_space_inside_one():
+    controls = {f"p{i}": w.IntSlider(value=5, description=f"delay {i} (min)") for i in range(8)}
+    view = bind(lambda **v: points(2), **controls)
+    subtitle = _title(view)["subtitle"]
+    assert subtitle == ["delay 0 (min) = 5, delay 1 (min) = 5, delay 2 (min) = 5, delay 3 (min) = 5,",
+                        "delay 4 (min) = 5, delay 5 (min) = 5, delay 6 (min) = 5, delay 7 (min) = 5"]
+    # the old wrap, at any space within 90 characters, gave "..., delay 3 (min) = 5, delay" / "4 (min) = 5, ..."
 
 
 def test_hidden_controls_are_not_named_and_follow_the_values():
@@ -285,3 +296,58 @@ def test_redraws_run_in_one_long_lived_thread():
     moved = threads[2:]     # the first two drew in this thread, when bound
     assert len(moved) == 4 and len(set(moved)) == 1 and moved[0] is not threading.main_thread()
     assert views[0].data["text/plain"] == views[1].data["text/plain"] == "<kit chart '2 points'>"
+
+
+def test_values_drawn_before_are_drawn_again_without_recomputing():
+    calls = []
+
+    def fn(n):
+        calls.append(n)
+        return points(n)
+
+    view = bind(fn, n=w.IntSlider(value=3, min=1, max=10))
+    first = view.data
+    view.set(n=4)
+    assert view.set(n=3) == first and calls == [3, 4], "3 was drawn before: kept, not recomputed"
+    view.set(n=4)
+    assert calls == [3, 4]
+    view.refresh()
+    assert calls == [3, 4, 4], "refresh() recomputes"
+    view.set(n=3)
+    assert calls == [3, 4, 4, 3], "refresh() forgot the other values too"
+
+
+def test_what_is_kept_is_forgotten_when_a_cell_runs():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    calls = []
+    shell.user_ns["fn"] = lambda n: calls.append(n) or points(n + shell.user_ns.get("extra", 0))
+    view = bind(shell.user_ns["fn"], n=w.IntSlider(value=3, min=1, max=10))
+    view.set(n=4)
+    shell.run_cell("extra = 1")   # the function reads it: what was drawn is no longer its answer
+    assert view.set(n=3)["text/plain"] == "<kit chart '4 points'>"
+    assert calls == [3, 4, 3]
+
+
+def test_a_failed_redraw_is_not_kept_and_too_many_values_push_the_oldest_out(monkeypatch):
+    import kit.widgets as kw
+
+    monkeypatch.setattr(kw.Bound, "_keeps", 2)
+    calls, fail = [], {"now": False}
+
+    def fn(n):
+        calls.append(n)
+        if fail["now"]:
+            raise ValueError("not now")
+        return points(n)
+
+    view = bind(fn, n=w.IntSlider(value=1, min=1, max=10))
+    fail["now"] = True
+    view.set(n=2)
+    fail["now"] = False
+    assert view.set(n=2)["text/plain"] == "<kit chart '2 points'>" and calls == [1, 2, 2]
+    view.set(n=3)              # kept: 2, 3 (1 pushed out)
+    view.set(n=2)
+    view.set(n=1)
+    assert calls == [1, 2, 2, 3, 1]

@@ -32,16 +32,24 @@ cancelled. ``view.wait()`` returns once the output shows the latest values. All 
 redraws run one after another in one long-lived thread: with PySpark's pinned threads, a
 new Python thread is a new JVM thread and connection, and a redraw's Spark jobs from a
 fresh one took up to twice as long.
+
+Values drawn before are drawn again from what they gave (the last ``KEPT`` outputs, by
+values), not recomputed: moving a slider back and forth costs one computation per value.
+What is kept is forgotten when any notebook cell runs (it may have changed what ``fn``
+reads), on ``refresh()`` and on ``visible_when``; a failed redraw is never kept, and a
+:func:`watch` view keeps nothing (its query's data grow).
 """
 
 from __future__ import annotations
 
+import collections
 import functools
 import inspect
 import queue
 import textwrap
 import threading
 import time
+import weakref
 from typing import Any, Callable
 
 import ipywidgets as widgets
@@ -51,6 +59,7 @@ from ..stream import Stream
 __all__ = ["Bound", "Watched", "bind", "watch"]
 
 MAX_ROWS = 50  # rows of a Spark DataFrame brought to the driver for display
+KEPT = 32      # outputs a view keeps, by values, to draw again without recomputing
 
 
 def bind(fn: Callable[..., Any], **controls: widgets.ValueWidget) -> "Bound":
@@ -72,6 +81,8 @@ class Bound(widgets.VBox):
     None), ``elapsed`` (seconds the last redraw took), ``set(**values)``, ``refresh()``,
     ``wait()`` and ``visible_when(**predicates)``.
     """
+
+    _keeps = KEPT   # outputs kept by values (a ``Watched`` view: none)
 
     def __init__(self, fn: Callable[..., Any], controls: dict[str, widgets.ValueWidget]):
         params = inspect.signature(fn).parameters
@@ -98,6 +109,8 @@ class Bound(widgets.VBox):
         self.error: Exception | None = None
         self._result: Any = None
         self._kept: list = []   # the Streams the last redraw read (Stream.holding)
+        self._drawn: collections.OrderedDict = collections.OrderedDict()   # values -> (output, result)
+        self._forgotten = 0     # forget()s so far: a redraw that began before one is not kept
         self.status = widgets.HTML()
         self.output = widgets.Output()
         _label_width(self.controls.values())
@@ -107,6 +120,8 @@ class Bound(widgets.VBox):
         super().__init__([widgets.VBox(list(controls.values())), self.status, self.output])
         for control in self.controls.values():
             control.observe(self._changed, names="value")
+        _VIEWS.add(self)
+        _forget_when_a_cell_runs()
         self.refresh()
 
     @property
@@ -129,6 +144,7 @@ class Bound(widgets.VBox):
             raise TypeError(f"visible_when: no control named {', '.join(unknown)}; "
                             f"the controls are {', '.join(self.controls)}")
         self._visible.update(predicates)
+        self.forget()   # the title names other values now
         values = self.values
         self._show_controls(values)
         if self.error is None:   # the title names the visible values only: redrawn, not recomputed
@@ -144,11 +160,22 @@ class Bound(widgets.VBox):
                 self.controls[name].value = value
         finally:
             self._holding = False
-        self.refresh()
+        self._redraw()
         return self.data
 
     def refresh(self) -> None:
-        """Recompute ``fn(**values)`` now, in this thread, and replace the output with it."""
+        """Recompute ``fn(**values)`` now, in this thread, and replace the output with it
+        (what was kept for other values is forgotten too)."""
+        self.forget()
+        self._redraw()
+
+    def forget(self) -> None:
+        """Forget the outputs kept for values drawn before: the next redraws recompute."""
+        with self._lock:
+            self._drawn.clear()
+            self._forgotten += 1
+
+    def _redraw(self) -> None:
         with self._lock:
             self._wanted += 1
             wanted = self._wanted
@@ -182,9 +209,23 @@ class Bound(widgets.VBox):
     _running_group: str | None = None
 
     def _draw(self, values: dict[str, Any], wanted: int) -> None:
-        """Compute ``fn(**values)`` and show it, unless a newer request superseded it."""
+        """Compute ``fn(**values)`` (or take what it gave before) and show it, unless a newer
+        request superseded it."""
         self._show_controls(values)
         shown = self._shown(values)
+        key = _values_key(values)
+        started = time.perf_counter()
+        with self._lock:
+            forgotten = self._forgotten
+            drawn = self._drawn.get(key) if key is not None else None
+            if drawn is not None:
+                self._drawn.move_to_end(key)
+                if self._wanted == wanted:
+                    self.error, self._result = None, drawn[1]
+                    self.output.outputs = (drawn[0],)
+                    self.status.value = ""
+                    self.elapsed = time.perf_counter() - started
+                return
         self.status.value = (f"<span class='kit-computing'>computing {_escape(shown)}…</span>"
                              if shown else "<span class='kit-computing'>computing…</span>")
         started = time.perf_counter()
@@ -210,6 +251,10 @@ class Bound(widgets.VBox):
             self.elapsed = time.perf_counter() - started
             self.output.outputs = (out,)
             self.status.value = ""
+            if error is None and key is not None and self._keeps and forgotten == self._forgotten:
+                self._drawn[key] = (out, result)
+                while len(self._drawn) > self._keeps:
+                    self._drawn.popitem(last=False)
 
     def _show_controls(self, values: dict[str, Any]) -> None:
         for name, visible in self._visible.items():
@@ -241,6 +286,8 @@ class Watched(Bound):
     """The widget :func:`watch` returns: a ``Bound`` whose output is also redrawn (in the one
     redraw thread) when a thread that looks at the query every ``every`` seconds sees a new
     batch in its progress; ``redraws`` counts the drawings, ``elapsed`` is the last one's time."""
+
+    _keeps = 0   # the same values draw more rows after each batch
 
     def __init__(self, run, draw: Callable[..., Any], every: float, controls: dict):
         self.run, self.redraws = run, 0
@@ -280,6 +327,40 @@ class Watched(Bound):
     def __repr__(self) -> str:
         args = "".join(f", {name}={value!r}" for name, value in self.values.items())
         return f"watch({type(self.run).__name__}{args})"
+
+
+_VIEWS: "weakref.WeakSet[Bound]" = weakref.WeakSet()
+_HOOKED: "weakref.WeakSet" = weakref.WeakSet()   # the IPython shells told to forget after each cell
+
+
+def _forget_when_a_cell_runs() -> None:
+    """After each cell the running IPython executes, every view forgets what it kept (the
+    cell may have changed what the views' functions read). Registered once per shell."""
+    try:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+    except ImportError:
+        return
+    if shell is None or shell in _HOOKED:
+        return
+    shell.events.register("post_run_cell", _forget_all)
+    _HOOKED.add(shell)
+
+
+def _forget_all(*_) -> None:
+    for view in list(_VIEWS):
+        view.forget()
+
+
+def _values_key(values: dict[str, Any]):
+    """``values`` as a dict key (None: a value that cannot be one, never kept)."""
+    try:
+        key = tuple((name, type(value), value) for name, value in values.items())
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 _queue: queue.Queue | None = None
@@ -387,7 +468,9 @@ def _format(result: Any, shown: str = "", checked: bool = True) -> tuple[dict, d
 
         renderer = alt.renderers.get()
         if renderer is not None:
-            spec = result.to_dict(validate=False, context={"pre_transform": False})
+            from ..viz.render import spec_of
+
+            spec = spec_of(result)
             if shown:   # on the spec: a titled copy of a compound chart would copy all its parts
                 spec["title"] = _title_with(spec.get("title"), shown)
             bundle = renderer(spec)
@@ -424,8 +507,12 @@ TITLE_WIDTH = 90   # characters of the values' line before it wraps (a chart is 
 def _title_with(title, line: str) -> dict:
     """A title's parameters (a Vega-Lite title: none, its text -- a string or lines -- or a
     dict) with ``line`` first under its text, wrapped at ``TITLE_WIDTH`` characters so it
-    stays within the chart."""
-    lines = textwrap.wrap(line, TITLE_WIDTH, break_long_words=False, break_on_hyphens=False) or [line]
+    stays within the chart, between its ``name = value`` pairs only."""
+    kept = "\0"   # textwrap breaks at spaces, not at this: the spaces inside a pair become it
+    pairs = line.replace(kept, " ").split(", ")
+    lines = [part.replace(kept, " ") for part in textwrap.wrap(
+        ", ".join(pair.replace(" ", kept) for pair in pairs), TITLE_WIDTH,
+        break_long_words=False, break_on_hyphens=False)] or [line]
     if title is None or title == "" or title == []:
         return {"text": lines[0] if len(lines) == 1 else lines, "anchor": "start"}
     if isinstance(title, (str, list)):
