@@ -351,3 +351,16 @@ def test_a_failed_redraw_is_not_kept_and_too_many_values_push_the_oldest_out(mon
     view.set(n=2)
     view.set(n=1)
     assert calls == [1, 2, 2, 3, 1]
+
+
+def test_a_spark_dataframe_drawn_is_not_kept(spark):
+    calls = []
+
+    def fn(n):
+        calls.append(n)
+        return spark.range(n)
+
+    view = bind(fn, n=w.IntSlider(value=2, min=1, max=10))
+    view.set(n=3)
+    view.set(n=2)
+    assert calls == [2, 3, 2], "what a Spark DataFrame reads is owned by it, not by the widget"

@@ -36,8 +36,9 @@ fresh one took up to twice as long.
 Values drawn before are drawn again from what they gave (the last ``KEPT`` outputs, by
 values), not recomputed: moving a slider back and forth costs one computation per value.
 What is kept is forgotten when any notebook cell runs (it may have changed what ``fn``
-reads), on ``refresh()`` and on ``visible_when``; a failed redraw is never kept, and a
-:func:`watch` view keeps nothing (its query's data grow).
+reads), on ``refresh()`` and on ``visible_when``; only charts, pandas tables and plain values
+are kept (a Spark DataFrame or a kit result may hold data in Spark: recomputed), a failed
+redraw never, and a :func:`watch` view keeps nothing (its query's data grow).
 """
 
 from __future__ import annotations
@@ -251,7 +252,8 @@ class Bound(widgets.VBox):
             self.elapsed = time.perf_counter() - started
             self.output.outputs = (out,)
             self.status.value = ""
-            if error is None and key is not None and self._keeps and forgotten == self._forgotten:
+            if (error is None and key is not None and self._keeps and forgotten == self._forgotten
+                    and _holds_no_spark_data(result)):
                 self._drawn[key] = (out, result)
                 while len(self._drawn) > self._keeps:
                     self._drawn.popitem(last=False)
@@ -351,6 +353,15 @@ def _forget_when_a_cell_runs() -> None:
 def _forget_all(*_) -> None:
     for view in list(_VIEWS):
         view.forget()
+
+
+def _holds_no_spark_data(result: Any) -> bool:
+    """Whether keeping ``result`` keeps nothing in Spark: an altair chart (its data
+    collected), a pandas object or a plain value. A Spark DataFrame or a kit result is not
+    kept (what it reads may be kept in Spark: owned by its result, not by a widget's memo)."""
+    if result is None or isinstance(result, (str, bytes, int, float, bool)) or _is_altair_chart(result):
+        return True
+    return type(result).__module__.startswith("pandas")
 
 
 def _values_key(values: dict[str, Any]):
