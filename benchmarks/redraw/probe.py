@@ -71,8 +71,8 @@ def kernel_probe(out: str, changes: int = CHANGES, floor: bool = True) -> None:
 
 def _profile(view, name: str, plan: dict, seen: set) -> dict:
     """One more redraw under cProfile, to a value not drawn before where there is one (a
-    slider's): the functions with the most time of their own (a py4j socket read is the
-    driver waiting for the JVM)."""
+    slider's), computed (what the view kept is forgotten first): the functions with the most
+    time of their own (a py4j socket read is the driver waiting for the JVM)."""
     import cProfile
     import pstats
 
@@ -91,6 +91,7 @@ def _profile(view, name: str, plan: dict, seen: set) -> dict:
                 value = v
                 break
     new = values_key({**view.values, name: value}) not in seen
+    view.forget()   # a computation profiled, not an output the view kept from before
     first = next_job(sc)
     profile = cProfile.Profile()
     profile.enable()
