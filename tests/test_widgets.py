@@ -330,6 +330,23 @@ def test_what_is_kept_is_forgotten_when_a_cell_runs():
     assert calls == [3, 4, 3]
 
 
+def test_a_widget_keeps_what_the_cell_that_binds_it_drew_and_forgets_it_after_the_next_cell():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    calls = []
+    shell.user_ns.update(bind=bind, w=w, points=points, calls=calls)
+    shell.run_cell("view = bind(lambda n: calls.append(n) or points(n), n=w.IntSlider(value=3, min=1, max=10))")
+    view = shell.user_ns["view"]
+    view.set(n=4)
+    view.set(n=3)
+    assert calls == [3, 4], "the first drawing, made in the cell that bound the widget, is kept"
+    shell.run_cell("x = 1")
+    view.set(n=4)
+    view.set(n=3)
+    assert calls == [3, 4, 4, 3], "a later cell forgets what was drawn before it began"
+
+
 def test_a_failed_redraw_is_not_kept_and_too_many_values_push_the_oldest_out(monkeypatch):
     import kit.widgets as kw
 

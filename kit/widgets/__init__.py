@@ -35,10 +35,11 @@ fresh one took up to twice as long.
 
 Values drawn before are drawn again from what they gave (the last ``KEPT`` outputs, by
 values), not recomputed: moving a slider back and forth costs one computation per value.
-What is kept is forgotten when any notebook cell runs (it may have changed what ``fn``
-reads), on ``refresh()`` and on ``visible_when``; only charts, pandas tables and plain values
-are kept (a Spark DataFrame or a kit result may hold data in Spark: recomputed), a failed
-redraw never, and a :func:`watch` view keeps nothing (its query's data grow).
+What is kept is forgotten when a notebook cell runs (it may have changed what ``fn``
+reads; what the cell itself drew stays), on ``refresh()`` and on ``visible_when``; only
+charts, pandas tables and plain values are kept (a Spark DataFrame or a kit result may hold
+data in Spark: recomputed), a failed redraw never, and a :func:`watch` view keeps nothing
+(its query's data grow).
 """
 
 from __future__ import annotations
@@ -170,10 +171,12 @@ class Bound(widgets.VBox):
         self.forget()
         self._redraw()
 
-    def forget(self) -> None:
-        """Forget the outputs kept for values drawn before: the next redraws recompute."""
+    def forget(self, before: int | None = None) -> None:
+        """Forget the outputs kept for values drawn before (those drawn before notebook cell
+        number ``before`` began, if given): the next redraws of them recompute."""
         with self._lock:
-            self._drawn.clear()
+            for key in [k for k, kept in self._drawn.items() if before is None or kept[2] < before]:
+                del self._drawn[key]
             self._forgotten += 1
 
     def _redraw(self) -> None:
@@ -254,7 +257,7 @@ class Bound(widgets.VBox):
             self.status.value = ""
             if (error is None and key is not None and self._keeps and forgotten == self._forgotten
                     and _holds_no_spark_data(result)):
-                self._drawn[key] = (out, result)
+                self._drawn[key] = (out, result, _CELLS[0])
                 while len(self._drawn) > self._keeps:
                     self._drawn.popitem(last=False)
 
@@ -333,11 +336,14 @@ class Watched(Bound):
 
 _VIEWS: "weakref.WeakSet[Bound]" = weakref.WeakSet()
 _HOOKED: "weakref.WeakSet" = weakref.WeakSet()   # the IPython shells told to forget after each cell
+_CELLS = [0]   # the notebook cells begun so far (IPython's pre_run_cell)
 
 
 def _forget_when_a_cell_runs() -> None:
-    """After each cell the running IPython executes, every view forgets what it kept (the
-    cell may have changed what the views' functions read). Registered once per shell."""
+    """After each cell the running IPython executes, every view forgets what it kept from
+    before the cell began (the cell may have changed what the views' functions read); what
+    it drew during the cell -- a widget's first drawing, in the cell that binds it -- is what
+    the cell left on screen, and stays. Registered once per shell."""
     try:
         from IPython import get_ipython
 
@@ -346,13 +352,18 @@ def _forget_when_a_cell_runs() -> None:
         return
     if shell is None or shell in _HOOKED:
         return
+    shell.events.register("pre_run_cell", _cell_begins)
     shell.events.register("post_run_cell", _forget_all)
     _HOOKED.add(shell)
 
 
+def _cell_begins(*_) -> None:
+    _CELLS[0] += 1
+
+
 def _forget_all(*_) -> None:
     for view in list(_VIEWS):
-        view.forget()
+        view.forget(before=_CELLS[0])
 
 
 def _holds_no_spark_data(result: Any) -> bool:
