@@ -347,6 +347,15 @@ def test_a_widget_keeps_what_the_cell_that_binds_it_drew_and_forgets_it_after_th
     assert calls == [3, 4, 4, 3], "a later cell forgets what was drawn before it began"
 
 
+def test_visible_when_keeps_the_output_it_retitles():
+    calls = []
+    view = bind(lambda shape, slide: calls.append(shape) or points(3), shape=w.Dropdown(options=["a", "b"]),
+                slide=w.IntSlider(value=5, description="slide")).visible_when(slide=lambda v: v["shape"] == "b")
+    first = view.data
+    view.set(shape="b")
+    assert view.set(shape="a") == first and calls == ["a", "b"], "the retitled first drawing is kept"
+
+
 def test_a_failed_redraw_is_not_kept_and_too_many_values_push_the_oldest_out(monkeypatch):
     import kit.widgets as kw
 

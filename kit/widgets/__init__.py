@@ -150,7 +150,10 @@ class Bound(widgets.VBox):
         values = self.values
         self._show_controls(values)
         if self.error is None:   # the title names the visible values only: redrawn, not recomputed
-            self.output.outputs = (_output(self._result, self._shown(values)),)
+            out = _output(self._result, self._shown(values))
+            self.output.outputs = (out,)
+            with self._lock:
+                self._keep(_values_key(values), out, self._result)
         return self
 
     def set(self, **values: Any) -> dict[str, Any]:
@@ -255,11 +258,17 @@ class Bound(widgets.VBox):
             self.elapsed = time.perf_counter() - started
             self.output.outputs = (out,)
             self.status.value = ""
-            if (error is None and key is not None and self._keeps and forgotten == self._forgotten
-                    and _holds_no_spark_data(result)):
-                self._drawn[key] = (out, result, _CELLS[0])
-                while len(self._drawn) > self._keeps:
-                    self._drawn.popitem(last=False)
+            if error is None and forgotten == self._forgotten:
+                self._keep(key, out, result)
+
+    def _keep(self, key, out: dict, result: Any) -> None:
+        """Keep ``out`` (``fn``'s ``result`` shown) for the values of ``key``, if it can be
+        (the caller holds ``_lock``)."""
+        if key is None or not self._keeps or not _holds_no_spark_data(result):
+            return
+        self._drawn[key] = (out, result, _CELLS[0])
+        while len(self._drawn) > self._keeps:
+            self._drawn.popitem(last=False)
 
     def _show_controls(self, values: dict[str, Any]) -> None:
         for name, visible in self._visible.items():
