@@ -6,8 +6,9 @@ down, ...), a dropdown's or toggle's next option in turn, a text box's next valu
 ``TEXT_VALUES`` (notebook 02's PATTERN and DEFINE); the same changes in the same order in
 the kernel and in the browser, so that what the kit caches from one redraw for the next
 serves both alike (a change is marked ``new`` when its values were not drawn before in that
-session: the table splits those from revisits, which a view draws from the output it kept). A change whose redraw fails (``SKIP TO
-FIRST A``, an error the notebook shows on purpose) is timed but not counted. A control
+session: the table splits those from revisits, which a view draws from the output it
+kept). A change whose redraw fails (``SKIP TO FIRST A``, an error the notebook shows on
+purpose) is timed but not counted. A control
 hidden for the current choice (``visible_when``) is first made visible by the other
 controls' first choice that shows it. Each change records the CPU pressure while it ran.
 Median and worst of each:

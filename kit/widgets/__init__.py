@@ -111,7 +111,7 @@ class Bound(widgets.VBox):
         self.error: Exception | None = None
         self._result: Any = None
         self._kept: list = []   # the Streams the last redraw read (Stream.holding)
-        self._drawn: collections.OrderedDict = collections.OrderedDict()   # values -> (output, result)
+        self._drawn: collections.OrderedDict = collections.OrderedDict()   # values -> (output, result, cell)
         self._forgotten = 0     # forget()s so far: a redraw that began before one is not kept
         self.status = widgets.HTML()
         self.output = widgets.Output()
@@ -235,7 +235,6 @@ class Bound(widgets.VBox):
                 return
         self.status.value = (f"<span class='kit-computing'>computing {_escape(shown)}…</span>"
                              if shown else "<span class='kit-computing'>computing…</span>")
-        started = time.perf_counter()
         group = self._running_group = f"kit-widgets-{id(self)}-{wanted}"
         error = result = None
         kept = self._kept
