@@ -1,5 +1,6 @@
 """kit.spark(): one quiet local session with the kit's settings (Spark Connect with SPARK_REMOTE: test_cluster.py)."""
 
+import gc
 import importlib
 import os
 import stat
@@ -67,6 +68,8 @@ def test_what_workers_start_with_is_frozen_so_the_collection_after_each_task_ski
 
     counts = [r.frozen for r in spark.range(2, numPartitions=2).mapInArrow(frozen, "frozen long").collect()]
     assert all(n > 50_000 for n in counts), counts
+    importlib.import_module("kit.tools.daemon")
+    assert gc.get_freeze_count() == 0, "importing the daemon's module freezes nothing in the driver"
 
 
 def test_failed_queries_print_no_java_stack_trace(spark, capfd):

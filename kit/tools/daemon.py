@@ -21,14 +21,21 @@ __all__ = ["PRELOADED"]
 PRELOADED = ("numpy", "pandas", "pyarrow", "pyarrow.compute", "pyspark.worker", "pyspark.sql.pandas.serializers",
              "kit.windows.operator", "kit.match_recognize.operator", "kit.replay.interleave")
 
-for _name in PRELOADED:
-    try:
-        importlib.import_module(_name)
-    except Exception:   # a task that needs it imports it again, and fails there, where it is seen
-        pass
-gc.freeze()   # in the permanent generation: the collections after each task skip it
+
+def preload() -> None:
+    """Import ``PRELOADED`` and freeze what is loaded: the daemon's workers fork from it.
+    Only the daemon runs it, not an import: a driver that froze its objects so kept what
+    finished results held in Spark (tests/test_kept_data.py failed after importing this)."""
+    for name in PRELOADED:
+        try:
+            importlib.import_module(name)
+        except Exception:   # a task that needs it imports it again, and fails there, where it is seen
+            pass
+    gc.freeze()   # in the permanent generation: the collections after each task skip it
+
 
 if __name__ == "__main__":
     from pyspark.daemon import manager
 
+    preload()
     manager()
