@@ -11,7 +11,8 @@ or a join's rows. (Flink's OVER aggregate ordered by time is not planned by the 
 line for it.) ``--rows R`` runs R, 10 R and 30 R instead (a quick look).
 
 Columns: seconds per shape (with ``/proc/pressure/cpu``'s ``some`` share of the run), then
-the growth from 1M to 10M and from 10M to 30M (10 and 3 when the cost is linear).
+the growth from 1M to 10M and from 10M to 30M (10 and 3 when the cost is linear). A run that
+fails (a Python worker out of memory on the hot key) is a cell saying so; the others go on.
 """
 
 from __future__ import annotations
@@ -115,15 +116,35 @@ def growth(folder: Path, rows: int | None = None) -> str:
         paths = _shape(folder, *shape)
         small = _workloads(_shape(folder, 20_000, shape[1], shape[2]))
         for name, make in _workloads(paths).items():
-            small[name]().write.format("noop").mode("overwrite").save()   # warm-up: workers, JIT
-            times[name, shape] = _run(make)
-            print(name, shape, f"{times[name, shape][0]:.2f} s", flush=True)
+            try:
+                small[name]().write.format("noop").mode("overwrite").save()   # warm-up: workers, JIT
+                times[name, shape] = _run(make)
+            except Exception as exc:   # a cell of the table, not the end of the run
+                times[name, shape] = _failure(exc)
+            print(name, shape, _cell(times[name, shape]), flush=True)
     heads = [f"{n:,} rows, {k:,} keys{', one hot key' if hot else ''}" for n, k, hot in shapes]
     lines = ["### Growth per operator family (seconds, CPU pressure)", "",
              "| family | " + " | ".join(heads) + f" | {heads[1].split(',')[0]} / {heads[0].split(',')[0]} | "
              f"{heads[2].split(',')[0]} / {heads[1].split(',')[0]} |", "|---" * (len(shapes) + 3) + "|"]
     for name in _workloads(_shape(folder, 20_000, KEYS, False)):
-        cells = [f"{times[name, s][0]:.2f} ({times[name, s][1]:.0f} %)" for s in shapes]
-        grow = [times[name, shapes[1]][0] / times[name, shapes[0]][0], times[name, shapes[2]][0] / times[name, shapes[1]][0]]
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {grow[0]:.1f} | {grow[1]:.1f} |")
+        cells = [_cell(times[name, s]) for s in shapes]
+        grow = [_ratio(times[name, shapes[1]], times[name, shapes[0]]), _ratio(times[name, shapes[2]], times[name, shapes[1]])]
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {grow[0]} | {grow[1]} |")
     return "\n".join(lines) + "\n"
+
+
+def _failure(exc: Exception) -> str:
+    """What a failed run's cell says: its error's first line (a Python worker killed for
+    memory shows as Spark's "Python worker exited unexpectedly")."""
+    text = str(exc).strip()
+    crash = "Python worker exited unexpectedly"
+    first = crash if crash in text else (text.splitlines() or [type(exc).__name__])[0][:120]
+    return f"failed: {first}"
+
+
+def _cell(time) -> str:
+    return time if isinstance(time, str) else f"{time[0]:.2f} ({time[1]:.0f} %)"
+
+
+def _ratio(later, earlier) -> str:
+    return "-" if isinstance(later, str) or isinstance(earlier, str) else f"{later[0] / earlier[0]:.1f}"
