@@ -4,7 +4,6 @@ import gc
 import importlib
 import os
 import stat
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
