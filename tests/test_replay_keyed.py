@@ -50,6 +50,49 @@ def test_replay_on_spark_is_the_same_over_any_number_of_tasks(spark):
         assert sorted(map(tuple, out.collect()), key=str) == sorted(expected, key=str)
 
 
+def test_a_tasks_outputs_are_turned_into_arrow_a_chunk_at_a_time(spark, monkeypatch):
+    """``output`` sees at most ``OUTPUT_ROWS`` outputs a call (read when ``replay`` is
+    called), in order, keys running on across chunks: a task never holds all of its outputs."""
+    import pyarrow as pa
+
+    import kit.replay.keyed as keyed
+
+    monkeypatch.setattr(keyed, "OUTPUT_ROWS", 2)
+    df = spark.createDataFrame([("a", t, t, 0) for t in (1, 5, 12, 25, 31)] + [("b", 3, 5, 0)],
+                               "k string, t long, seq long, wm long")
+    schema = T.StructType([T.StructField("k", T.StringType()), T.StructField("start", T.LongType()),
+                           T.StructField("chunk", T.LongType())])
+
+    def output(table, chunk):   # each output tagged with the size of the chunk it came in
+        yield pa.RecordBatch.from_pylist([{"k": k, "start": start, "chunk": len(chunk)} for k, start, _ in chunk],
+                                         schema=pa.schema([("k", pa.string()), ("start", pa.int64()),
+                                                           ("chunk", pa.int64())]))
+    operator = type(counts())
+    out = replay(spread(df, ["k"], 1, "seq"), ["k"], lambda key: operator(), schema, ["t"], output=output,
+                 watermark="wm")
+    assert [tuple(r) for r in out.collect()] == [("a", 0, 2), ("a", 10, 2), ("a", 20, 2), ("a", 30, 2),
+                                                  ("b", 0, 1)]
+
+
+def test_run_task_makes_python_values_a_part_of_whole_keys_at_a_time():
+    """The rows of ``CONVERT_ROWS`` or more, whole keys, at a time: the same outputs."""
+    import pyarrow as pa
+
+    import kit.replay.keyed as keyed
+
+    assert [list(p) for p in keyed._parts([(0, 3), (3, 1), (4, 1), (5, 5), (10, 1)], 2)] == \
+        [[(0, 3)], [(3, 1), (4, 1)], [(5, 5)], [(10, 1)]]
+    table = pa.table({"k": ["a", "a", "b", "c", "c", "c"], "t": [1, 5, 2, 3, 15, 40], "wm": [0] * 6})
+    everything = list(keyed.run_task(table, ["k"], lambda key: type(counts())(), ["t"], "wm"))
+    keyed_parts = keyed.CONVERT_ROWS
+    try:
+        keyed.CONVERT_ROWS = 1
+        assert list(keyed.run_task(table, ["k"], lambda key: type(counts())(), ["t"], "wm")) == everything
+    finally:
+        keyed.CONVERT_ROWS = keyed_parts
+    assert everything == [[("a", 0, 2)], [("b", 0, 1)], [("c", 0, 1), ("c", 10, 1), ("c", 40, 1)]]
+
+
 def test_a_rows_operator_reads_its_keys_rows_at_once(spark):
     df = spark.createDataFrame([("a", 1), ("b", 2), ("a", 3)], "k string, v long")
     schema = T.StructType([T.StructField("k", T.StringType()), T.StructField("total", T.LongType())])

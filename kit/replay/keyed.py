@@ -43,6 +43,7 @@ A count per key, emitted when the watermark passes ``t + 10``:
 from __future__ import annotations
 
 import heapq
+import itertools
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -55,6 +56,9 @@ from ..arrow import column, groups, map_in_arrow, python_values
 
 __all__ = ["ValueState", "ListState", "MapState", "KeyedOperator", "Rows", "Context", "run_key", "run_task", "spread",
            "replay", "tuples"]
+
+CONVERT_ROWS = 65_536   # a task's rows made Python values at a time, whole keys (``run_task``)
+OUTPUT_ROWS = 65_536    # a task's outputs turned into Arrow at a time (``replay``)
 
 MIN_TIME, MAX_TIME = -(2 ** 63), 2 ** 63 - 1
 
@@ -213,29 +217,46 @@ def run_task(table: pa.Table, keys: list, operator, columns: list = (), watermar
     key's outputs. A row is the tuple of ``columns``' values, the clocks those of the
     ``watermark`` and ``proctime`` columns, if named."""
     names = list(dict.fromkeys([*keys, *columns, *filter(None, [watermark, proctime])]))
-    cols = {c: python_values(table.column(c)) for c in names}
-    for start, length in groups(table, keys):
-        key, out, end = [cols[k][start] for k in keys], [], start + length
-        op = operator(key, *shared)
-        if isinstance(op, Rows):
-            op.process_rows(table.slice(start, length), Context(key, op.state, out))
-        else:   # a key's rows made as it runs: a task's at once would be that many more objects for the GC
-            rows = zip(*[cols[c][start:end] for c in columns]) if columns else [()] * length
-            run_key(op, key, rows, watermark and cols[watermark][start:end], proctime and cols[proctime][start:end],
-                    out, start)
-        yield out
+    for part in _parts(groups(table, keys), CONVERT_ROWS):   # whole keys' values made a part at a time
+        base = part[0][0]
+        cols = {c: python_values(table.column(c).slice(base, sum(n for _, n in part))) for c in names}
+        for start, length in part:
+            at = start - base
+            key, out, end = [cols[k][at] for k in keys], [], at + length
+            op = operator(key, *shared)
+            if isinstance(op, Rows):
+                op.process_rows(table.slice(start, length), Context(key, op.state, out))
+            else:   # a key's rows made as it runs: a task's at once would be that many more objects for the GC
+                rows = zip(*[cols[c][at:end] for c in columns]) if columns else [()] * length
+                run_key(op, key, rows, watermark and cols[watermark][at:end], proctime and cols[proctime][at:end],
+                        out, start)
+            yield out
+
+
+def _parts(runs: list, rows: int):
+    """``runs`` (``(start, length)`` of each key) in consecutive parts of at least ``rows``
+    rows (the last may hold fewer; a larger key is a part of its own)."""
+    part, held = [], 0
+    for run in runs:
+        part.append(run)
+        held += run[1]
+        if held >= rows:
+            yield part
+            part, held = [], 0
+    if part:
+        yield part
 
 
 def replay(df: DataFrame, keys: list, operator, schema, columns: list = (), output=None, watermark: str = None,
            proctime: str = None, task=None) -> DataFrame:
     """``run_task`` over each task of ``df`` (``spread``: sorted by key and arrival in its
     tasks), in one ``mapInArrow`` per task. ``output(table, outputs)`` turns a task's outputs
-    into Arrow batches of ``schema`` (default ``tuples(schema)``: tuples in its order); the
-    outputs come as an iterator, key after key, so an ``output`` that converts them as they
-    come holds one key's objects at a time (fewer for Python's GC to walk).
+    into Arrow batches of ``schema`` (default ``tuples(schema)``: tuples in its order),
+    called once per ``OUTPUT_ROWS`` outputs, in order: a task holds a chunk of its outputs
+    (and the rows they hold) at a time, not all of them.
     ``task(table)``, if given, is called with each task's table first: what it returns is
     handed to ``operator`` as its second argument (data the task's keys share)."""
-    output = output or tuples(schema)
+    output, rows = output or tuples(schema), OUTPUT_ROWS
 
     def per_task(batches):
         batches = list(batches)
@@ -243,8 +264,9 @@ def replay(df: DataFrame, keys: list, operator, schema, columns: list = (), outp
         if table is None or not table.num_rows:
             return
         shared = () if task is None else (task(table),)
-        yield from output(table, (o for out in run_task(table, keys, operator, columns, watermark, proctime, shared)
-                                  for o in out))
+        outputs = (o for out in run_task(table, keys, operator, columns, watermark, proctime, shared) for o in out)
+        while chunk := list(itertools.islice(outputs, rows)):   # a task's outputs held a chunk at a time
+            yield from output(table, chunk)
 
     return map_in_arrow(df, per_task, schema)
 
