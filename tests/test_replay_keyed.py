@@ -74,22 +74,19 @@ def test_a_tasks_outputs_are_turned_into_arrow_a_chunk_at_a_time(spark, monkeypa
                                                   ("b", 0, 1)]
 
 
-def test_run_task_makes_python_values_a_part_of_whole_keys_at_a_time():
+def test_run_task_makes_python_values_a_part_of_whole_keys_at_a_time(monkeypatch):
     """The rows of ``CONVERT_ROWS`` or more, whole keys, at a time: the same outputs."""
     import pyarrow as pa
 
     import kit.replay.keyed as keyed
 
-    assert [list(p) for p in keyed._parts([(0, 3), (3, 1), (4, 1), (5, 5), (10, 1)], 2)] == \
+    assert list(keyed._parts([(0, 3), (3, 1), (4, 1), (5, 5), (10, 1)], 2)) == \
         [[(0, 3)], [(3, 1), (4, 1)], [(5, 5)], [(10, 1)]]
     table = pa.table({"k": ["a", "a", "b", "c", "c", "c"], "t": [1, 5, 2, 3, 15, 40], "wm": [0] * 6})
-    everything = list(keyed.run_task(table, ["k"], lambda key: type(counts())(), ["t"], "wm"))
-    keyed_parts = keyed.CONVERT_ROWS
-    try:
-        keyed.CONVERT_ROWS = 1
-        assert list(keyed.run_task(table, ["k"], lambda key: type(counts())(), ["t"], "wm")) == everything
-    finally:
-        keyed.CONVERT_ROWS = keyed_parts
+    operator = type(counts())
+    everything = list(keyed.run_task(table, ["k"], lambda key: operator(), ["t"], "wm"))
+    monkeypatch.setattr(keyed, "CONVERT_ROWS", 1)
+    assert list(keyed.run_task(table, ["k"], lambda key: operator(), ["t"], "wm")) == everything
     assert everything == [[("a", 0, 2)], [("b", 0, 1)], [("c", 0, 1), ("c", 10, 1), ("c", 40, 1)]]
 
 
