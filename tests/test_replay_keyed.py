@@ -1,6 +1,8 @@
 """The per-key replay driver (kit.replay.keyed): state, timers and outputs per key, the same
 rows however the keys are spread over tasks."""
 
+from hypothesis import given
+from hypothesis import strategies as st
 from pyspark.sql import types as T
 
 from kit.replay.keyed import KeyedOperator, ListState, MapState, Rows, replay, run_key, spread
@@ -82,12 +84,43 @@ def test_run_task_makes_python_values_a_part_of_whole_keys_at_a_time(monkeypatch
 
     assert list(keyed._parts([(0, 3), (3, 1), (4, 1), (5, 5), (10, 1)], 2)) == \
         [[(0, 3)], [(3, 1), (4, 1)], [(5, 5)], [(10, 1)]]
+    assert list(keyed._parts([(0, 1), (1, 4), (5, 1), (6, 2), (8, 1)], 3)) == [[(0, 1)], [(1, 4)], [(5, 1), (6, 2)], [(8, 1)]]
     table = pa.table({"k": ["a", "a", "b", "c", "c", "c"], "t": [1, 5, 2, 3, 15, 40], "wm": [0] * 6})
     operator = type(counts())
     everything = list(keyed.run_task(table, ["k"], lambda key: operator(), ["t"], "wm"))
     monkeypatch.setattr(keyed, "CONVERT_ROWS", 1)
     assert list(keyed.run_task(table, ["k"], lambda key: operator(), ["t"], "wm")) == everything
     assert everything == [[("a", 0, 2)], [("b", 0, 1)], [("c", 0, 1), ("c", 10, 1), ("c", 40, 1)]]
+
+
+def test_a_large_keys_outputs_are_handed_on_while_it_runs(monkeypatch):
+    """A key of more than ``CONVERT_ROWS`` rows is read a slice at a time and its outputs
+    leave ``run_task`` in lists of ``OUTPUT_ROWS`` as it runs (an interval join's hot key
+    outputs more than memory holds): the first list comes before its last row is read;
+    joined up, the same outputs as in one go."""
+    import pyarrow as pa
+
+    import kit.replay.keyed as keyed
+
+    class Echo(KeyedOperator):   # every row out twice; counts the rows it has seen
+        seen = 0
+
+        def process_element(self, row, ctx):
+            Echo.seen += 1
+            ctx.output((ctx.key[0], row[0], ctx.watermark))
+            ctx.output((ctx.key[0], -row[0], ctx.watermark))
+    table = pa.table({"k": ["a"] * 10 + ["b"], "t": list(range(11)), "wm": list(range(11))})
+    everything = [o for out in keyed.run_task(table, ["k"], lambda key: Echo(), ["t"], "wm") for o in out]
+    monkeypatch.setattr(keyed, "CONVERT_ROWS", 3)
+    monkeypatch.setattr(keyed, "OUTPUT_ROWS", 4)
+    Echo.seen = 0
+    outputs = keyed.run_task(table, ["k"], lambda key: Echo(), ["t"], "wm")
+    first = next(outputs)
+    assert (first, Echo.seen) == ([("a", 0, 0), ("a", 0, 0), ("a", 1, 1), ("a", -1, 1)], 2)
+    rest = list(outputs)
+    assert [len(out) for out in rest] == [4, 4, 4, 4, 0, 2]   # "a" in fours, its rest at its end; then "b"
+    assert first + [o for out in rest for o in out] == everything
+    assert everything[-2:] == [("b", 10, 10), ("b", -10, 10)]
 
 
 def test_a_rows_operator_reads_its_keys_rows_at_once(spark):
@@ -165,3 +198,18 @@ def test_the_window_operators_state_pickles_between_elements():
     assert [f.outputs for f in out[0].firings] == [f.outputs for f in reference.firings] == [
         [("a", 1, 4)], [("a", 20, 42)]]
     assert out[0].fates == reference.fates
+
+
+@given(st.lists(st.one_of(st.none(), st.integers(-62_135_596_800_000, 253_402_300_799_999)), max_size=30),
+       st.sampled_from(["ms", "us"]))
+def test_numpy_timestamps_become_arrow_at_once_as_one_at_a_time(millis, unit):
+    """``kit.arrow.column``'s fast path (every value a numpy datetime64 or None, as the
+    matcher's measures are) gives the column the per-value path gives, years 1 to 9999."""
+    import numpy as np
+    import pyarrow as pa
+
+    from kit.arrow import _datetime, column
+
+    values = [None if v is None else np.datetime64(v, "ms").astype(f"datetime64[{unit}]") for v in millis]
+    arrow = pa.timestamp("us", tz="UTC")
+    assert column(values, T.TimestampType(), arrow).equals(pa.array([_datetime(v) for v in values], type=arrow))

@@ -42,6 +42,7 @@ A count per key, emitted when the watermark passes ``t + 10``:
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 from dataclasses import dataclass
@@ -186,20 +187,38 @@ def run_key(operator: KeyedOperator, key: list, rows, watermarks=None, proctimes
     watermark is there now. What it output (added to ``out``). ``at``: the first row's place
     in its task's table."""
     out = [] if out is None else out
+    _, = _steps(operator, key, rows, watermarks, proctimes, at, end, out, limit=float("inf"))   # one list: out
+    return out
+
+
+def _steps(operator: KeyedOperator, key: list, rows, watermarks, proctimes, at: int, end: int, out: list, limit):
+    """``run_key``'s steps (``rows``, ``watermarks``, ``proctimes``: iterables), its outputs
+    added to ``out`` and yielded as they come: each list once it holds ``limit`` outputs or
+    more (then a new one), the last at the end. A key that outputs more than memory holds
+    (an interval join's hot key) is handed on as it runs."""
     ctx, step = Context(key, operator.state, out), operator.process_element
     if watermarks is None and proctimes is None:
         for ctx.at, row in enumerate(rows, at):
             step(row, ctx)
+            if len(out) >= limit:
+                yield out
+                out = []
+                ctx.output = out.append
     else:
-        for i, row in enumerate(rows):
-            ctx.advance(operator, None if watermarks is None else watermarks[i],
-                        None if proctimes is None else proctimes[i])
-            ctx.at = at + i
+        advance = ctx.advance
+        watermarks = itertools.repeat(None) if watermarks is None else watermarks
+        proctimes = itertools.repeat(None) if proctimes is None else proctimes
+        for ctx.at, row, watermark, proctime in zip(itertools.count(at), rows, watermarks, proctimes):
+            advance(operator, watermark, proctime)
             step(row, ctx)
+            if len(out) >= limit:
+                yield out
+                out = []
+                ctx.output = out.append
     ctx.advance(operator, end)
     if end == MAX_TIME:
         operator.end_of_input(ctx)
-    return out
+    yield out
 
 
 def spread(df: DataFrame, keys: list, tasks: int, *order) -> DataFrame:
@@ -213,31 +232,57 @@ def spread(df: DataFrame, keys: list, tasks: int, *order) -> DataFrame:
 def run_task(table: pa.Table, keys: list, operator, columns: list = (), watermark: str = None,
              proctime: str = None, shared: tuple = ()):
     """``operator(key values, *shared)`` (a fresh ``KeyedOperator``) over each run of equal
-    ``keys`` in ``table`` (sorted by key, then arrival), one run after the other: yields each
-    key's outputs. A row is the tuple of ``columns``' values, the clocks those of the
-    ``watermark`` and ``proctime`` columns, if named."""
+    ``keys`` in ``table`` (sorted by key, then arrival), one run after the other: yields
+    lists of their outputs, in order (a key's in one list or, as it runs, in several). A row
+    is the tuple of ``columns``' values, the clocks those of the ``watermark`` and
+    ``proctime`` columns, if named. Rows become Python values whole keys of about
+    ``CONVERT_ROWS`` rows at a time; a larger key's, ``CONVERT_ROWS`` rows at a time as it runs."""
     names = list(dict.fromkeys([*keys, *columns, *filter(None, [watermark, proctime])]))
-    for part in _parts(groups(table, keys), CONVERT_ROWS):   # whole keys' values made a part at a time
-        base = part[0][0]
-        cols = {c: python_values(table.column(c).slice(base, sum(n for _, n in part))) for c in names}
+    for part in _parts(groups(table, keys), CONVERT_ROWS):
+        base, rows = part[0][0], sum(n for _, n in part)
+        if rows > CONVERT_ROWS and len(part) == 1:   # a large key
+            key = [python_values(table.column(k).slice(base, 1))[0] for k in keys]
+            values = functools.partial(_values, table, base, rows)
+            yield from _run(operator(key, *shared), key, table, base, rows, values, columns, watermark, proctime)
+            continue
+        cols = {c: python_values(table.column(c).slice(base, rows)) for c in names}
         for start, length in part:
             at = start - base
-            key, out, end = [cols[k][at] for k in keys], [], at + length
-            op = operator(key, *shared)
-            if isinstance(op, Rows):
-                op.process_rows(table.slice(start, length), Context(key, op.state, out))
-            else:   # a key's rows made as it runs: a task's at once would be that many more objects for the GC
-                rows = zip(*[cols[c][at:end] for c in columns]) if columns else [()] * length
-                run_key(op, key, rows, watermark and cols[watermark][at:end], proctime and cols[proctime][at:end],
-                        out, start)
-            yield out
+            key = [cols[k][at] for k in keys]
+            values = lambda c, at=at, end=at + length: cols[c][at:end]   # noqa: E731
+            yield from _run(operator(key, *shared), key, table, start, length, values, columns, watermark, proctime)
+
+
+def _run(op: KeyedOperator, key: list, table: pa.Table, start: int, length: int, values, columns, watermark,
+         proctime):
+    """``op`` over the key's run ``table[start:start + length]``; ``values(c)``: the run's
+    values of column ``c``. Its outputs, in lists."""
+    if isinstance(op, Rows):
+        out = []
+        op.process_rows(table.slice(start, length), Context(key, op.state, out))
+        return [out]
+    rows = zip(*map(values, columns)) if columns else itertools.repeat((), length)
+    return _steps(op, key, rows, watermark and values(watermark), proctime and values(proctime), start, MAX_TIME, [],
+                  OUTPUT_ROWS)
+
+
+def _values(table: pa.Table, start: int, length: int, column: str):
+    """``column``'s values in ``table[start:start + length]``, made Python values
+    ``CONVERT_ROWS`` at a time as they are read."""
+    col, end = table.column(column), start + length
+    return itertools.chain.from_iterable(python_values(col.slice(s, min(CONVERT_ROWS, end - s)))
+                                         for s in range(start, end, CONVERT_ROWS))
 
 
 def _parts(runs: list, rows: int):
-    """``runs`` (``(start, length)`` of each key) in consecutive parts of at least ``rows``
-    rows (the last may hold fewer; a larger key is a part of its own)."""
+    """``runs`` (``(start, length)`` of each key) in consecutive parts of whole keys, each
+    closed once it holds ``rows`` rows or more (fewer than ``2 * rows``), or before a key of
+    ``rows`` or more, which is a part of its own."""
     part, held = [], 0
     for run in runs:
+        if run[1] >= rows and part:
+            yield part
+            part, held = [], 0
         part.append(run)
         held += run[1]
         if held >= rows:
@@ -264,8 +309,15 @@ def replay(df: DataFrame, keys: list, operator, schema, columns: list = (), outp
         if table is None or not table.num_rows:
             return
         shared = () if task is None else (task(table),)
-        outputs = (o for out in run_task(table, keys, operator, columns, watermark, proctime, shared) for o in out)
-        while chunk := list(itertools.islice(outputs, rows)):   # a task's outputs held a chunk at a time
+        chunk = []
+        for out in run_task(table, keys, operator, columns, watermark, proctime, shared):
+            chunk += out
+            if len(chunk) >= rows:   # a task's outputs held a chunk at a time
+                full = len(chunk) - len(chunk) % rows
+                for i in range(0, full, rows):
+                    yield from output(table, chunk[i:i + rows])
+                chunk = chunk[full:]
+        if chunk:
             yield from output(table, chunk)
 
     return map_in_arrow(df, per_task, schema)
