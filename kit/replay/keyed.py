@@ -327,13 +327,16 @@ def tuples(schema, nan_is_null: bool | None = None):
     """``output`` for ``replay``: each output a tuple in ``schema``'s order, its values as
     Arrow gives them (``nan_is_null`` None), or as ``kit.arrow.column`` converts them."""
     arrow = to_arrow_schema(schema, timezone="UTC")
+    rows = pa.struct(arrow)
 
     def batches(table, out):
         out = list(out)
         if not out:
             return
+        if nan_is_null is None:   # the tuples as Arrow structs: no transposing in Python
+            yield pa.RecordBatch.from_struct_array(pa.array(out, type=rows))
+            return
         yield pa.RecordBatch.from_arrays(   # a column at a time: one column's values held at once
-            [pa.array(list(c), type=arrow.field(i).type) if nan_is_null is None
-             else column(list(c), f.dataType, arrow.field(i).type, nan_is_null)
+            [column(list(c), f.dataType, arrow.field(i).type, nan_is_null)
              for i, (c, f) in enumerate(zip(zip(*out), schema))], schema=arrow)
     return batches
