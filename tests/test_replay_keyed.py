@@ -1,5 +1,5 @@
 """The per-key replay driver (kit.replay.keyed): state, timers and outputs per key, the same
-rows however the keys are spread over tasks."""
+rows however the keys are spread over tasks; and the conversions it uses (kit.arrow)."""
 
 from hypothesis import given
 from hypothesis import strategies as st
