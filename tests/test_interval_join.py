@@ -531,6 +531,18 @@ def test_sql_between_form_gives_the_interval_join_not_the_plain_join(spark, shop
     assert all(d.reason.startswith("too late") for d in dropped)
 
 
+def test_sql_never_broadcasts_the_joined_pairs(shop):
+    """``kit.sql`` joins each input with the operator's pairs; the planner takes the pairs'
+    size for the input's, but they can be many times more (a hot key's ran a broadcast out of
+    memory): they are joined by a sort-merge join, whatever their guessed size."""
+    import re
+    o, s, _, _ = shop
+    query = "SELECT o.oid, s.sid FROM Orders o, Ships s WHERE o.id = s.id AND o.t BETWEEN s.st - INTERVAL '4' SECOND AND s.st"
+    plan = kit.sql(query, Orders=o, Ships=s)._jdf.queryExecution().executedPlan().toString()
+    on_pairs = re.findall(r"(\w+)Join \[(?:cast\()?(__kit_[lr])#\d+L?(?: as bigint\))?\], \[\2#\d+L?\]", plan)
+    assert sorted(on_pairs) == [("SortMerge", "__kit_l"), ("SortMerge", "__kit_r")], plan
+
+
 def test_sql_outer_forms_pad_as_flink_does(spark, shop):
     o, s, orders, ships = shop
     # >= / < : o6 and s6 meet at the same time, which the strict upper bound excludes

@@ -569,7 +569,10 @@ class IntervalJoin:
                 ("_vr", LINK_RIGHT, LINK_LEFT, self.right.source.columns, "_right_seq")):
             rows = self.merged.where(F.col("_side") == (LEFT if side == "_vl" else RIGHT)).select(
                 *[F.col(side)[c].alias(c) for c in columns], F.col("_seq").alias(own))
-            linked = rows.join(pairs, own, "left")
+            # never a broadcast of the pairs: the planner takes their size for the input's, but a
+            # hot key's pairs can outnumber it 50 to 1 (broadcasting them ran out of memory), and
+            # adaptive execution keeps a broadcast it planned, as the plan with fewer shuffles
+            linked = rows.join(pairs.hint("merge"), own, "left")
             dropped = replayed.where((F.col("_kind") == DROPPED) & F.col(seq).isNotNull()).select(
                 F.col(seq).alias("_dropped"))
             linked = linked.join(dropped, F.col(other).isNull() & (F.col(own) == F.col("_dropped")), "left_anti")
