@@ -71,6 +71,33 @@ def test_what_workers_start_with_is_frozen_so_the_collection_after_each_task_ski
     assert gc.get_freeze_count() == 0, "importing the daemon's module freezes nothing in the driver"
 
 
+def test_a_new_workers_cache_invalidation_leaves_sparks_archives_be(spark):
+    """A new worker calls importlib.invalidate_caches(), which read the directories of
+    Spark's archives on its path again (0.37 s a worker: spark-core's jar mostly): in the
+    daemon's workers their finders keep what they read; other finders are invalidated."""
+    def check(batches):
+        import importlib as worker_importlib
+        import sys as worker_sys
+        import zipimport
+        for _ in batches:
+            archives = {k: (v, v._files) for k, v in worker_sys.path_importer_cache.items()
+                        if isinstance(v, zipimport.zipimporter)}   # _files: the directory it read
+            others = [v for v in worker_sys.path_importer_cache.values() if hasattr(v, "_path_mtime")]
+            for finder in others:
+                finder._path_mtime = 1   # what an invalidation resets
+            worker_importlib.invalidate_caches()
+            yield pa.RecordBatch.from_pylist([{
+                "archives": len(archives),
+                "kept": all(worker_sys.path_importer_cache.get(k) is v and v._files is files
+                            for k, (v, files) in archives.items()),
+                "others": len(others) > 0 and all(f._path_mtime == -1 for f in others)}])
+
+    import pyarrow as pa
+
+    got = spark.range(1, numPartitions=1).mapInArrow(check, "archives long, kept boolean, others boolean").collect()
+    assert got[0].archives > 0 and got[0].kept and got[0].others, got
+
+
 def test_failed_queries_print_no_java_stack_trace(spark, capfd):
     from pyspark.errors import AnalysisException
 
