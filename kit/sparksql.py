@@ -33,15 +33,29 @@ def string(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def local_rows(session, rows: list, schema: str):
-    """``rows`` (tuples of integers, floats, strings and None) as a DataFrame of ``schema``
-    (``"name type, ..."``, columns in Spark SQL's words). Up to ``INLINE_ROWS`` as a
-    ``VALUES`` list in the query: a local relation, which a join broadcasts with no Spark
-    job (``createDataFrame`` of a list gives a scan of Python rows, whose broadcast runs
-    Python tasks)."""
-    if not rows or len(rows) > INLINE_ROWS:
-        return session.createDataFrame([tuple(int(v) if isinstance(v, numbers.Integral) and not isinstance(v, bool)
-                                              else v for v in r) for r in rows], schema)
+def local_rows(session, rows, schema: str):
+    """``rows`` (tuples of integers, floats, strings and None; or an Arrow table) as a
+    DataFrame of ``schema`` (``"name type, ..."``, columns in Spark SQL's words). Up to
+    ``INLINE_ROWS`` as a ``VALUES`` list in the query: a local relation, which a join
+    broadcasts with no Spark job (``createDataFrame`` of a list gives a scan of Python rows,
+    whose broadcast runs Python tasks); more (a million timers to place) sent as an Arrow
+    table, a local relation too, whose size the planner knows."""
+    import pyarrow as pa
+
+    if isinstance(rows, pa.Table) and rows.num_rows <= INLINE_ROWS:
+        rows = [tuple(r.values()) for r in rows.to_pylist()]
+    if isinstance(rows, pa.Table) or not rows or len(rows) > INLINE_ROWS:   # sent as Arrow
+        from pyspark.sql import types as T
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        struct = T._parse_datatype_string(schema)
+        arrow = to_arrow_schema(struct, timezone="UTC")
+        if not isinstance(rows, pa.Table):
+            columns = zip(*rows) if rows else [()] * len(struct)
+            rows = pa.Table.from_arrays([pa.array([int(v) if isinstance(v, numbers.Integral) and not isinstance(v, bool)
+                                                   else v for v in c], type=f.type) for c, f in zip(columns, arrow)],
+                                        schema=arrow)
+        return session.createDataFrame(rows.rename_columns(arrow.names).cast(arrow), struct)
     columns = [c.strip().split(None, 1) for c in schema.split(",")]
     first = "(" + ", ".join(f"CAST({_value(v)} AS {t})" for v, (_, t) in zip(rows[0], columns)) + ")"
     rest = ["(" + ", ".join(map(_value, r)) + ")" for r in rows[1:]]

@@ -1,6 +1,7 @@
 """Spark SQL text the kit writes (kit.sparksql) and the replay's task count (kit.spark)."""
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from kit.spark import replay_tasks
@@ -19,14 +20,17 @@ def test_a_string_and_a_name_read_back_as_written(spark, text):
 def test_local_rows_give_the_rows_and_types_written_inline_or_sent(spark, count):
     some = [("a'b", 2**40, None, 0.5), (None, np.int64(-5), 7, None), ("c", 0, None, 1e-3)]
     rows = (some * count)[:count]
-    df = local_rows(spark, rows, SCHEMA)
-    assert df.schema.simpleString() == "struct<kind:string,t:bigint,f:bigint,x:double>"
-    assert [tuple(r) for r in df.collect()] == [tuple(int(v) if isinstance(v, np.integer) else v for v in r)
-                                                for r in rows]
+    expected = [tuple(int(v) if isinstance(v, np.integer) else v for v in r) for r in rows]
+    table = pa.table({n: [r[i] for r in expected] for i, n in enumerate(["k", "t", "f", "x"])})   # names: the schema's
+    for given in (rows, table):
+        df = local_rows(spark, given, SCHEMA)
+        assert df.schema.simpleString() == "struct<kind:string,t:bigint,f:bigint,x:double>"
+        assert [tuple(r) for r in df.collect()] == expected
 
 
-def test_few_local_rows_are_a_local_relation_that_a_join_reads_with_no_python(spark):
-    plan = local_rows(spark, [("a", 1, None, 0.0)], SCHEMA)._jdf.queryExecution().executedPlan().toString()
+@pytest.mark.parametrize("count", [1, INLINE_ROWS + 1])
+def test_local_rows_are_a_local_relation_that_a_join_reads_with_no_python(spark, count):
+    plan = local_rows(spark, [("a", 1, None, 0.0)] * count, SCHEMA)._jdf.queryExecution().executedPlan().toString()
     assert "LocalTableScan" in plan
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -35,7 +36,10 @@ from ..arrow import map_in_arrow
 from ..stream import Arrivals
 from .triggers import CountTrigger, NeverTrigger, PurgingTrigger
 
-__all__ = ["place_timers", "fires_on_timers", "first_at_least"]
+__all__ = ["place_timers", "fires_on_timers", "first_at_least", "first_at_least_columns"]
+
+PLACED = pa.schema([("_kind", pa.string()), ("_t", pa.int64()), ("_f", pa.int64()), ("_seq", pa.int64()),
+                    ("_wm", pa.int64()), ("_pt", pa.int64())])   # a timer firing's place (place_timers)
 
 
 def first_at_least(arrivals, thresholds: dict) -> dict:
@@ -43,7 +47,20 @@ def first_at_least(arrivals, thresholds: dict) -> dict:
     ``arrivals``' columns, ``seq`` first) with the smallest ``seq`` whose ``column >= t``;
     None when there is none. ``{(column, t): Row or None}``; one pass over ``arrivals``:
     a DataFrame, or the stream's JVM scan (``kit.stream.Arrivals``, columns ``seq``,
-    ``own``, ``before``, ``pt``; thresholds of ``own``, ``pt`` and ``seq``)."""
+    ``own``, ``before``, ``pt``; thresholds of ``own``, ``pt`` and ``seq``). For many
+    thresholds, ``first_at_least_columns`` gives the same as columns."""
+    out = {}
+    for column, (grid, hits) in first_at_least_columns(arrivals, thresholds).items():
+        Hit, found = Row(*hits.column_names), hits.column("seq").is_valid().to_numpy(zero_copy_only=False)
+        for t, row, ok in zip(grid.tolist(), hits.to_pylist(), found):
+            out[(column, t)] = Hit(*row.values()) if ok else None
+    return out
+
+
+def first_at_least_columns(arrivals, thresholds: dict) -> dict:
+    """``first_at_least``'s answer as columns: ``{column: (grid, hits)}``, ``grid`` the
+    distinct thresholds (sorted, int64), ``hits`` an Arrow table of the arrivals' columns
+    (``seq`` first), a row per threshold of ``grid``, all NULL where no arrival reaches it."""
     grids = {c: np.unique(np.asarray(ts, dtype=np.int64)) for c, ts in thresholds.items() if len(ts)}
     if not grids:
         return {}
@@ -65,34 +82,43 @@ def first_at_least(arrivals, thresholds: dict) -> dict:
                 keep = np.flatnonzero(i >= 0)   # NULL: below every threshold
                 if not len(keep):
                     continue
-                order = keep[np.lexsort((seq[keep], i[keep]))]   # per threshold index, by arrival
-                first = order[np.r_[True, i[order][1:] != i[order][:-1]]]
+                first = _first_per(i[keep], seq[keep])
                 yield pa.RecordBatch.from_arrays(
-                    [pa.array(np.full(len(first), k, np.int32)), pa.array(i[first])]
-                    + [b.column(p).take(pa.array(first)) for p in payload], schema=pa.schema(
+                    [pa.array(np.full(len(first), k, np.int32)), pa.array(i[keep][first])]
+                    + [b.column(p).take(pa.array(keep[first])) for p in payload], schema=pa.schema(
                         [("_c", pa.int32()), ("_i", pa.int64())] + [b.schema.field(p) for p in payload]))
 
     return _earliest(map_in_arrow(arrivals, per_task, schema), payload, names, grids)
 
 
+def _first_per(index: np.ndarray, seq: np.ndarray) -> np.ndarray:
+    """Positions of the row of smallest ``seq`` for each value of ``index``, by ``index``."""
+    order = np.lexsort((seq, index))
+    return order[np.r_[True, index[order][1:] != index[order][:-1]]] if len(order) else order
+
+
 def _earliest(firsts: DataFrame, payload: list, names: list, grids: dict) -> dict:
     """From each task's first arrival per threshold (rows ``_c``, ``_i``, ``payload``), the
-    answer of ``first_at_least``. The rows are few (tasks times thresholds, and the
-    thresholds are on the driver already): collected as they are, in one job."""
-    found, Hit = {}, Row(*payload)
-    for r in firsts.collect():
-        hit = Hit(*(r[c] for c in payload))
-        old = found.get((r._c, r._i))
-        if old is None or hit.seq < old.seq:
-            found[(r._c, r._i)] = hit
-    out = {}
-    for k, c in enumerate(names):
-        hit = None
-        for i in range(len(grids[c]) - 1, -1, -1):   # the first arrival at or above grids[c][i]
-            h = found.get((k, i))
-            if h is not None and (hit is None or h.seq < hit.seq):
-                hit = h
-            out[(c, int(grids[c][i]))] = hit
+    answer of ``first_at_least_columns``: collected as Arrow, in one job (the rows are at
+    most tasks times thresholds); per threshold, the earliest of the firsts at it or above."""
+    table = firsts.select("_c", "_i", *payload).toArrow()
+    c, i = (table.column(n).to_numpy(zero_copy_only=False) for n in ("_c", "_i"))
+    seq = table.column("seq").to_numpy(zero_copy_only=False)
+    values = table.select(payload)
+    out, none = {}, np.iinfo(np.int64).max
+    for k, name in enumerate(names):
+        rows = np.flatnonzero(c == k)
+        first = rows[_first_per(i[rows], seq[rows])]   # the earliest row at each threshold reached
+        at = np.full(len(grids[name]), -1)
+        at[i[first]] = first
+        # from the highest threshold down: the earliest row at it or above (suffix minimum of seq)
+        key = np.full(len(at), none)
+        key[at >= 0] = seq[at[at >= 0]]
+        key = key[::-1]
+        least = np.minimum.accumulate(key)
+        where = np.maximum.accumulate(np.where(key == least, np.arange(len(key)), 0))
+        best = at[::-1][where][::-1]
+        out[name] = (grids[name], values.take(pa.array(best, mask=(least == none)[::-1])))
     return out
 
 
@@ -117,30 +143,38 @@ def place_timers(firings: DataFrame, stream, scan: Arrivals | None = None) -> Da
     if s.proctime is not None:
         kinds["processing-time timer"] = "pt"
     timer = f"cause IN ({', '.join(map(sparksql.string, kinds))})"
-    wanted = firings.where(timer).selectExpr("cause", "timer", "_floor").distinct().collect()
-    if not wanted:
+    wanted = firings.where(timer).selectExpr("cause", "timer", "_floor").distinct().toArrow()   # as Arrow: many
+    if not wanted.num_rows:
         return firings
     arrivals = scan if scan is not None else s.unordered().select(
         "seq", s.own_watermark().alias("own"), s.millis("watermark").alias("before"),
         (F.unix_millis("proctime") if s.proctime is not None else F.lit(None).cast("long")).alias("pt"))
-    event = {r: max(r.timer, r._floor) for r in wanted if r.cause == "event-time timer"}
-    processing = [r for r in wanted if r.cause == "processing-time timer"]
-    hits = first_at_least(arrivals, {"own": list(event.values()), "pt": [r.timer for r in processing],
-                                     "seq": [r._floor for r in processing]})
-    placed = []
-    for r, threshold in event.items():
-        hit = hits[("own", threshold)]
-        placed.append((r.cause, r.timer, r._floor) + ((None, None, None) if hit is None else (
-            hit.seq, max(v for v in (hit.before, hit.own) if v is not None), hit.pt)))
-    for r in processing:
-        by_clock, by_seq = hits[("pt", r.timer)], hits[("seq", r._floor)]
-        hit = None if by_clock is None or by_seq is None else max(by_clock, by_seq, key=lambda h: h.seq)
-        placed.append((r.cause, r.timer, r._floor) + ((None, None, r.timer) if hit is None else (
-            hit.seq - 1, hit.before, r.timer)))
-    found = sparksql.local_rows(s.source.sparkSession, placed,
-                                "_kind string, _t long, _f long, _seq long, _wm long, _pt long").hint("broadcast")
+    event = pc.equal(wanted.column("cause"), "event-time timer").to_numpy(zero_copy_only=False)
+    t = wanted.column("timer").to_numpy(zero_copy_only=False).astype(np.int64)
+    floors = wanted.column("_floor").fill_null(np.iinfo(np.int64).min).to_numpy(zero_copy_only=False)
+    reach = np.where(event, np.maximum(t, floors), floors)   # event time: max(timer, floor); the clock: seq floor
+    hits = first_at_least_columns(arrivals, {"own": reach[event], "pt": t[~event], "seq": reach[~event]})
+    parts = []
+    if event.any():   # right after the first arrival whose own watermark reaches it, under the one it left
+        hit = _lookup(hits["own"], reach[event])
+        parts.append((wanted.filter(event), hit["seq"],
+                      pc.max_element_wise(hit["before"], hit["own"], skip_nulls=True), hit["pt"]))
+    if not event.all():   # just before the first arrival from the floor on whose clock reaches it
+        rows, by_clock, by_seq = wanted.filter(~event), _lookup(hits["pt"], t[~event]), _lookup(hits["seq"], reach[~event])
+        seq = pc.max_element_wise(by_clock["seq"], by_seq["seq"], skip_nulls=False)   # NULL: either reached none
+        parts.append((rows, pc.subtract(seq, 1), pc.if_else(pc.equal(seq, by_clock["seq"]), by_clock["before"],
+                                                            by_seq["before"]), rows.column("timer")))
+    found = pa.concat_tables([pa.table([rows.column("cause"), rows.column("timer"), rows.column("_floor"), seq, wm, pt],
+                                       schema=PLACED) for rows, seq, wm, pt in parts])
+    found = sparksql.local_rows(s.source.sparkSession, found, "_kind string, _t long, _f long, _seq long, _wm long, _pt long")
     out = firings.join(found, F.expr("cause = _kind AND timer = _t AND _floor <=> _f"), "left")
     filled = {"fired_after": "_seq", "watermark": "_wm", "proctime": "_pt"}
     return out.selectExpr(*[f"CASE WHEN {timer} THEN {filled[c]} ELSE {c} END AS {c}" if c in filled
                             else sparksql.name(c) for c in firings.columns])
 
+
+def _lookup(column: tuple, thresholds: np.ndarray) -> dict:
+    """``first_at_least_columns``' hits at each of ``thresholds`` (all in its grid), a row
+    each (NULL: none reached it)."""
+    grid, hits = column
+    return hits.take(pa.array(np.searchsorted(grid, thresholds)))
