@@ -90,6 +90,7 @@ from decimal import Decimal
 from functools import cached_property
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -108,7 +109,7 @@ from . import compiled, fast
 from .functions import Contents, SqlAggregate
 from .keyed import ELEMENT, WholeStreamWindow, keyed_windows
 from .operator import WindowSpec, timer_clocks
-from .placement import first_at_least, fires_on_timers, place_timers
+from .placement import first_at_least_columns, fires_on_timers, place_timers
 from .timer_order import in_flink_order
 from .triggers import CountTrigger, PurgingTrigger, Trigger
 
@@ -570,16 +571,16 @@ class WindowResult:
         first, _ = self._run(columns, engine="python-first", kind="firing")
         cause, timer, floor = (_column("firing", names.index(c)) for c in ("cause", "timer", "_floor"))
         wanted = first.where(f"_kind = 'firing' AND {cause} = 'event-time timer'").selectExpr(
-            f"greatest({timer}, coalesce({floor}, {timer})) AS t").distinct().collect()
-        if not wanted:
+            f"greatest({timer}, coalesce({floor}, {timer})) AS t").distinct().toArrow().column("t")
+        if not len(wanted):
             return {}
         s = self.stream
         arrivals = self._arrivals if self._arrivals is not None else s.unordered().select(
             "seq", s.own_watermark().alias("own"), s.millis("watermark").alias("before"),
             F.lit(None).cast("long").alias("pt"))
-        hits = first_at_least(arrivals, {"own": [r.t for r in wanted]})
-        return {t: max(v for v in (hit.before, hit.own) if v is not None)
-                for (_, t), hit in hits.items() if hit is not None}
+        grid, hits = first_at_least_columns(arrivals, {"own": wanted.to_numpy()})["own"]
+        crossed = pc.max_element_wise(hits.column("before"), hits.column("own"), skip_nulls=True)   # NULL: none
+        return {t: w for t, w in zip(grid.tolist(), crossed.to_pylist()) if w is not None}
 
     @cached_property
     def _end(self) -> tuple | None:
