@@ -173,7 +173,7 @@ def place_timers(firings: DataFrame, stream, scan: Arrivals | None = None) -> Da
                             else sparksql.name(c) for c in firings.columns])
 
 
-def _lookup(column: tuple, thresholds: np.ndarray) -> dict:
+def _lookup(column: tuple, thresholds: np.ndarray) -> pa.Table:
     """``first_at_least_columns``' hits at each of ``thresholds`` (all in its grid), a row
     each (NULL: none reached it)."""
     grid, hits = column
