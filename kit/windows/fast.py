@@ -35,7 +35,6 @@ Property tests (tests/test_window_fast.py) check it against the reference replay
 from __future__ import annotations
 
 import functools
-import math
 import threading
 import weakref
 
@@ -45,7 +44,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from .. import jvm, sparksql
-from ..aggregate_types import long_sum
+from ..aggregate_types import long_sum_sql
 from ..errors import fail
 from .assigners import MAX_TIME, MIN_TIME, SlidingEventTimeWindows, TumblingEventTimeWindows
 from .functions import SqlAggregate
@@ -196,21 +195,19 @@ def _in_input_order(result, keys, size, slide) -> DataFrame:
     first = None if fields else sparksql.local_rows(
         s.source.sparkSession, fired, "_max long, _a long, _after long, _seq long").hint("broadcast")
     windows = scanned[1] if scanned else _pass_two(result, plain, keys, size, slide, fields, first)
-    out = windows.withColumn("_max", F.col("_at") + F.lit(size - 1))
-    out = (out.withColumns({"_after": fields["_after"], "_seq": fields["_seq"]}) if fields
+    # Spark SQL text: a few py4j calls per step, where Columns cost one per function and literal
+    out = sparksql.select(windows, "*", f"_at + {size - 1} AS _max")
+    out = (sparksql.select(out, "*", f"{fields['_after']} AS _after", f"{fields['_seq']} AS _seq") if fields
            else out.join(first.drop("_a"), "_max"))
     clock = s.proctime
-    pt = (F.lit(epoch_ms(clock.start)) + F.col("_seq") * F.lit(clock.step.millis)) if clock is not None \
-        else F.lit(None).cast("long")
-    key = ([sparksql.col(keys[0]).alias("key")] if len(keys) == 1
-           else [F.struct(*map(sparksql.col, keys)).alias("key")] if keys else [])
-    return out.select(*key, F.col("_at").alias("window_start"), (F.col("_at") + F.lit(size)).alias("window_end"),
-                      *[p.alias for p in agg.parts], F.lit("on-time").alias("firing"),
-                      F.lit(0).cast("long").alias("pane"), F.lit("event-time timer").alias("cause"),
-                      F.col("_max").alias("timer"), F.col("_after").alias("watermark"),
-                      pt.alias("proctime"), F.col("_seq").alias("fired_after"), "contents",
-                      F.struct(F.coalesce("_seq", F.lit(MAX_TIME)).alias("a"), F.lit(1).alias("phase"),
-                               F.col("_max").alias("t"), (-F.col("_at")).alias("s")).alias("_order"))
+    pt = f"{epoch_ms(clock.start)} + _seq * {clock.step.millis}" if clock is not None else "CAST(NULL AS BIGINT)"
+    key = ([f"{sparksql.name(keys[0])} AS key"] if len(keys) == 1
+           else [f"struct({', '.join(map(sparksql.name, keys))}) AS key"] if keys else [])
+    return sparksql.select(
+        out, *key, "_at AS window_start", f"_at + {size} AS window_end", *[sparksql.name(p.alias) for p in agg.parts],
+        "'on-time' AS firing", "CAST(0 AS BIGINT) AS pane", "'event-time timer' AS cause", "_max AS timer",
+        "_after AS watermark", f"{pt} AS proctime", "_seq AS fired_after", "contents",
+        f"named_struct('a', coalesce(_seq, {MAX_TIME}), 'phase', 1, 't', _max, 's', -_at) AS _order")
 
 
 def _pass_one(result, checked: DataFrame, size, slide) -> list:
@@ -256,7 +253,7 @@ def _pass_two(result, plain: DataFrame, keys, size, slide, fields, first) -> Dat
         rows = rows.withColumn("_at", F.explode(starts))
     rows = rows.withColumn("_max", F.col("_at") + F.lit(size - 1))
     if fields:
-        rows = rows.filter(F.col("_in") <= fields["_a"])
+        rows = rows.filter(F.col("_in") <= F.expr(fields["_a"]))
     else:
         rows = rows.join(first.select("_max", "_a"), "_max").filter(
             F.col("_a").isNull() | (F.col("_in") <= F.col("_a")))
@@ -350,26 +347,26 @@ def _scanned(result, keys, size, slide):
     for chunk in sorted(highs):
         before.append(high)
         high = high if highs[chunk] is None else max(high, highs[chunk])
-    partials = scan.filter(F.col("_tag") == 0).coalesce(1)
+    passed = ""
     if any(b != MIN_TIME for b in before):
-        passed = F.element_at(F.expr("array(" + ", ".join(map(str, before)) + ")"), F.col("_chunk") + 1)
-        partials = partials.filter(F.col("_start") + F.lit(size - 1) > passed)
-    merged = []
+        passed = f" AND _start + {size - 1} > element_at(array({', '.join(map(str, before))}), _chunk + 1)"
+    partials = scan.where(f"_tag = 0{passed}").coalesce(1)
+    merged = []   # Spark SQL text: a few py4j calls each, where Columns cost one per function
     for p, part in enumerate(parts):
-        count, acc = F.sum(f"_c{p}"), F.col(f"_a{p}")
+        count, acc = f"sum(_c{p})", f"_a{p}"
         if part.function in ("sum", "avg"):   # a sum of integers wraps around at 64 bits, as Java's long
-            total = long_sum(acc) if kinds[p] == 0 else F.sum(acc)
-            value = total if part.function == "sum" else F.when(count > 0, total / count)
+            total = long_sum_sql(acc) if kinds[p] == 0 else f"sum({acc})"
+            value = total if part.function == "sum" else f"CASE WHEN {count} > 0 THEN {total} / {count} END"
         else:
-            value = {"count": count, "min": F.min(acc), "max": F.max(acc)}[part.function]
+            value = {"count": count, "min": f"min({acc})", "max": f"max({acc})"}[part.function]
         if p in nan_parts:   # NaN when the first value (by arrival) was: see SqlAggregate.to_spark
-            value = F.when(F.min_by(f"_z{p}", f"_f{p}"), F.lit(math.nan).cast(types[part.column])).otherwise(value)
-        merged.append(value.alias(part.alias))
-    windows = (partials.groupBy(*(["_key"] if keys else []), "_start")
-               .agg(*merged, F.sum("_contents").alias("contents"))
-               .select(*([F.col("_key").alias(keys[0])] if plain else [F.col("_key")[k].alias(k) for k in keys]),
-                       F.col("_start").alias("_at"),
-                       *[p.alias for p in parts], "contents"))
+            value = (f"CASE WHEN min_by(_z{p}, _f{p}) THEN CAST('NaN' AS {types[part.column].simpleString()}) "
+                     f"ELSE {value} END")
+        merged.append(F.expr(f"{value} AS {sparksql.name(part.alias)}"))
+    grouped = partials.groupBy(*(["_key"] if keys else []), "_start").agg(*merged, F.expr("sum(_contents) AS contents"))
+    windows = sparksql.select(grouped, *([f"_key AS {sparksql.name(keys[0])}"] if plain else
+                                         [f"_key.{sparksql.name(k)} AS {sparksql.name(k)}" for k in keys]),
+                              "_start AS _at", *[sparksql.name(p.alias) for p in parts], "contents")
     return _fired(counts, cells, maxima, slide), windows
 
 
@@ -378,12 +375,11 @@ _LOOKUP = 100_000   # the longest grid of window maxima looked up in array liter
 
 def _looked_up(fired: list, slide: int) -> dict | None:
     """``_a``, ``_after`` and ``_seq`` of the window whose maximum is ``_max`` (``_a``:
-    ``MAX_TIME`` when it fires at the end of input), each looked up in one array over the
-    grid of window maxima (a folded literal), so neither the elements nor the windows need a
-    join; None when the grid is longer than ``_LOOKUP`` (data with long gaps)."""
-    none = F.lit(None).cast("long")
+    ``MAX_TIME`` when it fires at the end of input), as Spark SQL text, each looked up in one
+    array over the grid of window maxima (a folded literal), so neither the elements nor the
+    windows need a join; None when the grid is longer than ``_LOOKUP`` (data with long gaps)."""
     if not fired:
-        return {"_a": F.lit(MAX_TIME), "_after": none, "_seq": none}
+        return {"_a": str(MAX_TIME), "_after": "CAST(NULL AS BIGINT)", "_seq": "CAST(NULL AS BIGINT)"}
     low = min(m for m, *_ in fired)
     length = (max(m for m, *_ in fired) - low) // slide + 1
     if length > _LOOKUP:
@@ -393,9 +389,8 @@ def _looked_up(fired: list, slide: int) -> dict | None:
         i = (m - low) // slide
         grids[0][i] = MAX_TIME if a is None else a
         grids[1][i], grids[2][i] = ("NULL", "NULL") if a is None else (after, seq)
-    at = ((F.col("_max") - F.lit(low)) / F.lit(slide)).cast("int") + 1
-    # one call to the JVM per array, not one per entry
-    return {name: F.element_at(F.expr("CAST(array(" + ", ".join(map(str, grid)) + ") AS ARRAY<BIGINT>)"), at)
+    at = f"CAST((_max - {low}) / {slide} AS INT) + 1"
+    return {name: f"element_at(CAST(array({', '.join(map(str, grid))}) AS ARRAY<BIGINT>), {at})"
             for name, grid in zip(("_a", "_after", "_seq"), grids)}
 
 
