@@ -85,6 +85,24 @@ def test_errors_are_the_reference_errors():
         compile_fast(Column("volume", "A"), env, "A")
 
 
+def test_an_expression_is_checked_once_per_shape_of_its_columns(monkeypatch):
+    """A task runs one spec on key after key: the reference compile that checks for errors
+    runs for the first key's columns, not again for the next key's; another shape (a column
+    missing) is checked again and raises."""
+    import kit.match_recognize.codegen as codegen
+
+    calls = []
+    monkeypatch.setattr(codegen, "compile_expr", lambda e, env, *a: calls.append((e, env)) or compile_expr(e, env, *a))
+    monkeypatch.setattr(codegen, "_CHECKED", {})
+    expr = Binary(">", Column("price", "A"), Literal(1, "INT"))
+    for prices in ([1, 2], [3], [4, 5, 6]):
+        f = compile_fast(expr, Env({"price": prices}, variables=("A",)), "A")
+        assert f(range(len(prices)), ("A",) * len(prices), 1, None) is (prices[-1] > 1)
+    assert [e for e, _ in calls if e is expr] == [expr]   # (the generator compiles some parts itself)
+    with pytest.raises(Exception, match="unknown column 'price'"):
+        compile_fast(expr, Env({"volume": [1]}, variables=("A",)), "A")
+
+
 @st.composite
 def block_matches(draw):
     """A contiguous match as blocks ``M`` of the variables in pattern order (optional ones may

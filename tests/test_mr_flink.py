@@ -380,6 +380,24 @@ def test_standard_features_are_not_supported_by_flink(spec, feature):
     assert 'semantics="standard"' in str(info.value)
 
 
+def test_a_spec_is_validated_once_for_key_after_key(monkeypatch):
+    """A task runs one spec on each of its keys: Flink's checks walk the spec for the first
+    key only; a spec that fails them fails on every key."""
+    from kit.match_recognize import flink
+
+    calls = []
+    monkeypatch.setattr(flink, "_validate", lambda spec, real=flink._validate: calls.append(spec) or real(spec))
+    spec = mr(pat("A", q("B", 1, None, False)))
+    for prices in ([1, 2, 3], [4, 5], [6, 7, 8]):
+        run_partition(ticker(prices), spec)
+    assert calls == [spec]
+    bad = mr(pat("A", "B", "A"))
+    for _ in range(2):
+        with pytest.raises(MatchRecognizeError, match="used twice"):
+            run_partition(ticker([1]), bad)
+    assert calls == [spec, bad, bad]
+
+
 def test_match_rowtime_is_the_last_row_time():
     spec = mr(pat("A", q("B", 1, None, False)), measures=[("t", MatchRowtime())])
     assert run(spec, ticker([1, 2, 3, 4]), rowtime="rowtime") == [(T(1),), (T(3),)]

@@ -38,12 +38,27 @@ def compile_source(source: str, filename: str, mode: str = "exec"):
 
 
 
+_CHECKED: dict = {}   # (id(expr), Env.shape()) -> expr, compiled without an error before
+
+
+def _check(expr, env: Env) -> None:
+    """Raise the reference's errors for ``expr`` (``compile_expr``), unchanged; once per
+    expression and shape of ``env``: a task runs one spec on key after key."""
+    key = (id(expr), env.shape())
+    if _CHECKED.get(key) is expr:
+        return
+    compile_expr(expr, env)
+    if len(_CHECKED) >= 1024:
+        _CHECKED.clear()
+    _CHECKED[key] = expr   # kept alive with its id: the id stays its own
+
+
 def compile_fast(expr, env: Env, current: str | None = None):
     """``compile_expr(expr, env)``, generated as one function (see the module docstring)."""
-    reference = compile_expr(expr, env)  # raises the reference's errors, unchanged
+    _check(expr, env)
     fast = _generate(_Generator(env, current if env.clause == "DEFINE" else None), expr,
                      "R, L, m, F", f"<{env.clause} {current or ''}>")
-    return reference if fast is None else fast
+    return compile_expr(expr, env) if fast is None else fast
 
 
 def compile_blocks(expr, env: Env, current: str, elements, tag: str = ""):
@@ -60,7 +75,7 @@ def compile_blocks(expr, env: Env, current: str, elements, tag: str = ""):
         ->  ((t1 := c_2_0[r]) is not None and
              (t2 := (c_2_1[t3] if (t3 := M[2][1] - 1 - 1) >= M[1][1] else None)) is not None and t1 > t2)
     """
-    compile_expr(expr, env)  # raises the reference's errors, unchanged
+    _check(expr, env)
     gen = _Blocks(env, current, elements, tag)
     try:
         code = gen.truth(expr)

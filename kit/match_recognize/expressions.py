@@ -76,6 +76,12 @@ class Env:
         self.reads = [0]
         self.nrows = len(next(iter(columns.values()))) if columns else 0
 
+    def shape(self) -> tuple:
+        """What compiling an expression against this Env depends on, besides its rows."""
+        return (self.clause, self.all_rows, self.avg_truncates, self.rowtime, self.proctime, tuple(self.columns),
+                frozenset(self.variables), frozenset(self.subsets.items()), frozenset(self.timestamp_columns),
+                tuple((name, id(f)) for name, f in self.aggregates.items()))
+
     def column(self, name, pos=None):
         if name in self.columns:
             return self.columns[name]

@@ -91,8 +91,21 @@ def _elements(pattern):
     return out
 
 
+_VALIDATED: list = [None, None]   # the last spec validated and its elements: a task's keys share one spec
+
+
 def validate(spec, semantics="flink"):
-    """Raise the errors Flink's planner raises for ``spec``; return the pattern elements."""
+    """Raise the errors Flink's planner raises for ``spec``; return the pattern elements
+    (checked once for a spec run on one key after another)."""
+    last, elements = _VALIDATED
+    if spec is last:
+        return elements
+    elements = _validate(spec)
+    _VALIDATED[:] = spec, elements
+    return elements
+
+
+def _validate(spec):
     if spec.rows_per_match != ONE_ROW:
         raise NotSupportedByFlink("ROWS PER MATCH", spec.rows_per_match, spec.pos)
     if spec.subsets:
