@@ -103,6 +103,19 @@ def test_an_expression_is_checked_once_per_shape_of_its_columns(monkeypatch):
         compile_fast(expr, Env({"volume": [1]}, variables=("A",)), "A")
 
 
+def test_generated_code_is_bound_to_each_keys_columns():
+    """Generated once for a spec's expression, the code reads the columns of the key it runs
+    on: a second key's rows, not the first one's."""
+    expr = Binary(">", Column("price", "B"), Nav("LAST", Column("price", "A"), 0))
+    first, second = ({"price": [1, 5]}, {"price": [7, 2]})
+    for cols, want in ((first, True), (second, False)):
+        env = Env(cols, variables=("A", "B"))
+        fast = compile_fast(expr, env, "B")
+        assert fast(range(2), ("A", "B"), 1, None) is want is compile_expr(expr, env)(range(2), ("A", "B"), 1, None)
+        code, names = compile_blocks(expr, env, "B", (("A", 1), ("B", 1)))
+        assert eval(compile_source(code, "<DEFINE>", "eval"), names, {"r": 1, "M": (("A", 0), ("B", 1))}) is want
+
+
 @st.composite
 def block_matches(draw):
     """A contiguous match as blocks ``M`` of the variables in pattern order (optional ones may

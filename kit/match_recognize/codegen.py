@@ -38,7 +38,8 @@ def compile_source(source: str, filename: str, mode: str = "exec"):
 
 
 
-_CHECKED: dict = {}   # (id(expr), Env.shape()) -> expr, compiled without an error before
+_CHECKED: dict = {}     # (id(expr), Env.shape()) -> expr, compiled without an error before
+_GENERATED: dict = {}   # (kind, id(expr), Env.shape(), ...) -> (expr, code, recipes): generated before
 
 
 def _check(expr, env: Env) -> None:
@@ -48,17 +49,51 @@ def _check(expr, env: Env) -> None:
     if _CHECKED.get(key) is expr:
         return
     compile_expr(expr, env)
-    if len(_CHECKED) >= 1024:
-        _CHECKED.clear()
-    _CHECKED[key] = expr   # kept alive with its id: the id stays its own
+    _remember(_CHECKED, key, expr)
+
+
+def _remember(cache: dict, key, entry) -> None:
+    """``cache[key] = entry``, ``entry`` being or starting with the expression whose id is in
+    ``key`` (kept alive with it: the id stays its own); at most 1,024 entries."""
+    if len(cache) >= 1024:
+        cache.clear()
+    cache[key] = entry
+
+
+def _generated(key, expr, env: Env):
+    """``(code, names)`` generated before for ``key`` -- the names bound again to ``env``'s
+    columns and closures -- or None."""
+    hit = _GENERATED.get(key)
+    if hit is None or hit[0] is not expr:
+        return None
+    _, code, recipes = hit
+    return code, {name: (env.column(*recipe[1:]) if recipe[0] == "column" else
+                         compile_expr(recipe[1], env) if recipe[0] == "closure" else recipe[1])
+                  for name, recipe in recipes.items()}
 
 
 def compile_fast(expr, env: Env, current: str | None = None):
-    """``compile_expr(expr, env)``, generated as one function (see the module docstring)."""
-    _check(expr, env)
-    fast = _generate(_Generator(env, current if env.clause == "DEFINE" else None), expr,
-                     "R, L, m, F", f"<{env.clause} {current or ''}>")
-    return compile_expr(expr, env) if fast is None else fast
+    """``compile_expr(expr, env)``, generated as one function (see the module docstring);
+    generated once per expression and shape of ``env``, then bound to each one's columns."""
+    current = current if env.clause == "DEFINE" else None
+    key = ("fast", id(expr), env.shape(), current)
+    hit = _generated(key, expr, env)
+    if hit is None:
+        _check(expr, env)
+        gen = _Generator(env, current)
+        try:
+            source = f"def fast(R, L, m, F):\n    return {gen.expr(expr)}\n"
+            compile_source(source, f"<{env.clause} {current or ''}>")
+        except (RecursionError, SyntaxError, MemoryError):  # too deep for Python's parser
+            return compile_expr(expr, env)
+        _remember(_GENERATED, key, (expr, source, gen.recipes))
+        hit = source, gen.names
+    source, names = hit
+    namespace = dict(names, last=last_index, last_in=last_index_in, first_in=first_index_in)
+    exec(compile_source(source, f"<{env.clause} {current or ''}>"), namespace)  # noqa: S102 -- from the expression tree
+    fast = namespace["fast"]
+    fast.source = source
+    return fast
 
 
 def compile_blocks(expr, env: Env, current: str, elements, tag: str = ""):
@@ -69,21 +104,27 @@ def compile_blocks(expr, env: Env, current: str, elements, tag: str = ""):
     holds the match's blocks ``(variable, first row)`` in pattern order and ``r`` is the row
     being classified, the last row of the last block. Navigation becomes index arithmetic on
     the blocks: no list of labels is built or searched per row. ``elements``: the pattern's
-    ``(variable, min)`` in order.
+    ``(variable, min)`` in order. Generated once per expression and shape of ``env``.
 
         PATTERN (START_ROW PRICE_DOWN+ PRICE_UP), DEFINE PRICE_UP AS PRICE_UP.price > LAST(PRICE_DOWN.price, 1)
         ->  ((t1 := c_2_0[r]) is not None and
              (t2 := (c_2_1[t3] if (t3 := M[2][1] - 1 - 1) >= M[1][1] else None)) is not None and t1 > t2)
     """
-    _check(expr, env)
-    gen = _Blocks(env, current, elements, tag)
-    try:
-        code = gen.truth(expr)
-        compile_source(code, "<DEFINE>", "eval")
-    except (RecursionError, SyntaxError, MemoryError):  # too deep for Python's parser
-        reference, name = compile_fast(expr, env, current), f"f{tag}"
-        return f"({name}(*expand(r, M), 0, None) is True)", {name: reference, "expand": expand}
-    return code, dict(gen.names, expand=expand, block_last=_block_last, block_first=_block_first)
+    key = ("blocks", id(expr), env.shape(), current, tuple(elements), tag)
+    hit = _generated(key, expr, env)
+    if hit is None:
+        _check(expr, env)
+        gen = _Blocks(env, current, elements, tag)
+        try:
+            code = gen.truth(expr)
+            compile_source(code, "<DEFINE>", "eval")
+        except (RecursionError, SyntaxError, MemoryError):  # too deep for Python's parser
+            reference, name = compile_fast(expr, env, current), f"f{tag}"
+            return f"({name}(*expand(r, M), 0, None) is True)", {name: reference, "expand": expand}
+        _remember(_GENERATED, key, (expr, code, gen.recipes))
+        hit = code, gen.names
+    code, names = hit
+    return code, dict(names, expand=expand, block_last=_block_last, block_first=_block_first)
 
 
 def expand(r, M):
@@ -112,30 +153,17 @@ def _block_first(M, r, var, n):
     return -1
 
 
-def _generate(gen, expr, params: str, filename: str):
-    """``gen``'s code for ``expr`` as the function ``fast(params)``, or None when Python's
-    parser cannot take it."""
-    try:
-        source = f"def fast({params}):\n    return {gen.expr(expr)}\n"
-        code = compile_source(source, filename)
-    except (RecursionError, SyntaxError, MemoryError):  # too deep for Python's parser
-        return None
-    namespace = dict(gen.names, last=last_index, last_in=last_index_in, first_in=first_index_in)
-    exec(code, namespace)  # noqa: S102 -- source built from the expression tree only
-    fast = namespace["fast"]
-    fast.source = source
-    return fast
-
-
 class _Generator:
     def __init__(self, env: Env, current, tag: str = ""):
         self.env, self.current, self.tag = env, current, tag
-        self.names = {}   # name in the generated code -> value (columns, constants, closures)
-        self.temps = 0
+        self.names = {}     # name in the generated code -> value (columns, constants, closures)
+        self.recipes = {}   # name -> how to bind it to another Env's rows: ("column", name, pos),
+        self.temps = 0      # ("closure", expr) or ("value", constant)
 
-    def bind(self, value, prefix):
+    def bind(self, value, prefix, recipe=None):
         name = f"{prefix}{self.tag}{len(self.names)}"
         self.names[name] = value
+        self.recipes[name] = recipe or ("value", value)
         return name
 
     def temp(self):
@@ -148,7 +176,7 @@ class _Generator:
         method = getattr(self, "_" + type(e).__name__.lower(), None)
         code = method(e) if method is not None else None
         if code is None:  # not generated: call the reference closure for this node
-            f = self.bind(compile_expr(e, self.env), "f")
+            f = self.bind(compile_expr(e, self.env), "f", ("closure", e))
             return f"{f}({self.CALL})"
         return code
 
@@ -156,7 +184,7 @@ class _Generator:
         return self.bind(compile_expr(e, self.env)(None, None, None, None), "k")
 
     def _column(self, e: Column):
-        col = self.bind(self.env.column(e.name, e.pos), "c")
+        col = self.bind(self.env.column(e.name, e.pos), "c", ("column", e.name, e.pos))
         if e.var is None:
             return self._whole(col, 0, last=True)
         labels = self.env.labels(e.var, e.pos)
@@ -185,7 +213,7 @@ class _Generator:
         if kind not in ("FIRST", "LAST") or not isinstance(e.arg, Column) or e.offset < 0 \
                 or (kind == "FIRST" and self.env.all_rows):   # over the whole match: the closure's
             return None
-        col = self.bind(self.env.column(e.arg.name, e.arg.pos), "c")
+        col = self.bind(self.env.column(e.arg.name, e.arg.pos), "c", ("column", e.arg.name, e.arg.pos))
         if e.arg.var is None:
             return self._whole(col, e.offset, last=kind == "LAST")
         return self._located(col, self.env.labels(e.arg.var, e.arg.pos), e.offset, last=kind == "LAST")
