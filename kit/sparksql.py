@@ -33,15 +33,20 @@ def string(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def local_rows(session, rows, schema: str):
+def local_rows(session, rows, schema: str | None = None):
     """``rows`` (tuples of integers, floats, strings and None; or an Arrow table) as a
-    DataFrame of ``schema`` (``"name type, ..."``, columns in Spark SQL's words). Up to
+    DataFrame of ``schema`` (``"name type, ..."``, columns in Spark SQL's words; an Arrow
+    table's own when not given). Up to
     ``INLINE_ROWS`` as a ``VALUES`` list in the query: a local relation, which a join
     broadcasts with no Spark job (``createDataFrame`` of a list gives a scan of Python rows,
     whose broadcast runs Python tasks); more (a million timers to place) sent as an Arrow
     table, a local relation too, whose size the planner knows."""
     import pyarrow as pa
 
+    if schema is None:
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        schema = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in from_arrow_schema(rows.schema).fields)
     if isinstance(rows, pa.Table) and rows.num_rows <= INLINE_ROWS:
         rows = [tuple(r.values()) for r in rows.to_pylist()]
     if isinstance(rows, pa.Table) or not rows or len(rows) > INLINE_ROWS:   # sent as Arrow

@@ -26,6 +26,10 @@ def test_local_rows_give_the_rows_and_types_written_inline_or_sent(spark, count)
         df = local_rows(spark, given, SCHEMA)
         assert df.schema.simpleString() == "struct<kind:string,t:bigint,f:bigint,x:double>"
         assert [tuple(r) for r in df.collect()] == expected
+    typed = table.cast(pa.schema([("k", pa.string()), ("t", pa.int64()), ("f", pa.int64()), ("x", pa.float64())]))
+    own = local_rows(spark, typed)   # an Arrow table's own names and types
+    assert own.schema.simpleString() == "struct<k:string,t:bigint,f:bigint,x:double>"
+    assert [tuple(r) for r in own.collect()] == expected
 
 
 @pytest.mark.parametrize("count", [1, INLINE_ROWS + 1])

@@ -166,7 +166,7 @@ def place_timers(firings: DataFrame, stream, scan: Arrivals | None = None) -> Da
                                                             by_seq["before"]), rows.column("timer")))
     found = pa.concat_tables([pa.table([rows.column("cause"), rows.column("timer"), rows.column("_floor"), seq, wm, pt],
                                        schema=PLACED) for rows, seq, wm, pt in parts])
-    found = sparksql.local_rows(s.source.sparkSession, found, "_kind string, _t long, _f long, _seq long, _wm long, _pt long")
+    found = sparksql.local_rows(s.source.sparkSession, found)
     out = firings.join(found, F.expr("cause = _kind AND timer = _t AND _floor <=> _f"), "left")
     filled = {"fired_after": "_seq", "watermark": "_wm", "proctime": "_pt"}
     return out.selectExpr(*[f"CASE WHEN {timer} THEN {filled[c]} ELSE {c} END AS {c}" if c in filled
