@@ -81,6 +81,19 @@ def test_partitions_match_independently_whatever_the_spark_partitioning(spark):
         assert got == expected
 
 
+def test_a_tasks_many_keys_send_their_matches_as_one_batch():
+    """Each key's matches are a batch; a task hands a chunk of them to Spark as one, in order
+    (one IPC batch per key cost more than the matching on keys of a few rows)."""
+    import pyarrow as pa
+    from kit.match_recognize.operator import _one_batch
+
+    schema = pa.schema([("k", pa.string()), ("m", pa.int64())])
+    keys = [pa.record_batch([[k] * n, list(range(n))], schema=schema) for k, n in (("a", 2), ("b", 0), ("c", 3))]
+    (one,) = _one_batch(None, keys)
+    assert one.to_pydict() == {"k": ["a", "a", "c", "c", "c"], "m": [0, 1, 0, 1, 2]}
+    assert _one_batch(None, keys[:1]) == keys[:1]
+
+
 def test_planning_errors_are_raised_on_the_driver(spark):
     greedy_last = parse_match_recognize(
         "MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY rowtime MEASURES A.price AS p PATTERN (A B*) "

@@ -156,6 +156,12 @@ def _known_rows(table, df: DataFrame) -> Optional[int]:
     return known_rows(df)
 
 
+def _one_batch(table, batches: list) -> list:
+    """A chunk of groups' output batches as one: each batch crosses to the JVM at a cost of its
+    own, and a task of many small keys makes one per key."""
+    return pa.Table.from_batches(batches).combine_chunks().to_batches() if len(batches) > 1 else batches
+
+
 def _numpy(col: pa.ChunkedArray) -> np.ndarray:
     """A column for the matcher: integers with NULLs stay integers (None), not float64 NaN."""
     if col.null_count and pa.types.is_integer(col.type):
@@ -328,7 +334,7 @@ class _Plan:
                     pa.array([0, len(rows)], pa.int32()), rows, type=kind)})
 
         matched = replay(self._sorted(columns), partition_by, lambda key: Rows(match), schema,
-                         output=lambda table, batches: batches)
+                         output=_one_batch)
         internal = ("_kit_order", _ERROR, _RAISED, _DETAILS)
         if eager:
             # kept by the job that first reads it: the check for errors computes and keeps the
