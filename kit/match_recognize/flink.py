@@ -392,7 +392,8 @@ def run_blocks(elements, defines: dict, env, times, nrows, after_match, within_m
     def chain(state, last, test=None):
         """Code for a partial match whose blocks ``B`` end with a ``last`` block (empty: no
         block yet) meeting row ``r`` in ``state``: its TAKE, then its PROCEEDs, unrolled;
-        ``test``, when given, is the code of the TAKE's condition."""
+        ``test``, when given, is the code of the TAKE's condition (the head's, from numpy: it
+        reads no ``M``, which is built only when it holds)."""
         var, take, proceed, not_take, _ = states[state]
         if not last:
             blocks = f"(({label(var)}, r),)"
@@ -406,7 +407,10 @@ def run_blocks(elements, defines: dict, env, times, nrows, after_match, within_m
             ["complete(start, r, M)"] if _reaches_final(states, take) else [])
         stops = take == FINAL or not_take      # a taken row ends the chain
         rest = [] if proceed in (None, FINAL) else chain(proceed, last)
-        test = test or code.get(var)
+        if test is not None:                   # the head's condition from numpy: M is built when it holds
+            return ([f"if {test}:", f"    M = {blocks}"] + _indent(step) +
+                    ((["else:"] + _indent(rest) if rest else []) if stops else rest))
+        test = code.get(var)
         if test is None:                       # no DEFINE: always true
             return [f"M = {blocks}"] + step + ([] if stops else rest)
         return ([f"M = {blocks}", f"if {test}:"] + _indent(step) +
