@@ -76,21 +76,21 @@ def compile_fast(expr, env: Env, current: str | None = None):
     """``compile_expr(expr, env)``, generated as one function (see the module docstring);
     generated once per expression and shape of ``env``, then bound to each one's columns."""
     current = current if env.clause == "DEFINE" else None
-    key = ("fast", id(expr), env.shape(), current)
+    key, filename = ("fast", id(expr), env.shape(), current), f"<{env.clause} {current or ''}>"
     hit = _generated(key, expr, env)
     if hit is None:
         _check(expr, env)
         gen = _Generator(env, current)
         try:
             source = f"def fast(R, L, m, F):\n    return {gen.expr(expr)}\n"
-            compile_source(source, f"<{env.clause} {current or ''}>")
+            compile_source(source, filename)
         except (RecursionError, SyntaxError, MemoryError):  # too deep for Python's parser
             return compile_expr(expr, env)
         _remember(_GENERATED, key, (expr, source, gen.recipes))
         hit = source, gen.names
     source, names = hit
     namespace = dict(names, last=last_index, last_in=last_index_in, first_in=first_index_in)
-    exec(compile_source(source, f"<{env.clause} {current or ''}>"), namespace)  # noqa: S102 -- from the expression tree
+    exec(compile_source(source, filename), namespace)  # noqa: S102 -- source built from the expression tree
     fast = namespace["fast"]
     fast.source = source
     return fast

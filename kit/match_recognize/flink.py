@@ -407,14 +407,13 @@ def run_blocks(elements, defines: dict, env, times, nrows, after_match, within_m
             ["complete(start, r, M)"] if _reaches_final(states, take) else [])
         stops = take == FINAL or not_take      # a taken row ends the chain
         rest = [] if proceed in (None, FINAL) else chain(proceed, last)
+        otherwise = (["else:"] + _indent(rest) if rest else []) if stops else rest
         if test is not None:                   # the head's condition from numpy: M is built when it holds
-            return ([f"if {test}:", f"    M = {blocks}"] + _indent(step) +
-                    ((["else:"] + _indent(rest) if rest else []) if stops else rest))
+            return [f"if {test}:", f"    M = {blocks}"] + _indent(step) + otherwise
         test = code.get(var)
         if test is None:                       # no DEFINE: always true
             return [f"M = {blocks}"] + step + ([] if stops else rest)
-        return ([f"M = {blocks}", f"if {test}:"] + _indent(step) +
-                ((["else:"] + _indent(rest) if rest else []) if stops else rest))
+        return [f"M = {blocks}", f"if {test}:"] + _indent(step) + otherwise
 
     # the head: with a start state without DEFINE nor PROCEED, whose row alone completes no
     # match, the partial match started at r - 1 is (r - 1, take0, ((V, r - 1),)) unless AFTER
