@@ -20,7 +20,7 @@ from kit.changelog import Changelog, Options, mode_text, ordered, snapshot
 from kit.changelog.join import HOWS, join, merge
 from kit.errors import KitError
 from kit.replay.interleave import interleaved
-from kit.time import Clock, Duration
+from kit.time import Clock, Duration, WatermarkStrategy
 
 GOLDEN = json.loads((Path(__file__).parent / "golden" / "flink-2.3" / "joins.json").read_text())
 SCENARIOS = {s["name"]: s for s in GOLDEN["scenarios"]}
@@ -140,6 +140,19 @@ def test_merge_two_streams_is_the_joins_interleaving(spark):
         want += [(pos[1, i], 1, b) for i, b in enumerate("xyz")]
         assert sorted(got) == sorted(want), interleave
     assert [r.seq for r in ordered(merge([left, right])[1].df).collect()] == [1, 2, 6]  # right first on the tie at 5
+
+
+def test_an_input_made_anew_reuses_its_side(spark):
+    """A widget makes both streams again on every redraw: the one whose source and settings
+    did not change keeps its rows' plan; a changed setting builds its own."""
+    from kit.replay.interleave import LEFT, side_rows
+
+    df = spark.createDataFrame(pd.DataFrame({"t": [0, 5, 9], "a": [1, 2, 3]}))
+    first = side_rows(kit.stream(df, time="t"), LEFT, True)
+    assert side_rows(kit.stream(df, time="t"), LEFT, True) is first
+    other = side_rows(kit.stream(df, time="t", watermark=WatermarkStrategy.for_sql_delay(Duration(5))), LEFT, True)
+    assert other is not first
+    assert [r._lw for r in other.orderBy("_seq").collect()] != [r._lw for r in first.orderBy("_seq").collect()]
 
 
 def test_merge_spread_over_partitions(spark):

@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import weakref
 from bisect import bisect_left, bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -177,12 +177,16 @@ def running_in_one(df: DataFrame, running: dict[str, tuple[str, bool]], order: s
 def side_rows(s: Stream, side: int, one: bool) -> DataFrame:
     """One input's rows with its arrival ``_seq``, event time, lateness, watermark after it
     (``_lw`` on the left, ``_rw`` on the right), running maximum of event time and values as
-    struct (``_vl``, ``_vr``); ``one``: in one partition. Built once per stream (a widget
-    that changes only the other input reuses it)."""
-    made = _SIDES.setdefault(s, {})
-    if (side, one) not in made:
-        made[side, one] = _side_of(s, side, one)
-    return made[side, one]
+    struct (``_vl``, ``_vr``); ``one``: in one partition. Built once per source DataFrame and
+    stream settings (a widget that makes both streams anew and changes only one reuses the
+    other's), the last ``_SIDES_KEPT`` per source (lazy plans: they keep no data)."""
+    made = _SIDES.setdefault(s.source, {})
+    key = (*(getattr(s, f.name) for f in fields(s) if f.name != "source"), side, one)
+    if key not in made:
+        made[key] = _side_of(s, side, one)
+        while len(made) > _SIDES_KEPT:
+            del made[next(iter(made))]
+    return made[key]
 
 
 def _side_of(s: Stream, side: int, one: bool) -> DataFrame:
@@ -232,7 +236,8 @@ def interleaved(left: Stream, right: Stream, interleave: str = "event_time",
 
 
 _INTERLEAVED: "weakref.WeakKeyDictionary[Stream, dict]" = weakref.WeakKeyDictionary()
-_SIDES: "weakref.WeakKeyDictionary[Stream, dict]" = weakref.WeakKeyDictionary()
+_SIDES: "weakref.WeakKeyDictionary[DataFrame, dict]" = weakref.WeakKeyDictionary()
+_SIDES_KEPT = 16
 _WATERMARKS: "weakref.WeakKeyDictionary[DataFrame, Watermarks]" = weakref.WeakKeyDictionary()
 _ROWS: "weakref.WeakKeyDictionary[DataFrame, int | None]" = weakref.WeakKeyDictionary()
 
