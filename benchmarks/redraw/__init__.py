@@ -46,7 +46,8 @@ Median and worst of each:
   result here.
 
 CPU pressure (``/proc/pressure/cpu``, some avg10) is read before and after: the machine is
-shared. Every measurement is in ``build/bench/redraw.json``. Not a test.
+shared. ``--load N`` runs everything beside N busy processes (a Python loop each, normal
+priority): how redraws degrade on a loaded machine. Every measurement is in ``build/bench/redraw.json``. Not a test.
 
 ``python -m benchmarks redraw`` writes the table into ``build/bench.md``;
 ``python -m benchmarks.redraw [--changes N] [--notebooks 00 02] [--skip browser floor ...]``
@@ -74,7 +75,7 @@ from pathlib import Path
 from .browser import run_browser
 from .cold import cold_start
 from .kernel import run_kernel, widget_cell
-from .pressure import pressure_now
+from .pressure import busy, pressure_now
 from .probe import kernel_probe
 from .report import markdown
 from .settings import CHANGES, NOTEBOOKS
@@ -83,9 +84,18 @@ __all__ = ["redraw", "kernel_probe", "main"]
 
 
 def redraw(folder: Path, rows: int | None = None, changes: int = CHANGES, only: list[str] | None = None,
-           skip: tuple[str, ...] = ()) -> str:
-    """The markdown section of ``build/bench.md`` (``rows`` is not used: the seed data)."""
+           skip: tuple[str, ...] = (), load: int = 0) -> str:
+    """The markdown section of ``build/bench.md`` (``rows`` is not used: the seed data),
+    measured beside ``load`` busy processes."""
     folder.mkdir(parents=True, exist_ok=True)
+    with busy(load):
+        report = _measured(folder, changes, only, skip)
+    report["load"] = load
+    (folder / "redraw.json").write_text(json.dumps(report, indent=1, default=str))
+    return markdown(report)
+
+
+def _measured(folder: Path, changes: int, only: list[str] | None, skip: tuple[str, ...]) -> dict:
     notebooks = [p for p in sorted(NOTEBOOKS.glob("*.ipynb")) if widget_cell(p) is not None
                  and (not only or any(p.name.startswith(o) for o in only))]
     report = {"pressure_before": pressure_now(), "loadavg_before": os.getloadavg(), "changes": changes,
@@ -105,8 +115,7 @@ def redraw(folder: Path, rows: int | None = None, changes: int = CHANGES, only: 
         print("redraw: cold start", flush=True)
         report["cold"] = cold_start()
     report["pressure_after"], report["loadavg_after"] = pressure_now(), os.getloadavg()
-    (folder / "redraw.json").write_text(json.dumps(report, indent=1, default=str))
-    return markdown(report)
+    return report
 
 
 def main() -> None:
@@ -116,10 +125,11 @@ def main() -> None:
     parser.add_argument("--changes", type=int, default=CHANGES)
     parser.add_argument("--notebooks", nargs="*", help="name prefixes, e.g. 00 02")
     parser.add_argument("--skip", nargs="*", default=[], choices=["kernel", "floor", "browser", "cold"])
+    parser.add_argument("--load", type=int, default=0, help="busy processes beside the measurement")
     args = parser.parse_args()
     out = Path("build")
     out.mkdir(exist_ok=True)
-    text = redraw(out / "bench", changes=args.changes, only=args.notebooks, skip=tuple(args.skip))
+    text = redraw(out / "bench", changes=args.changes, only=args.notebooks, skip=tuple(args.skip), load=args.load)
     (out / "bench-redraw.md").write_text(text)
     print(text)
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import subprocess
+import sys
 from pathlib import Path
 
 
@@ -27,3 +30,16 @@ def pressure_now() -> str:
         return line.split()[1].split("=")[1] + " %"
     except (OSError, IndexError):
         return "n/a"
+
+
+@contextlib.contextmanager
+def busy(processes: int):
+    """``processes`` other programs that keep a CPU busy each (a Python loop, at normal
+    priority) while the block runs: a machine under load, as a shared one often is."""
+    spin = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(processes)]
+    try:
+        yield
+    finally:
+        for p in spin:
+            p.kill()
+            p.wait()

@@ -41,7 +41,8 @@ def short_name(name: str) -> str:
 
 def markdown(report: dict) -> str:
     n = report["changes"]
-    lines = [f"## Widget redraws (issue 24): {n} changes per control, median / worst", "",
+    load = f", beside {report['load']} busy processes" if report.get("load") else ""
+    lines = [f"## Widget redraws (issue 24): {n} changes per control{load}, median / worst", "",
              "| notebook | control | kernel median / worst (s) | browser median / worst (s) | Spark jobs per redraw "
              "| floor median (s) | notes |",
              "|---|---|---|---|---|---|---|"]
