@@ -17,7 +17,8 @@ log4j at ERROR, JVM output to ``LOG_FILE``         no JVM warnings in notebook c
 PySpark's query-error loggers off                  no Java stack traces for a failed query
 ``spark.jars = <the kit's Java helpers>``          per-partition folds without a sort (``kit.jvm``)
 the class archive, when built (``kit.java``)       ~2 s off a session's start and first queries
-``PYSPARK_PYTHON = sys.executable``                workers run on the same interpreter
+``PYSPARK_PYTHON = sys.executable``                workers run on the same interpreter; a local
+                                                   session's through ``worker_python()``
 ``spark.sql.warehouse.dir`` in the log's folder    no ``spark-warehouse/`` beside the notebooks
 the driver's heap reserved at start (``-Xms``)     as Flink's TaskManagers: a full GC does not
                                                    shrink it for the next big job to regrow
@@ -54,6 +55,7 @@ removes all but the newest 20 logs there.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib
 import json
 import logging
@@ -61,6 +63,7 @@ import os
 import re
 import socket
 import stat
+import subprocess
 import sys
 import tempfile
 import threading
@@ -216,7 +219,8 @@ def _local(master: str):
     from pyspark.sql import SparkSession
 
     ensure_java()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if os.environ.get("PYSPARK_PYTHON") in (None, sys.executable, _WORKER_PYTHON.get("path")):   # this interpreter
+        os.environ["PYSPARK_PYTHON"] = worker_python() if master.startswith("local") else sys.executable
     global LOG_FILE
     LOG_FILE = None   # a new session, a new log
     log = log_file()
@@ -251,6 +255,78 @@ def _local(master: str):
 
 
 DAEMON = "kit.tools.daemon"   # the local session's Python daemon (spark.python.daemon.module)
+_WORKER_PYTHON: dict[str, str] = {}   # "path": what worker_python() chose
+
+
+def worker_python() -> str:
+    """What a local session's Python workers run: this interpreter, through a script (in the
+    log's private directory) that takes Spark's copies of PySpark and py4j, ``pyspark.zip``
+    and py4j's zip, off the ``PYTHONPATH`` Spark gives them, so that they import the
+    packages installed with this interpreter. A zip's modules are compiled again in every
+    new process (zipimport keeps no bytecode), ~0.5 s here; the installed ones were compiled
+    once. Spark starts such a process for its Python daemon (a session's first Python task)
+    and for each ``transformWithState`` of a streaming query (its driver-side worker: every
+    live query's first micro-batch waits for it). ``sys.executable`` itself where those
+    packages are not installed as directories, on a system without ``/bin/sh``, or where the
+    script does not run (a temporary directory mounted ``noexec``).
+
+        PYTHONPATH given:  <pyspark>/python/lib/pyspark.zip:<pyspark>/python/lib/py4j-*-src.zip:<others>
+        PYTHONPATH run:    <others>
+    """
+    if "path" not in _WORKER_PYTHON:
+        _WORKER_PYTHON["path"] = _worker_script() or sys.executable
+    return _WORKER_PYTHON["path"]
+
+
+def _worker_script() -> str | None:
+    """``worker_python()``'s script, written and tried once; None where it cannot serve."""
+    import py4j
+    import pyspark
+
+    lib = Path(pyspark.__file__).parent / "python" / "lib"
+    installed = all(Path(m.__file__).parent.is_dir() for m in (pyspark, py4j))
+    if os.name != "posix" or not Path("/bin/sh").exists() or not installed or not (lib / "pyspark.zip").exists():
+        return None
+    text = _WORKER_SCRIPT.format(zip=_sh_quoted(str(lib / "pyspark.zip")), py4j=_sh_quoted(str(lib / "py4j-")),
+                                 python=_sh_quoted(sys.executable))
+    path = _log_dir() / f"python-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+    if not path.exists():   # written whole, then renamed: a session starting beside it reads all or none
+        fd, name = tempfile.mkstemp(dir=path.parent)
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
+        os.chmod(name, 0o700)
+        os.replace(name, path)
+    try:
+        subprocess.run([str(path), "-S", "-c", ""], check=True, capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return str(path)
+
+
+_WORKER_SCRIPT = """#!/bin/sh
+# flink-kit (kit.spark.worker_python): Spark's Python workers on this interpreter, importing
+# its own PySpark and py4j (compiled once) rather than Spark's zips of them
+set -f
+IFS=:
+kept=
+for p in $PYTHONPATH; do
+  case "$p" in
+    {zip}|{py4j}*-src.zip) ;;
+    *) kept="${{kept:+$kept:}}$p" ;;
+  esac
+done
+unset IFS
+PYTHONPATH=$kept
+export PYTHONPATH
+exec {python} "$@"
+"""
+
+
+def _sh_quoted(text: str) -> str:
+    """``text`` as one word of /bin/sh, taken literally (no pattern, no expansion)."""
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
 _PRELOAD: list[str] = []   # modules preload() names
 
 

@@ -38,6 +38,39 @@ def test_python_workers_run_on_this_interpreter(spark):
     assert Path(got).resolve() == Path(sys.executable).resolve()
 
 
+def test_python_workers_import_the_installed_pyspark_not_sparks_zip(spark):
+    """Spark puts its zips of PySpark and py4j first on a worker's path; their modules are
+    compiled in every new process (~0.5 s): the workers run this interpreter through
+    ``worker_python()``, which takes them off, and import the installed packages."""
+    import pyspark
+
+    def origin(pdf: pd.DataFrame) -> pd.DataFrame:
+        import py4j as worker_py4j
+        import pyspark as worker_pyspark
+        return pd.DataFrame({"files": [f"{worker_pyspark.__file__} {worker_py4j.__file__}"]})
+
+    got = spark.range(1).groupBy("id").applyInPandas(origin, "files string").collect()[0].files
+    assert ".zip" not in got and got.split()[0] == pyspark.__file__, got
+
+
+def test_the_worker_script_keeps_the_rest_of_the_path(tmp_path):
+    """The script takes exactly Spark's two zips off PYTHONPATH; other entries stay, in order,
+    whatever their characters."""
+    import subprocess
+
+    import pyspark
+
+    from kit.spark import worker_python
+
+    lib = Path(pyspark.__file__).parent / "python" / "lib"
+    odd = tmp_path / "a dir with 'quotes' and *"
+    given = [str(lib / "pyspark.zip"), "/x/y", str(lib / "py4j-0.10.9.9-src.zip"), str(odd), str(lib / "other.zip")]
+    out = subprocess.run([worker_python(), "-c", "import os; print(os.environ['PYTHONPATH'])"], check=True,
+                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(given)})
+    assert out.stdout.strip().split(os.pathsep) == ["/x/y", str(odd), str(lib / "other.zip")]
+    assert stat.S_IMODE(os.stat(worker_python()).st_mode) == 0o700
+
+
 def test_python_workers_start_with_the_kit_loaded(spark):
     """Forked by kit.tools.daemon, which imported the kit's operators once: a worker that Spark
     started after stopping an idle one does not import them again."""
