@@ -273,7 +273,7 @@ def worker_python() -> str:
         PYTHONPATH given:  <pyspark>/python/lib/pyspark.zip:<pyspark>/python/lib/py4j-*-src.zip:<others>
         PYTHONPATH run:    <others>
     """
-    if "path" not in _WORKER_PYTHON:
+    if "path" not in _WORKER_PYTHON or not os.path.exists(_WORKER_PYTHON["path"]):   # e.g. a tmp cleaner took it
         _WORKER_PYTHON["path"] = _worker_script() or sys.executable
     return _WORKER_PYTHON["path"]
 

@@ -71,6 +71,16 @@ def test_the_worker_script_keeps_the_rest_of_the_path(tmp_path):
     assert stat.S_IMODE(os.stat(worker_python()).st_mode) == 0o700
 
 
+def test_a_worker_script_removed_is_written_again(spark):
+    """A long-lived kernel outlives what a temporary-file cleaner leaves: the next session
+    (or live query) gets the script written again, not a path that runs nothing."""
+    from kit.spark import worker_python
+
+    path = worker_python()
+    os.unlink(path)
+    assert worker_python() == path and os.access(path, os.X_OK)
+
+
 def test_python_workers_start_with_the_kit_loaded(spark):
     """Forked by kit.tools.daemon, which imported the kit's operators once: a worker that Spark
     started after stopping an idle one does not import them again."""
