@@ -42,18 +42,13 @@ def local_rows(session, rows, schema: str | None = None):
     whose broadcast runs Python tasks); more (a million timers to place) sent as an Arrow
     table, a local relation too, whose size the planner knows."""
     import pyarrow as pa
+    from pyspark.sql import types as T
+    from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
-    if schema is None:
-        from pyspark.sql.pandas.types import from_arrow_schema
-
-        schema = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in from_arrow_schema(rows.schema).fields)
+    struct = from_arrow_schema(rows.schema) if schema is None else T._parse_datatype_string(schema)
     if isinstance(rows, pa.Table) and rows.num_rows <= INLINE_ROWS:
         rows = [tuple(r.values()) for r in rows.to_pylist()]
     if isinstance(rows, pa.Table) or not rows or len(rows) > INLINE_ROWS:   # sent as Arrow
-        from pyspark.sql import types as T
-        from pyspark.sql.pandas.types import to_arrow_schema
-
-        struct = T._parse_datatype_string(schema)
         arrow = to_arrow_schema(struct, timezone="UTC")
         if not isinstance(rows, pa.Table):
             columns = zip(*rows) if rows else [()] * len(struct)
@@ -61,10 +56,9 @@ def local_rows(session, rows, schema: str | None = None):
                                                    else v for v in c], type=f.type) for c, f in zip(columns, arrow)],
                                         schema=arrow)
         return session.createDataFrame(rows.rename_columns(arrow.names).cast(arrow), struct)
-    columns = [c.strip().split(None, 1) for c in schema.split(",")]
-    first = "(" + ", ".join(f"CAST({_value(v)} AS {t})" for v, (_, t) in zip(rows[0], columns)) + ")"
+    first = "(" + ", ".join(f"CAST({_value(v)} AS {f.dataType.simpleString()})" for v, f in zip(rows[0], struct)) + ")"
     rest = ["(" + ", ".join(map(_value, r)) + ")" for r in rows[1:]]
-    names = ", ".join(name(c) for c, _ in columns)
+    names = ", ".join(name(f.name) for f in struct)
     return session.sql(f"SELECT * FROM VALUES {', '.join([first, *rest])} AS rows({names})")
 
 

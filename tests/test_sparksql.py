@@ -32,6 +32,18 @@ def test_local_rows_give_the_rows_and_types_written_inline_or_sent(spark, count)
     assert [tuple(r) for r in own.collect()] == expected
 
 
+@pytest.mark.parametrize("count", [1, 3, INLINE_ROWS + 1])
+def test_local_rows_take_any_spark_schema(spark, count):
+    """A type with a comma in it (DECIMAL(10, 2)) and a quoted name with one: the schema is
+    read as Spark reads it, not cut at every comma."""
+    from decimal import Decimal
+
+    rows = ([(Decimal("1.25"), "x"), (None, "y"), (Decimal("-3.10"), None)] * count)[:count]
+    df = local_rows(spark, rows, "amount decimal(10,2), `a, b` string")
+    assert [(f.name, f.dataType.simpleString()) for f in df.schema] == [("amount", "decimal(10,2)"), ("a, b", "string")]
+    assert [tuple(r) for r in df.collect()] == rows
+
+
 @pytest.mark.parametrize("count", [1, INLINE_ROWS + 1])
 def test_local_rows_are_a_local_relation_that_a_join_reads_with_no_python(spark, count):
     plan = local_rows(spark, [("a", 1, None, 0.0)] * count, SCHEMA)._jdf.queryExecution().executedPlan().toString()
