@@ -52,6 +52,7 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, fields
 from typing import Any
 
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -287,12 +288,13 @@ def watermarks(merged: DataFrame) -> Watermarks:
 def _watermarks(merged: DataFrame) -> Watermarks:
     if tasks(merged) == 1:
         merged = merged.coalesce(1)       # one partition: grouped with no shuffle
-    rows = merged.groupBy("_W").agg(*map(F.expr, ("min(_pos) AS p", "min_by(_pt, _pos) AS t", "count(1) AS n",
-                                                  "max(_pt) AS end"))).collect()
-    n = sum(r.n for r in rows)
-    end = max((r.end for r in rows if r.end is not None), default=None)     # a clock never goes back
-    rows = sorted((r for r in rows if r._W is not None), key=lambda r: r._W)
-    return Watermarks([r.p for r in rows], [r._W for r in rows], [r.t for r in rows], n, end)
+    # through Arrow: a watermark that rises at every arrival makes as many rises as arrivals
+    table = merged.groupBy("_W").agg(*map(F.expr, ("min(_pos) AS p", "min_by(_pt, _pos) AS t", "count(1) AS n",
+                                                   "max(_pt) AS end"))).toArrow()
+    n = pc.sum(table["n"]).as_py() or 0
+    end = pc.max(table["end"]).as_py()     # a clock never goes back
+    rises = table.filter(pc.is_valid(table["_W"])).sort_by("_W")
+    return Watermarks(rises["p"].to_pylist(), rises["_W"].to_pylist(), rises["t"].to_pylist(), n, end)
 
 
 def _watermarks_of(pos: list, W: list, pt: list) -> Watermarks:
