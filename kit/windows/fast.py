@@ -334,13 +334,14 @@ def _scanned(result, keys, size, slide):
     scan = kept_for(result, jvm.window_scan(rows, settings, T.StructType(fields)))
     counts, highs, cells, maxima = {}, {}, [], set()
     base = (a.offset + size - 1) % slide
-    for r in scan.filter(F.col("_tag") != 0).select("_tag", "_chunk", "_start", "_i", "_own").collect():
-        if r._tag == 1:
-            cells.append((r._own - (r._own - base) % slide, r._i, r._own))
-        elif r._tag == 2:
-            counts[r._chunk], highs[r._chunk] = r._i, r._own
-        elif r._tag == 3:
-            maxima.add(r._start + size - 1)
+    marks = scan.filter(F.col("_tag") != 0).select("_tag", "_chunk", "_start", "_i", "_own").toArrow()   # not Rows:
+    for tag, chunk, start, i, own in zip(*(c.to_pylist() for c in marks.columns)):   # ~2 per window and chunk
+        if tag == 1:
+            cells.append((own - (own - base) % slide, i, own))
+        elif tag == 2:
+            counts[chunk], highs[chunk] = i, own
+        elif tag == 3:
+            maxima.add(start + size - 1)
         else:   # 4: a time beyond TIME_LIMIT
             raise _Beyond()
     before, high = [], MIN_TIME   # per partition (all, numbered from 0), the watermark the ones before it left
@@ -477,7 +478,7 @@ def _firings(result, keys, size, slide) -> DataFrame:
     # when did the watermark pass each window's end?
     arrivals = s.unordered().select("seq", s.own_watermark().alias("own"), F.greatest(
         F.coalesce(s.millis("watermark"), F.lit(MIN_TIME)), s.own_watermark()).alias("after"), pt.alias("pt"))
-    maxima = [r._max for r in accepted.select("_max").distinct().collect()]
+    maxima = accepted.select("_max").distinct().toArrow()["_max"].to_pylist()   # a window each: not as Rows
     if None in maxima:
         raise _Beyond()
     hits = first_at_least(arrivals, {"own": maxima})
