@@ -7,6 +7,7 @@ and literal (thousands per widget redraw, ~0.1–0.8 ms each).
     string("it's")     -> 'it\\'s'
 """
 
+import decimal
 import numbers
 import weakref
 
@@ -71,6 +72,8 @@ def _value(v) -> str:
         return "TRUE" if v else "FALSE"
     if isinstance(v, numbers.Integral):
         return f"{int(v)}L" if abs(v) >= 2**31 else str(int(v))
+    if isinstance(v, decimal.Decimal):
+        return f"{v}BD"   # exact: a float's text would keep 17 digits
     return repr(float(v))
 
 

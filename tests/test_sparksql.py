@@ -34,13 +34,13 @@ def test_local_rows_give_the_rows_and_types_written_inline_or_sent(spark, count)
 
 @pytest.mark.parametrize("count", [1, 3, INLINE_ROWS + 1])
 def test_local_rows_take_any_spark_schema(spark, count):
-    """A type with a comma in it (DECIMAL(10, 2)) and a quoted name with one: the schema is
-    read as Spark reads it, not cut at every comma."""
+    """A type with a comma in it (DECIMAL(20, 2)) and a quoted name with one: the schema is
+    read as Spark reads it, not cut at every comma; a DECIMAL keeps all its digits."""
     from decimal import Decimal
 
-    rows = ([(Decimal("1.25"), "x"), (None, "y"), (Decimal("-3.10"), None)] * count)[:count]
-    df = local_rows(spark, rows, "amount decimal(10,2), `a, b` string")
-    assert [(f.name, f.dataType.simpleString()) for f in df.schema] == [("amount", "decimal(10,2)"), ("a, b", "string")]
+    rows = ([(Decimal("1.25"), "x"), (None, "y"), (Decimal("-12345678901234567.89"), None)] * count)[:count]
+    df = local_rows(spark, rows, "amount decimal(20,2), `a, b` string")
+    assert [(f.name, f.dataType.simpleString()) for f in df.schema] == [("amount", "decimal(20,2)"), ("a, b", "string")]
     assert [tuple(r) for r in df.collect()] == rows
 
 
