@@ -155,6 +155,30 @@ def test_an_input_made_anew_reuses_its_side(spark):
     assert [r._lw for r in other.orderBy("_seq").collect()] != [r._lw for r in first.orderBy("_seq").collect()]
 
 
+@settings(max_examples=5, deadline=None)
+@given(st.lists(st.integers(0, 60), min_size=1, max_size=12), st.lists(st.integers(0, 60), min_size=1, max_size=12),
+       st.sampled_from(["left_first", "right_first"]), st.integers(0, 5), st.integers(0, 5))
+def test_the_watermarks_spark_finds_are_the_references(spark, left_times, right_times, order, left_delay, right_delay):
+    """``watermarks`` (grouped in Spark, brought back through Arrow) gives the rises, their
+    processing times and the end that the driver's reference ``replay`` gives for the same
+    interleaving, a clock ticking with each arrival."""
+    from kit.replay.interleave import replay, watermarks
+
+    def stream(times, delay):
+        return kit.stream(pd.DataFrame({"t": times, "i": range(len(times))}), time="t",
+                          watermark=WatermarkStrategy.for_sql_delay(Duration(delay)))
+
+    clock = Clock(datetime(2024, 1, 1), Duration(10))
+    merged = interleaved(stream(left_times, left_delay), stream(right_times, right_delay), order, clock)
+    sides = "L" * len(left_times) + "R" * len(right_times)
+    got = watermarks(merged)
+    _, want = replay([(t, i) for i, t in enumerate(left_times)], [(t, i) for i, t in enumerate(right_times)],
+                     sides if order == "left_first" else sides[::-1],
+                     WatermarkStrategy.for_sql_delay(Duration(left_delay)),
+                     WatermarkStrategy.for_sql_delay(Duration(right_delay)), clock)
+    assert (got.positions, got.values, got.proctimes, got.n) == (want.positions, want.values, want.proctimes, want.n)
+
+
 def test_merge_spread_over_partitions(spark):
     """Inputs of unknown size are merged by scans over their partitions: the same order."""
     a = spark.range(30).selectExpr("id * 7 % 11 AS t", "id AS a").where("a % 3 <> 1").repartition(3, "a")
