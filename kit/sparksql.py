@@ -8,6 +8,7 @@ and literal (thousands per widget redraw, ~0.1–0.8 ms each).
 """
 
 import decimal
+import functools
 import numbers
 import weakref
 
@@ -43,10 +44,9 @@ def local_rows(session, rows, schema: str | None = None):
     whose broadcast runs Python tasks); more (a million timers to place) sent as an Arrow
     table, a local relation too, whose size the planner knows."""
     import pyarrow as pa
-    from pyspark.sql import types as T
     from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
-    struct = from_arrow_schema(rows.schema) if schema is None else T._parse_datatype_string(schema)
+    struct = from_arrow_schema(rows.schema) if schema is None else _struct(schema)
     if isinstance(rows, pa.Table) and rows.num_rows <= INLINE_ROWS:
         rows = [tuple(r.values()) for r in rows.to_pylist()]
     if isinstance(rows, pa.Table) or not rows or len(rows) > INLINE_ROWS:   # sent as Arrow
@@ -61,6 +61,15 @@ def local_rows(session, rows, schema: str | None = None):
     rest = ["(" + ", ".join(map(_value, r)) + ")" for r in rows[1:]]
     names = ", ".join(name(f.name) for f in struct)
     return session.sql(f"SELECT * FROM VALUES {', '.join([first, *rest])} AS rows({names})")
+
+
+@functools.lru_cache(maxsize=64)
+def _struct(schema: str):
+    """``schema`` (``"name type, ..."``) as Spark reads it: a StructType, parsed once (the
+    parse is a call to Spark; callers pass a few fixed schemas, on hot paths)."""
+    from pyspark.sql import types as T
+
+    return T._parse_datatype_string(schema)
 
 
 def _value(v) -> str:
