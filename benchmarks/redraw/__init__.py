@@ -47,7 +47,8 @@ Median and worst of each:
 
 CPU pressure (``/proc/pressure/cpu``, some avg10) is read before and after: the machine is
 shared. ``--load N`` runs everything beside N busy processes (a Python loop each, normal
-priority): how redraws degrade on a loaded machine. Every measurement is in ``build/bench/redraw.json``. Not a test.
+priority): how redraws degrade on a loaded machine. Every measurement is in
+``build/bench/redraw.json``. Not a test.
 
 ``python -m benchmarks redraw`` writes the table into ``build/bench.md``;
 ``python -m benchmarks.redraw [--changes N] [--notebooks 00 02] [--skip browser floor ...]``
