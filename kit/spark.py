@@ -20,6 +20,8 @@ the class archive, when built (``kit.java``)       ~2 s off a session's start an
 ``PYSPARK_PYTHON = sys.executable``                workers run on the same interpreter; a local
                                                    session's through ``worker_python()``
 ``spark.sql.warehouse.dir`` in the log's folder    no ``spark-warehouse/`` beside the notebooks
+``LOCAL_FILES``, a local session's                 no ``chmod`` process per file made, no
+                                                   ``readlink`` per checkpoint rename
 the driver's heap reserved at start (``-Xms``)     as Flink's TaskManagers: a full GC does not
                                                    shrink it for the next big job to regrow
 =================================================  ==========================
@@ -147,6 +149,18 @@ def _initial_heap(memory: str) -> str:
     return f" -Xms{size[1]}{size[2] or 'm'}" if size else ""
 
 
+# Local files without a process per permission or rename: Hadoop, lacking its native library,
+# starts ``chmod`` for every file and directory it makes (``flinkkit.LocalFileSystem`` sets
+# them through java.nio) and, renaming through Hadoop's FileContext (Spark's default for
+# streaming checkpoints), ``readlink`` twice a rename (FileSystem's rename is a plain atomic
+# rename there). A live micro-batch made ~40 such processes, ~0.1 s of ~0.5.
+LOCAL_FILES = {
+    "spark.hadoop.fs.file.impl": "flinkkit.LocalFileSystem",
+    "spark.sql.streaming.checkpointFileManagerClass":
+        "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
+}
+
+
 def _conf(master: str = "local[*]") -> dict[str, str]:
     cores = os.cpu_count() or 2
     java_opts, memory = f"-Dlog4j2.configurationFile=file:{_LOG4J}", os.environ.get("KIT_DRIVER_MEMORY", "4g")
@@ -235,6 +249,8 @@ def _local(master: str):
         # task's few small Arrow batches waited 20-40 ms for TCP's delayed acknowledgements
         if hasattr(socket, "AF_UNIX"):
             conf["spark.python.unix.domain.socket.enabled"] = "true"
+        if helpers is not None:   # (on the JVM's own class path: Hadoop loads the file system before spark.jars)
+            conf.update(LOCAL_FILES, **{"spark.driver.extraClassPath": str(helpers)})
     builder = SparkSession.builder.master(master)
     for key, value in conf.items():
         builder = builder.config(key, value)

@@ -29,6 +29,36 @@ def test_session_settings(spark):
     assert f"-Xms{heap}" in spark.sparkContext.getConf().get("spark.driver.extraJavaOptions")
 
 
+def test_local_files_get_hadoops_permissions_without_a_chmod_process(spark, tmp_path):
+    """The local file system (``flinkkit.LocalFileSystem``) leaves the modes Hadoop's would,
+    set through java.nio: a file, a directory made with a mode (under the umask), a mode
+    set later; a sticky bit goes to Hadoop's own way (a ``chmod`` process)."""
+    jvm = spark._jvm
+    conf = spark._jsc.hadoopConfiguration()
+    fs = jvm.org.apache.hadoop.fs.FileSystem.get(jvm.java.net.URI("file:///"), conf)
+    assert fs.getClass().getName() == "flinkkit.LocalFileSystem"
+    assert spark.conf.get("spark.sql.streaming.checkpointFileManagerClass").endswith(
+        "FileSystemBasedCheckpointFileManager")
+    path = jvm.org.apache.hadoop.fs.Path
+    mode = jvm.org.apache.hadoop.fs.permission.FsPermission
+    umask = os.umask(0)
+    os.umask(umask)
+    out = fs.create(path(str(tmp_path / "a" / "f")))
+    out.write(b"x")
+    out.close()
+    assert stat.S_IMODE(os.stat(tmp_path / "a" / "f").st_mode) == 0o666 & ~umask
+    assert stat.S_IMODE(os.stat(tmp_path / "a").st_mode) == 0o777 & ~umask
+    fs.mkdirs(path(str(tmp_path / "d")), mode(0o750))
+    assert stat.S_IMODE(os.stat(tmp_path / "d").st_mode) == 0o750 & ~umask
+    fs.setPermission(path(str(tmp_path / "a" / "f")), mode(0o604))
+    assert stat.S_IMODE(os.stat(tmp_path / "a" / "f").st_mode) == 0o604
+    fs.setPermission(path(str(tmp_path / "d")), mode(0o1777))
+    assert stat.S_IMODE(os.stat(tmp_path / "d").st_mode) == 0o1777
+    assert (tmp_path / "a" / ".f.crc").is_file()   # checksums as before
+    spark.range(3).write.parquet(str(tmp_path / "p"))   # Spark's writes go through it
+    assert sorted(r.id for r in spark.read.parquet(str(tmp_path / "p")).collect()) == [0, 1, 2]
+
+
 def test_python_workers_run_on_this_interpreter(spark):
     def where(pdf: pd.DataFrame) -> pd.DataFrame:
         import sys as worker_sys

@@ -27,6 +27,8 @@ class                          what it computes                              Pyt
                                chained, each over the one before, fused;     level by level
                                seeded with the earlier chunks' states; with
                                mini-batch (``Chain.MiniBatch``), in one task
+``flinkkit.LocalFileSystem``   Hadoop's local files, permissions set with    Hadoop's own (a ``chmod``
+                               java.nio (a local session's ``file:``)        process each)
 ``flinkkit.Bridge``            on a Spark Connect server: py4j commands      none: without it, plan
                                from the client, as Connect relations         text (``kit.explain``)
                                (``kit.jvm.bridge``)
