@@ -571,6 +571,7 @@ public class Chain implements MapPartitionsFunction {
                             return false;
                         }
                         read = read(runs[0], (InternalRow) input.next(), read, keys, interned[0], mark);
+                        if (changes.isEmpty()) continue;   // (most rows: their bundle flushes later)
                         batch.addAll(changes);
                         changes.clear();
                     }

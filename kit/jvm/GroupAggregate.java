@@ -328,17 +328,18 @@ public class GroupAggregate implements MapPartitionsFunction {
         return v instanceof UTF8String ? ((UTF8String) v).clone() : v;
     }
 
-    // the places most changes have (an input's _n of at most one index, then j < SMALL), made once
-    private static final int SMALL = 4;
+    // the places most changes have (an input's _n of at most one index, then j < SMALL), made once;
+    // a mini-batch's flush gives the changes of its one arrival places [0] up to [2 x its keys]
+    private static final int SMALL = 4, FLUSHED = 1 << 14;
     static final int[][] ONE = new int[SMALL][];
-    private static final UnsafeArrayData[] AFTER_EMPTY = new UnsafeArrayData[SMALL];
+    private static final UnsafeArrayData[] AFTER_EMPTY = new UnsafeArrayData[FLUSHED];
     private static final UnsafeArrayData[][] AFTER_ONE = new UnsafeArrayData[SMALL][SMALL];
     static final int[] EMPTY = new int[0];
 
     static {
+        for (int j = 0; j < FLUSHED; j++) AFTER_EMPTY[j] = UnsafeArrayData.fromPrimitiveArray(new int[] {j});
         for (int a = 0; a < SMALL; a++) {
             ONE[a] = new int[] {a};
-            AFTER_EMPTY[a] = UnsafeArrayData.fromPrimitiveArray(new int[] {a});
             for (int j = 0; j < SMALL; j++) AFTER_ONE[a][j] = UnsafeArrayData.fromPrimitiveArray(new int[] {a, j});
         }
     }
@@ -353,7 +354,7 @@ public class GroupAggregate implements MapPartitionsFunction {
 
     /** {@code n0 + [j]}: the place of an input's j-th change (Spark copies it into the row it writes). */
     static UnsafeArrayData after(int[] n0, int j) {
-        if (j < SMALL && n0.length == 0) return AFTER_EMPTY[j];
+        if (j < FLUSHED && n0.length == 0) return AFTER_EMPTY[j];
         if (j < SMALL && n0.length == 1 && n0[0] >= 0 && n0[0] < SMALL) return AFTER_ONE[n0[0]][j];
         int[] place = Arrays.copyOf(n0, n0.length + 1);
         place[n0.length] = j;

@@ -98,9 +98,12 @@ public class MiniBatchGroupAggregate extends GroupAggregate {
         /** Adds {@code messages} of {@code key}, a list of them or one; whether the bundle is full. */
         boolean add(Key key, Object messages) {
             ArrayList held = (ArrayList) map.get(key);
-            if (held == null) map.put(key, held = new ArrayList());
-            if (messages instanceof ArrayList) held.addAll((ArrayList) messages);
-            else add(held, (Object[]) messages);
+            if (held == null && messages instanceof ArrayList) map.put(key, messages);   // a list flushed below: ours now
+            else if (messages instanceof ArrayList) held.addAll((ArrayList) messages);
+            else {
+                if (held == null) map.put(key, held = new ArrayList());
+                add(held, (Object[]) messages);
+            }
             return ++count >= size;
         }
 
