@@ -20,7 +20,7 @@ the class archive, when built (``kit.java``)       ~2 s off a session's start an
 ``PYSPARK_PYTHON = sys.executable``                workers run on the same interpreter; a local
                                                    session's through ``worker_python()``
 ``spark.sql.warehouse.dir`` in the log's folder    no ``spark-warehouse/`` beside the notebooks
-``LOCAL_FILES``, a local session's                 no ``chmod`` process per file made, no
+``_LOCAL_FILES``, a local session's                no ``chmod`` process per file made, no
                                                    ``readlink`` per checkpoint rename
 the driver's heap reserved at start (``-Xms``)     as Flink's TaskManagers: a full GC does not
                                                    shrink it for the next big job to regrow
@@ -154,7 +154,7 @@ def _initial_heap(memory: str) -> str:
 # them through java.nio) and, renaming through Hadoop's FileContext (Spark's default for
 # streaming checkpoints), ``readlink`` twice a rename (FileSystem's rename is a plain atomic
 # rename there). A live micro-batch made ~40 such processes, ~0.1 s of ~0.5.
-LOCAL_FILES = {
+_LOCAL_FILES = {
     "spark.hadoop.fs.file.impl": "flinkkit.LocalFileSystem",
     "spark.sql.streaming.checkpointFileManagerClass":
         "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
@@ -250,7 +250,7 @@ def _local(master: str):
         if hasattr(socket, "AF_UNIX"):
             conf["spark.python.unix.domain.socket.enabled"] = "true"
         if helpers is not None:   # (on the JVM's own class path: Hadoop loads the file system before spark.jars)
-            conf.update(LOCAL_FILES, **{"spark.driver.extraClassPath": str(helpers)})
+            conf.update(_LOCAL_FILES, **{"spark.driver.extraClassPath": str(helpers)})
     builder = SparkSession.builder.master(master)
     for key, value in conf.items():
         builder = builder.config(key, value)
