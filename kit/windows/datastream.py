@@ -642,9 +642,11 @@ class WindowResult:
             df = self._replayed("firing", keep=False)
         # per key, in the order the operator emitted, in one partition: a fast path's small last
         # stage, and a replay run as one task, with no shuffle; else the replay stays parallel
-        one = (df.coalesce(1) if fast_path and fast.in_input_order(self) else df.repartition(1) if fast_path
-               else self._one(df))
-        df = one.sortWithinPartitions(*(["key"] if self.keys else []), "_order")
+        in_input_order = fast_path and fast.in_input_order(self)
+        one = df.coalesce(1) if in_input_order else df.repartition(1) if fast_path else self._one(df)
+        # read in input order, on-time windows fire as the one watermark passes their ends: a
+        # key's firings in start order are in _order already, and a long sorts faster than a struct
+        df = one.sortWithinPartitions(*(["key"] if self.keys else []), "window_start" if in_input_order else "_order")
         times = ["proctime"]   # ms; for a TIMESTAMP time the others too
         if not isinstance(self.time_type, T.IntegralType):
             times += ["timer", "watermark", "window_start", "window_end"]
