@@ -29,7 +29,7 @@ def test_session_settings(spark):
     assert f"-Xms{heap}" in spark.sparkContext.getConf().get("spark.driver.extraJavaOptions")
 
 
-def test_local_files_get_hadoops_permissions_without_a_chmod_process(spark, tmp_path):
+def test_local_files_get_hadoops_permissions_through_java_nio(spark, tmp_path):
     """The local file system (``flinkkit.LocalFileSystem``) leaves the modes Hadoop's would,
     set through java.nio: a file, a directory made with a mode (under the umask), a mode
     set later; a sticky bit goes to Hadoop's own way (a ``chmod`` process)."""
