@@ -153,7 +153,7 @@ def _initial_heap(memory: str) -> str:
 # starts ``chmod`` for every file and directory it makes (``flinkkit.LocalFileSystem`` sets
 # them through java.nio) and, renaming through Hadoop's FileContext (Spark's default for
 # streaming checkpoints), ``readlink`` twice a rename (FileSystem's rename is a plain atomic
-# rename there). A live micro-batch made ~40 such processes, ~0.1 s of ~0.5.
+# rename there). A live micro-batch made 40-75 such processes, ~0.1 s of ~0.5.
 _LOCAL_FILES = {
     "spark.hadoop.fs.file.impl": "flinkkit.LocalFileSystem",
     "spark.sql.streaming.checkpointFileManagerClass":

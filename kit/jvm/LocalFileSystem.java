@@ -13,7 +13,7 @@ import org.apache.hadoop.fs.permission.FsPermission;
  * through {@code java.nio}, not by a {@code chmod} process: without Hadoop's native library
  * (which PySpark does not ship) {@code RawLocalFileSystem.setPermission} starts one for every
  * file it creates and every directory it makes, a few milliseconds each from a large JVM. A
- * live micro-batch made ~40 (its checkpoint, its state store's files, its output), ~0.1 s.
+ * live micro-batch made 40-75 (its checkpoint, its state store's files, its output), ~0.1 s.
  * Local sessions the kit starts use it ({@code spark.hadoop.fs.file.impl}, {@code kit.spark}).
  *
  * <pre>
