@@ -477,14 +477,17 @@ class IntervalJoin:
     @cached_property
     def replayed(self):
         """``_replayed()``, computed once when first read (``localCheckpoint``): ``df``,
-        ``details()`` and ``views()`` all read it."""
+        ``details()`` and ``views()`` all read it; the first two join the rows' values back
+        (``_with_values``)."""
         return self._replayed().localCheckpoint()
 
     def _replayed(self):
         """Every output row and every dropped row, with ``_kind``, ``_emitted_pos``, ``_watermark``
         (ms; NULL: none yet or end of input), the merge order (``_phase``, ``_timer``, the
         key ``_k0..``, ``_index``), ``_left_seq``/``_right_seq``, ``_left_time``/``_right_time``
-        (ms), ``_reason`` (dropped rows) and the values ``_vl``/``_vr``."""
+        (ms) and ``_reason`` (dropped rows): the two rows by their seqs, not their values, which
+        would cost a Python value and an Arrow conversion a side per row out (a hot key joins each
+        of its rows ~50 times: ~250M rows out of 10M in)."""
         from pyspark.sql import types as T
 
         merged, bounds, how = self.merged, self.bounds, self.how
@@ -495,7 +498,7 @@ class IntervalJoin:
                                               ("_phase", T.IntegerType()), ("_timer", L), ("_index", L),
                                               ("_left_seq", L), ("_right_seq", L), ("_left_time", L),
                                               ("_right_time", L), ("_reason", S))]
-            + [merged.schema[k] for k in keys] + [merged.schema["_vl"], merged.schema["_vr"]])
+            + [merged.schema[k] for k in keys])
 
         def edge(w):
             return None if w in (MIN_TIME, MAX_TIME) else w
@@ -504,16 +507,27 @@ class IntervalJoin:
             if type(o) is Output:
                 pos, phase, timer, index = o.order
                 return (o.kind, pos, edge(o.watermark), phase, timer, index, o.left_seq, o.right_seq,
-                        o.left_time, o.right_time, None, *key, o.left, o.right)
+                        o.left_time, o.right_time, None, *key)
             a, reason = o
-            mine = (a.seq, a.time, a.row)
-            l, r = (mine, (None,) * 3) if a.side == LEFT else ((None,) * 3, mine)
-            return (DROPPED, None, None, None, None, None, l[0], r[0], l[1], r[1], reason, *key, l[2], r[2])
+            mine = (a.seq, a.time)
+            l, r = (mine, (None,) * 2) if a.side == LEFT else ((None,) * 2, mine)
+            return (DROPPED, None, None, None, None, None, l[0], r[0], l[1], r[1], reason, *key)
 
         def operator(key, marks):                       # it refuses changelog rows
             return RowTimeIntervalJoin(bounds, how, marks, _never if None in key else None, row=row)
 
-        return per_key(merged, keys, operator, schema, marks=True)
+        # no condition reads the rows' values: they stay in the JVM (df and details() join them back)
+        return per_key(merged, keys, operator, schema, marks=True, values=False)
+
+    def _with_values(self, frame):
+        """``frame`` (rows of ``replayed``) with ``_vl``/``_vr``: the values of the left and the
+        right row it names (``_left_seq``, ``_right_seq``; NULL where it names none), from the
+        merged inputs."""
+        from pyspark.sql import functions as F
+        for side, seq, values in ((LEFT, "_left_seq", "_vl"), (RIGHT, "_right_seq", "_vr")):
+            rows = self.merged.where(F.col("_side") == side).select(F.col("_seq").alias(seq), values)
+            frame = frame.join(rows, seq, "left")
+        return frame
 
     def _ordered(self, frame):
         from pyspark.sql import functions as F
@@ -529,7 +543,7 @@ class IntervalJoin:
         of an outer join is NULL."""
         from pyspark.sql import functions as F
         lcols, rcols = self.left.source.columns, self.right.source.columns
-        rows = self._ordered(self.replayed.where(F.col("_kind") != DROPPED))
+        rows = self._ordered(self._with_values(self.replayed.where(F.col("_kind") != DROPPED)))
         return rows.select(*[F.col("_vl")[c].alias(c) for c in lcols],
                            *[F.col("_vr")[c].alias(c + "_right" if c in lcols else c) for c in rcols])
 
@@ -542,7 +556,7 @@ class IntervalJoin:
         ``right_time`` (ms), ``reason`` (why a row was dropped) and the values ``left``/``right``.
         Same order as ``df``, dropped rows last."""
         from pyspark.sql import functions as F
-        return self._ordered(self.replayed).select(
+        return self._ordered(self._with_values(self.replayed)).select(
             F.col("_kind").alias("kind"), F.col("_emitted_pos").alias("emitted_pos"),
             F.col("_watermark").alias("watermark"), F.col("_left_seq").alias("left_seq"),
             F.col("_right_seq").alias("right_seq"), F.col("_left_time").alias("left_time"),

@@ -312,11 +312,15 @@ def _watermarks_of(pos: list, W: list, pt: list) -> Watermarks:
 class TwoInput(KeyedOperator):
     """A two-input operator over the merged rows (``_ARRIVAL``'s columns): each row becomes
     its ``Arrival`` (``op`` from the row of a side that is a changelog, ``changelog[side]``)
-    for ``operator.process_element``; state, timers and the end of input are the operator's."""
+    for ``operator.process_element``; state, timers and the end of input are the operator's.
+    Without ``values`` (rows of ``_ARRIVAL[:6]``: two insert-only inputs) an ``Arrival``'s
+    ``row`` is None."""
 
-    def __init__(self, operator: KeyedOperator, changelog: dict):
+    def __init__(self, operator: KeyedOperator, changelog: dict, values: bool = True):
         self.state, self.on_timer, self.end_of_input = operator.state, operator.on_timer, operator.end_of_input
         self.step, self.changelog = operator.process_element, changelog
+        if not values:
+            self.process_element = self._without_values
 
     def process_element(self, row, ctx):
         pos, side, seq, ts, late, pt, vl, vr = row
@@ -324,11 +328,16 @@ class TwoInput(KeyedOperator):
         self.step(Arrival(pos, side, seq, ts, value, late, pt,
                           (value.get("op") or "+I") if self.changelog[side] else "+I"), ctx)
 
+    def _without_values(self, row, ctx):
+        pos, side, seq, ts, late, pt = row
+        self.step(Arrival(pos, side, seq, ts, None, late, pt), ctx)
+
 
 _ARRIVAL = ["_pos", "_side", "_seq", "_ts", "_late", "_pt", "_vl", "_vr"]
 
 
-def per_key(merged: DataFrame, keys: list, operator, schema, output=None, marks: bool = False) -> DataFrame:
+def per_key(merged: DataFrame, keys: list, operator, schema, output=None, marks: bool = False,
+            values: bool = True) -> DataFrame:
     """``operator(key values, watermarks)``, a two-input ``KeyedOperator`` over one key's
     ``Arrival``s, run on the replay driver (``keyed.replay``) for each key of ``merged``
     (``interleaved(...)``): the keys spread over ``tasks(merged)`` tasks (one without keys:
@@ -336,7 +345,10 @@ def per_key(merged: DataFrame, keys: list, operator, schema, output=None, marks:
     operator gets the operator watermark's rises (``watermarks(merged)``; a task that holds
     every row finds them there unless they were collected before: no job of their own) and
     each row the watermark in force (``_Wb``), which fires its event-time timers; else None.
-    ``output``: as ``keyed.replay``'s (default: the outputs are tuples in ``schema``'s order)."""
+    ``output``: as ``keyed.replay``'s (default: the outputs are tuples in ``schema``'s order).
+    ``values`` False: the rows' values stay in the JVM (for an operator that reads none of them:
+    making them Python values was a third of an interval join's time), unless an input is a
+    changelog (its rows' ``op`` is among them)."""
     changelog = {LEFT: "op" in merged.schema["_vl"].dataType.names, RIGHT: "op" in merged.schema["_vr"].dataType.names}
     n = tasks(merged) if keys else 1
     W = (_WATERMARKS.get(merged) if n == 1 else watermarks(merged)) if marks else None
@@ -344,8 +356,10 @@ def per_key(merged: DataFrame, keys: list, operator, schema, output=None, marks:
     def rises(table):   # the task holds every row
         return _watermarks_of(*(python_values(table.column(c)) for c in ("_pos", "_W", "_pt")))
 
-    def two_input(key, found=W):
-        return TwoInput(operator(key, found), changelog)
+    values = values or any(changelog.values())
 
-    return replay_keys(spread(merged, keys, n, "_pos"), keys, two_input, schema, _ARRIVAL, output,
-                       "_Wb" if marks else None, task=rises if marks and W is None else None)
+    def two_input(key, found=W):
+        return TwoInput(operator(key, found), changelog, values)
+
+    return replay_keys(spread(merged, keys, n, "_pos"), keys, two_input, schema, _ARRIVAL if values else _ARRIVAL[:6],
+                       output, "_Wb" if marks else None, task=rises if marks and W is None else None)
