@@ -558,3 +558,18 @@ def test_sql_outer_forms_pad_as_flink_does(spark, shop):
     assert got == sorted([("o1", "s2"), (None, "s1"), ("o2", "s3"), ("o3", "s4"), ("o6", "s6"), ("o4", None),
                           ("o5", None), (None, "s5")], key=str)
     assert ("o4", "s2") in _plain(spark, query, orders, ships)     # the plain join would match the late o4
+
+
+def test_a_changelog_input_is_refused_on_spark_naming_its_row(spark, shop):
+    """An input with an ``op`` column is a changelog: its rows reach the operator with their
+    values (an insert-only pair's do not: ``per_key(values=False)``), and its first change that
+    is not an insert is refused with the row, as Flink's interval join refuses updates."""
+    from pyspark.sql import functions as F
+
+    from kit.joins.interval import interval_join
+    o, s, _, _ = shop
+    changes = o.source.withColumn("op", F.when(F.col("oid") == "o2", "-U").otherwise("+I"))
+    join = interval_join(kit.stream(changes, time="t", watermark=SQL0), s, "id",
+                         IntervalBounds(Duration.of_seconds(-4), Duration(0)))
+    with pytest.raises(KitError, match=r"\(\{'t': .*'oid': 'o2'.*\}\) is a -U change; the interval join"):
+        join.df.collect()
