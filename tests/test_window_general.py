@@ -9,6 +9,7 @@ import time
 from unittest import mock
 
 import pandas as pd
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import Row
@@ -108,7 +109,7 @@ _BEHIND = dict(   # a timer registered behind the watermark fires at its next ri
     keys=["a", "b", "a", "b", "c", "c", "c"], times=[0, 1, 2, 3, 4, 5, 6],
     assigner=TumblingProcessingTimeWindows.of(ms(3)), trigger=ProcessingTimeTrigger.create(), evictor=None,
     lateness=0, delay=0, clock=1))
-@example(dict(   # ... but nothing comes after the last arrival: the timer it registered at its own time waits
+@example(dict(   # ... nothing comes after the last arrival: the timer it registered at its own time fires at once
     keys=["0a", "1a"], times=[0, 100000], assigner=TumblingProcessingTimeWindows.of(ms(3)),
     trigger=ProcessingTimeTrigger.create(), evictor=None, lateness=0, delay=0, clock=20_000))
 def test_general_path_equals_the_whole_stream_replay(spark, case):
@@ -116,6 +117,29 @@ def test_general_path_equals_the_whole_stream_replay(spark, case):
     assert _spark(case) == expected, "a small stream: the whole stream in one operator, in one task"
     with mock.patch.object(sys.modules["kit.spark"], "SMALL_TASK_ROWS", 1):
         assert _spark(case) == expected, "spread over tasks: each key alone, its timer firings placed"
+
+
+@pytest.mark.parametrize("small_task_rows", [None, 1])
+def test_a_processing_time_timer_the_clock_already_reached_fires_right_after_its_arrival(spark, small_task_rows):
+    """A window whose end the clock has reached when its element arrives fires right after
+    that element, under the watermark the element met (live: in the element's micro-batch,
+    before the next one moves the watermark), not before the next arrival; a timer ahead of
+    the clock waits for it (here: for ever, the input ends)."""
+    pdf = pd.DataFrame({"k": ["a", "b", "c", "d"], "ts": [5, 10, 20, 30]})   # processing times 0, 1, 2, 3 ms
+    clock = kit.Clock("1970-01-01 00:00:00", Duration.of_millis(1))
+    case = dict(keys=list(pdf.k), times=list(pdf.ts), assigner=TumblingProcessingTimeWindows.of(ms(3)),
+                trigger=ProcessingTimeTrigger.create(), evictor=None, lateness=0, delay=0, clock=1)
+    want = [("a", 0, 3, 1, "on-time", 0, "processing-time timer", 2, 9, 2, 1, 1),   # before c: the clock reaches 2
+            ("b", 0, 3, 1, "on-time", 0, "processing-time timer", 2, 9, 2, 1, 1),
+            ("c", 0, 3, 1, "on-time", 0, "processing-time timer", 2, 9, 2, 2, 1)]   # c at 2: right after c
+    assert _reference(case) == want
+    with mock.patch.object(sys.modules["kit.spark"], "SMALL_TASK_ROWS", small_task_rows or sys.modules[
+            "kit.spark"].SMALL_TASK_ROWS):
+        result = (kit.stream(pdf, time="ts", watermark=Duration.of_millis(0), proctime=clock).key_by("k")
+                  .window(TumblingProcessingTimeWindows.of(ms(3))).aggregate(Count(alias="n")))
+        assert [tuple(r) for r in result.df.select(
+            "key", "window_start", "window_end", "n", "firing", "pane", "cause", "timer", "watermark",
+            F.unix_millis("proctime"), "fired_after", "contents").collect()] == want
 
 
 def test_a_results_frames_keep_what_it_kept_while_they_live(spark):

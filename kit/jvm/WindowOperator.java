@@ -442,6 +442,7 @@ public class WindowOperator implements MapPartitionsFunction {
                 advanceWatermark(wm[i]);
                 if (hasPt[i]) advanceProcessingTime(pt[i]);
                 process(i);
+                if (hasPt[i]) advanceProcessingTime(pt[i]);   // a timer it registered behind the clock: at once
             }
             finish();
         }

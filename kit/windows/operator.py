@@ -325,7 +325,8 @@ class _Operator:
         # the watermark then + 1 (a timer behind the watermark waits for it to move); at an
         # event-time firing, that timer's max(time, floor). A processing-time timer fires
         # before the first arrival at or after its floor (a seq) whose processing time
-        # reaches its time: registered at an element, the next arrival; at a
+        # reaches its time (one the clock had reached when an element registered it: right
+        # after that element): registered at an element, the next arrival; at a
         # processing-time firing, that timer's floor. Across clocks (user triggers only),
         # the floor is this key's: its watermark + 1, its last arrival + 1.
         self.floors, self.last_seq = (MIN_TIME, MIN_TIME), MIN_TIME
@@ -670,7 +671,8 @@ class WindowOperator(KeyedOperator):
         self.step(self.operator(ctx), e, ctx)
 
     def step(self, op: _Operator, e: Element, ctx):
-        """``e`` through the key's ``op``: its clocks first, then the element. (The callees
+        """``e`` through the key's ``op``: its clocks first, then the element, then the
+        processing-time timers it registered at or behind the clock. (The callees
         check the same conditions; checked here first, an element that moves no clock and
         leaves one timer per heap costs no calls: ~5% of a Python window replay.)"""
         if e.watermark > op.watermark:
@@ -682,7 +684,10 @@ class WindowOperator(KeyedOperator):
             self.log.append(("element", e.seq))
         op.process(e)
         timers, wakes = op.timers, op.wakes
-        if len(timers[0].queue) > 1 or len(timers[1].queue) > 1:
+        heap = timers[1].queue
+        if e.proctime is not None and len(heap) > 1 and heap[1].time <= e.proctime:
+            op.advance_processing_time(e.proctime)   # a timer registered behind the clock: at once (Flink)
+        if len(timers[0].queue) > 1 or len(heap) > 1:
             _wake(ctx, timers, wakes)
 
     def on_timer(self, timestamp: int, ctx):
@@ -713,7 +718,8 @@ class _Keys:
         self.watermark, self.last, self.wakes, self.timer_firings = MIN_TIME, None, [None, None], []
 
     def process(self, key, e: Element, own):
-        """The processing clock moves to ``e``'s time, ``e`` is processed, then its own
+        """The processing clock moves to ``e``'s time, ``e`` is processed (a processing-time
+        timer it registered at or behind the clock fires right after it), then its own
         watermark ``own`` (None: none) is emitted."""
         if e.proctime is not None:
             self.fire(e.proctime, False, self.last)
@@ -725,6 +731,9 @@ class _Keys:
         op.seen.append(e.seq)
         op.process(e)
         self.last = e.seq
+        heap = self.timers[1].queue
+        if e.proctime is not None and len(heap) > 1 and heap[1].time <= e.proctime:
+            self.fire(e.proctime, False, e.seq)   # registered behind the clock: at once (Flink), under e's watermark
         self.emit_watermark(own, e.proctime)
 
     def emit_watermark(self, watermark, now=None):

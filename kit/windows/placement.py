@@ -137,7 +137,9 @@ def place_timers(firings: DataFrame, stream, scan: Arrivals | None = None) -> Da
     event-time timer fired right after the first arrival whose own watermark reaches
     ``max(timer, floor)``, under the watermark that arrival left; a processing-time timer
     just before the first arrival at or after ``seq`` floor whose processing time reaches
-    it, under the watermark that arrival met. ``scan``: the stream's JVM arrival scan."""
+    it, under the watermark that arrival met (one the clock had reached when an arrival
+    registered it: right after that arrival, under the watermark it met; live, in its
+    micro-batch). ``scan``: the stream's JVM arrival scan."""
     s = stream
     kinds = {"event-time timer": "own"}
     if s.proctime is not None:
@@ -153,17 +155,20 @@ def place_timers(firings: DataFrame, stream, scan: Arrivals | None = None) -> Da
     t = wanted.column("timer").to_numpy(zero_copy_only=False).astype(np.int64)
     floors = wanted.column("_floor").fill_null(np.iinfo(np.int64).min).to_numpy(zero_copy_only=False)
     reach = np.where(event, np.maximum(t, floors), floors)   # event time: max(timer, floor); the clock: seq floor
-    hits = first_at_least_columns(arrivals, {"own": reach[event], "pt": t[~event], "seq": reach[~event]})
+    last = np.where(floors > np.iinfo(np.int64).min, floors - 1, floors)   # the arrival before the floor
+    hits = first_at_least_columns(arrivals, {"own": reach[event], "pt": t[~event], "seq": last[~event]})
     parts = []
     if event.any():   # right after the first arrival whose own watermark reaches it, under the one it left
         hit = _lookup(hits["own"], reach[event])
         parts.append((wanted.filter(event), hit["seq"],
                       pc.max_element_wise(hit["before"], hit["own"], skip_nulls=True), hit["pt"]))
     if not event.all():   # just before the first arrival from the floor on whose clock reaches it
-        rows, by_clock, by_seq = wanted.filter(~event), _lookup(hits["pt"], t[~event]), _lookup(hits["seq"], reach[~event])
-        seq = pc.max_element_wise(by_clock["seq"], by_seq["seq"], skip_nulls=False)   # NULL: either reached none
-        parts.append((rows, pc.subtract(seq, 1), pc.if_else(pc.equal(seq, by_clock["seq"]), by_clock["before"],
-                                                            by_seq["before"]), rows.column("timer")))
+        rows, by_clock, before = wanted.filter(~event), _lookup(hits["pt"], t[~event]), _lookup(hits["seq"], last[~event])
+        # the clock reached it before the floor (due when registered): right after the arrival
+        # that registered it, under the watermark that arrival met (live: in its micro-batch)
+        due = pc.fill_null(pc.less(by_clock["seq"], pa.array(reach[~event])), False)
+        parts.append((rows, pc.if_else(due, before["seq"], pc.subtract(by_clock["seq"], 1)),
+                      pc.if_else(due, before["before"], by_clock["before"]), rows.column("timer")))
     found = pa.concat_tables([pa.table([rows.column("cause"), rows.column("timer"), rows.column("_floor"), seq, wm, pt],
                                        schema=PLACED) for rows, seq, wm, pt in parts])
     found = sparksql.local_rows(s.source.sparkSession, found)
