@@ -24,6 +24,9 @@ the class archive, when built (``kit.java``)       ~2 s off a session's start an
                                                    ``readlink`` per checkpoint rename
 the driver's heap reserved at start (``-Xms``)     as Flink's TaskManagers: a full GC does not
                                                    shrink it for the next big job to regrow
+a local session's JVM on ``-XX:+UseParallelGC``    the throughput collector: on a few cores the
+(unless ``KIT_DRIVER_JAVA_OPTIONS`` names one)     kit's JVM passes ran ~10 % faster than on G1
+                                                   (10M-word cascade 3.1-3.3 s -> 2.8-3.0 s)
 =================================================  ==========================
 
 Environment: ``SPARK_REMOTE`` (e.g. ``sc://host:15002``) connects to a Spark Connect
@@ -164,6 +167,8 @@ _LOCAL_FILES = {
 def _conf(master: str = "local[*]") -> dict[str, str]:
     cores = os.cpu_count() or 2
     java_opts, memory = f"-Dlog4j2.configurationFile=file:{_LOG4J}", os.environ.get("KIT_DRIVER_MEMORY", "4g")
+    own = os.environ.get("KIT_DRIVER_JAVA_OPTIONS")
+    collector = master.startswith("local") and not re.search(r"-XX:[+-]Use\w*GC\b", own or "")
     conf = {
         "spark.app.name": "flink-kit",
         "spark.sql.session.timeZone": "UTC",
@@ -175,7 +180,7 @@ def _conf(master: str = "local[*]") -> dict[str, str]:
         "spark.ui.showConsoleProgress": "false",
         "spark.driver.memory": memory,
         "spark.driver.extraJavaOptions": " ".join(filter(None, [java_opts + _initial_heap(memory),
-                                                                os.environ.get("KIT_DRIVER_JAVA_OPTIONS")])),
+                                                                "-XX:+UseParallelGC" * collector, own])),
         "spark.executor.extraJavaOptions": java_opts,
         "spark.sql.warehouse.dir": str(_log_dir() / "spark-warehouse"),
     }

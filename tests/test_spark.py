@@ -27,6 +27,21 @@ def test_session_settings(spark):
     assert spark.sparkContext.uiWebUrl is None
     heap = spark.sparkContext.getConf().get("spark.driver.memory")   # reserved at start
     assert f"-Xms{heap}" in spark.sparkContext.getConf().get("spark.driver.extraJavaOptions")
+    collectors = [b.getName() for b in spark._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()]
+    assert set(collectors) == {"PS MarkSweep", "PS Scavenge"} or "GC" in os.environ.get("KIT_DRIVER_JAVA_OPTIONS", "")
+
+
+@pytest.mark.parametrize("own, master, collector", [
+    (None, "local[*]", True), ("-XX:TieredStopAtLevel=1", "local[2]", True),
+    ("-XX:+UseG1GC -Xss4m", "local[*]", False), ("-XX:+UseZGC", "local[*]", False),
+    (None, "spark://host:7077", False)])
+def test_a_local_session_runs_the_throughput_collector_unless_told_another(monkeypatch, own, master, collector):
+    if own is None:
+        monkeypatch.delenv("KIT_DRIVER_JAVA_OPTIONS", raising=False)
+    else:
+        monkeypatch.setenv("KIT_DRIVER_JAVA_OPTIONS", own)
+    options = sys.modules["kit.spark"]._conf(master)["spark.driver.extraJavaOptions"]
+    assert ("-XX:+UseParallelGC" in options) == collector and (own or "") in options
 
 
 def test_local_files_get_hadoops_permissions_through_java_nio(spark, tmp_path):
