@@ -112,6 +112,21 @@ def test_order_by_and_limit_apply_to_the_operators_rows(spark):
     assert result.columns == ["key", "ws", "n"] and result.late_rows.count() == 0
 
 
+def test_the_late_rows_are_planned_when_first_read(spark):
+    """``late_rows`` costs no plan until read (most results never read it), then is one
+    DataFrame; the result stays a DataFrame."""
+    s = _stream(dict(rows=[("a", "x", t, 1, 1, None, 1, 1.0) for t in (1500, 5)], timestamps=False, delay=0))
+    query = "SELECT k, window_start, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(ts), INTERVAL '1' SECOND)) " \
+            "GROUP BY k, window_start, window_end"
+    with mock.patch.object(type(s), "deferred_df", autospec=True, side_effect=type(s).deferred_df) as read:
+        result = kit.sql(query, s=s)
+        assert read.call_count == 0 and isinstance(result, type(spark.range(1)))
+        late = result.late_rows
+        assert read.call_count == 1 and result.late_rows is late
+    assert [(r.k, r.ts) for r in late.collect()] == [("a", 5)]
+    assert [tuple(r) for r in result.orderBy("window_start").collect()] == [("a", 1000, 1)]
+
+
 def test_a_routed_window_aggregation_takes_the_window_operators_fast_path(spark):
     """kit.sql hands the TVF to the DataStream window, whose own fast path must take it (its
     output names ``kit_a0..`` are not working columns): the replay would give the same rows
