@@ -53,9 +53,11 @@ import org.apache.spark.unsafe.types.UTF8String;
  * naming the row.
  *
  * <p>Each key keeps its open windows in a ring of {@code ring} slots by window number (start /
- * slide), so a row costs one lookup of its key; a window that needs a slot held by another
- * writes that one's partial out (a window of the same key and chunk may give several
- * partials, which merge like any). Partials are written out too whenever a chunk holds
+ * slide), so a row costs one lookup of its key (none where Parquet keeps the key in a
+ * dictionary and its value came before in the column chunk: {@link Internal.Memo}); a
+ * window that needs a slot held by another writes that one's partial out (a window of the
+ * same key and chunk may give several partials, which merge like any). Partials are
+ * written out too whenever a chunk holds
  * {@code flush} of them, so a partition of many keys and windows gives more rows, never more
  * memory. The twin in Spark SQL is {@code _in_input_order}'s two passes in
  * kit/windows/fast.py.
@@ -152,11 +154,14 @@ public class WindowScan implements MapPartitionsFunction {
     public Iterator call(final Iterator input) {
         return new Iterator() {
             final Map keys = new HashMap();   // key -> Keyed
+            final Iterator plain = keyAt >= 0 && !struct ? input : null;
+            // a key's Keyed by the Parquet dictionary id of its value (while keys holds it)
+            Internal.Memo memo = new Internal.Memo(plain, keyAt);
             final HashSet starts = new HashSet();
             final List pending = new ArrayList();
             final int chunk = Internal.partition();
             int next = 0, live = 0;
-            long rows = 0, high = MIN;   // the chunk's watermark: none yet
+            long rows = 0, high = MIN, highCell = MIN;   // the chunk's watermark (none yet) and cell(high)
             boolean done = false;
 
             public boolean hasNext() {
@@ -206,17 +211,19 @@ public class WindowScan implements MapPartitionsFunction {
                     : ownAt < 0 || r.isNullAt(ownAt) ? MIN : Math.floorDiv(r.getLong(ownAt), ownUnit);
                 if (ts < -limit || ts > limit || own != MIN && (own < -limit || own > limit)) return false;
                 Keyed keyed = null;
-                for (long start = ts - Math.floorMod(ts - offset, slide); start > ts - size; start -= slide) {
+                long number = Math.floorDiv(ts - offset, slide);   // of the last window that starts by ts
+                for (long start = offset + number * slide; start > ts - size; start -= slide, number--) {
                     if (start + size - 1 <= high) break;   // late in this window and every earlier one
-                    if (keyed == null) {
+                    if (keyed == null && (keyed = (Keyed) memo.get()) == null) {
                         Object key = keyOf(r);
                         keyed = (Keyed) keys.get(key);
                         if (keyed == null) {
                             keyed = new Keyed(kept(key), mask + 1);
                             keys.put(keyed.key, keyed);
                         }
+                        memo.put(keyed);
                     }
-                    int slot = (int) Math.floorDiv(start - offset, slide) & mask;
+                    int slot = (int) number & mask;
                     Group g = keyed.ring[slot];
                     if (g == null || g.start != start) {
                         if (g != null) write(keyed.key, g);
@@ -233,7 +240,10 @@ public class WindowScan implements MapPartitionsFunction {
                     aggregates.add(g.counts, g.accs, r);
                 }
                 if (own <= high) return true;
-                if (high == MIN || cell(own) > cell(high)) pending.add(row(1, MIN, in, Long.valueOf(own)));
+                if (high == MIN || own >= highCell + slide) {   // into a later cell of the grid
+                    pending.add(row(1, MIN, in, Long.valueOf(own)));
+                    highCell = cell(own);
+                }
                 high = own;
                 return true;
             }
@@ -245,6 +255,7 @@ public class WindowScan implements MapPartitionsFunction {
                     for (int i = 0; i < keyed.ring.length; i++) if (keyed.ring[i] != null) write(keyed.key, keyed.ring[i]);
                 }
                 keys.clear();
+                memo = new Internal.Memo(plain, keyAt);
                 live = 0;
             }
 
