@@ -12,7 +12,7 @@ import functools
 import numbers
 import weakref
 
-__all__ = ["name", "col", "string", "local_rows", "small_pandas", "select"]
+__all__ = ["name", "col", "string", "local_rows", "small_pandas", "select", "made_when_read"]
 
 INLINE_ROWS = 1_000   # rows written into the query text as VALUES, beyond: a scan of sent rows
 
@@ -118,3 +118,32 @@ def select(df, *exprs: str):
 
 
 _SPLIT: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # per py4j gateway: (pattern, ArraySeq)
+
+
+def made_when_read(df, **makers):
+    """``df`` with attributes made at their first read (``makers``: name -> a function of no
+    argument), once: what a result may give besides its rows, planned only if asked for (a
+    plan costs py4j calls). ``df`` stays a DataFrame of its own class.
+
+        out = made_when_read(df, late_rows=plan_late_rows)   # nothing planned
+        out.late_rows                                        # plan_late_rows() now, then kept
+    """
+    kind = next(k for k in type(df).__mro__ if "_kit_made" not in k.__dict__)
+    made = {**df.__dict__.get("_kit_made", {}), **makers}
+    df._kit_made = made
+    df.__class__ = _made_class(kind, tuple(sorted(made)))
+    return df
+
+
+@functools.cache
+def _made_class(kind: type, names: tuple) -> type:
+    """``kind`` whose attributes ``names`` come from the instance's ``_kit_made`` makers."""
+    def attribute(name):
+        def make(self):
+            maker = self.__dict__.get("_kit_made", {}).get(name)
+            if maker is None:
+                raise AttributeError(name)
+            return maker()
+        return functools.cached_property(make)
+    return type(kind.__name__, (kind,), {"_kit_made": None, **{n: attribute(n) for n in names}})
+

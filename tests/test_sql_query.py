@@ -304,6 +304,18 @@ def test_stream_input_reaches_the_matcher_with_its_watermarks():
         (15, "PRICE_DOWN", False), (14, None, True), (24, "PRICE_UP", False)]
 
 
+def test_match_details_are_planned_when_first_read(ticker, monkeypatch):
+    """``match_details`` costs no plan until read (most results never read it), then one."""
+    calls = []
+    details = MatchResult.details
+    monkeypatch.setattr(MatchResult, "details", lambda self: calls.append(1) or details(self))
+    df = sql("SELECT * FROM Ticker MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY rowtime\n"
+             "MEASURES A.price AS p PATTERN (A B) DEFINE B AS B.price > A.price)", Ticker=ticker)
+    assert calls == [] and isinstance(df, type(kit.spark().range(1)))
+    first = df.match_details
+    assert calls == [1] and df.match_details is first and "classifier" in first.columns
+
+
 def test_batch_input_has_no_late_rows(ticker):
     df = sql("SELECT * FROM Ticker MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY rowtime\n"
              "MEASURES A.price AS p PATTERN (A B) DEFINE B AS B.price > A.price)", Ticker=ticker)

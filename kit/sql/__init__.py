@@ -78,6 +78,7 @@ from ..errors import KitError
 from ..time import WatermarkStrategy
 from ..live.stream import LiveStream
 from .. import match_recognize as matching  # looked up per call, so tests can stand in
+from .. import sparksql
 from ..match_recognize.errors import MatchRecognizeError, NotSupportedByFlink
 from ..match_recognize.matcher import SEMANTICS
 from ..spark import spark as session
@@ -222,17 +223,17 @@ def _batch(run, statement: Statement, tables: dict, aggregates: dict) -> DataFra
     finally:
         if not keep:
             run.drop()
+    if VERSION in result.columns:                # the temporal joins' link, not the user's
+        result = result.drop(VERSION)
+    if LINK_LEFT in result.columns or LINK_RIGHT in result.columns:   # the interval joins' link
+        result = result.drop(LINK_LEFT, LINK_RIGHT)
     if run.late:
         # nothing lost silently: the rows Flink would drop as late, per MATCH_RECOGNIZE input
         result.late_rows = run.late[0] if len(run.late) == 1 else run.late
-    if len(run.matches) == 1:
-        result.match_details = run.matches[0].details()
-    if VERSION in result.columns:                # the temporal joins' link, not the user's
-        result = result.drop(VERSION)
+    if len(run.matches) == 1:   # planned when read (~0.1 s of py4j calls)
+        result = sparksql.made_when_read(result, match_details=run.matches[0].details)
     if run.temporal_joins:
         result.temporal_joins = run.temporal_joins
-    if LINK_LEFT in result.columns or LINK_RIGHT in result.columns:   # the interval joins' link
-        result = result.drop(LINK_LEFT, LINK_RIGHT)
     if run.interval_joins:
         result.interval_joins = run.interval_joins
     return result

@@ -40,7 +40,6 @@ first read: a query whose late rows are not read makes no pass for them, and no 
 
 from __future__ import annotations
 
-import functools
 import warnings
 from dataclasses import dataclass
 
@@ -187,21 +186,9 @@ def window_aggregate(statement: Statement, tables: dict, probe) -> DataFrame | N
     out = shape.project(result.df, integral)
     out = out.orderBy(*shape.order) if shape.order else out
     out = out.limit(shape.limit) if shape.limit is not None else out
-    out = _late_rows_when_read(out, lambda: windowed(stream.deferred_df(), shape.call, drop_late=True)[1])
-    return fast.holding(out, result)   # late_rows: the reference's
-
-
-@functools.cache
-def _with_late_rows(kind: type) -> type:
-    """``kind`` (a DataFrame class) whose ``late_rows`` is made at its first read."""
-    return type(kind.__name__, (kind,), {"late_rows": functools.cached_property(lambda self: self._kit_late())})
-
-
-def _late_rows_when_read(out: DataFrame, make) -> DataFrame:
-    """``out`` with a ``late_rows`` attribute that ``make()`` gives when first read."""
-    out._kit_late = make
-    out.__class__ = _with_late_rows(type(out))
-    return out
+    out = sparksql.made_when_read(   # the reference's
+        out, late_rows=lambda: windowed(stream.deferred_df(), shape.call, drop_late=True)[1])
+    return fast.holding(out, result)
 
 
 @dataclass
