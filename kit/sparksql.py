@@ -145,5 +145,6 @@ def _made_class(kind: type, names: tuple) -> type:
                 raise AttributeError(name)
             return maker()
         return functools.cached_property(make)
-    return type(kind.__name__, (kind,), {"_kit_made": None, **{n: attribute(n) for n in names}})
+    own = {"__module__": kind.__module__, "__qualname__": kind.__qualname__}   # what code that checks the class sees
+    return type(kind.__name__, (kind,), {**own, "_kit_made": None, **{n: attribute(n) for n in names}})
 
