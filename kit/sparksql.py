@@ -147,4 +147,3 @@ def _made_class(kind: type, names: tuple) -> type:
         return functools.cached_property(make)
     own = {"__module__": kind.__module__, "__qualname__": kind.__qualname__}   # what code that checks the class sees
     return type(kind.__name__, (kind,), {**own, "_kit_made": None, **{n: attribute(n) for n in names}})
-
