@@ -1,0 +1,341 @@
+package flinkkit;
+
+import org.apache.hadoop.io.Text;
+import org.apache.spark.TaskContext;
+import org.apache.spark.api.java.JavaSparkContext;
+import org.apache.spark.broadcast.Broadcast;
+import org.apache.spark.rdd.RDD;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.catalyst.FileSourceOptions;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.csv.CSVHeaderChecker;
+import org.apache.spark.sql.catalyst.csv.CSVOptions;
+import org.apache.spark.sql.catalyst.csv.UnivocityParser;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.catalyst.util.FailureSafeParser;
+import org.apache.spark.sql.execution.FileSourceScanExec;
+import org.apache.spark.sql.execution.InputAdapter;
+import org.apache.spark.sql.execution.ProjectExec;
+import org.apache.spark.sql.execution.SparkPlan;
+import org.apache.spark.sql.execution.WholeStageCodegenExec;
+import org.apache.spark.sql.execution.datasources.FileScanRDD;
+import org.apache.spark.sql.execution.datasources.HadoopFileLinesReader;
+import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
+import org.apache.spark.sql.execution.datasources.PartitionedFile;
+import org.apache.spark.sql.execution.datasources.csv.CSVFileFormat;
+import org.apache.spark.sql.internal.SQLConf;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.unsafe.types.UTF8String;
+import org.apache.spark.util.SerializableConfiguration;
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * A CSV file scan, read by the kit: the lines Spark's CSV reader reads (the same files,
+ * splits and lines: Hadoop's line reader, as Spark's), each plain line parsed here and any
+ * other by Spark's own parser exactly as Spark's reader does (the header, blank and comment
+ * lines, malformed rows by the read's mode). Spark spends most of a CSV file's read in its
+ * tokenizer and date-time formatter: 10M lines {@code word,t} take it 1.8 s on two cores with
+ * {@code t} BIGINT, 5 s with {@code t} a TIMESTAMP, against 0.5 s for the lines alone.
+ *
+ * <p>Plain: ASCII with no control character, quote or escape character, not a comment; exactly one
+ * delimiter fewer than the file's columns; each field read is not empty and not the null
+ * value, and is as its column's type reads it in the shape here: STRING anything; BIGINT
+ * and INT digits with an optional minus (at most 18 and 9); TIMESTAMP
+ * {@code yyyy-MM-dd HH:mm:ss} with a fraction of as many digits as the read's
+ * {@code timestampFormat} says (no format: a space or {@code T}, up to 6 digits), a valid
+ * date and time, in the session's time zone.
+ *
+ * <pre>
+ *   schema word STRING, t BIGINT     line                 row
+ *   here                             w25,1704067200000    w25 | 1704067200000
+ *   Spark's parser (a quote)         "a,b",7              a,b | 7
+ *   Spark's parser (t empty)         w26,                 w26 | NULL
+ * </pre>
+ *
+ * <p>Read this way: a scan of CSV files that its plan only picks columns of (perhaps
+ * renamed), without partition columns, pushed filters, buckets or file metadata, read as
+ * UTF-8 lines one by one ({@code multiLine} off), no whitespace trimmed, column pruning on,
+ * no corrupt-record column, not under the legacy time parser, picking STRING, BIGINT, INT
+ * and TIMESTAMP columns only; the delimiter one ASCII character, not the quote or escape one.
+ */
+public final class LineScan {
+    private LineScan() {
+    }
+
+    /** {@code df}'s rows as the kit's passes read them ({@link Internal#mapPartitions}; the tests compare them with Spark's). */
+    public static org.apache.spark.sql.Dataset read(org.apache.spark.sql.classic.Dataset df) {
+        return Internal.mapPartitions(df, new org.apache.spark.api.java.function.MapPartitionsFunction() {
+            public java.util.Iterator call(java.util.Iterator rows) {
+                return rows;
+            }
+        }, df.schema());
+    }
+
+    private static final int STRING = 1, LONG = 2, INT = 3, TIMESTAMP = 4;
+
+    /** The rows of {@code plan} (a scan as above, perhaps picking its columns), or null for another plan. */
+    public static RDD rows(SparkPlan plan) {
+        if (plan instanceof WholeStageCodegenExec) plan = ((WholeStageCodegenExec) plan).child();
+        int[] picks = null;
+        if (plan instanceof ProjectExec) {
+            picks = Internal.picks(plan);
+            if (picks == null) return null;
+            plan = ((ProjectExec) plan).child();
+        }
+        if (plan instanceof InputAdapter) plan = ((InputAdapter) plan).child();
+        if (!(plan instanceof FileSourceScanExec) || plan.supportsColumnar()) return null;
+        FileSourceScanExec scan = (FileSourceScanExec) plan;
+        HadoopFsRelation relation = scan.relation();
+        if (!(relation.fileFormat() instanceof CSVFileFormat) || relation.partitionSchema().fields().length > 0
+            || !scan.dataFilters().isEmpty() || !scan.partitionFilters().isEmpty() || scan.bucketedScan()
+            || !scan.fileConstantMetadataColumns().isEmpty() || !(scan.inputRDD() instanceof FileScanRDD)) return null;
+        SparkSession session = relation.sparkSession();
+        SQLConf conf = session.sessionState().conf();
+        CSVOptions options = new CSVOptions(relation.options(), conf.csvColumnPruning(), conf.sessionLocalTimeZone(),
+                                            conf.columnNameOfCorruptRecord());
+        StructType data = relation.dataSchema(), required = scan.requiredSchema();
+        String delimiter = options.delimiter();
+        if (options.multiLine() || !options.columnPruning() || !"UTF-8".equalsIgnoreCase(options.charset())
+            || options.ignoreLeadingWhiteSpaceInRead() || options.ignoreTrailingWhiteSpaceInRead()
+            || "LEGACY".equals(conf.legacyTimeParserPolicy().toString())
+            || delimiter.length() != 1 || delimiter.charAt(0) < 0x20 || delimiter.charAt(0) > 0x7e
+            || delimiter.charAt(0) == options.quote() || delimiter.charAt(0) == options.escape()
+            || java.util.Arrays.asList(data.fieldNames()).contains(options.columnNameOfCorruptRecord())) return null;
+        if (picks == null) {
+            picks = new int[required.fields().length];
+            for (int i = 0; i < picks.length; i++) picks[i] = i;
+        }
+        int[] kinds = new int[picks.length], columns = new int[picks.length];
+        StructType out = new StructType();
+        for (int i = 0; i < picks.length; i++) {
+            DataType type = required.fields()[picks[i]].dataType();
+            kinds[i] = type == DataTypes.StringType ? STRING : type == DataTypes.LongType ? LONG
+                : type == DataTypes.IntegerType ? INT : type == DataTypes.TimestampType ? TIMESTAMP : 0;
+            if (kinds[i] == 0) return null;
+            columns[i] = data.fieldIndex(required.fields()[picks[i]].name());
+            out = out.add(required.fields()[picks[i]]);
+        }
+        int[] shape = shape(options.timestampFormatInRead().isDefined() ? (String) options.timestampFormatInRead().get() : null);
+        for (int i = 0; i < kinds.length; i++) if (kinds[i] == TIMESTAMP && shape == null) return null;
+        FileScanRDD spark = (FileScanRDD) scan.inputRDD();
+        Broadcast hadoop = JavaSparkContext.fromSparkContext(session.sparkContext()).broadcast(
+            new SerializableConfiguration(session.sessionState().newHadoopConfWithOptions(relation.options())));
+        Read read = new Read(options, data, required, picks, kinds, columns, shape, hadoop);
+        return new FileScanRDD(session, read, spark.filePartitions(), out, spark.metadataColumns(),
+                               (scala.collection.immutable.Map) scala.collection.immutable.Map$.MODULE$.empty(),
+                               new FileSourceOptions(relation.options()));
+    }
+
+    /**
+     * The timestamps a format reads here: {separator, fraction digits}: a format
+     * {@code yyyy-MM-dd HH:mm:ss} or {@code yyyy-MM-dd'T'HH:mm:ss}, perhaps with {@code .S} to
+     * {@code .SSSSSS} (that many digits); no format ({@code null}, Spark's default parse):
+     * {0, -1}, either separator and none to six digits; another format: null.
+     */
+    static int[] shape(String format) {
+        if (format == null) return new int[] {0, -1};
+        String date = "yyyy-MM-dd", time = "HH:mm:ss";
+        for (int s = 0; s < 2; s++) {
+            String start = date + (s == 0 ? " " : "'T'") + time;
+            if (format.equals(start)) return new int[] {s == 0 ? ' ' : 'T', 0};
+            for (int digits = 1; digits <= 6; digits++)
+                if (format.equals(start + "." + "SSSSSS".substring(0, digits))) return new int[] {s == 0 ? ' ' : 'T', digits};
+        }
+        return null;
+    }
+
+    /** Spark's read of one file (its split), the plain lines parsed here. */
+    static final class Read extends scala.runtime.AbstractFunction1 implements java.io.Serializable {
+        private final CSVOptions options;
+        private final StructType data, required;
+        private final int[] picks, kinds, columns;
+        private final int separator, digits;   // the timestamps' (shape)
+        private final Broadcast hadoop;
+        private final byte delimiter, quote, escape;
+        private final int comment;                  // a comment line's first character, or -1
+        private final byte[] nullValue;
+        private final long offset;                  // the time zone's, in seconds (a zone of one offset)
+        private final java.time.ZoneId zone;        // else the zone
+
+        Read(CSVOptions options, StructType data, StructType required, int[] picks, int[] kinds, int[] columns,
+             int[] shape, Broadcast hadoop) {
+            this.options = options;
+            this.data = data;
+            this.required = required;
+            this.picks = picks;
+            this.kinds = kinds;
+            this.columns = columns;
+            separator = shape == null ? -1 : shape[0];
+            digits = shape == null ? -1 : shape[1];
+            this.hadoop = hadoop;
+            delimiter = (byte) options.delimiter().charAt(0);
+            quote = (byte) options.quote();
+            escape = (byte) options.escape();
+            comment = options.isCommentSet() ? (int) options.comment() : -1;
+            nullValue = options.nullValue().getBytes(java.nio.charset.StandardCharsets.UTF_8);
+            java.time.zone.ZoneRules rules = options.zoneId().getRules();
+            zone = rules.isFixedOffset() ? null : options.zoneId();
+            offset = rules.isFixedOffset() ? rules.getOffset(java.time.Instant.EPOCH).getTotalSeconds() : 0;
+        }
+
+        public Object apply(Object split) {
+            PartitionedFile file = (PartitionedFile) split;
+            final HadoopFileLinesReader lines = new HadoopFileLinesReader(
+                file, options.lineSeparatorInRead(), ((SerializableConfiguration) hadoop.value()).value());
+            TaskContext task = TaskContext.get();
+            if (task != null) task.addTaskCompletionListener(new org.apache.spark.util.TaskCompletionListener() {
+                public void onTaskCompletion(TaskContext context) {
+                    lines.close();
+                }
+            });
+            final UnivocityParser parser = new UnivocityParser(data, required, options);
+            final java.util.Iterator text = CollectionConverters.asJava((scala.collection.Iterator) lines);
+            // as Spark's reader: the header (the first line of the file that is not blank or a comment)
+            new CSVHeaderChecker(required, options, "CSV file: " + file.urlEncodedPath(), file.start() == 0)
+                .checkHeaderColumnNames(CollectionConverters.asScala(new java.util.Iterator() {
+                    public boolean hasNext() {
+                        return text.hasNext();
+                    }
+
+                    public Object next() {
+                        return decoded((Text) text.next());
+                    }
+                }), parser.tokenizer());
+            final FailureSafeParser spark = new FailureSafeParser(new scala.runtime.AbstractFunction1() {
+                public Object apply(Object line) {
+                    return ((scala.Option) parser.parse().apply(line)).toList();
+                }
+            }, options.parseMode(), required, options.columnNameOfCorruptRecord());
+            final int[] starts = new int[data.fields().length], ends = new int[starts.length];
+            final String comment = String.valueOf(options.comment());
+            return CollectionConverters.asScala(new java.util.Iterator() {
+                private InternalRow next;
+                private java.util.Iterator parsed;   // Spark's rows of a line not plain
+
+                public boolean hasNext() {
+                    while (next == null) {
+                        if (parsed != null && parsed.hasNext()) {
+                            InternalRow row = (InternalRow) parsed.next();
+                            Object[] values = new Object[picks.length];
+                            for (int i = 0; i < picks.length; i++)
+                                values[i] = InternalRow.copyValue(row.get(picks[i], required.fields()[picks[i]].dataType()));
+                            next = new GenericInternalRow(values);
+                            break;
+                        }
+                        parsed = null;
+                        if (!text.hasNext()) return false;
+                        Text line = (Text) text.next();
+                        next = plain(line.getBytes(), line.getLength(), starts, ends);
+                        if (next != null) break;
+                        String s = decoded(line);
+                        if (s.trim().isEmpty() || options.isCommentSet() && s.startsWith(comment)) continue;
+                        parsed = CollectionConverters.asJava(spark.parse(s));
+                    }
+                    return true;
+                }
+
+                public Object next() {
+                    if (!hasNext()) throw new java.util.NoSuchElementException();
+                    InternalRow row = next;
+                    next = null;
+                    return row;
+                }
+            });
+        }
+
+        private String decoded(Text line) {
+            return new String(line.getBytes(), 0, line.getLength(), java.nio.charset.StandardCharsets.UTF_8);
+        }
+
+        /** The row of a plain line ({@code b}'s first {@code n} bytes), or null. */
+        InternalRow plain(byte[] b, int n, int[] starts, int[] ends) {
+            if (n == 0 || b[0] == comment) return null;
+            int column = 0;
+            for (int i = 0; i < n; i++) {
+                byte c = b[i];
+                if (c == delimiter) {
+                    if (++column == starts.length) return null;
+                    ends[column - 1] = i;
+                    starts[column] = i + 1;
+                } else if (c < 0x20 || c == quote || c == escape) {   // (non-ASCII bytes are negative)
+                    return null;
+                }
+            }
+            if (column != starts.length - 1) return null;
+            starts[0] = 0;
+            ends[column] = n;
+            Object[] values = new Object[picks.length];
+            for (int k = 0; k < picks.length; k++) {
+                int from = starts[columns[k]], to = ends[columns[k]];
+                if (from == to || to - from == nullValue.length && same(b, from, nullValue)) return null;
+                Object value;
+                switch (kinds[k]) {
+                    case STRING: value = UTF8String.fromBytes(b, from, to - from); break;
+                    case LONG: value = integer(b, from, to, 18); break;
+                    case INT: {
+                        Long v = integer(b, from, to, 9);
+                        value = v == null ? null : Integer.valueOf((int) v.longValue());
+                        break;
+                    }
+                    default: value = timestamp(b, from, to);
+                }
+                if (value == null) return null;
+                values[k] = value;
+            }
+            return new GenericInternalRow(values);
+        }
+
+        private static boolean same(byte[] b, int from, byte[] value) {
+            for (int i = 0; i < value.length; i++) if (b[from + i] != value[i]) return false;
+            return true;
+        }
+
+        /** Digits with an optional minus, at most {@code most} of them; else null. */
+        private static Long integer(byte[] b, int from, int to, int most) {
+            boolean minus = b[from] == '-';
+            if (minus) from++;
+            if (to == from || to - from > most) return null;
+            long v = 0;
+            for (int i = from; i < to; i++) {
+                int d = b[i] - '0';
+                if (d < 0 || d > 9) return null;
+                v = v * 10 + d;
+            }
+            return Long.valueOf(minus ? -v : v);
+        }
+
+        /** Microseconds since the epoch of {@code yyyy-MM-dd HH:mm:ss[.f]} in the read's shape, or null. */
+        private Long timestamp(byte[] b, int from, int to) {
+            int n = to - from;
+            if (n < 19 || b[from + 4] != '-' || b[from + 7] != '-' || b[from + 13] != ':' || b[from + 16] != ':') return null;
+            byte t = b[from + 10];
+            int fraction = n == 19 ? 0 : n - 20;
+            if (separator == 0 ? t != ' ' && t != 'T' : t != separator) return null;
+            if (n == 20 || n > 19 && b[from + 19] != '.' || (digits < 0 ? fraction > 6 : fraction != digits)) return null;
+            int year = number(b, from, 4), month = number(b, from + 5, 2), day = number(b, from + 8, 2);
+            int hour = number(b, from + 11, 2), minute = number(b, from + 14, 2), second = number(b, from + 17, 2);
+            int micros = fraction == 0 ? 0 : number(b, from + 20, fraction);
+            if (year < 1 || month < 1 || month > 12 || day < 1 || hour < 0 || hour > 23 || minute < 0 || minute > 59
+                || second < 0 || second > 59 || micros < 0 || day > java.time.YearMonth.of(year, month).lengthOfMonth())
+                return null;
+            for (int d = fraction; d < 6; d++) micros *= 10;
+            long local = java.time.LocalDate.of(year, month, day).toEpochDay() * 86400L + hour * 3600L + minute * 60L + second;
+            long seconds = zone == null ? local - offset
+                : java.time.ZonedDateTime.of(year, month, day, hour, minute, second, 0, zone).toEpochSecond();
+            return Long.valueOf(seconds * 1_000_000L + micros);
+        }
+
+        /** The {@code n} digits at {@code from} as a number, or -1. */
+        private static int number(byte[] b, int from, int n) {
+            int v = 0;
+            for (int i = from; i < from + n; i++) {
+                int d = b[i] - '0';
+                if (d < 0 || d > 9) return -1;
+                v = v * 10 + d;
+            }
+            return v;
+        }
+    }
+}

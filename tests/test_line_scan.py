@@ -1,0 +1,121 @@
+"""The kit's read of CSV files (``kit/jvm/LineScan.java``): its plain lines parsed by the
+kit, the others by Spark's parser; the rows equal Spark's own read of the files, whatever
+the lines, options and columns picked."""
+
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+SCHEMA = "word STRING, n BIGINT, i INT, t TIMESTAMP"
+
+WORDS = st.sampled_from(["w25", "a b", " lead", "trail ", "é", "中文", "x;y", "NA", "", '"a,b"', '"say ""hi"""',
+                         'un"quoted', '"quoted"', "back\\slash", "#hash", "tab\there", "9"])
+NUMBERS = st.sampled_from(["0", "7", "-12", "+5", "007", "-", "12345678901", "123456789012345678",
+                           "1234567890123456789", "99999999999999999999", "1.5", " 3", "", "NA", "1e3"])
+TIMES = st.sampled_from(["2024-01-01 00:00:00.000", "2024-02-29 23:59:59.999", "2023-02-29 00:00:00.000",
+                         "2024-01-01 24:00:00.000", "2024-01-01T01:02:03.004", "2024-01-01 01:02:03",
+                         "2024-01-01 01:02:03.5", "2024-01-01 01:02:03.123456", "2024-01-01 01:02:03.1234567",
+                         "0000-01-01 00:00:00.000", "9999-12-31 23:59:59.999", "2024-1-01 00:00:00.000",
+                         "2024-01-01 00:00:00.", "2024-01-01 00:00:00.000Z", "", "NA", "x"])
+
+
+FORMATS = {None: "2024-03-04 05:06:07.089", "yyyy-MM-dd HH:mm:ss.SSS": "2024-03-04 05:06:07.089",
+           "yyyy-MM-dd HH:mm:ss": "2024-03-04 05:06:07", "yyyy-MM-dd'T'HH:mm:ss.SSS": "2024-03-04T05:06:07.089",
+           "yyyy-MM-dd HH:mm:ss.SSSSSS": "2024-03-04 05:06:07.089123", "dd/MM/yyyy HH:mm": "04/03/2024 05:06"}
+
+
+@st.composite
+def _line(draw, fmt):
+    """A line: mostly a plain row, perhaps with one odd field, or a short, long, blank or comment line."""
+    kind = draw(st.sampled_from(["row"] * 8 + ["short", "long", "blank", "spaces", "comment"]))
+    if kind in ("blank", "spaces", "comment"):
+        return {"blank": "", "spaces": "   ", "comment": "# a comment, 1"}[kind]
+    k = draw(st.integers(0, 99))
+    fields = [f"w{k}", str(k - 50), str(k), FORMATS[fmt].replace("07", f"{k % 60:02d}")]
+    odd = draw(st.integers(-1, 3))
+    if odd >= 0:
+        fields[odd] = draw([WORDS, NUMBERS, NUMBERS, TIMES][odd])
+    return ",".join(fields[:3] if kind == "short" else fields + ["extra"] if kind == "long" else fields)
+
+
+@st.composite
+def _cases(draw):
+    fmt = draw(st.sampled_from(list(FORMATS)))
+    lines = draw(st.lists(_line(fmt), max_size=12))
+    options = {}
+    if draw(st.booleans()):
+        options["header"] = "true"
+        lines = ["word,n,i,t"] + lines
+    if fmt:
+        options["timestampFormat"] = fmt
+    if draw(st.booleans()):
+        options["mode"] = draw(st.sampled_from(["DROPMALFORMED", "PERMISSIVE"]))
+    if draw(st.booleans()):
+        options["nullValue"] = "NA"
+    if draw(st.booleans()):
+        options["comment"] = "#"
+    columns = draw(st.sampled_from([["word", "n", "i", "t"], ["t AS _g", "word AS k"], ["n"], ["i", "word"],
+                                    ["word", "word AS again", "t"]]))
+    files = draw(st.integers(1, 2))
+    return lines, options, columns, files
+
+
+def _read(spark, folder, lines, options, columns, files):
+    header = lines[:1] if options.get("header") else []
+    for f in range(files):   # each file its own header
+        part = header + lines[len(header):][f::files]
+        (folder / f"part-{f}.csv").write_text("\n".join(part) + "\n", encoding="utf-8")
+    return spark.read.schema(SCHEMA).options(**options).csv(str(folder)).selectExpr(*columns)
+
+
+def _taken(spark, df):
+    """Whether the kit reads ``df`` by LineScan (its plan, as ``Internal.mapPartitions`` plans it)."""
+    spark.conf.set("spark.sql.adaptive.enabled", "false")
+    try:
+        plan = df._jdf.queryExecution().executedPlan()
+    finally:
+        spark.conf.set("spark.sql.adaptive.enabled", "true")
+    return spark._jvm.flinkkit.LineScan.rows(plan) is not None
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_cases())
+def test_the_kits_read_of_csv_files_equals_sparks(spark, case):
+    lines, options, columns, files = case
+    with tempfile.TemporaryDirectory() as folder:
+        df = _read(spark, Path(folder), lines, options, columns, files)
+        assert _taken(spark, df) == (options.get("timestampFormat") != "dd/MM/yyyy HH:mm"
+                                     or not any(c.startswith("t") for c in columns))
+        assert _rows(spark, df) == _json(df)
+
+
+def _rows(spark, df):
+    """The kit's read of ``df``, each row as JSON (``_json``)."""
+    return _json(DataFrame(spark._jvm.flinkkit.LineScan.read(df._jdf), spark))
+
+
+def _json(df):
+    """``df``'s rows in order, each as JSON (years before 1 in timestamps too)."""
+    return [r[0] for r in df.select(F.to_json(F.struct("*"))).collect()]
+
+
+def test_plain_lines_are_read_by_the_kit_and_the_others_by_spark(spark, tmp_path):
+    """The example in LineScan's docstring: a plain line, a quoted field, an empty one."""
+    (tmp_path / "words.csv").write_text('w25,1704067200000\n"a,b",7\nw26,\n', encoding="utf-8")
+    df = spark.read.schema("word STRING, t BIGINT").csv(str(tmp_path))
+    assert _taken(spark, df)
+    assert _rows(spark, df) == ['{"word":"w25","t":1704067200000}', '{"word":"a,b","t":7}', '{"word":"w26"}']
+
+
+def test_a_malformed_line_fails_a_failfast_read_as_it_fails_sparks(spark, tmp_path):
+    (tmp_path / "words.csv").write_text("w25,1\nw26,x\n", encoding="utf-8")
+    df = spark.read.schema("word STRING, t BIGINT").option("mode", "FAILFAST").csv(str(tmp_path))
+    with pytest.raises(Exception, match="MALFORMED_RECORD_IN_PARSING|Malformed"):
+        df.collect()
+    with pytest.raises(Exception, match="MALFORMED_RECORD_IN_PARSING|Malformed"):
+        _rows(spark, df)
