@@ -171,6 +171,27 @@ def test_final_is_the_batch_query_where_no_order_of_arrivals_changes_it(spark, q
     assert got == [tuple(r) for r in snapshot(t.log).collect()] and len(got) > 1
 
 
+@pytest.mark.parametrize("header", [False, True])
+def test_final_over_csv_files_the_kit_reads_is_folded_not_the_batch_query(spark, tmp_path, header):
+    """Over CSV files that the kit's passes read themselves (``LineScan``), ``final()`` is the
+    fused cascade's fold, not Spark's batch query (whose parse of the files costs more): no
+    file scan of Spark's in its plan; the rows are the batch query's. A file Spark's parser
+    reads row by row (JSON) still gets the batch query."""
+    rows = [(f"w{(i * i) % 11}", i) for i in range(60)]
+    df = spark.createDataFrame(rows, "word string, t bigint").repartition(3, "t").sortWithinPartitions("t")
+    query = "SELECT cnt, COUNT(cnt) AS freq FROM (SELECT word, COUNT(*) AS cnt FROM words GROUP BY word) GROUP BY cnt"
+    df.createOrReplaceTempView("words_batch")
+    batch = sorted(tuple(r) for r in spark.sql(query.replace("FROM words", "FROM words_batch")).collect())
+    for fmt, kit_reads in (("csv", True), ("json", False)):
+        getattr(df.write.option("header", header), fmt)(str(tmp_path / fmt))
+        source = getattr(spark.read.schema("word string, t bigint").option("header", header), fmt)(str(tmp_path / fmt))
+        t = kit.sql(query, words=kit.stream(source, time="t"))
+        final = t.final()
+        plan = final._jdf.queryExecution().executedPlan().toString()
+        assert ("FileScan" not in plan) is kit_reads, plan
+        assert [tuple(r) for r in final.collect()] == batch
+
+
 def test_the_tables_dataframe_methods_read_one_final_table(spark, monkeypatch):
     """``t.count()``, ``t.columns``, ``t.final()``: planned once, one DataFrame; an attribute
     of the table's own that fails with an AttributeError raises that error (not a DataFrame's

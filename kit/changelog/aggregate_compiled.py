@@ -190,8 +190,9 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
 
     Without mini-batch, every task starts from the states the rows before its own leave
     (an aggregate's state is a function of its input table). Read straight from the source
-    in up to ``PREFIX_CHUNKS`` chunks (and not from files parsed row by row, CSV or JSON,
-    which a task would parse again from their start: ``jvm.parses_rows``), the tasks
+    in up to ``PREFIX_CHUNKS`` chunks (and not from files Spark's parser reads row by row,
+    JSON or CSV the kit does not read itself, which a task would parse again from their start:
+    ``jvm.parses_rows``, ``jvm.read_by_lines``), the tasks
     (``options.tasks``, at most one per core and ``SPAN_TASKS``) take spans of the arrivals
     (``spans``), whatever the chunks: each
     reads the stream from its start, folding the rows before its span into the first level
@@ -246,8 +247,9 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
     numbered = raw is not None and not isinstance(stream.proctime, str)   # the arrivals numbered in the pass
     # tasks of spans; not over files parsed row by row, which a span's task would parse again from the start
     rows_parsed = numbered and jvm.parses_rows(stream.source)   # a file parsed row by row: CSV, JSON
+    reparsed = rows_parsed and not jvm.read_by_lines(stream.source)   # by Spark's parser, at every read
     prefixes = numbered and not mini_batch and chunks <= PREFIX_CHUNKS and not (
-        chunks > 1 and options.tasks > 1 and rows_parsed)
+        chunks > 1 and options.tasks > 1 and reparsed)
     if options.tasks > 1 and chunks == 1 and not mini_batch and not prefixes:
         return None
     marked = numbered   # each change's watermark found in the pass too

@@ -75,8 +75,28 @@ public final class LineScan {
 
     private static final int STRING = 1, LONG = 2, INT = 3, TIMESTAMP = 4;
 
+    /** Whether the kit's passes read {@code df} here (its plan a scan as above): rereading it costs little. */
+    public static boolean reads(org.apache.spark.sql.classic.Dataset df) {
+        return reader(df.queryExecution().sparkPlan()) != null;
+    }
+
     /** The rows of {@code plan} (a scan as above, perhaps picking its columns), or null for another plan. */
     public static RDD rows(SparkPlan plan) {
+        Read read = reader(plan);
+        if (read == null || !(read.scan.inputRDD() instanceof FileScanRDD)) return null;
+        FileSourceScanExec scan = read.scan;
+        HadoopFsRelation relation = scan.relation();
+        SparkSession session = relation.sparkSession();
+        FileScanRDD spark = (FileScanRDD) scan.inputRDD();
+        read.hadoop = JavaSparkContext.fromSparkContext(session.sparkContext()).broadcast(
+            new SerializableConfiguration(session.sessionState().newHadoopConfWithOptions(relation.options())));
+        return new FileScanRDD(session, read, spark.filePartitions(), read.out, spark.metadataColumns(),
+                               (scala.collection.immutable.Map) scala.collection.immutable.Map$.MODULE$.empty(),
+                               new FileSourceOptions(relation.options()));
+    }
+
+    /** {@code plan}'s read (its Hadoop settings not yet sent), or null. */
+    private static Read reader(SparkPlan plan) {
         if (plan instanceof WholeStageCodegenExec) plan = ((WholeStageCodegenExec) plan).child();
         int[] picks = null;
         if (plan instanceof ProjectExec) {
@@ -90,7 +110,7 @@ public final class LineScan {
         HadoopFsRelation relation = scan.relation();
         if (!(relation.fileFormat() instanceof CSVFileFormat) || relation.partitionSchema().fields().length > 0
             || !scan.dataFilters().isEmpty() || !scan.partitionFilters().isEmpty() || scan.bucketedScan()
-            || !scan.fileConstantMetadataColumns().isEmpty() || !(scan.inputRDD() instanceof FileScanRDD)) return null;
+            || !scan.fileConstantMetadataColumns().isEmpty()) return null;
         SparkSession session = relation.sparkSession();
         SQLConf conf = session.sessionState().conf();
         CSVOptions options = new CSVOptions(relation.options(), conf.csvColumnPruning(), conf.sessionLocalTimeZone(),
@@ -119,13 +139,7 @@ public final class LineScan {
         }
         int[] shape = shape(options.timestampFormatInRead().isDefined() ? (String) options.timestampFormatInRead().get() : null);
         for (int i = 0; i < kinds.length; i++) if (kinds[i] == TIMESTAMP && shape == null) return null;
-        FileScanRDD spark = (FileScanRDD) scan.inputRDD();
-        Broadcast hadoop = JavaSparkContext.fromSparkContext(session.sparkContext()).broadcast(
-            new SerializableConfiguration(session.sessionState().newHadoopConfWithOptions(relation.options())));
-        Read read = new Read(options, data, required, picks, kinds, columns, shape, hadoop);
-        return new FileScanRDD(session, read, spark.filePartitions(), out, spark.metadataColumns(),
-                               (scala.collection.immutable.Map) scala.collection.immutable.Map$.MODULE$.empty(),
-                               new FileSourceOptions(relation.options()));
+        return new Read(scan, out, options, data, required, picks, kinds, columns, shape);
     }
 
     /**
@@ -152,15 +166,19 @@ public final class LineScan {
         private final StructType data, required;
         private final int[] picks, kinds, columns;
         private final int separator, digits;   // the timestamps' (shape)
-        private final Broadcast hadoop;
+        private Broadcast hadoop;                   // the Hadoop settings (rows)
+        private final transient FileSourceScanExec scan;   // Spark's scan (read on the driver)
+        private final transient StructType out;     // the rows' schema
         private final byte delimiter, quote, escape;
         private final int comment;                  // a comment line's first character, or -1
         private final byte[] nullValue;
         private final long offset;                  // the time zone's, in seconds (a zone of one offset)
         private final java.time.ZoneId zone;        // else the zone
 
-        Read(CSVOptions options, StructType data, StructType required, int[] picks, int[] kinds, int[] columns,
-             int[] shape, Broadcast hadoop) {
+        Read(FileSourceScanExec scan, StructType out, CSVOptions options, StructType data, StructType required,
+             int[] picks, int[] kinds, int[] columns, int[] shape) {
+            this.scan = scan;
+            this.out = out;
             this.options = options;
             this.data = data;
             this.required = required;
@@ -169,7 +187,6 @@ public final class LineScan {
             this.columns = columns;
             separator = shape == null ? -1 : shape[0];
             digits = shape == null ? -1 : shape[1];
-            this.hadoop = hadoop;
             delimiter = (byte) options.delimiter().charAt(0);
             quote = (byte) options.quote();
             escape = (byte) options.escape();

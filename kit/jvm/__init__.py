@@ -27,6 +27,9 @@ class                          what it computes                              Pyt
                                chained, each over the one before, fused;     level by level
                                seeded with the earlier chunks' states; with
                                mini-batch (``Chain.MiniBatch``), in one task
+``flinkkit.LineScan``          the rows of CSV files, as the passes above    Spark's CSV reader
+                               read them: plain lines parsed in Java, the
+                               others by Spark's parser
 ``flinkkit.LocalFileSystem``   Hadoop's local files, permissions set with    Hadoop's own (a ``chmod``
                                java.nio (a local session's ``file:``)        process each)
 ``flinkkit.Bridge``            on a Spark Connect server: py4j commands      none: without it, plan
@@ -267,6 +270,12 @@ def chain(df, chunks: int, settings: str, schema, limit: int, prefixes: bool = F
 def parses_rows(df) -> bool:
     """``Internal.parsesRows``: whether ``df`` reads files parsed row by row (CSV, JSON), again at every read."""
     return bool(bridge.jvm(df.sparkSession).flinkkit.Internal.parsesRows(bridge.dataset(df)))
+
+
+def read_by_lines(df) -> bool:
+    """``LineScan.reads``: whether the kit's passes read ``df``'s CSV files themselves, their
+    plain lines parsed in Java (read again, they cost little; Spark's parse costs 3-10x)."""
+    return bool(bridge.jvm(df.sparkSession).flinkkit.LineScan.reads(bridge.dataset(df)))
 
 
 def order_free(df) -> bool:

@@ -156,8 +156,9 @@ class DynamicTable:
         sorted by its columns: the batch query's rows, but for one case, as in Flink: a global
         aggregate (no GROUP BY) over no rows has sent nothing, so its table is empty where the
         batch query gives one row (``COUNT(*)`` 0). Where group aggregates and Calcs alone make it and the order of the arrivals cannot
-        change it (``_order_free``), Spark runs the batch query over the sources, in parallel.
-        Else, where group aggregates fused over a stream make the table (through Calcs), their
+        change it (``_order_free``), Spark runs the batch query over the sources, in parallel --
+        but over CSV files that the kit's passes read themselves (``jvm.read_by_lines``), whose
+        parse in Spark's batch read costs more than the fold below. Else, where group aggregates fused over a stream make the table (through Calcs), their
         pass folds the arrivals in without emitting and gives the last table alone
         (``aggregate_compiled.chain``'s ``final``): the same rows as the changelog's snapshot,
         without the changes. Planned once: the table's DataFrame methods (``t.count()``,
@@ -167,7 +168,7 @@ class DynamicTable:
     @cached_property
     def _final_table(self) -> DataFrame:
         from ..changelog import snapshot
-        if self._order_free():
+        if self._order_free() and not any(jvm.read_by_lines(s.source) for s in self.streams):
             places = [f"_c{i}" for i in range(len(self.columns))]   # the query may repeat a name
             return self.batch.toDF(*places).orderBy(*[F.col(c).asc_nulls_first() for c in places]).toDF(*self.columns)
         top = self.root
