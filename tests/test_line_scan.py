@@ -119,3 +119,61 @@ def test_a_malformed_line_fails_a_failfast_read_as_it_fails_sparks(spark, tmp_pa
         df.collect()
     with pytest.raises(Exception, match="MALFORMED_RECORD_IN_PARSING|Malformed"):
         _rows(spark, df)
+
+
+JSON_ODD = st.sampled_from(['"w\\"q"', '"\\u00e9"', '"é"', '""', "007", "-0", "1.5", "1e3", '"12"', "12", "true", "null",
+                            "[1]", '{"a":1}', "99999999999999999999", '"2024-02-30 00:00:00.000"', '"2024-03-04 05:06:07"'])
+
+
+@st.composite
+def _json_line(draw, fmt):
+    """A JSON line: mostly a plain object (its fields in any order, perhaps one more), perhaps
+    with one odd value, a field missing or twice, a name in another case, whitespace; or not an object."""
+    kind = draw(st.sampled_from(["row"] * 8 + ["blank", "broken", "array", "spaced"]))
+    if kind in ("blank", "broken", "array"):
+        return {"blank": "", "broken": '{"word":"w1",', "array": '[{"word":"w1"}]'}[kind]
+    k = draw(st.integers(0, 99))
+    time = FORMATS[fmt].replace("07", f"{k % 60:02d}") if fmt != "dd/MM/yyyy HH:mm" else FORMATS[fmt]
+    fields = [["word", f'"w{k}"'], ["n", str(k - 50)], ["i", str(k)], ["t", f'"{time}"']]
+    odd = draw(st.integers(-1, 3))
+    if odd >= 0:
+        fields[odd][1] = draw(JSON_ODD)
+    change = draw(st.sampled_from([None] * 6 + ["missing", "twice", "case", "extra", "extra_nested"]))
+    if change == "missing":
+        fields.pop(draw(st.integers(0, 3)))
+    elif change == "twice":
+        fields.append(list(fields[draw(st.integers(0, 3))]))
+    elif change == "case":
+        fields[0][0] = "Word"
+    elif change == "extra":
+        fields.append(["more", draw(st.sampled_from(['"x"', "1", "true", "null", "007"]))])
+    elif change == "extra_nested":
+        fields.append(["more", '{"a":[1,2]}'])
+    fields = draw(st.permutations(fields))
+    sep = ", " if kind == "spaced" else ","
+    return "{" + sep.join(f'"{name}":{value}' for name, value in fields) + "}"
+
+
+@st.composite
+def _json_cases(draw):
+    fmt = draw(st.sampled_from(list(FORMATS)))
+    lines = draw(st.lists(_json_line(fmt), max_size=12))
+    options = {"timestampFormat": fmt} if fmt else {}
+    if draw(st.booleans()):
+        options["mode"] = draw(st.sampled_from(["DROPMALFORMED", "PERMISSIVE"]))
+    columns = draw(st.sampled_from([["word", "n", "i", "t"], ["t AS _g", "word AS k"], ["n"], ["i", "word"],
+                                    ["word", "word AS again", "t"]]))
+    return lines, options, columns, draw(st.integers(1, 2))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_json_cases())
+def test_the_kits_read_of_json_lines_equals_sparks(spark, case):
+    lines, options, columns, files = case
+    with tempfile.TemporaryDirectory() as folder:
+        for f in range(files):
+            (Path(folder) / f"part-{f}.json").write_text("\n".join(lines[f::files]) + "\n", encoding="utf-8")
+        df = spark.read.schema(SCHEMA).options(**options).json(folder).selectExpr(*columns)
+        assert _taken(spark, df) == (options.get("timestampFormat") != "dd/MM/yyyy HH:mm"
+                                     or not any(c.startswith("t") for c in columns))
+        assert _rows(spark, df) == _json(df)

@@ -12,6 +12,9 @@ import org.apache.spark.sql.catalyst.csv.CSVHeaderChecker;
 import org.apache.spark.sql.catalyst.csv.CSVOptions;
 import org.apache.spark.sql.catalyst.csv.UnivocityParser;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.catalyst.json.CreateJacksonParser;
+import org.apache.spark.sql.catalyst.json.JSONOptionsInRead;
+import org.apache.spark.sql.catalyst.json.JacksonParser;
 import org.apache.spark.sql.catalyst.util.FailureSafeParser;
 import org.apache.spark.sql.execution.FileSourceScanExec;
 import org.apache.spark.sql.execution.InputAdapter;
@@ -23,6 +26,7 @@ import org.apache.spark.sql.execution.datasources.HadoopFileLinesReader;
 import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
 import org.apache.spark.sql.execution.datasources.PartitionedFile;
 import org.apache.spark.sql.execution.datasources.csv.CSVFileFormat;
+import org.apache.spark.sql.execution.datasources.json.JsonFileFormat;
 import org.apache.spark.sql.internal.SQLConf;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
@@ -108,38 +112,49 @@ public final class LineScan {
         if (!(plan instanceof FileSourceScanExec) || plan.supportsColumnar()) return null;
         FileSourceScanExec scan = (FileSourceScanExec) plan;
         HadoopFsRelation relation = scan.relation();
-        if (!(relation.fileFormat() instanceof CSVFileFormat) || relation.partitionSchema().fields().length > 0
-            || !scan.dataFilters().isEmpty() || !scan.partitionFilters().isEmpty() || scan.bucketedScan()
-            || !scan.fileConstantMetadataColumns().isEmpty()) return null;
-        SparkSession session = relation.sparkSession();
-        SQLConf conf = session.sessionState().conf();
-        CSVOptions options = new CSVOptions(relation.options(), conf.csvColumnPruning(), conf.sessionLocalTimeZone(),
-                                            conf.columnNameOfCorruptRecord());
+        if (relation.partitionSchema().fields().length > 0 || !scan.dataFilters().isEmpty()
+            || !scan.partitionFilters().isEmpty() || scan.bucketedScan() || !scan.fileConstantMetadataColumns().isEmpty())
+            return null;
+        SQLConf conf = relation.sparkSession().sessionState().conf();
+        if ("LEGACY".equals(conf.legacyTimeParserPolicy().toString())) return null;
         StructType data = relation.dataSchema(), required = scan.requiredSchema();
-        String delimiter = options.delimiter();
-        if (options.multiLine() || !options.columnPruning() || !"UTF-8".equalsIgnoreCase(options.charset())
-            || options.ignoreLeadingWhiteSpaceInRead() || options.ignoreTrailingWhiteSpaceInRead()
-            || "LEGACY".equals(conf.legacyTimeParserPolicy().toString())
-            || delimiter.length() != 1 || delimiter.charAt(0) < 0x20 || delimiter.charAt(0) > 0x7e
-            || delimiter.charAt(0) == options.quote() || delimiter.charAt(0) == options.escape()
-            || java.util.Arrays.asList(data.fieldNames()).contains(options.columnNameOfCorruptRecord())) return null;
         if (picks == null) {
             picks = new int[required.fields().length];
             for (int i = 0; i < picks.length; i++) picks[i] = i;
         }
-        int[] kinds = new int[picks.length], columns = new int[picks.length];
+        int[] kinds = new int[picks.length];
         StructType out = new StructType();
         for (int i = 0; i < picks.length; i++) {
             DataType type = required.fields()[picks[i]].dataType();
             kinds[i] = type == DataTypes.StringType ? STRING : type == DataTypes.LongType ? LONG
                 : type == DataTypes.IntegerType ? INT : type == DataTypes.TimestampType ? TIMESTAMP : 0;
             if (kinds[i] == 0) return null;
-            columns[i] = data.fieldIndex(required.fields()[picks[i]].name());
             out = out.add(required.fields()[picks[i]]);
         }
-        int[] shape = shape(options.timestampFormatInRead().isDefined() ? (String) options.timestampFormatInRead().get() : null);
+        Read read;
+        if (relation.fileFormat() instanceof CSVFileFormat) {
+            CSVOptions options = new CSVOptions(relation.options(), conf.csvColumnPruning(), conf.sessionLocalTimeZone(),
+                                                conf.columnNameOfCorruptRecord());
+            String delimiter = options.delimiter();
+            if (options.multiLine() || !options.columnPruning() || !"UTF-8".equalsIgnoreCase(options.charset())
+                || options.ignoreLeadingWhiteSpaceInRead() || options.ignoreTrailingWhiteSpaceInRead()
+                || delimiter.length() != 1 || delimiter.charAt(0) < 0x20 || delimiter.charAt(0) > 0x7e
+                || delimiter.charAt(0) == options.quote() || delimiter.charAt(0) == options.escape()
+                || java.util.Arrays.asList(data.fieldNames()).contains(options.columnNameOfCorruptRecord())) return null;
+            read = new Csv(options, data);
+        } else if (relation.fileFormat() instanceof JsonFileFormat) {
+            JSONOptionsInRead options = new JSONOptionsInRead(relation.options(), conf.sessionLocalTimeZone(),
+                                                              conf.columnNameOfCorruptRecord());
+            if (options.multiLine() || options.encoding().isDefined()
+                || java.util.Arrays.asList(data.fieldNames()).contains(options.columnNameOfCorruptRecord())) return null;
+            read = new Json(options);
+        } else {
+            return null;
+        }
+        int[] shape = shape(read.timestampFormat());
         for (int i = 0; i < kinds.length; i++) if (kinds[i] == TIMESTAMP && shape == null) return null;
-        return new Read(scan, out, options, data, required, picks, kinds, columns, shape);
+        read.set(scan, out, required, picks, kinds, shape);
+        return read;
     }
 
     /**
@@ -160,73 +175,52 @@ public final class LineScan {
         return null;
     }
 
-    /** Spark's read of one file (its split), the plain lines parsed here. */
-    static final class Read extends scala.runtime.AbstractFunction1 implements java.io.Serializable {
-        private final CSVOptions options;
-        private final StructType data, required;
-        private final int[] picks, kinds, columns;
-        private final int separator, digits;   // the timestamps' (shape)
-        private Broadcast hadoop;                   // the Hadoop settings (rows)
-        private final transient FileSourceScanExec scan;   // Spark's scan (read on the driver)
-        private final transient StructType out;     // the rows' schema
-        private final byte delimiter, quote, escape;
-        private final int comment;                  // a comment line's first character, or -1
-        private final byte[] nullValue;
-        private final long offset;                  // the time zone's, in seconds (a zone of one offset)
-        private final java.time.ZoneId zone;        // else the zone
+    /** Spark's read of one file (its split), the plain lines parsed here: the format's part in {@link File}. */
+    abstract static class Read extends scala.runtime.AbstractFunction1 implements java.io.Serializable {
+        Broadcast hadoop;                      // the Hadoop settings (rows)
+        transient FileSourceScanExec scan;     // Spark's scan (read on the driver)
+        transient StructType out;              // the rows' schema
+        StructType required;                   // the scan's columns
+        int[] picks, kinds;                    // the rows' columns: their places in required, their kinds
+        private int separator, digits;         // the timestamps' (shape)
+        private long offset;                   // the time zone's, in seconds (a zone of one offset)
+        private java.time.ZoneId zone;         // else the zone
 
-        Read(FileSourceScanExec scan, StructType out, CSVOptions options, StructType data, StructType required,
-             int[] picks, int[] kinds, int[] columns, int[] shape) {
+        /** The format's {@code timestampFormat}, null where not set. */
+        abstract String timestampFormat();
+
+        abstract java.time.ZoneId zoneId();
+
+        abstract scala.Option lineSeparator();
+
+        /** The format's reading of {@code file}, whose lines {@code text} gives (a header read off it). */
+        abstract File open(PartitionedFile file, java.util.Iterator text);
+
+        void set(FileSourceScanExec scan, StructType out, StructType required, int[] picks, int[] kinds, int[] shape) {
             this.scan = scan;
             this.out = out;
-            this.options = options;
-            this.data = data;
             this.required = required;
             this.picks = picks;
             this.kinds = kinds;
-            this.columns = columns;
             separator = shape == null ? -1 : shape[0];
             digits = shape == null ? -1 : shape[1];
-            delimiter = (byte) options.delimiter().charAt(0);
-            quote = (byte) options.quote();
-            escape = (byte) options.escape();
-            comment = options.isCommentSet() ? (int) options.comment() : -1;
-            nullValue = options.nullValue().getBytes(java.nio.charset.StandardCharsets.UTF_8);
-            java.time.zone.ZoneRules rules = options.zoneId().getRules();
-            zone = rules.isFixedOffset() ? null : options.zoneId();
+            java.time.zone.ZoneRules rules = zoneId().getRules();
+            zone = rules.isFixedOffset() ? null : zoneId();
             offset = rules.isFixedOffset() ? rules.getOffset(java.time.Instant.EPOCH).getTotalSeconds() : 0;
         }
 
         public Object apply(Object split) {
             PartitionedFile file = (PartitionedFile) split;
             final HadoopFileLinesReader lines = new HadoopFileLinesReader(
-                file, options.lineSeparatorInRead(), ((SerializableConfiguration) hadoop.value()).value());
+                file, lineSeparator(), ((SerializableConfiguration) hadoop.value()).value());
             TaskContext task = TaskContext.get();
             if (task != null) task.addTaskCompletionListener(new org.apache.spark.util.TaskCompletionListener() {
                 public void onTaskCompletion(TaskContext context) {
                     lines.close();
                 }
             });
-            final UnivocityParser parser = new UnivocityParser(data, required, options);
             final java.util.Iterator text = CollectionConverters.asJava((scala.collection.Iterator) lines);
-            // as Spark's reader: the header (the first line of the file that is not blank or a comment)
-            new CSVHeaderChecker(required, options, "CSV file: " + file.urlEncodedPath(), file.start() == 0)
-                .checkHeaderColumnNames(CollectionConverters.asScala(new java.util.Iterator() {
-                    public boolean hasNext() {
-                        return text.hasNext();
-                    }
-
-                    public Object next() {
-                        return decoded((Text) text.next());
-                    }
-                }), parser.tokenizer());
-            final FailureSafeParser spark = new FailureSafeParser(new scala.runtime.AbstractFunction1() {
-                public Object apply(Object line) {
-                    return ((scala.Option) parser.parse().apply(line)).toList();
-                }
-            }, options.parseMode(), required, options.columnNameOfCorruptRecord());
-            final int[] starts = new int[data.fields().length], ends = new int[starts.length];
-            final String comment = String.valueOf(options.comment());
+            final File format = open(file, text);
             return CollectionConverters.asScala(new java.util.Iterator() {
                 private InternalRow next;
                 private java.util.Iterator parsed;   // Spark's rows of a line not plain
@@ -244,11 +238,8 @@ public final class LineScan {
                         parsed = null;
                         if (!text.hasNext()) return false;
                         Text line = (Text) text.next();
-                        next = plain(line.getBytes(), line.getLength(), starts, ends);
-                        if (next != null) break;
-                        String s = decoded(line);
-                        if (s.trim().isEmpty() || options.isCommentSet() && s.startsWith(comment)) continue;
-                        parsed = CollectionConverters.asJava(spark.parse(s));
+                        next = format.plain(line.getBytes(), line.getLength());
+                        if (next == null) parsed = format.spark(line);
                     }
                     return true;
                 }
@@ -262,56 +253,31 @@ public final class LineScan {
             });
         }
 
-        private String decoded(Text line) {
-            return new String(line.getBytes(), 0, line.getLength(), java.nio.charset.StandardCharsets.UTF_8);
+        /** One file's lines as its format reads them. */
+        abstract class File {
+            /** The row of a plain line ({@code b}'s first {@code n} bytes), or null. */
+            abstract InternalRow plain(byte[] b, int n);
+
+            /** Spark's rows of any other line (of the scan's columns), as its reader parses it. */
+            abstract java.util.Iterator spark(Text line);
         }
 
-        /** The row of a plain line ({@code b}'s first {@code n} bytes), or null. */
-        InternalRow plain(byte[] b, int n, int[] starts, int[] ends) {
-            if (n == 0 || b[0] == comment) return null;
-            int column = 0;
-            for (int i = 0; i < n; i++) {
-                byte c = b[i];
-                if (c == delimiter) {
-                    if (++column == starts.length) return null;
-                    ends[column - 1] = i;
-                    starts[column] = i + 1;
-                } else if (c < 0x20 || c == quote || c == escape) {   // (non-ASCII bytes are negative)
-                    return null;
+        /** A field's value as column {@code k} reads it in the shape here, or null. */
+        Object value(int k, byte[] b, int from, int to) {
+            switch (kinds[k]) {
+                case STRING: return UTF8String.fromBytes(b, from, to - from);
+                case LONG: return integer(b, from, to, 18);
+                case INT: {
+                    Long v = integer(b, from, to, 9);
+                    return v == null ? null : Integer.valueOf((int) v.longValue());
                 }
+                default: return timestamp(b, from, to);
             }
-            if (column != starts.length - 1) return null;
-            starts[0] = 0;
-            ends[column] = n;
-            Object[] values = new Object[picks.length];
-            for (int k = 0; k < picks.length; k++) {
-                int from = starts[columns[k]], to = ends[columns[k]];
-                if (from == to || to - from == nullValue.length && same(b, from, nullValue)) return null;
-                Object value;
-                switch (kinds[k]) {
-                    case STRING: value = UTF8String.fromBytes(b, from, to - from); break;
-                    case LONG: value = integer(b, from, to, 18); break;
-                    case INT: {
-                        Long v = integer(b, from, to, 9);
-                        value = v == null ? null : Integer.valueOf((int) v.longValue());
-                        break;
-                    }
-                    default: value = timestamp(b, from, to);
-                }
-                if (value == null) return null;
-                values[k] = value;
-            }
-            return new GenericInternalRow(values);
-        }
-
-        private static boolean same(byte[] b, int from, byte[] value) {
-            for (int i = 0; i < value.length; i++) if (b[from + i] != value[i]) return false;
-            return true;
         }
 
         /** Digits with an optional minus, at most {@code most} of them; else null. */
-        private static Long integer(byte[] b, int from, int to, int most) {
-            boolean minus = b[from] == '-';
+        static Long integer(byte[] b, int from, int to, int most) {
+            boolean minus = to > from && b[from] == '-';
             if (minus) from++;
             if (to == from || to - from > most) return null;
             long v = 0;
@@ -353,6 +319,248 @@ public final class LineScan {
                 v = v * 10 + d;
             }
             return v;
+        }
+    }
+
+    /** CSV: Spark's {@code UnivocityParser} for the lines not plain, its header and comment handling. */
+    static final class Csv extends Read {
+        private final CSVOptions options;
+        private final StructType data;
+        private final byte delimiter, quote, escape;
+        private final int comment;                  // a comment line's first character, or -1
+        private final byte[] nullValue;
+        private int[] columns;                      // the picks' places in the file's columns
+
+        Csv(CSVOptions options, StructType data) {
+            this.options = options;
+            this.data = data;
+            delimiter = (byte) options.delimiter().charAt(0);
+            quote = (byte) options.quote();
+            escape = (byte) options.escape();
+            comment = options.isCommentSet() ? (int) options.comment() : -1;
+            nullValue = options.nullValue().getBytes(java.nio.charset.StandardCharsets.UTF_8);
+        }
+
+        String timestampFormat() {
+            return options.timestampFormatInRead().isDefined() ? (String) options.timestampFormatInRead().get() : null;
+        }
+
+        java.time.ZoneId zoneId() {
+            return options.zoneId();
+        }
+
+        scala.Option lineSeparator() {
+            return options.lineSeparatorInRead();
+        }
+
+        void set(FileSourceScanExec scan, StructType out, StructType required, int[] picks, int[] kinds, int[] shape) {
+            super.set(scan, out, required, picks, kinds, shape);
+            columns = new int[picks.length];
+            for (int k = 0; k < picks.length; k++) columns[k] = data.fieldIndex(required.fields()[picks[k]].name());
+        }
+
+        File open(PartitionedFile file, final java.util.Iterator text) {
+            final UnivocityParser parser = new UnivocityParser(data, required, options);
+            // as Spark's reader: the header (the first line of the file that is not blank or a comment)
+            new CSVHeaderChecker(required, options, "CSV file: " + file.urlEncodedPath(), file.start() == 0)
+                .checkHeaderColumnNames(CollectionConverters.asScala(new java.util.Iterator() {
+                    public boolean hasNext() {
+                        return text.hasNext();
+                    }
+
+                    public Object next() {
+                        return decoded((Text) text.next());
+                    }
+                }), parser.tokenizer());
+            final FailureSafeParser spark = new FailureSafeParser(new scala.runtime.AbstractFunction1() {
+                public Object apply(Object line) {
+                    return ((scala.Option) parser.parse().apply(line)).toList();
+                }
+            }, options.parseMode(), required, options.columnNameOfCorruptRecord());
+            final String commentLine = String.valueOf(options.comment());
+            final int[] starts = new int[data.fields().length], ends = new int[starts.length];
+            return new File() {
+                InternalRow plain(byte[] b, int n) {
+                    if (n == 0 || b[0] == comment) return null;
+                    int column = 0;
+                    for (int i = 0; i < n; i++) {
+                        byte c = b[i];
+                        if (c == delimiter) {
+                            if (++column == starts.length) return null;
+                            ends[column - 1] = i;
+                            starts[column] = i + 1;
+                        } else if (c < 0x20 || c == quote || c == escape) {   // (non-ASCII bytes are negative)
+                            return null;
+                        }
+                    }
+                    if (column != starts.length - 1) return null;
+                    starts[0] = 0;
+                    ends[column] = n;
+                    Object[] values = new Object[picks.length];
+                    for (int k = 0; k < picks.length; k++) {
+                        int from = starts[columns[k]], to = ends[columns[k]];
+                        if (from == to || to - from == nullValue.length && same(b, from, nullValue)) return null;
+                        if ((values[k] = value(k, b, from, to)) == null) return null;
+                    }
+                    return new GenericInternalRow(values);
+                }
+
+                java.util.Iterator spark(Text line) {
+                    String s = decoded(line);
+                    if (s.trim().isEmpty() || options.isCommentSet() && s.startsWith(commentLine)) return null;
+                    return CollectionConverters.asJava(spark.parse(s));
+                }
+            };
+        }
+
+        private static String decoded(Text line) {
+            return new String(line.getBytes(), 0, line.getLength(), java.nio.charset.StandardCharsets.UTF_8);
+        }
+
+        private static boolean same(byte[] b, int from, byte[] value) {
+            for (int i = 0; i < value.length; i++) if (b[from + i] != value[i]) return false;
+            return true;
+        }
+    }
+
+    /**
+     * JSON lines: Spark's {@code JacksonParser} for the lines not plain. Plain: an object on one
+     * line with no whitespace, its names and string values ASCII without escapes or control
+     * characters, its other values integers (no leading zero), {@code true}, {@code false} or
+     * {@code null}; each column read once, by its exact name, a string (STRING, TIMESTAMP) or an
+     * integer (BIGINT, INT); no other name that differs from a column's by case alone.
+     */
+    static final class Json extends Read {
+        private final JSONOptionsInRead options;
+        private byte[][] names;                      // the scan's columns, as bytes
+
+        Json(JSONOptionsInRead options) {
+            this.options = options;
+        }
+
+        String timestampFormat() {
+            return options.timestampFormatInRead().isDefined() ? (String) options.timestampFormatInRead().get() : null;
+        }
+
+        java.time.ZoneId zoneId() {
+            return options.zoneId();
+        }
+
+        scala.Option lineSeparator() {
+            return options.lineSeparatorInRead();
+        }
+
+        void set(FileSourceScanExec scan, StructType out, StructType required, int[] picks, int[] kinds, int[] shape) {
+            super.set(scan, out, required, picks, kinds, shape);
+            names = new byte[required.fields().length][];
+            for (int c = 0; c < names.length; c++)
+                names[c] = required.fields()[c].name().getBytes(java.nio.charset.StandardCharsets.UTF_8);
+        }
+
+        File open(PartitionedFile file, java.util.Iterator text) {
+            final JacksonParser parser = new JacksonParser(required, options, true,
+                                                           scala.collection.immutable.Nil$.MODULE$);
+            final scala.Function2 create = new scala.runtime.AbstractFunction2() {
+                public Object apply(Object factory, Object line) {
+                    return CreateJacksonParser.text((com.fasterxml.jackson.core.JsonFactory) factory, (Text) line);
+                }
+            };
+            final scala.Function1 literal = new scala.runtime.AbstractFunction1() {
+                public Object apply(Object line) {
+                    return UTF8String.fromBytes(((Text) line).getBytes(), 0, ((Text) line).getLength());
+                }
+            };
+            final FailureSafeParser spark = new FailureSafeParser(new scala.runtime.AbstractFunction1() {
+                public Object apply(Object line) {
+                    return parser.parse(line, create, literal);
+                }
+            }, options.parseMode(), required, options.columnNameOfCorruptRecord());
+            final int[] at = new int[names.length];      // per column: where its value starts, or -1
+            final int[] until = new int[names.length];
+            final boolean[] quoted = new boolean[names.length];
+            return new File() {
+                InternalRow plain(byte[] b, int n) {
+                    if (n < 2 || b[0] != '{' || b[n - 1] != '}' || b[1] == '}') return null;
+                    java.util.Arrays.fill(at, -1);
+                    int i = 1;
+                    while (true) {
+                        int name = string(b, i, n);   // the name's closing quote
+                        if (name < 0 || name + 1 >= n || b[name + 1] != ':') return null;
+                        int column = column(b, i + 1, name);
+                        if (column == -2) return null;
+                        int from = name + 2, to;
+                        boolean text = from < n && b[from] == '"';
+                        if (text) {
+                            to = string(b, from, n);
+                            if (to < 0) return null;
+                            to++;
+                        } else {
+                            to = from;
+                            while (to < n && b[to] != ',' && b[to] != '}') to++;
+                            if (!literal(b, from, to)) return null;
+                        }
+                        if (column >= 0) {
+                            if (at[column] >= 0) return null;   // a name twice
+                            at[column] = text ? from + 1 : from;
+                            until[column] = text ? to - 1 : to;
+                            quoted[column] = text;
+                        }
+                        if (to == n - 1) break;
+                        if (to >= n || b[to] != ',') return null;
+                        i = to + 1;
+                    }
+                    Object[] values = new Object[picks.length];
+                    for (int k = 0; k < picks.length; k++) {
+                        int c = picks[k];
+                        if (at[c] < 0 || quoted[c] != (kinds[k] == STRING || kinds[k] == TIMESTAMP)) return null;   // (literals checked)
+                        if ((values[k] = value(k, b, at[c], until[c])) == null) return null;
+                    }
+                    return new GenericInternalRow(values);
+                }
+
+                java.util.Iterator spark(Text line) {
+                    return CollectionConverters.asJava(spark.parse(line));
+                }
+            };
+        }
+
+        /** The closing quote of the plain string that opens at {@code from}, or -1. */
+        private static int string(byte[] b, int from, int n) {
+            if (from >= n || b[from] != '"') return -1;
+            for (int i = from + 1; i < n; i++) {
+                byte c = b[i];
+                if (c == '"') return i;
+                if (c < 0x20 || c == '\\') return -1;   // (non-ASCII bytes are negative)
+            }
+            return -1;
+        }
+
+        /** Whether {@code b[from, to)} is an integer (digits, an optional minus, no leading zero), true, false or null. */
+        private static boolean literal(byte[] b, int from, int to) {
+            int n = to - from;
+            if (n == 4 && (b[from] == 't' && b[from + 1] == 'r' && b[from + 2] == 'u' && b[from + 3] == 'e'
+                           || b[from] == 'n' && b[from + 1] == 'u' && b[from + 2] == 'l' && b[from + 3] == 'l')) return true;
+            if (n == 5 && b[from] == 'f' && b[from + 1] == 'a' && b[from + 2] == 'l' && b[from + 3] == 's' && b[from + 4] == 'e')
+                return true;
+            int first = from < to && b[from] == '-' ? from + 1 : from;
+            return integer(b, from, to, 18) != null && !(b[first] == '0' && to - first > 1);
+        }
+
+        /** The column named {@code b[from, to)}: its place, -1 for none, -2 for a name that differs from one by case alone. */
+        private int column(byte[] b, int from, int to) {
+            int found = -1;
+            for (int c = 0; c < names.length; c++) {
+                byte[] name = names[c];
+                if (name.length != to - from) continue;
+                boolean exact = true, folded = true;
+                for (int i = 0; i < name.length && folded; i++) {
+                    if (name[i] != b[from + i]) exact = false;
+                    folded = Character.toLowerCase((char) name[i]) == Character.toLowerCase((char) b[from + i]);
+                }
+                if (exact) return c;
+                if (folded) found = -2;
+            }
+            return found;
         }
     }
 }
