@@ -190,8 +190,8 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
 
     Without mini-batch, every task starts from the states the rows before its own leave
     (an aggregate's state is a function of its input table). Read straight from the source
-    in up to ``PREFIX_CHUNKS`` chunks (and not from files Spark's parser reads row by row,
-    JSON or CSV the kit does not read itself, which a task would parse again from their start:
+    in up to ``PREFIX_CHUNKS`` chunks (and not from CSV or JSON files that Spark's parser
+    reads row by row, not the kit's own read, which a task would parse again from their start:
     ``jvm.parses_rows``, ``jvm.read_by_lines``), the tasks
     (``options.tasks``, at most one per core and ``SPAN_TASKS``) take spans of the arrivals
     (``spans``), whatever the chunks: each

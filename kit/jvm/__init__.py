@@ -27,9 +27,9 @@ class                          what it computes                              Pyt
                                chained, each over the one before, fused;     level by level
                                seeded with the earlier chunks' states; with
                                mini-batch (``Chain.MiniBatch``), in one task
-``flinkkit.LineScan``          the rows of CSV files, as the passes above    Spark's CSV reader
-                               read them: plain lines parsed in Java, the
-                               others by Spark's parser
+``flinkkit.LineScan``          the rows of CSV and JSON-lines files, as      Spark's readers
+                               the passes above read them: plain lines
+                               parsed in Java, the others by Spark's parser
 ``flinkkit.LocalFileSystem``   Hadoop's local files, permissions set with    Hadoop's own (a ``chmod``
                                java.nio (a local session's ``file:``)        process each)
 ``flinkkit.Bridge``            on a Spark Connect server: py4j commands      none: without it, plan
@@ -273,8 +273,9 @@ def parses_rows(df) -> bool:
 
 
 def read_by_lines(df) -> bool:
-    """``LineScan.reads``: whether the kit's passes read ``df``'s CSV files themselves, their
-    plain lines parsed in Java (read again, they cost little; Spark's parse costs 3-10x)."""
+    """``LineScan.reads``: whether the kit's passes read ``df``'s CSV or JSON-lines files
+    themselves, their plain lines parsed in Java (read again, they cost little; Spark's
+    parse costs 3-10x as much)."""
     return bool(bridge.jvm(df.sparkSession).flinkkit.LineScan.reads(bridge.dataset(df)))
 
 
