@@ -58,7 +58,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from . import sparksql
+from . import jvm, sparksql
 from .arrow import map_in_arrow
 from .errors import KitError, fail, fail_sql
 from .time import Clock, Duration, WatermarkStrategy, to_duration
@@ -155,10 +155,11 @@ class Stream:
 
     @cached_property
     def rows(self) -> int:
-        """The input's rows: ``known_rows`` where known, else Spark's count of the source (a
-        job that reads no column where the format can skip them: Parquet's footers)."""
+        """The input's rows: ``known_rows`` where known, else a count of the source (a job
+        that reads no column where the format can skip them: Parquet's footers; CSV and JSON
+        lines the kit's own read counts: ``jvm.count``)."""
         known = self.known_rows
-        return known if known is not None else self.source.count()
+        return known if known is not None else jvm.count(self.source)
 
     def columns_only(self, columns: list) -> DataFrame:
         """``df``'s ``columns`` (the input's, and the stream's ``proctime``), typed as ``df`` has

@@ -177,3 +177,20 @@ def test_the_kits_read_of_json_lines_equals_sparks(spark, case):
         assert _taken(spark, df) == (options.get("timestampFormat") != "dd/MM/yyyy HH:mm"
                                      or not any(c.startswith("t") for c in columns))
         assert _rows(spark, df) == _json(df)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+def test_a_streams_rows_are_counted_by_the_kits_read(spark, tmp_path, monkeypatch, fmt):
+    """``Stream.rows`` of CSV or JSON lines the kit reads: its own read's count (Spark's count
+    of JSON lines parses each with Jackson), Spark's rows (a blank line none)."""
+    import kit
+    lines = {"csv": ["w1,1", "", "w2,2", "w3,3"], "json": ['{"word":"w1","t":1}', "", '{"word":"w2","t":2}',
+                                                           '{"word":"w3","t":3}']}
+    (tmp_path / f"part.{fmt}").write_text("\n".join(lines[fmt]) + "\n", encoding="utf-8")
+    df = getattr(spark.read.schema("word STRING, t BIGINT"), fmt)(str(tmp_path))
+    want = df.count()
+    stream = kit.stream(df, time="t")
+    counted = []   # the DataFrames Spark counts (its classic class's count)
+    monkeypatch.setattr(type(df), "count", lambda self, count=type(df).count: counted.append(self) or count(self))
+    assert stream.rows == want == 3
+    assert df not in counted and len(counted) == 1   # the kit's read, counted
