@@ -64,6 +64,12 @@ import scala.jdk.javaapi.CollectionConverters;
  * ({@code multiLine} off, UTF-8), not under the legacy time parser, without a corrupt-record
  * column, picking STRING, BIGINT, INT and TIMESTAMP columns only; for CSV also no whitespace
  * trimmed, column pruning on, the delimiter one ASCII character, not the quote or escape one.
+ *
+ * <p>Why by hand: the rows must be Spark's reader's, so Spark's parsers stay the reference
+ * and take every line that is not plain; what is left is a byte scan of the plain shape.
+ * pyarrow's CSV and JSON readers (C++, threaded) parse as fast, but their rows would cross
+ * into the JVM through Arrow, and they differ from Spark's in quoting, nulls and timestamps;
+ * univocity and Jackson are what Spark already runs (the cost above).
  */
 public final class LineScan {
     private LineScan() {
