@@ -38,8 +38,8 @@ import scala.jdk.javaapi.CollectionConverters;
  * <p>A DataFrame that only reads columns of a file (a scan whose column batches Spark turns
  * into rows), perhaps renamed or reordered, is read from the batches in place, each row a
  * view of its batch ({@link Memo}: work done once per value of a Parquet dictionary).
- * One that only reads columns of CSV files is read by {@link LineScan}: their plain lines
- * parsed by the kit, the others by Spark's parser.
+ * One that only reads columns of CSV or JSON-lines files is read by {@link LineScan}: their
+ * plain lines parsed by the kit, the others by Spark's parser.
  *
  * <p>The input is planned without adaptive execution, so that a shuffle in it runs when
  * the result is read, not when it is built (adaptive plans run their shuffles to plan on).
@@ -69,7 +69,7 @@ public final class Internal {
             conf.setConfString(adaptive, before);
         }
         SparkPlan columnar = columnarSource(plan.executedPlan());
-        RDD lines = columnar == null ? LineScan.rows(plan.executedPlan()) : null;   // a CSV file, its plain lines parsed here
+        RDD lines = columnar == null ? LineScan.rows(plan.executedPlan()) : null;   // CSV or JSON lines: plain ones parsed here
         RDD in = columnar != null ? columnar.executeColumnar() : lines != null ? lines : plan.toRdd();
         if (groups != null) in = in.coalesce(in.getNumPartitions(), false, scala.Option.apply(groups), null);
         RDD out = in.mapPartitionsWithIndex(new Partition(f, columnar != null,

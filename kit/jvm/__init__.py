@@ -275,16 +275,18 @@ def parses_rows(df) -> bool:
 def read_by_lines(df) -> bool:
     """``LineScan.reads``: whether the kit's passes read ``df``'s CSV or JSON-lines files
     themselves, their plain lines parsed in Java (read again, they cost little; Spark's
-    parse costs 3-10x as much)."""
-    return bool(bridge.jvm(df.sparkSession).flinkkit.LineScan.reads(bridge.dataset(df)))
+    parse costs 3-10x as much); False where the session lacks the class."""
+    return available(df.sparkSession, "LineScan") and bool(
+        bridge.jvm(df.sparkSession).flinkkit.LineScan.reads(bridge.dataset(df)))
 
 
 def count(df) -> int:
     """``df``'s rows: where the kit reads its files (``read_by_lines``), the count of its own
     read (Spark's count of JSON lines parses every one with Jackson: 3x as long), else Spark's."""
-    if available(df.sparkSession, "LineScan") and read_by_lines(df):
-        return bridge.frame(bridge.jvm(df.sparkSession).flinkkit.LineScan.read(bridge.dataset(df)), df.sparkSession).count()
-    return df.count()
+    if not read_by_lines(df):
+        return df.count()
+    spark = df.sparkSession
+    return bridge.frame(bridge.jvm(spark).flinkkit.LineScan.read(bridge.dataset(df)), spark).count()
 
 
 def order_free(df) -> bool:

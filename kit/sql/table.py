@@ -155,14 +155,15 @@ class DynamicTable:
         """The table once every row has arrived, as the changelog leaves it (``snapshot()``),
         sorted by its columns: the batch query's rows, but for one case, as in Flink: a global
         aggregate (no GROUP BY) over no rows has sent nothing, so its table is empty where the
-        batch query gives one row (``COUNT(*)`` 0). Where group aggregates and Calcs alone make it and the order of the arrivals cannot
-        change it (``_order_free``), Spark runs the batch query over the sources, in parallel --
-        but over CSV or JSON files that the kit's passes read themselves (``jvm.read_by_lines``), whose
-        parse in Spark's batch read costs more than the fold below. Else, where group aggregates fused over a stream make the table (through Calcs), their
-        pass folds the arrivals in without emitting and gives the last table alone
-        (``aggregate_compiled.chain``'s ``final``): the same rows as the changelog's snapshot,
-        without the changes. Planned once: the table's DataFrame methods (``t.count()``,
-        ``t.show()``) read the same DataFrame."""
+        batch query gives one row (``COUNT(*)`` 0). Where group aggregates and Calcs alone make
+        it and the order of the arrivals cannot change it (``_order_free``), Spark runs the
+        batch query over the sources, in parallel -- but over CSV or JSON files that the kit's
+        passes read themselves (``jvm.read_by_lines``), whose parse in Spark's batch read costs
+        more than the fold below. Else, where group aggregates fused over a stream make the
+        table (through Calcs), their pass folds the arrivals in without emitting and gives the
+        last table alone (``aggregate_compiled.chain``'s ``final``): the same rows as the
+        changelog's snapshot, without the changes. Planned once: the table's DataFrame methods
+        (``t.count()``, ``t.show()``) read the same DataFrame."""
         return self._final_table
 
     @cached_property
