@@ -173,19 +173,20 @@ def test_final_is_the_batch_query_where_no_order_of_arrivals_changes_it(spark, q
 
 @pytest.mark.parametrize("header", [False, True])
 def test_final_over_csv_files_the_kit_reads_is_folded_not_the_batch_query(spark, tmp_path, header):
-    """Over CSV files that the kit's passes read themselves (``LineScan``), ``final()`` is the
-    fused cascade's fold, not Spark's batch query (whose parse of the files costs more): no
-    file scan of Spark's in its plan; the rows are the batch query's. A file Spark's parser
-    reads row by row (JSON) still gets the batch query."""
+    """Over CSV or JSON files that the kit's passes read themselves (``LineScan``), ``final()``
+    is the fused cascade's fold, not Spark's batch query (whose parse of the files costs
+    more): no file scan of Spark's in its plan; the rows are the batch query's. Files the kit
+    leaves to Spark's reader (CSV read with ``multiLine``) still get the batch query."""
     rows = [(f"w{(i * i) % 11}", i) for i in range(60)]
     df = spark.createDataFrame(rows, "word string, t bigint").repartition(3, "t").sortWithinPartitions("t")
     query = "SELECT cnt, COUNT(cnt) AS freq FROM (SELECT word, COUNT(*) AS cnt FROM words GROUP BY word) GROUP BY cnt"
     df.createOrReplaceTempView("words_batch")
     batch = sorted(tuple(r) for r in spark.sql(query.replace("FROM words", "FROM words_batch")).collect())
-    for fmt, kit_reads in (("csv", True), ("json", False)):
-        getattr(df.write.option("header", header), fmt)(str(tmp_path / fmt))
-        source = getattr(spark.read.schema("word string, t bigint").option("header", header), fmt)(str(tmp_path / fmt))
-        t = kit.sql(query, words=kit.stream(source, time="t"))
+    for fmt, options, kit_reads in (("csv", {}, True), ("json", {}, True), ("csv", {"multiLine": True}, False)):
+        folder = str(tmp_path / f"{fmt}{len(options)}")
+        getattr(df.write.option("header", header), fmt)(folder)
+        reader = spark.read.schema("word string, t bigint").option("header", header).options(**options)
+        t = kit.sql(query, words=kit.stream(getattr(reader, fmt)(folder), time="t"))
         final = t.final()
         plan = final._jdf.queryExecution().executedPlan().toString()
         assert ("FileScan" not in plan) is kit_reads, plan
