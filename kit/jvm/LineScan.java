@@ -272,7 +272,7 @@ public final class LineScan {
         /** A field's value as column {@code k} reads it in the shape here, or null. */
         Object value(int k, byte[] b, int from, int to) {
             switch (kinds[k]) {
-                case STRING: return UTF8String.fromBytes(b, from, to - from);   // a view of the line: as Spark's rows, valid until the next
+                case STRING: return UTF8String.fromBytes(java.util.Arrays.copyOfRange(b, from, to));   // (b: the next line's too)
                 case LONG: return integer(b, from, to, 18);
                 case INT: {
                     Long v = integer(b, from, to, 9);
