@@ -158,7 +158,7 @@ public final class LineScan {
         } else {
             return null;
         }
-        int[] shape = shape(read.timestampFormat());
+        int[] shape = shape(read.timestampFormat);
         for (int i = 0; i < kinds.length; i++) if (kinds[i] == TIMESTAMP && shape == null) return null;
         read.set(scan, out, required, picks, kinds, shape);
         return read;
@@ -193,12 +193,15 @@ public final class LineScan {
         private long offset;                   // the time zone's, in seconds (a zone of one offset)
         private java.time.ZoneId zone;         // else the zone
 
-        /** The format's {@code timestampFormat}, null where not set. */
-        abstract String timestampFormat();
+        final String timestampFormat;                // the format's, null where not set
+        private final java.time.ZoneId zoneId;       // the session's time zone
+        private final scala.Option lineSeparator;    // the format's, as its reader takes it
 
-        abstract java.time.ZoneId zoneId();
-
-        abstract scala.Option lineSeparator();
+        Read(scala.Option timestampFormat, java.time.ZoneId zoneId, scala.Option lineSeparator) {
+            this.timestampFormat = timestampFormat.isDefined() ? (String) timestampFormat.get() : null;
+            this.zoneId = zoneId;
+            this.lineSeparator = lineSeparator;
+        }
 
         /** The format's reading of {@code file}, whose lines {@code text} gives (a header read off it). */
         abstract File open(PartitionedFile file, java.util.Iterator text);
@@ -211,15 +214,15 @@ public final class LineScan {
             this.kinds = kinds;
             separator = shape == null ? -1 : shape[0];
             digits = shape == null ? -1 : shape[1];
-            java.time.zone.ZoneRules rules = zoneId().getRules();
-            zone = rules.isFixedOffset() ? null : zoneId();
+            java.time.zone.ZoneRules rules = zoneId.getRules();
+            zone = rules.isFixedOffset() ? null : zoneId;
             offset = rules.isFixedOffset() ? rules.getOffset(java.time.Instant.EPOCH).getTotalSeconds() : 0;
         }
 
         public Object apply(Object split) {
             PartitionedFile file = (PartitionedFile) split;
             final HadoopFileLinesReader lines = new HadoopFileLinesReader(
-                file, lineSeparator(), ((SerializableConfiguration) hadoop.value()).value());
+                file, lineSeparator, ((SerializableConfiguration) hadoop.value()).value());
             TaskContext task = TaskContext.get();
             if (task != null) task.addTaskCompletionListener(new org.apache.spark.util.TaskCompletionListener() {
                 public void onTaskCompletion(TaskContext context) {
@@ -339,6 +342,7 @@ public final class LineScan {
         private int[] columns;                      // the picks' places in the file's columns
 
         Csv(CSVOptions options, StructType data) {
+            super(options.timestampFormatInRead(), options.zoneId(), options.lineSeparatorInRead());
             this.options = options;
             this.data = data;
             delimiter = (byte) options.delimiter().charAt(0);
@@ -346,18 +350,6 @@ public final class LineScan {
             escape = (byte) options.escape();
             comment = options.isCommentSet() ? (int) options.comment() : -1;
             nullValue = options.nullValue().getBytes(java.nio.charset.StandardCharsets.UTF_8);
-        }
-
-        String timestampFormat() {
-            return options.timestampFormatInRead().isDefined() ? (String) options.timestampFormatInRead().get() : null;
-        }
-
-        java.time.ZoneId zoneId() {
-            return options.zoneId();
-        }
-
-        scala.Option lineSeparator() {
-            return options.lineSeparatorInRead();
         }
 
         void set(FileSourceScanExec scan, StructType out, StructType required, int[] picks, int[] kinds, int[] shape) {
@@ -442,19 +434,8 @@ public final class LineScan {
         private byte[][] names;                      // the scan's columns, as bytes
 
         Json(JSONOptionsInRead options) {
+            super(options.timestampFormatInRead(), options.zoneId(), options.lineSeparatorInRead());
             this.options = options;
-        }
-
-        String timestampFormat() {
-            return options.timestampFormatInRead().isDefined() ? (String) options.timestampFormatInRead().get() : null;
-        }
-
-        java.time.ZoneId zoneId() {
-            return options.zoneId();
-        }
-
-        scala.Option lineSeparator() {
-            return options.lineSeparatorInRead();
         }
 
         void set(FileSourceScanExec scan, StructType out, StructType required, int[] picks, int[] kinds, int[] shape) {
