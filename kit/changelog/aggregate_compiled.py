@@ -245,7 +245,7 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
         args = sorted({c.arg for c in calls if c.arg is not None})
         raw = [f"{sparksql.name(columns[c])} AS {sparksql.name(i)}" for c, i in zip([*keys, *args], df.columns)]
     numbered = raw is not None and not isinstance(stream.proctime, str)   # the arrivals numbered in the pass
-    # tasks of spans; not over files parsed row by row, which a span's task would parse again from the start
+    # tasks of spans; not over files Spark parses row by row, which a span's task would parse again from the start
     rows_parsed = numbered and jvm.parses_rows(stream.source)   # a file parsed row by row: CSV, JSON
     reparsed = rows_parsed and not jvm.read_by_lines(stream.source)   # by Spark's parser, at every read
     prefixes = numbered and not mini_batch and chunks <= PREFIX_CHUNKS and not (
