@@ -84,6 +84,8 @@ def column(values: list, dtype: T.DataType, arrow: pa.DataType, nan_is_null: boo
     elif isinstance(dtype, (T.FloatType, T.DoubleType)):
         values = [None if v is None or (nan_is_null and v != v) else float(v) for v in values]
     elif isinstance(dtype, T.TimestampType):
+        if all(v is None or type(v) is int for v in values):   # epoch ms, converted at once
+            return pa.array(values, pa.int64()).cast(pa.timestamp("ms")).cast(arrow)
         if all(v is None or isinstance(v, np.datetime64) for v in values):   # numpy's, converted at once
             return pa.array(np.array(values, dtype="datetime64[us]"), from_pandas=True).cast(arrow)
         values = [_datetime(v) for v in values]   # datetimes, not pandas: years 1 to 9999

@@ -204,7 +204,7 @@ def test_the_window_operators_state_pickles_between_elements():
        st.sampled_from(["ms", "us"]))
 def test_numpy_timestamps_become_arrow_at_once_as_one_at_a_time(millis, unit):
     """``kit.arrow.column``'s fast path (every value a numpy datetime64 or None, as the
-    matcher's measures are) gives the column the per-value path gives, years 1 to 9999."""
+    matcher's measures are live) gives the column the per-value path gives, years 1 to 9999."""
     import numpy as np
     import pyarrow as pa
 
@@ -213,3 +213,16 @@ def test_numpy_timestamps_become_arrow_at_once_as_one_at_a_time(millis, unit):
     values = [None if v is None else np.datetime64(v, "ms").astype(f"datetime64[{unit}]") for v in millis]
     arrow = pa.timestamp("us", tz="UTC")
     assert column(values, T.TimestampType(), arrow).equals(pa.array([_datetime(v) for v in values], type=arrow))
+
+
+@given(st.lists(st.one_of(st.none(), st.integers(-62_135_596_800_000, 253_402_300_799_999)), max_size=30))
+def test_epoch_milliseconds_become_arrow_at_once_as_one_at_a_time(millis):
+    """``kit.arrow.column``'s fast path for epoch milliseconds (every value an int or None, as
+    the matcher's TIMESTAMP measures are in a query: ``run_partition(epoch_ms=True)``) gives
+    the column the per-value path gives, years 1 to 9999."""
+    import pyarrow as pa
+
+    from kit.arrow import _datetime, column
+
+    arrow = pa.timestamp("us", tz="UTC")
+    assert column(millis, T.TimestampType(), arrow).equals(pa.array([_datetime(v) for v in millis], type=arrow))

@@ -85,20 +85,21 @@ class PartitionResult:
 def run_partition(columns: dict, spec, semantics: str = "flink", aggregates: dict | None = None,
                   *, rowtime: str | None = None, proctime: str | None = None,
                   max_threads: int = 10_000, step_budget: int | None = None,
-                  trace: list | None = None) -> PartitionResult:
+                  trace: list | None = None, epoch_ms: bool = False) -> PartitionResult:
     """Match ``spec`` on one partition whose rows are already in processing order.
 
     ``trace``: a list that receives every DEFINE evaluation, in order, as a dict
     ``{"row", "variable", "rows", "classifiers", "result"}`` (the rows and labels the
     condition saw, the row being classified last) -- the seed's evaluation tables.
     ``step_budget``: the most steps the matcher may take (None: ``budget.py``'s default).
+    ``epoch_ms``: TIMESTAMP measures as epoch milliseconds, not ``datetime64`` (``Measures``).
     """
     lists, stamps = prepare_columns(columns)
     # Flink's matches are contiguous blocks of unique variables: its DEFINEs read blocks
     # (``run_blocks``), unless a trace wants every evaluation's rows and labels
     blocks = semantics != "standard" and trace is None
     p = Partition(lists, stamps, spec, semantics, aggregates, rowtime=rowtime, proctime=proctime,
-                  step_budget=step_budget, trace=trace, blocks=blocks)
+                  step_budget=step_budget, trace=trace, blocks=blocks, epoch_ms=epoch_ms)
     if semantics == "standard":
         return _standard(spec, p.conditions, [1], p.measures, p.after, p.rows, p.times,
                          spec.subset_map, max_threads, p.budget, full_history=trace is not None)
@@ -126,7 +127,7 @@ class Partition:
 
     def __init__(self, lists: dict, stamps, spec, semantics: str = "flink", aggregates: dict | None = None,
                  *, rowtime: str | None = None, proctime: str | None = None, step_budget: int | None = None,
-                 trace: list | None = None, blocks: bool = False):
+                 trace: list | None = None, blocks: bool = False, epoch_ms: bool = False):
         if semantics not in SEMANTICS:
             raise MatchRecognizeError("MATCH_RECOGNIZE", f"unknown semantics {semantics!r}; "
                                                          f"choose one of {', '.join(SEMANTICS)}")
@@ -146,7 +147,8 @@ class Partition:
                       avg_truncates=semantics == "flink-2.3")
         self.define_env = Env(lists, clause="DEFINE", **common)
         self.budget = Budget(spec.pattern, self.rows, step_budget, self.define_env.reads)
-        self.measures = Measures(spec, Env(lists, clause="MEASURES", all_rows=spec.rows_per_match != ONE_ROW, **common))
+        self.measures = Measures(spec, Env(lists, clause="MEASURES", all_rows=spec.rows_per_match != ONE_ROW, **common),
+                                 epoch_ms)
         self.conditions = {}
         for var, expr in ([] if blocks else spec.define):
             self.conditions[var] = compile_fast(expr, self.define_env, var)

@@ -69,11 +69,15 @@ def _scalar(v):
 class Measures:
     """The MEASURES of a clause, compiled against one partition."""
 
-    def __init__(self, spec, env: Env):
+    def __init__(self, spec, env: Env, epoch_ms: bool = False):
+        """``epoch_ms``: TIMESTAMP measures stay epoch milliseconds (ints), for a caller that
+        builds Arrow columns of them at once (``kit.arrow.column``), not ``datetime64``s."""
         self.spec = spec
         self.names = [m.alias for m in spec.measures]
         self.fns = [compile_fast(m.expr, env) for m in spec.measures]
-        self.stamps = [is_timestamp(m.expr, env) for m in spec.measures]
+        self.stamps = [is_timestamp(m.expr, env) and not epoch_ms for m in spec.measures]
+        if not any(self.stamps):
+            self._out = tuple
 
     def _out(self, values):
         return tuple(np.datetime64(v, "ms") if s and v is not None else v

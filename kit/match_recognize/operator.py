@@ -316,7 +316,8 @@ class _Plan:
             """One PARTITION BY group's rows, matched: its output batches."""
             try:
                 result = run_partition({c: _numpy(group.column(c)) for c in inputs}, spec, semantics,
-                                       aggregates=aggregates, rowtime=rowtime, proctime=proctime, **limits)
+                                       aggregates=aggregates, rowtime=rowtime, proctime=proctime, epoch_ms=True,
+                                       **limits)
             except KitError as e:  # e.g. SKIP TO FIRST onto the match's first row: Flink fails the job
                 where = ", ".join(f"{c}={group.column(c)[0].as_py()!r}" for c in partition_by)
                 yield _error_row(group, arrow, _runtime(e).in_partition(where or "all rows"))
@@ -366,13 +367,11 @@ class _Plan:
         keep = unique + tail
 
         def emit(group, result, arrow):
-            if one_row:
-                index, values = [0] * len(result.rows), [list(r) for r in result.rows]
-            else:
-                index, values = [r[0] for r in result.rows], [list(r[1:]) for r in result.rows]
+            by_column = [list(c) for c in zip(*result.rows)] or [[] for _ in range(len(measures) + 1 - one_row)]
+            index = [0] * len(result.rows) if one_row else by_column.pop(0)
             taken = group.select(keep).take(pa.array(index, pa.int64())).columns  # None: a NULL row
-            return taken[:len(unique)] + [column(_scaled([v[j] for v in values], dtype), dtype, arrow.field(name).type)
-                                          for j, (name, dtype) in enumerate(measures)] + taken[len(unique):]
+            return taken[:len(unique)] + [column(_scaled(values, dtype), dtype, arrow.field(name).type)
+                                          for values, (name, dtype) in zip(by_column, measures)] + taken[len(unique):]
 
         out = self._run(T.StructType([self.schema[c] for c in unique] + [
             T.StructField(name, dtype, True) for name, dtype in measures] + [self.schema[c] for c in tail]),
