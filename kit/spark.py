@@ -12,6 +12,10 @@ setting                                            why
 ``spark.sql.session.timeZone = UTC``               timestamps mean what Flink's ``TIMESTAMP(3)`` means
 ``spark.sql.execution.arrow.pyspark.enabled``      pandas in and out through Arrow
 ``spark.sql.shuffle.partitions = <cores>``         a tiny job pays ~0.25 s with 2, ~0.42 s with 200
+``spark.sql.execution.arrow.maxBytesPerBatch``     Arrow batches to Python bounded by rows alone
+``= 2147483647`` (no bound)                        (10,000), as before Spark 4.0: its 64 MB bound
+                                                   measures the batch at every row, ~20 % of a
+                                                   task's JVM time into ``mapInArrow``
 ``spark.ui.enabled = false``, no progress bar      nothing to serve, nothing printed in cells
 log4j at ERROR, JVM output to ``LOG_FILE``         no JVM warnings in notebook cells
 PySpark's query-error loggers off                  no Java stack traces for a failed query
@@ -41,7 +45,8 @@ A session the kit did not start locally is *adopted* once (``adopt``), as a clus
 
 - its SQL settings: UTC and Arrow as above; ``spark.sql.shuffle.partitions`` to the executors'
   cores (at least 2; those registered once the check below ran) when it is still Spark's
-  default of 200 -- a value the user chose is kept;
+  default of 200, and Arrow's batches to Python bounded by rows alone when their byte bound is
+  still Spark's default -- a value the user chose is kept;
 - its executors' Python is checked by a small job: without pandas, numpy, pyarrow or sqlglot
   it raises ``KitError`` saying to set ``PYSPARK_PYTHON``; without the kit (or another version
   of it) the kit ships itself, a zip of its modules (``addPyFile``; on Connect ``addArtifacts``);
@@ -164,6 +169,9 @@ _LOCAL_FILES = {
 }
 
 
+_NO_BYTE_BOUND = 2**31 - 1   # Spark skips the per-row size check at exactly this bound
+
+
 def _conf(master: str = "local[*]") -> dict[str, str]:
     cores = os.cpu_count() or 2
     java_opts, memory = f"-Dlog4j2.configurationFile=file:{_LOG4J}", os.environ.get("KIT_DRIVER_MEMORY", "4g")
@@ -175,6 +183,7 @@ def _conf(master: str = "local[*]") -> dict[str, str]:
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.execution.arrow.pyspark.fallback.enabled": "false",
         "spark.sql.shuffle.partitions": str(max(2, cores)),
+        "spark.sql.execution.arrow.maxBytesPerBatch": str(_NO_BYTE_BOUND),
         "spark.default.parallelism": str(max(2, cores)),
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
@@ -461,9 +470,10 @@ def adopt(session):
         connect = _connect(session)
         if key not in _MADE_LOCALLY:
             _check_executors(session, _cores(session))
-            if session.conf.get("spark.sql.shuffle.partitions") == "200" and (
-                    connect or not session.sparkContext.getConf().contains("spark.sql.shuffle.partitions")):
-                session.conf.set("spark.sql.shuffle.partitions", str(max(2, _cores(session))))   # registered by now
+            _unless_chosen(session, connect, "spark.sql.shuffle.partitions", "200",
+                           lambda: max(2, _cores(session)))   # the executors registered by now
+            _unless_chosen(session, connect, "spark.sql.execution.arrow.maxBytesPerBatch", "67108864b",
+                           lambda: _NO_BYTE_BOUND)
         if connect and not jvm.bridge.reachable(session):
             jvm.attached(session, "Spark Connect's client has no JVM to call them in, and this server runs no "
                                   f"{jvm.bridge.PLUGIN} plugin (kit.jvm.bridge) to reach its own")
@@ -480,6 +490,12 @@ def adopt(session):
                 "Their Python twins run instead: the same rows, slower."), stacklevel=3)
         _ADOPTED.add(key)
     return session
+
+
+def _unless_chosen(session, connect: bool, key: str, spark_default: str, value) -> None:
+    """Set ``key`` to ``value()`` where it is still Spark's default, not one the user chose."""
+    if session.conf.get(key) == spark_default and (connect or not session.sparkContext.getConf().contains(key)):
+        session.conf.set(key, str(value()))
 
 
 def _cores(session) -> int:

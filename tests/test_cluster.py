@@ -122,7 +122,8 @@ def _drive(where: str) -> None:
         session = kit.spark(master=where)
         found = pipelines()
     report = {"rows": found, "warnings": [str(w.message) for w in caught if w.category is ClusterWarning],
-              "jvm": jvm.unavailable(session), "partitions": session.conf.get("spark.sql.shuffle.partitions")}
+              "jvm": jvm.unavailable(session), "partitions": session.conf.get("spark.sql.shuffle.partitions"),
+              "batch bytes": session.conf.get("spark.sql.execution.arrow.maxBytesPerBatch")}
     if where.startswith("spark://"):
         report["shipped"] = [Path(p).name for p in session.sparkContext._python_includes]
     leg = "standalone" if where.startswith("spark://") else "connect"   # on the cluster, executors read the files
@@ -189,6 +190,7 @@ def test_pipelines_give_local_rows_on_a_standalone_cluster_and_on_connect(spark,
     # the jar reached the executors; the kit went to Python workers that lacked it; 2 cores, 2 partitions
     assert standalone["jvm"] is None and standalone["warnings"] == []
     assert [p for p in standalone["shipped"] if p.startswith("kit-")] and standalone["partitions"] == "2"
+    assert standalone["batch bytes"] == connect["batch bytes"] == "2147483647"   # no bound: rows alone
     # the engine's plans, rules, code, rows and metrics: read in the cluster's driver and, through the
     # kit's plugin, in the Connect server's, as locally (bytes read count where executors read the files)
     assert local_engine["measured"][-1] and not local_engine["text only"] and local_engine["rules"]

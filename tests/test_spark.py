@@ -23,6 +23,7 @@ def test_session_settings(spark):
     assert conf.get("spark.sql.session.timeZone") == "UTC"
     assert conf.get("spark.sql.execution.arrow.pyspark.enabled") == "true"
     assert int(conf.get("spark.sql.shuffle.partitions")) == max(2, os.cpu_count() or 2)
+    assert conf.get("spark.sql.execution.arrow.maxBytesPerBatch") == "2147483647"   # no per-row size check
     assert conf.get("spark.ui.showConsoleProgress") == "false"
     assert spark.sparkContext.uiWebUrl is None
     heap = spark.sparkContext.getConf().get("spark.driver.memory")   # reserved at start
