@@ -8,6 +8,8 @@ values an operator produced back into an Arrow column of the output's Spark type
 >>> import pyarrow as pa
 >>> groups(pa.table({"k": ["a", "a", None, None, "b"]}), ["k"])
 [(0, 2), (2, 2), (4, 1)]
+>>> groups(pa.table({"x": [1.0, None, float("nan"), float("nan")]}), ["x"])
+[(0, 1), (1, 1), (2, 2)]
 >>> python_values(pa.chunked_array([pa.array([1, None], pa.int64())]))
 [1, None]
 """
@@ -59,8 +61,8 @@ def groups(table: pa.Table, keys: list) -> list:
         col = table.column(key)
         a, b = col.slice(1), col.slice(0, n - 1)
         differ = pc.fill_null(pc.not_equal(a, b), False)
-        if pa.types.is_floating(col.type):
-            differ = pc.and_(differ, pc.invert(pc.and_(pc.is_nan(a), pc.is_nan(b))))
+        if pa.types.is_floating(col.type):   # (is_nan of a NULL is NULL: a NULL beside a number differs, below)
+            differ = pc.and_(differ, pc.invert(pc.fill_null(pc.and_(pc.is_nan(a), pc.is_nan(b)), False)))
         differ = pc.or_(differ, pc.xor(a.is_null(), b.is_null()))
         change |= differ.to_numpy(zero_copy_only=False)
     bounds = np.concatenate([[0], np.flatnonzero(change) + 1, [n]]).tolist()

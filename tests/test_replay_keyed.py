@@ -226,3 +226,33 @@ def test_epoch_milliseconds_become_arrow_at_once_as_one_at_a_time(millis):
 
     arrow = pa.timestamp("us", tz="UTC")
     assert column(millis, T.TimestampType(), arrow).equals(pa.array([_datetime(v) for v in millis], type=arrow))
+
+
+
+
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", None]), st.sampled_from([1.0, 2.0, float("nan"), None])),
+                max_size=30), st.sampled_from([["k"], ["x"], ["k", "x"], []]))
+def test_runs_of_equal_keys_are_found_as_group_by_finds_them(rows, keys):
+    """``kit.arrow.groups``: each run of rows with equal keys, NULL equal to NULL and NaN to
+    NaN (as Spark's GROUP BY), a number beside a NULL or a NaN not; a DOUBLE key with NULLs too."""
+    import math
+
+    import pyarrow as pa
+
+    from kit.arrow import groups
+
+    table = pa.table({"k": pa.array([r[0] for r in rows], pa.string()),
+                      "x": pa.array([r[1] for r in rows], pa.float64())})
+
+    def same(a, b):
+        if a is None or b is None:
+            return a is None and b is None
+        return a == b or isinstance(a, float) and math.isnan(a) and math.isnan(b)
+
+    runs = []
+    for i, row in enumerate(rows):
+        if runs and all(same(row[c], rows[i - 1][c]) for c in [["k", "x"].index(k) for k in keys]):
+            runs[-1][1] += 1
+        else:
+            runs.append([i, 1])
+    assert groups(table, keys) == [tuple(r) for r in runs]
