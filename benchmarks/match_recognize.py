@@ -7,7 +7,8 @@ last result row (its JVM start-up is reported apart). Results are compared row f
 Each engine is timed twice over: as it first runs the query (the kit after a warm-up on 1 %
 of the rows, Flink in a new JVM) and warm, its JIT having compiled the code (the kit's runs
 after three full ones; Flink's job run again in the same JVM, as a session cluster that ran
-it before would): Flink's first run spends a good part of its time compiling.
+it before would): Flink's first run also pays for what its JVM does once (loading classes,
+JIT compiling, starting its local cluster at the first job).
 """
 
 from __future__ import annotations
