@@ -14,6 +14,9 @@ class                          what it computes                              Pyt
 ``flinkkit.WindowOperator``    per key: Flink's window operator over its     ``operator.run_key``
                                elements (built-in parts only, see
                                ``kit/windows/compiled.py``)
+``flinkkit.Matcher``           per PARTITION BY key: MATCH_RECOGNIZE's NFA   ``flink.run_blocks``
+                               over its sorted rows (a subset of queries,
+                               ``kit/match_recognize/compiled.py``)
 ``flinkkit.WindowScan``        per input partition: the fast path's partial  ``fast._pass_one``,
                                aggregates per key and window, and where its  ``fast._pass_two``
                                watermark passed each window end
@@ -235,6 +238,12 @@ def window_operator(df, settings: str, schema):
     """``WindowOperator(settings)`` over ``df`` (each task's rows sorted by key and arrival):
     rows of ``schema`` (a StructType), as ``kit.windows.compiled`` lays them out."""
     return _map_partitions(df, bridge.jvm(df.sparkSession).flinkkit.WindowOperator(settings, _schema(df)), schema)
+
+
+def matcher(df, settings: str, schema):
+    """``Matcher(settings)`` over ``df`` (each task's rows sorted by PARTITION BY, ORDER BY,
+    arrival): rows of ``schema``, as ``kit.match_recognize.compiled`` lays them out."""
+    return _map_partitions(df, bridge.jvm(df.sparkSession).flinkkit.Matcher(settings, _schema(df)), schema)
 
 
 def window_scan(df, settings: str, schema):

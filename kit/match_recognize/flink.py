@@ -61,7 +61,7 @@ from .expressions import variables_of, walk
 from .spec import (ONE_ROW, STANDARD_AGGREGATES, Aggregate, AfterMatch, Alternation, Anchor, Classifier, Concat, Empty,
                    Exclusion, Label, MatchNumber, Nav, Permute, Quantified, Semantics)
 
-__all__ = ["validate", "compile_nfa", "NFA", "run_blocks", "default_after_match"]
+__all__ = ["validate", "compile_nfa", "reaches_final", "NFA", "run_blocks", "default_after_match"]
 
 FINAL = -1
 
@@ -281,7 +281,7 @@ def _table(states, conditions):
     """Per state: (var, its DEFINE or None when always true, take target, proceed target or
     None, proceed needs "not take", whether the take target reaches the end)."""
     return [(var, conditions.get(var), take, None if proceed == FINAL else proceed, not_take,
-             take != FINAL and _reaches_final(states, take))
+             take != FINAL and reaches_final(states, take))
             for var, take, proceed, not_take, _ in states]
 
 
@@ -404,7 +404,7 @@ def run_blocks(elements, defines: dict, env, times, nrows, after_match, within_m
         else:
             blocks = f"B if B[-1][0] == {label(var)} else B + (({label(var)}, r),)"
         step = ["complete(start, r, M)"] if take == FINAL else [f"append((start, {take}, M))"] + (
-            ["complete(start, r, M)"] if _reaches_final(states, take) else [])
+            ["complete(start, r, M)"] if reaches_final(states, take) else [])
         stops = take == FINAL or not_take      # a taken row ends the chain
         rest = [] if proceed in (None, FINAL) else chain(proceed, last)
         otherwise = (["else:"] + _indent(rest) if rest else []) if stops else rest
@@ -422,7 +422,7 @@ def run_blocks(elements, defines: dict, env, times, nrows, after_match, within_m
     # rows where no partial match is alive are skipped up to the next start that passes it
     var0, take0, proceed0, _, _ = states[start_state]
     head = (within_ms is None and var0 not in code and proceed0 is None and take0 != FINAL
-            and not _reaches_final(states, take0))
+            and not reaches_final(states, take0))
     var1 = states[take0][0] if head else None
     ok = vector_condition(defines[var1], env, var1, (var0, var1), nrows) \
         if head and var1 in defines and states[take0][2] is None else None
@@ -477,7 +477,7 @@ def _following(ok):
     return np.minimum.accumulate(rows[::-1])[::-1].tolist()
 
 
-def _reaches_final(states, s):
+def reaches_final(states, s):
     """Whether state ``s`` reaches the end through always-true PROCEEDs of non-greedy states."""
     stack = [s]
     while stack:

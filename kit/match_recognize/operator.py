@@ -55,12 +55,13 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from .. import sparksql
+from .. import jvm, sparksql
 from ..arrow import column
 from ..errors import KitError, fail
 from ..replay.keyed import Rows, replay
 from ..spark import known_rows, replay_tasks
 from ..stream import Stream
+from . import compiled
 from .errors import MatchRecognizeError, MatchRuntimeError
 from .matcher import SEMANTICS, run_partition
 from .expressions import to_decimal, walk
@@ -291,14 +292,16 @@ class _Plan:
             walk(expr, visit)
         return [c for c in self.inputs if c.lower() in names]
 
-    def _run(self, out_schema: T.StructType, emit, columns: list, eager: bool = False):
+    def _run(self, out_schema: T.StructType, emit, columns: list, eager: bool = False, measured: list | None = None):
         """The matcher over ``columns`` of the input, one PARTITION BY group at a time, in a
         ``mapInArrow`` over the sorted input; ``emit(group, result)`` builds a group's output
         columns (Arrow arrays). A group's run-time error (SKIP TO FIRST onto a match's first
         row, a step budget exceeded...) is a row of its own: ``eager`` computes the matches
         now (``localCheckpoint``), keeps them in ``self.kept`` with a small input's details
         (a row of their own per group, in an array) and raises the first such error here,
-        as the kit's own exception; otherwise it fails the query, when read, with its message."""
+        as the kit's own exception; otherwise it fails the query, when read, with its message.
+        ``measured``: ONE ROW PER MATCH's measure types, when a large input may run in the JVM
+        (``compiled``); a group failing there runs the query again here, for its error."""
         spec, semantics, aggregates, rowtime, proctime, limits = (self.spec, self.semantics, self.aggregates,
                                                                   self.rowtime, self.proctime, self.limits)
         partition_by, all_inputs = self.partition_by, self.inputs
@@ -334,14 +337,21 @@ class _Plan:
                 yield _group_row(group, arrow, {_DETAILS: pa.ListArray.from_arrays(
                     pa.array([0, len(rows)], pa.int32()), rows, type=kind)})
 
-        matched = replay(self._sorted(columns), partition_by, lambda key: Rows(match), schema,
-                         output=_one_batch)
+        rows, found = self._sorted(columns), None
+        if measured is not None and not keep and jvm.available(rows.sparkSession, "Matcher"):
+            config = compiled.settings(spec, semantics, rows.schema, list(dict.fromkeys(partition_by)), measured,
+                                       limits.get("step_budget"))
+            found = None if config is None else jvm.matcher(rows, config, schema)
+        matched = found if found is not None else replay(rows, partition_by, lambda key: Rows(match), schema,
+                                                         output=_one_batch)
         internal = ("_kit_order", _ERROR, _RAISED, _DETAILS)
         if eager:
             # kept by the job that first reads it: the check for errors computes and keeps the
             # matches in one job (head() would scan in steps)
             matched = matched.localCheckpoint(eager=False)
             failed = matched.where(f"{_ERROR} IS NOT NULL").select(_RAISED).collect()
+            if failed and found is not None:   # the JVM's matcher says where, Python's what
+                return self._run(out_schema, emit, columns, eager)
             if failed:
                 raise pickle.loads(failed[0][0])
             if keep:   # one partition, in order already (PARTITION BY, then emission)
@@ -375,7 +385,8 @@ class _Plan:
 
         out = self._run(T.StructType([self.schema[c] for c in unique] + [
             T.StructField(name, dtype, True) for name, dtype in measures] + [self.schema[c] for c in tail]),
-            emit, self._referenced() if one_row else self.inputs, eager=True)
+            emit, self._referenced() if one_row else self.inputs, eager=True,
+            measured=[dtype for _, dtype in measures] if one_row else None)
         if len(unique) < len(head):   # a column ORDER BY names twice, listed twice (Spark allows two of a name)
             out = out.select(*[sparksql.col(c) for c in [*head, *(name for name, _ in measures), *tail]])
         return out
