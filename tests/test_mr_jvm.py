@@ -82,7 +82,7 @@ values = st.tuples(st.one_of(st.none(), st.integers(8, 12)),
 
 
 @pytest.mark.parametrize("semantics", ["flink", "flink-2.3"])
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(st.data(), st.dictionaries(st.sampled_from(("ACME", "BETA", "")), st.lists(values, min_size=2, max_size=12),
                                   min_size=1, max_size=3))
 def test_the_jvm_matcher_gives_the_reference_rows(semantics, data, keys):
