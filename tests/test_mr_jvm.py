@@ -54,7 +54,7 @@ def _python(spec, rows, semantics, budget):
 def _java(spec, rows, semantics, budget):
     spark = kit.spark()
     measured = [measure_type(m.expr, SCHEMA, semantics) for m in spec.measures]
-    config = compiled.settings(spec, semantics, SCHEMA, ["symbol"], measured, budget)
+    config = compiled.settings(spec, semantics, SCHEMA, ["symbol"], measured, budget, "rowtime")
     assert config is not None
     out = T.StructType([SCHEMA["symbol"]] + [T.StructField(m.alias, t) for m, t in zip(spec.measures, measured)]
                        + [T.StructField("_kit_order", T.LongType()), T.StructField("_kit_error", T.StringType()),
@@ -86,10 +86,10 @@ values = st.tuples(st.one_of(st.none(), st.integers(8, 12)),
 @given(st.data(), st.dictionaries(st.sampled_from(("ACME", "BETA", "")), st.lists(values, min_size=2, max_size=12),
                                   min_size=1, max_size=3))
 def test_the_jvm_matcher_gives_the_reference_rows(semantics, data, keys):
-    """Random patterns, DEFINEs (NULLs, NaN, both kinds of numbers), measures, AFTER MATCH and
-    step budgets over several keys: the JVM's rows (and its errors: a key whose run fails
+    """Random patterns, DEFINEs (NULLs, NaN, both kinds of numbers), measures, AFTER MATCH,
+    WITHIN and step budgets over several keys: the JVM's rows (and its errors: a key whose run fails
     there fails in Python) are the reference runner's."""
-    spec = replace(random_spec(data.draw, head=data.draw(st.booleans())), within_ms=None)
+    spec = random_spec(data.draw, head=data.draw(st.booleans()))
     try:
         validate(spec)
     except MatchRecognizeError:   # Flink's planner refuses it (a greedy quantifier last...)
@@ -105,12 +105,14 @@ def test_the_jvm_matcher_gives_the_reference_rows(semantics, data, keys):
 
 
 def test_queries_outside_the_subset_run_in_python():
-    """WITHIN, arithmetic, aggregates, a DECIMAL literal and the standard semantics get no
-    settings; the seed's V-shape query does."""
+    """WITHIN over a time that is not one, arithmetic, aggregates, a DECIMAL literal and the
+    standard semantics get no settings; the seed's V-shape query does, with WITHIN too."""
     measured = [measure_type(m.expr, SCHEMA) for m in VSHAPE.measures]
     assert compiled.settings(VSHAPE, "flink", SCHEMA, ["symbol"], measured, None) is not None
     assert compiled.settings(VSHAPE, "standard", SCHEMA, ["symbol"], measured, None) is None
-    assert compiled.settings(replace(VSHAPE, within_ms=1000), "flink", SCHEMA, ["symbol"], measured, None) is None
+    within = replace(VSHAPE, within_ms=1000)
+    assert compiled.settings(within, "flink", SCHEMA, ["symbol"], measured, None, "rowtime").endswith("within=1000:1:1")
+    assert compiled.settings(within, "flink", SCHEMA, ["symbol"], measured, None, "symbol") is None
     for define in (b(">", Binary("+", c("A.price"), lit(1)), lit(3)),
                    b(">", Aggregate("SUM", c("A.price")), lit(3)),
                    b(">", c("A.price"), Literal(Decimal("1.5"), "DECIMAL"))):
@@ -133,7 +135,7 @@ QUERY = """SELECT * FROM Ticker MATCH_RECOGNIZE (
     PARTITION BY symbol ORDER BY rowtime
     MEASURES FIRST(A.price) AS a, LAST(B.price) AS b, C.rowtime AS t
     AFTER MATCH {after}
-    PATTERN (A B+ C) DEFINE B AS B.price < LAST(B.price, 1) OR LAST(B.price, 1) IS NULL, C AS C.price > 18)"""
+    PATTERN (A B+ C){within} DEFINE B AS B.price < LAST(B.price, 1) OR LAST(B.price, 1) IS NULL, C AS C.price > 18)"""
 
 
 def _both(monkeypatch, query, path):
@@ -147,16 +149,19 @@ def _both(monkeypatch, query, path):
     return taken, java, kit.sql(query, Ticker=ticker).collect()
 
 
-def test_kit_sql_runs_the_matcher_in_the_jvm_with_pythons_rows(monkeypatch, ticker_file):
-    taken, java, python = _both(monkeypatch, QUERY.format(after="SKIP PAST LAST ROW"), ticker_file)
+@pytest.mark.parametrize("within, second", [("", 21), (" WITHIN INTERVAL '3' SECOND", 25)])
+def test_kit_sql_runs_the_matcher_in_the_jvm_with_pythons_rows(monkeypatch, ticker_file, within, second):
+    """Two matches per key; ACME0's second starts at 21 (rows 3..7, 4 s), or within 3 s at 25
+    (the partial match from row 3 expired)."""
+    taken, java, python = _both(monkeypatch, QUERY.format(after="SKIP PAST LAST ROW", within=within), ticker_file)
     assert taken[0] is not None and jvm.available(kit.spark(), "Matcher")
-    assert len(java) == 20 and java == python   # two matches per key
+    assert len(java) == 20 and java == python and java[1].a == second
 
 
 def test_an_error_in_the_jvm_is_pythons_error(monkeypatch, ticker_file):
     """SKIP TO FIRST A restarts at the match's first row: the JVM's run fails, and the query
     runs again in Python, which raises Flink's error."""
-    query = QUERY.format(after="SKIP TO FIRST A")
+    query = QUERY.format(after="SKIP TO FIRST A", within="")
     with pytest.raises(KitError, match="Could not skip to first element of a match") as jvm_run:
         _both(monkeypatch, query, ticker_file)
     monkeypatch.undo()

@@ -37,6 +37,8 @@ import org.apache.spark.unsafe.types.UTF8String;
  *                                match), offset, input field
  *   after=P:-1                   AFTER MATCH: P(ast last row), N(ext row), F(irst) or L(ast) of an element
  *   budget=-1                    the step budget (-1: 1,000,000 + 200 per row of the partition)
+ *   within=-1:0:1                WITHIN in ms (-1: none), inclusive (1: Flink's docs, t - start &gt; w
+ *                                expires; 0: its 2.3 runtime, &gt;= w), the time field (ms)
  * </pre>
  *
  * DEFINE's postfix tokens: {@code R<field>} the row being classified, {@code A<element>,<n>,<field>}
@@ -64,7 +66,9 @@ public class Matcher implements MapPartitionsFunction {
     private final int[][] measures;
     private final char after;
     private final int skipTo;
-    private final long budget;
+    private final long budget, within;
+    private final boolean inclusive;
+    private final int time;
     private final int[] fields;   // the input fields DEFINE and MEASURES read
 
     public Matcher(String settings, StructType input) {
@@ -96,6 +100,11 @@ public class Matcher implements MapPartitionsFunction {
         after = a[0].charAt(0);
         skipTo = Integer.parseInt(a[1]);
         budget = Long.parseLong((String) s.get("budget"));
+        String[] w = ((String) s.get("within")).split(":");
+        within = Long.parseLong(w[0]);
+        inclusive = w[1].equals("1");
+        time = Integer.parseInt(w[2]);
+        if (within >= 0) read[time] = true;
         int n = 0;
         for (int i = 0; i < read.length; i++) if (read[i]) n++;
         fields = new int[n];
@@ -280,6 +289,7 @@ public class Matcher implements MapPartitionsFunction {
             long left = budget >= 0 ? budget : 1000000L + 200L * cols.rows;
             Step step = new Step();
             for (int r = 0; r < cols.rows; r++) {
+                if (within >= 0 && !expire(r)) return;
                 partial.add(new Blocks(r, start, new int[0], new int[0], 0));
                 left -= partial.size();
                 if (left < 0) {
@@ -318,6 +328,34 @@ public class Matcher implements MapPartitionsFunction {
                 partial = next;
                 if (!waiting.isEmpty() && !release()) return;
             }
+            if (within >= 0) {   // the end of input: every partial match expires
+                partial = new ArrayList();
+                release();
+            }
+        }
+
+        /** WITHIN before row {@code r}: the partial matches that started too long before its
+         *  time dropped, and the waiting matches that releases; false on an error. */
+        private boolean expire(int r) {
+            Object[] times = cols.values[time];
+            if (times[r] == null) {
+                error = "a NULL time";
+                return false;
+            }
+            long t = ((Long) times[r]).longValue();
+            List kept = new ArrayList();
+            for (int p = 0; p < partial.size(); p++) {
+                Object began = times[((Blocks) partial.get(p)).start];
+                if (began == null) {
+                    error = "a NULL time";
+                    return false;
+                }
+                long age = t - ((Long) began).longValue();
+                if (inclusive ? age <= within : age < within) kept.add(partial.get(p));
+            }
+            if (kept.size() == partial.size()) return true;
+            partial = kept;
+            return release();
         }
 
         private void complete(int first, int r, int[] be, int[] bf) {

@@ -4,7 +4,7 @@ The matcher in Python (``flink.run_blocks``, generated per pattern) is most of a
 query's time: a row costs a few Python bytecodes per partial match. ``Matcher`` runs the
 same NFA (``flink.compile_nfa``'s states, ``flink.NFA``'s steps, AFTER MATCH and the step
 budget) in Java, over the task's rows as Spark sorted them, with no Python worker. It takes
-Flink's semantics (documented or 2.3) without WITHIN, DEFINE conditions made of the
+Flink's semantics (documented or 2.3), WITHIN included, DEFINE conditions made of the
 current row's and FIRST/LAST's columns (numbers, strings, booleans), literals, comparisons,
 AND, OR, NOT and IS [NOT] NULL, and MEASURES that are FIRST/LAST of a column (``v.col``
 being ``LAST(v.col)``) of the column's own type; ``settings`` gives None for anything else,
@@ -29,6 +29,7 @@ __all__ = ["settings"]
 _COMPARE = {"=": "=", "<>": "<>", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 _NUMBERS = (T.LongType, T.IntegerType, T.ShortType, T.ByteType, T.DoubleType, T.FloatType)
 _MEASURED = _NUMBERS + (T.StringType, T.BooleanType, T.TimestampType, T.TimestampNTZType)
+_TIMES = (T.TimestampType, T.TimestampNTZType, T.LongType, T.IntegerType, T.ShortType, T.ByteType)
 _AFTER = {"PAST LAST ROW": "P", "TO NEXT ROW": "N", "TO FIRST": "F", "TO LAST": "L"}
 
 
@@ -37,11 +38,12 @@ class _Outside(Exception):
 
 
 def settings(spec, semantics: str, schema: T.StructType, partition_by: list, measure_types: list,
-             step_budget: int | None) -> str | None:
+             step_budget: int | None, rowtime: str | None = None) -> str | None:
     """``Matcher``'s settings for ``spec`` (checked and coerced) over rows of ``schema`` (the
     sorted input: PARTITION BY, the columns read, arrival), or None when it leaves the subset
-    the module docstring names. ``measure_types``: each measure's output type."""
-    if semantics not in ("flink", "flink-2.3") or spec.within_ms is not None:
+    the module docstring names. ``measure_types``: each measure's output type; ``rowtime``:
+    WITHIN's time column (else ORDER BY's first), as ``matcher.Partition`` takes it."""
+    if semantics not in ("flink", "flink-2.3"):
         return None
     elements = validate(spec, semantics)
     index = {var: k for k, (var, *_) in enumerate(elements)}
@@ -55,6 +57,13 @@ def settings(spec, semantics: str, schema: T.StructType, partition_by: list, mea
         programs = [" ".join(_Define(schema, index, var).truth(define[var])) if var in define else ""
                     for var, *_ in elements]
         measures = [_measure(schema, index, m.expr, dtype) for m, dtype in zip(spec.measures, measure_types)]
+        within = "-1:0:0"
+        if spec.within_ms is not None:
+            column = rowtime or (spec.order_by[0].column if spec.order_by else None)
+            time = _field(schema, column) if column is not None else None
+            if time is None or not isinstance(schema[time].dataType, _TIMES):
+                raise _Outside
+            within = f"{spec.within_ms}:{int(semantics == 'flink')}:{time}"
     except _Outside:
         return None
     states, start = compile_nfa(elements)
@@ -66,7 +75,7 @@ def settings(spec, semantics: str, schema: T.StructType, partition_by: list, mea
     return ";".join([f"keys={','.join(map(str, keys))}", f"states={table}", f"start={start}",
                      f"define={'|'.join(programs)}", f"measures={'|'.join(measures)}",
                      f"after={kind}:{index[after.var] if after.var is not None else -1}",
-                     f"budget={-1 if step_budget is None else step_budget}"])
+                     f"budget={-1 if step_budget is None else step_budget}", f"within={within}"])
 
 
 def _field(schema: T.StructType, name: str) -> int:

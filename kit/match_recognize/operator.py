@@ -340,7 +340,7 @@ class _Plan:
         rows, found = self._sorted(columns), None
         if measured is not None and not keep and jvm.available(rows.sparkSession, "Matcher"):
             config = compiled.settings(spec, semantics, rows.schema, list(dict.fromkeys(partition_by)), measured,
-                                       limits.get("step_budget"))
+                                       limits.get("step_budget"), rowtime)
             found = None if config is None else jvm.matcher(rows, config, schema)
         matched = found if found is not None else replay(rows, partition_by, lambda key: Rows(match), schema,
                                                          output=_one_batch)
