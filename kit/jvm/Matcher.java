@@ -43,8 +43,8 @@ import org.apache.spark.unsafe.types.UTF8String;
  *
  * DEFINE's postfix tokens: {@code R<field>} the row being classified, {@code A<element>,<n>,<field>}
  * / {@code B...} LAST / FIRST of an element's rows (element -1: the match's), {@code I<long>},
- * {@code D<double>}, {@code S<hex of UTF-8>}, {@code T}, {@code F}, {@code N} literals, then {@code = <> < <= > >=
- * AND OR NOT NULL NOTNULL}, with SQL's three-valued logic. A DOUBLE NaN is NULL, as the Python
+ * {@code D<double>}, {@code S<hex of UTF-8>}, {@code T}, {@code F}, {@code N} literals, then {@code + - * NEG
+ * = <> < <= > >= AND OR NOT NULL NOTNULL}, with SQL's three-valued logic. A DOUBLE NaN is NULL, as the Python
  * runners read it. Output rows: the PARTITION BY values, the measures, {@code _kit_order} (the
  * match's place in its partition), and two NULLs; a partition whose run fails (AFTER MATCH onto a
  * match's first row or onto an element it lacks, the budget spent) gives one row whose third
@@ -286,6 +286,14 @@ public class Matcher implements MapPartitionsFunction {
         }
 
         private void run() {
+            try {
+                steps();
+            } catch (ArithmeticException e) {
+                error = "an integer out of BIGINT's range";
+            }
+        }
+
+        private void steps() {
             long left = budget >= 0 ? budget : 1000000L + 200L * cols.rows;
             Step step = new Step();
             for (int r = 0; r < cols.rows; r++) {
@@ -425,7 +433,8 @@ public class Matcher implements MapPartitionsFunction {
 
     /** A DEFINE condition in postfix, run on a stack of values. */
     private static final class Program implements java.io.Serializable {
-        private static final int ROW = 0, NAV = 1, CONST = 2, CMP = 3, AND = 4, OR = 5, NOT = 6, NULL = 7, NOTNULL = 8;
+        private static final int ROW = 0, NAV = 1, CONST = 2, CMP = 3, AND = 4, OR = 5, NOT = 6, NULL = 7, NOTNULL = 8,
+            ARITH = 9, NEG = 10;
         final int[] op, a, b, c;
         final Object[] value;
         final Object[] stack;
@@ -459,7 +468,11 @@ public class Matcher implements MapPartitionsFunction {
                 else if (x.equals("NOT")) op[i] = NOT;
                 else if (x.equals("NULL")) op[i] = NULL;
                 else if (x.equals("NOTNULL")) op[i] = NOTNULL;
-                else {
+                else if (x.equals("NEG")) op[i] = NEG;
+                else if (x.equals("+") || x.equals("-") || x.equals("*")) {
+                    op[i] = ARITH;
+                    a[i] = "+-*".indexOf(x.charAt(0));
+                } else {
                     op[i] = CMP;
                     a[i] = x.equals("=") ? 0 : x.equals("<>") ? 1 : x.equals("<") ? 2 : x.equals("<=") ? 3 : x.equals(">") ? 4 : 5;
                     if (!x.equals(">=") && a[i] == 5) throw new IllegalArgumentException("unknown token " + x);
@@ -505,6 +518,18 @@ public class Matcher implements MapPartitionsFunction {
                             : x == null || y == null ? null : Boolean.FALSE;
                         break;
                     }
+                    case ARITH: {
+                        Object y = stack[--top], x = stack[top - 1];
+                        stack[top - 1] = x == null || y == null ? null : arithmetic(a[i], x, y);
+                        break;
+                    }
+                    case NEG: {
+                        Object x = stack[top - 1];
+                        stack[top - 1] = x == null ? null : x instanceof Long
+                            ? (Object) Long.valueOf(Math.negateExact(((Long) x).longValue()))
+                            : (Object) Double.valueOf(-((Double) x).doubleValue());
+                        break;
+                    }
                     case NOT:
                         stack[top - 1] = stack[top - 1] == null ? null : Boolean.valueOf(stack[top - 1] == Boolean.FALSE);
                         break;
@@ -518,8 +543,23 @@ public class Matcher implements MapPartitionsFunction {
             return stack[0] == Boolean.TRUE;
         }
 
+        /** {@code x + y}, {@code x - y} or {@code x * y}: of two integers exactly (an
+         *  ArithmeticException past BIGINT's range: Python's integers have none, so the
+         *  partition fails here and runs in Python), else in double, as Python computes them. */
+        private static Object arithmetic(int how, Object x, Object y) {
+            if (x instanceof Long && y instanceof Long) {
+                long p = ((Long) x).longValue(), q = ((Long) y).longValue();
+                return Long.valueOf(how == 0 ? Math.addExact(p, q) : how == 1 ? Math.subtractExact(p, q)
+                                    : Math.multiplyExact(p, q));
+            }
+            double p = ((Number) x).doubleValue(), q = ((Number) y).doubleValue();
+            return Double.valueOf(how == 0 ? p + q : how == 1 ? p - q : p * q);
+        }
+
         private static boolean compare(int how, Object x, Object y) {
             int c;
+            if (x instanceof Double && ((Double) x).isNaN() || y instanceof Double && ((Double) y).isNaN())
+                return how == 1;   // NaN (of arithmetic) equals nothing, is ordered before nothing
             if (x instanceof Long && y instanceof Long) c = Long.compare(((Long) x).longValue(), ((Long) y).longValue());
             else if (x instanceof Long) c = mixed(((Long) x).longValue(), ((Double) y).doubleValue());
             else if (y instanceof Long) c = -mixed(((Long) y).longValue(), ((Double) x).doubleValue());

@@ -5,8 +5,8 @@ query's time: a row costs a few Python bytecodes per partial match. ``Matcher`` 
 same NFA (``flink.compile_nfa``'s states, ``flink.NFA``'s steps, AFTER MATCH and the step
 budget) in Java, over the task's rows as Spark sorted them, with no Python worker. It takes
 Flink's semantics (documented or 2.3), WITHIN included, DEFINE conditions made of the
-current row's and FIRST/LAST's columns (numbers, strings, booleans), literals, comparisons,
-AND, OR, NOT and IS [NOT] NULL, and MEASURES that are FIRST/LAST of a column (``v.col``
+current row's and FIRST/LAST's columns (numbers, strings, booleans), literals, ``+ - *``,
+comparisons, AND, OR, NOT and IS [NOT] NULL, and MEASURES that are FIRST/LAST of a column (``v.col``
 being ``LAST(v.col)``) of the column's own type; ``settings`` gives None for anything else,
 and the query runs in Python. Property tests keep the two equal (``tests/test_mr_jvm.py``).
 
@@ -135,6 +135,16 @@ class _Define:
         if isinstance(e, IsNull):
             tokens, _ = self.node(e.arg)
             return tokens + ["NOTNULL" if e.negated else "NULL"], "bool"
+        if isinstance(e, Unary) and e.op in ("+", "-"):
+            tokens, kind = self.node(e.arg)
+            if kind not in ("number", "null"):
+                raise _Outside
+            return tokens + ["NEG"] * (e.op == "-"), "number"
+        if isinstance(e, Binary) and e.op in ("+", "-", "*"):
+            (a, ka), (b, kb) = self.node(e.left), self.node(e.right)
+            if not {ka, kb} <= {"number", "null"}:
+                raise _Outside
+            return a + b + [e.op], "number"
         if isinstance(e, Unary) and e.op.upper() == "NOT":
             tokens, kind = self.node(e.arg)
             if kind not in ("bool", "null"):
