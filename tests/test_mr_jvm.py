@@ -19,7 +19,7 @@ from kit.errors import KitError
 from kit.match_recognize.errors import MatchRecognizeError, MatchRuntimeError
 from kit.match_recognize.flink import validate
 from kit.match_recognize.matcher import run_partition
-from kit.match_recognize.spec import Aggregate, Binary, Column, Literal, Measure, Nav, Unary
+from kit.match_recognize.spec import Aggregate, Binary, Column, Literal, MatchRowtime, Measure, Nav, Unary
 from kit.match_recognize.types import measure_type
 from test_mr_flink import VSHAPE, b, c, first, last, lit, mr, pat, random_spec
 
@@ -70,10 +70,12 @@ def _java(spec, rows, semantics, budget):
 
 
 def _measures(draw, n):
-    """Random measures: FIRST/LAST of a column of the match or of a variable, of each type."""
+    """Random measures: FIRST/LAST of a column of the match or of a variable, of each type,
+    and MATCH_ROWTIME()."""
     ref = st.sampled_from(["price", "ratio", "rowtime"] + [f"{v}.{col}" for v in "ABC"[:n]
                                                             for col in ("price", "ratio", "rowtime")])
-    return [(f"m{i}", draw(st.sampled_from((first, last)))(draw(ref), draw(st.integers(0, 2))))
+    return [(f"m{i}", MatchRowtime() if draw(st.integers(0, 5)) == 0 else
+             draw(st.sampled_from((first, last)))(draw(ref), draw(st.integers(0, 2))))
             for i in range(draw(st.integers(1, 3)))]
 
 

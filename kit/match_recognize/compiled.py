@@ -7,7 +7,7 @@ budget) in Java, over the task's rows as Spark sorted them, with no Python worke
 Flink's semantics (documented or 2.3), WITHIN included, DEFINE conditions made of the
 current row's and FIRST/LAST's columns (numbers, strings, booleans), literals, ``+ - *``,
 comparisons, AND, OR, NOT and IS [NOT] NULL, and MEASURES that are FIRST/LAST of a column (``v.col``
-being ``LAST(v.col)``) of the column's own type; ``settings`` gives None for anything else,
+being ``LAST(v.col)``) of the column's own type, or MATCH_ROWTIME(); ``settings`` gives None for anything else,
 and the query runs in Python. Property tests keep the two equal (``tests/test_mr_jvm.py``).
 
     PATTERN (START_ROW PRICE_DOWN+ PRICE_UP)                     states=0:1:-2:0:0|1:1:2:1:0|2:-1:-2:0:0
@@ -22,7 +22,7 @@ from decimal import Decimal
 from pyspark.sql import types as T
 
 from .flink import FINAL, reaches_final, compile_nfa, default_after_match, validate
-from .spec import Binary, Column, IsNull, Literal, Nav, Semantics, Unary
+from .spec import Binary, Column, IsNull, Literal, MatchRowtime, Nav, Semantics, Unary
 
 __all__ = ["settings"]
 
@@ -56,7 +56,7 @@ def settings(spec, semantics: str, schema: T.StructType, partition_by: list, mea
         define = dict(spec.define)
         programs = [" ".join(_Define(schema, index, var).truth(define[var])) if var in define else ""
                     for var, *_ in elements]
-        measures = [_measure(schema, index, m.expr, dtype) for m, dtype in zip(spec.measures, measure_types)]
+        measures = [_measure(schema, index, m.expr, dtype, rowtime) for m, dtype in zip(spec.measures, measure_types)]
         within = "-1:0:0"
         if spec.within_ms is not None:
             column = rowtime or (spec.order_by[0].column if spec.order_by else None)
@@ -90,8 +90,15 @@ def _field(schema: T.StructType, name: str) -> int:
     raise _Outside
 
 
-def _measure(schema, index, expr, dtype) -> str:
-    """``A<element>,<n>,<field>`` (LAST) or ``B...`` (FIRST) for a measure of a column's value."""
+def _measure(schema, index, expr, dtype, rowtime) -> str:
+    """``A<element>,<n>,<field>`` (LAST) or ``B...`` (FIRST) for a measure of a column's value;
+    MATCH_ROWTIME() of a TIMESTAMP time is the match's last row's (``A-1,0,<field>``)."""
+    if isinstance(expr, MatchRowtime):
+        column = expr.arg.name if isinstance(expr.arg, Column) else rowtime
+        field = None if column is None else _field(schema, column)
+        if field is None or schema[field].dataType != dtype or not isinstance(dtype, T.TimestampType):
+            raise _Outside
+        return f"A-1,0,{field}"
     if isinstance(expr, Column):
         expr = Nav("LAST", expr, 0)
     if not (isinstance(expr, Nav) and expr.kind.upper() in ("FIRST", "LAST") and isinstance(expr.arg, Column)
