@@ -223,11 +223,10 @@ public class Matcher implements MapPartitionsFunction {
     private static final class Blocks {
         final int start, state;
         final int[] element, first;
-        final int seq;
-        int end;
+        int end;   // a completed match's last row
 
-        Blocks(int start, int state, int[] element, int[] first, int seq) {
-            this.start = start; this.state = state; this.element = element; this.first = first; this.seq = seq;
+        Blocks(int start, int state, int[] element, int[] first) {
+            this.start = start; this.state = state; this.element = element; this.first = first;
         }
     }
 
@@ -242,7 +241,6 @@ public class Matcher implements MapPartitionsFunction {
         final Columns cols;
         final Object[] key;
         List partial = new ArrayList(), waiting = new ArrayList(), emitted = new ArrayList();
-        int floor, seq;
         String error;
 
         Run(Columns cols, Object[] key) {
@@ -298,7 +296,7 @@ public class Matcher implements MapPartitionsFunction {
             Step step = new Step();
             for (int r = 0; r < cols.rows; r++) {
                 if (within >= 0 && !expire(r)) return;
-                partial.add(new Blocks(r, start, new int[0], new int[0], 0));
+                partial.add(new Blocks(r, start, new int[0], new int[0]));
                 left -= partial.size();
                 if (left < 0) {
                     error = "the step budget is spent";
@@ -328,7 +326,7 @@ public class Matcher implements MapPartitionsFunction {
                                 complete(b.start, r, be, bf);
                                 break;
                             }
-                            next.add(new Blocks(b.start, take[now], be, bf, 0));
+                            next.add(new Blocks(b.start, take[now], be, bf));
                             if (ends[now]) complete(b.start, r, be, bf);
                         }
                     }
@@ -367,7 +365,7 @@ public class Matcher implements MapPartitionsFunction {
         }
 
         private void complete(int first, int r, int[] be, int[] bf) {
-            Blocks m = new Blocks(first, 0, be, bf, ++seq);
+            Blocks m = new Blocks(first, 0, be, bf);
             m.end = r;
             int at = waiting.size();   // ordered by first row, then completion
             while (at > 0 && ((Blocks) waiting.get(at - 1)).start > first) at--;
@@ -397,12 +395,11 @@ public class Matcher implements MapPartitionsFunction {
                         return false;
                     }
                 }
-                floor = target;
-                List kept = new ArrayList();
-                for (int p = 0; p < partial.size(); p++) if (((Blocks) partial.get(p)).start >= floor) kept.add(partial.get(p));
+                List kept = new ArrayList();   // AFTER MATCH: what starts before the target is dropped
+                for (int p = 0; p < partial.size(); p++) if (((Blocks) partial.get(p)).start >= target) kept.add(partial.get(p));
                 partial = kept;
                 kept = new ArrayList();
-                for (int w = 0; w < waiting.size(); w++) if (((Blocks) waiting.get(w)).start >= floor) kept.add(waiting.get(w));
+                for (int w = 0; w < waiting.size(); w++) if (((Blocks) waiting.get(w)).start >= target) kept.add(waiting.get(w));
                 waiting = kept;
                 emitted.add(m);
             }
