@@ -6,12 +6,15 @@ same NFA (``flink.compile_nfa``'s states, ``flink.NFA``'s steps, AFTER MATCH and
 budget) in Java, over the task's rows as Spark sorted them, with no Python worker. It takes
 Flink's semantics (documented or 2.3), WITHIN included, DEFINE conditions made of the
 current row's and FIRST/LAST's columns (numbers, strings, booleans), literals, ``+ - *``,
-comparisons, AND, OR, NOT and IS [NOT] NULL, and MEASURES that are FIRST/LAST of a column (``v.col``
-being ``LAST(v.col)``) of the column's own type, or MATCH_ROWTIME(); ``settings`` gives None for anything else,
-and the query runs in Python. Property tests keep the two equal (``tests/test_mr_jvm.py``).
+comparisons, AND, OR, NOT and IS [NOT] NULL, and MEASURES that are FIRST/LAST of a column
+(``v.col`` being ``LAST(v.col)``) of the column's own type, or MATCH_ROWTIME(); ``settings``
+gives None for anything else, and the query runs in Python. Property tests keep the two
+equal (``tests/test_mr_jvm.py``).
 
-    PATTERN (START_ROW PRICE_DOWN+ PRICE_UP)                     states=0:1:-2:0:0|1:1:2:1:0|2:-1:-2:0:0
-    DEFINE PRICE_UP AS PRICE_UP.price > LAST(PRICE_DOWN.price, 1) ->  define=||R2 A1,1,2 >
+    PATTERN (START_ROW PRICE_DOWN+ PRICE_UP)      ->  states=0:1:-2:0:0|1:2:-2:0:0|1:2:3:1:0|2:-1:-2:0:0
+    (element:take:proceed:not_take:ends; PRICE_DOWN+ is one mandatory state, then its loop)
+    DEFINE PRICE_UP AS PRICE_UP.price > LAST(PRICE_DOWN.price, 1)
+                                                  ->  define=|...|R2 A1,1,2 >   (START_ROW: none)
 """
 
 from __future__ import annotations
