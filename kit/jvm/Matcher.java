@@ -47,9 +47,9 @@ import org.apache.spark.unsafe.types.UTF8String;
  * = <> < <= > >= AND OR NOT NULL NOTNULL}, with SQL's three-valued logic. A DOUBLE NaN is NULL, as the Python
  * runners read it. Output rows: the PARTITION BY values, the measures, {@code _kit_order} (the
  * match's place in its partition), and two NULLs; a partition whose run fails (AFTER MATCH onto a
- * match's first row or onto an element it lacks, the budget spent) gives one row whose third
- * column from the end says so, and kit/match_recognize/operator.py runs the query again in Python
- * for its exact error.
+ * match's first row or onto an element it lacks, the budget spent, an integer past BIGINT, a NULL
+ * time under WITHIN) gives one row whose third column from the end says so, and
+ * kit/match_recognize/operator.py runs the query again in Python: its error, or its rows.
  *
  * <pre>
  *   PATTERN (A B+ C), rows 10 9 8 12, B AS B.price &lt; LAST(B.price, 1) ... -> one match, rows 0..3
