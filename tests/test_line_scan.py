@@ -195,3 +195,45 @@ def test_a_streams_rows_are_counted_by_the_kits_read(spark, tmp_path, monkeypatc
     monkeypatch.setattr(type(df), "count", lambda self, count=type(df).count: counted.append(self) or count(self))
     assert stream.rows == want == 3
     assert df not in counted and len(counted) == 1   # the kit's read, counted
+
+
+def test_a_files_lines_are_reckoned_from_their_bytes_without_a_job(spark, tmp_path):
+    """``jvm.reckon``: about the lines of files the kit reads, their bytes over a line's among
+    the first file's first bytes (exact for lines of one length, the first bytes whole lines), with no job; a source the
+    kit does not read by lines is counted."""
+    from kit import jvm
+    (tmp_path / "a.csv").write_text("".join(f"w{i:05d},{i:09d}\n" for i in range(10_000)))   # 17 bytes a line
+    (tmp_path / "b.csv").write_text("".join(f"w{i % 7:05d},{i:09d}\n" for i in range(1_000)))
+    df = spark.read.schema("word STRING, t BIGINT").csv(str(tmp_path))
+    sc = spark.sparkContext
+    sc.setJobGroup("reckon", "reckoned, not counted")
+    try:
+        assert jvm.reckon(df) == 11_000
+        assert sc.statusTracker().getJobIdsForGroup("reckon") == []
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    uneven = tmp_path / "uneven"
+    uneven.mkdir()   # short lines first: the first bytes hold more lines than the rest
+    (uneven / "c.csv").write_text("".join(f"w,{i}\n" for i in range(100_000)) + "".join(
+        f"{'w' * 60},{i}\n" for i in range(20_000)))
+    assert jvm.reckon(spark.read.schema("word STRING, t BIGINT").csv(str(uneven))) > 200_000   # of 120,000
+    parquet = str(tmp_path / "p.parquet")
+    df.write.parquet(parquet)
+    assert jvm.reckon(spark.read.parquet(parquet)) == 11_000
+
+
+@pytest.mark.parametrize("reckoned", [0, 1, 3, 10**9])
+def test_a_cascade_over_spans_of_a_file_gives_its_rows_however_its_lines_are_reckoned(spark, tmp_path,
+                                                                                      monkeypatch, reckoned):
+    """Tasks that take spans of a file's arrivals split them by a reckoning of its lines
+    (``jvm.reckon``): one that is off costs balance, never rows."""
+    import kit
+    import kit.jvm
+    (tmp_path / "w.csv").write_text("".join(f"w{(i * i) % 7},{i}\n" for i in range(40)))
+    words = kit.stream(spark.read.schema("word STRING, t BIGINT").csv(str(tmp_path)), time="t")
+    query = "SELECT cnt, COUNT(cnt) AS freq FROM (SELECT word, COUNT(*) AS cnt FROM words GROUP BY word) GROUP BY cnt"
+    want = kit.sql(query, words=words).changelog().collect()
+    asked = []
+    monkeypatch.setattr(kit.jvm, "reckon", lambda df: asked.append(df) or reckoned)
+    assert kit.sql(query, words=words).changelog().collect() == want
+    assert len(asked) == 1 or spark.sparkContext.defaultParallelism == 1   # (one task: no spans)

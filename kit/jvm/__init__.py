@@ -298,6 +298,14 @@ def count(df) -> int:
     return bridge.frame(bridge.jvm(spark).flinkkit.LineScan.read(bridge.dataset(df)), spark).count()
 
 
+def reckon(df) -> int:
+    """About ``df``'s rows, to split work among tasks (never to count them): where the kit
+    reads its files (``read_by_lines``), ``LineScan.reckon``'s guess from their bytes (no
+    job), else ``count``."""
+    guess = bridge.jvm(df.sparkSession).flinkkit.LineScan.reckon(bridge.dataset(df)) if read_by_lines(df) else -1
+    return guess if guess >= 0 else count(df)
+
+
 def order_free(df) -> bool:
     """``Internal.orderFree``: whether ``df``'s answer is the same whatever order its input
     rows come in (deterministic; no sum or average of FLOAT or DOUBLE values)."""
