@@ -434,3 +434,27 @@ def test_a_global_aggregate_over_no_rows_sends_nothing(spark):
     assert [tuple(r) for r in kit.sql("SELECT COUNT(*) AS n, SUM(t) AS s FROM words", words=empty.source).collect()] == \
         [(0, None)]
 
+
+
+@pytest.mark.parametrize("cores", [0, 10**6])
+def test_final_over_parquet_on_few_cores_is_folded_not_the_batch_query(spark, tmp_path, monkeypatch, cores):
+    """On a session of at most ``FOLD_CORES`` cores, an order-free ``final()`` over Parquet
+    files is the fused cascade's fold (one pass, no shuffle); on more, Spark's batch query;
+    the same rows. A query the fold does not take (a non-retracting MAX) gets the batch query."""
+    from kit.sql import table
+    monkeypatch.setattr(table, "FOLD_CORES", cores)
+    rows = [(f"w{(i * i) % 11}", i) for i in range(60)]
+    folder = str(tmp_path / "words")
+    spark.createDataFrame(rows, "word string, t bigint").coalesce(2).write.parquet(folder)
+    spark.read.parquet(folder).createOrReplaceTempView("words_batch")
+    for query, fused in (("SELECT cnt, COUNT(cnt) AS freq FROM (SELECT word, COUNT(*) AS cnt FROM words "
+                          "GROUP BY word) GROUP BY cnt", True),
+                         ("SELECT m, COUNT(*) AS c FROM (SELECT word, MAX(t) AS m FROM words GROUP BY word) "
+                          "GROUP BY m", True),
+                         ("SELECT word, MAX(n) AS top FROM (SELECT word, COUNT(*) AS n FROM words GROUP BY word) "
+                          "GROUP BY word", False)):
+        batch = sorted(tuple(r) for r in spark.sql(query.replace("FROM words", "FROM words_batch")).collect())
+        final = kit.sql(query, words=kit.stream(spark.read.parquet(folder), time="t")).final()
+        plan = final._jdf.queryExecution().executedPlan().toString()
+        assert ("HashAggregate" not in plan) is (fused and cores > 0), plan
+        assert [tuple(r) for r in final.collect()] == batch

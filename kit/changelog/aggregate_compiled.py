@@ -11,7 +11,7 @@ from pyspark.sql import types as T
 
 from .. import jvm, sparksql
 from ..stream import epoch_ms, null_time_sql
-from . import ADDS, AggCall, Changelog, Options
+from . import ADDS, INSERT_ONLY, AggCall, Changelog, Options
 from ..aggregate_types import result_type, wrapped_sql
 from .aggregate_fast import kinds
 from .group_agg import changelog_mode
@@ -204,9 +204,9 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
         arrivals a b a, 2 tasks -> spans [0, 2, 3]: task 1 starts at {a: 1, b: 1} and {1: 2}
 
     ``final``: only the last level's table at the end of input matters (``DynamicTable.final``),
-    the same with mini-batch or without: where tasks take spans, one task folds every arrival
-    in silently and gives that table alone, as ``+I`` rows (of the last arrival), not the
-    changes that lead to it.
+    the same with mini-batch or without: where tasks would take spans (then in any number of
+    chunks), one task folds every arrival in silently and gives that table alone, as ``+I``
+    rows (of the last arrival), not the changes that lead to it: an insert-only changelog.
     """
     if final:   # bundles change the changes, not the last table
         options = replace(options, mini_batch=None)
@@ -248,7 +248,7 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
     # tasks of spans; not over files Spark parses row by row, which a span's task would parse again from the start
     rows_parsed = numbered and jvm.parses_rows(stream.source)   # a file parsed row by row: CSV, JSON
     reparsed = rows_parsed and not jvm.read_by_lines(stream.source)   # by Spark's parser, at every read
-    prefixes = numbered and not mini_batch and chunks <= PREFIX_CHUNKS and not (
+    prefixes = numbered and not mini_batch and (chunks <= PREFIX_CHUNKS or final) and not (
         chunks > 1 and options.tasks > 1 and reparsed)
     if options.tasks > 1 and chunks == 1 and not mini_batch and not prefixes:
         return None
@@ -290,5 +290,6 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
     if out is None:
         return None
     last_keys = levels[-1][0]
+    mode = INSERT_ONLY if final and prefixes else mode   # (the last table alone: a +I per row)
     return Changelog(wrapped(out, wanted), (*last_keys, *(c.name for c in wanted)), mode, tuple(last_keys), True,
                      ticks(log, options.mini_batch[0]) if mini_batch else None, marked)
