@@ -283,6 +283,10 @@ public class Chain implements MapPartitionsFunction {
             private long last = Long.MIN_VALUE, read;
             private final ArrayList changes = new ArrayList(4);
             private Long mark = start;   // the watermark in force: before the row
+            private final Object[] key = new Object[first.keys];   // the row's key (views: a state copies them)
+            private final ArrayList[] next = new ArrayList[levels.length];   // per level above the first: its changes
+            private final Object[][] picked = new Object[levels.length][];   // and its inputs from a change below
+            private final Object[][] keyed = new Object[levels.length][];    // and its keys
 
             void process(InternalRow r) {
                 long s = offsets != null ? offset + read++ : r.getLong(seq);
@@ -293,14 +297,14 @@ public class Chain implements MapPartitionsFunction {
                 if (offsets != null) {   // an arrival of the stream: +I, _n = [], its clock's time
                     GroupAggregate.State state = (GroupAggregate.State) memo.get();
                     if (state != null) first.update(state, false, 1, r, null, changes);   // its key's, in the map
-                    else memo.put(state = first.fold(states[0], key(r), 1, r, null, changes));
+                    else memo.put(state = first.fold(states[0], key(r, key), 1, r, null, changes));
                     Long before = mark;
                     if (marks != null) mark = later(mark, r, own, ownKind, ownShift, ownTime);
                     pass(0, state.key, changes, GroupAggregate.EMPTY, s, clocked ? Long.valueOf(clockStart + s * clockStep) : null,
                          before);
                     return;
                 }
-                GroupAggregate.State state = first.fold(states[0], key(r), r.getInt(first.w), r, null, changes);
+                GroupAggregate.State state = first.fold(states[0], key(r, key), r.getInt(first.w), r, null, changes);
                 if (state != null)
                     pass(0, state.key, changes, GroupAggregate.place(r.getArray(n)), s,
                          r.isNullAt(pt) ? null : Long.valueOf(r.getLong(pt)), null);
@@ -319,9 +323,15 @@ public class Chain implements MapPartitionsFunction {
                         continue;
                     }
                     boolean adds = op == GroupAggregate.INSERT || op == GroupAggregate.UPDATE_AFTER;
-                    ArrayList next = new ArrayList(4);
-                    GroupAggregate.State state = feed(l + 1, states[l + 1], key, values, adds ? 1 : -1, next);
-                    if (state != null) pass(l + 1, state.key, next, plus(n0, c / 2), s, p, wm);
+                    if (next[l + 1] == null) {
+                        next[l + 1] = new ArrayList(4);
+                        picked[l + 1] = new Object[inputs[l + 1].length];
+                        keyed[l + 1] = new Object[levels[l + 1].keys];
+                    }
+                    next[l + 1].clear();   // (the level above is done with the last change's before this one)
+                    GroupAggregate.State state = feed(l + 1, states[l + 1], key, values, adds ? 1 : -1, next[l + 1],
+                                                      picked[l + 1], keyed[l + 1]);
+                    if (state != null) pass(l + 1, state.key, next[l + 1], plus(n0, c / 2), s, p, wm);
                 }
             }
         };
@@ -440,21 +450,28 @@ public class Chain implements MapPartitionsFunction {
         return mark == null || v > mark.longValue() ? Long.valueOf(v) : mark;
     }
 
-    /** The first level's key of row {@code r}: views of the row, copied when a state is made. */
-    private Object[] key(InternalRow r) {
-        Object[] key = new Object[levels[0].keys];
+    /** The first level's key of row {@code r}, into {@code key}: views of the row, copied when a state is made. */
+    private Object[] key(InternalRow r, Object[] key) {
         for (int k = 0; k < key.length; k++) key[k] = levels[0].reader.get(r, k);
         return key;
     }
 
-    /** Folds into level {@code l} the row {@code key ++ values} of the level below, with {@code weight}. */
-    GroupAggregate.State feed(int l, HashMap states, Object[] key, Object[] values, int weight, ArrayList changes) {
+    /** The same in a new array. */
+    private Object[] key(InternalRow r) {
+        return key(r, new Object[levels[0].keys]);
+    }
+
+    /**
+     * Folds into level {@code l} the row {@code key ++ values} of the level below, with {@code weight}:
+     * its inputs picked into {@code picked}, its keys (the first of them) into {@code keyed} (the fold
+     * copies what it keeps).
+     */
+    GroupAggregate.State feed(int l, HashMap states, Object[] key, Object[] values, int weight, ArrayList changes,
+                              Object[] picked, Object[] keyed) {
         int[] in = inputs[l];
-        Object[] picked = new Object[in.length];
         for (int i = 0; i < in.length; i++) picked[i] = in[i] < key.length ? key[in[i]] : values[in[i] - key.length];
-        Object[] k = new Object[levels[l].keys];
-        System.arraycopy(picked, 0, k, 0, k.length);
-        return levels[l].fold(states, k, weight, null, picked, changes);
+        System.arraycopy(picked, 0, keyed, 0, keyed.length);
+        return levels[l].fold(states, keyed, weight, null, picked, changes);
     }
 
     /** The states the chunks before {@code chunk} leave, built without emitting anything. */
@@ -481,9 +498,10 @@ public class Chain implements MapPartitionsFunction {
         ArrayList ignored = new ArrayList();
         for (int l = 1; l < levels.length; l++) {
             Iterator below = states[l - 1].values().iterator();
+            Object[] picked = new Object[inputs[l].length], keyed = new Object[levels[l].keys];
             while (below.hasNext()) {
                 GroupAggregate.State s = (GroupAggregate.State) below.next();
-                feed(l, states[l], s.key, s.last(), 1, ignored);
+                feed(l, states[l], s.key, s.last(), 1, ignored, picked, keyed);
                 ignored.clear();
             }
         }

@@ -262,7 +262,8 @@ public class GroupAggregate implements MapPartitionsFunction {
     }
 
     /**
-     * Folds a message of {@code key} (views of the input: copied when a state is made) with
+     * Folds a message of {@code key} (views of the input, in an array the caller may use again:
+     * copied when a state is made) with
      * {@code weight} into {@code states}: its arguments read from row {@code r}, or, with no
      * row, from {@code values} (one per input column). Adds the changes it causes to
      * {@code changes} (kinds and values in turn); the key's state, or null when the message
@@ -275,7 +276,7 @@ public class GroupAggregate implements MapPartitionsFunction {
         boolean first = state == null;
         if (first) {
             state = made(key);
-            id = id(key);
+            id = id(state.key);
         }
         update(state, first, weight, r, values, changes);
         if (state.count == 0) states.remove(id);
@@ -288,11 +289,11 @@ public class GroupAggregate implements MapPartitionsFunction {
         return values.length == 1 ? values[0] : Arrays.asList(values);
     }
 
-    /** A new state of {@code key} (views of a row: copied). */
+    /** A new state of {@code key} (views of a row, in an array the caller may use again: copied). */
     private State made(Object[] key) {
         State state = new State();
-        for (int k = 0; k < keys; k++) key[k] = kept(key[k]);
-        state.key = key;
+        state.key = new Object[keys];
+        for (int k = 0; k < keys; k++) state.key[k] = kept(key[k]);
         return state;
     }
 
@@ -304,7 +305,7 @@ public class GroupAggregate implements MapPartitionsFunction {
         State state = (State) states.get(id(key));
         if (state == null) {
             state = made(key);
-            states.put(id(key), state);
+            states.put(id(state.key), state);
         }
         state.add(1, r);
         return state;
