@@ -199,8 +199,8 @@ def test_a_streams_rows_are_counted_by_the_kits_read(spark, tmp_path, monkeypatc
 
 def test_a_files_lines_are_reckoned_from_their_bytes_without_a_job(spark, tmp_path):
     """``jvm.reckon``: about the lines of files the kit reads, their bytes over a line's among
-    the first file's first bytes (exact for lines of one length, the first bytes whole lines), with no job; a source the
-    kit does not read by lines is counted."""
+    the first file's first bytes (exact for lines of one length, the first bytes whole lines), with no job; Parquet
+    files from a footer; another source is counted."""
     from kit import jvm
     (tmp_path / "a.csv").write_text("".join(f"w{i:05d},{i:09d}\n" for i in range(10_000)))   # 17 bytes a line
     (tmp_path / "b.csv").write_text("".join(f"w{i % 7:05d},{i:09d}\n" for i in range(1_000)))
@@ -218,8 +218,16 @@ def test_a_files_lines_are_reckoned_from_their_bytes_without_a_job(spark, tmp_pa
         f"{'w' * 60},{i}\n" for i in range(20_000)))
     assert jvm.reckon(spark.read.schema("word STRING, t BIGINT").csv(str(uneven))) > 200_000   # of 120,000
     parquet = str(tmp_path / "p.parquet")
-    df.write.parquet(parquet)
-    assert jvm.reckon(spark.read.parquet(parquet)) == 11_000
+    df.coalesce(1).write.parquet(parquet)   # Parquet: its bytes at the rows per byte of its first file's footer
+    read = spark.read.parquet(parquet)   # (its schema read in a job of its own)
+    sc.setJobGroup("reckon parquet", "reckoned, not counted")
+    try:
+        assert jvm.reckon(read) == 11_000
+        assert sc.statusTracker().getJobIdsForGroup("reckon parquet") == []
+        assert jvm.reckon(read.where("t > 5")) == 10_988   # filtered: counted
+        assert sc.statusTracker().getJobIdsForGroup("reckon parquet") != []
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
 
 
 @pytest.mark.parametrize("reckoned", [0, 1, 3, 10**9])

@@ -260,7 +260,7 @@ def chain(log: Changelog, levels: list, options: Options, source: tuple | None =
         if prefixes:
             cores = jvm.bridge.dataset(df).sparkSession().sparkContext().defaultParallelism()   # Connect too
             tasks = 1 if final else max(1, min(options.tasks, SPAN_TASKS, cores))
-            # the last task reads on to the end, whatever the count: a reckoning of a file's lines will do
+            # the last task reads on to the end, whatever the count: a reckoning from the files will do
             known = stream.known_rows if tasks > 1 else 0
             rows = known if known is not None else jvm.reckon(stream.source)
             parts[0] += f";spans={','.join(map(str, spans(rows, tasks)))}" + ";final=1" * final

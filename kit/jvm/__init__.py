@@ -299,10 +299,11 @@ def count(df) -> int:
 
 
 def reckon(df) -> int:
-    """About ``df``'s rows, to split work among tasks (never to count them): where the kit
-    reads its files (``read_by_lines``), ``LineScan.reckon``'s guess from their bytes (no
-    job), else ``count``."""
-    guess = bridge.jvm(df.sparkSession).flinkkit.LineScan.reckon(bridge.dataset(df)) if read_by_lines(df) else -1
+    """About ``df``'s rows, to split work among tasks (never to count them), from its files'
+    bytes with no job: where the kit reads them (``read_by_lines``), ``LineScan.reckon``;
+    Parquet files, ``Internal.reckonParquet``; else ``count``."""
+    classes, ds = bridge.jvm(df.sparkSession).flinkkit, bridge.dataset(df)
+    guess = classes.LineScan.reckon(ds) if read_by_lines(df) else classes.Internal.reckonParquet(ds)
     return guess if guess >= 0 else count(df)
 
 
