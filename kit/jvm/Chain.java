@@ -65,7 +65,7 @@ public class Chain implements MapPartitionsFunction {
     final char ownKind;            // how it is read there (own): ' ' as it is, else from the event time
     final long ownShift;
     final String ownTime;          // and the event time's name, for the error a NULL one raises
-    final boolean ahead;           // and a file parsed row by row: read ahead where a task reads it alone (Inputs)
+    final boolean ahead;           // and a file parsed row by row: read ahead where a task reads it alone (Inputs, one span)
 
     Chain(String settings, StructType schema, Broadcast before) {
         java.util.Map[] s = levelSettings(settings);
@@ -259,15 +259,17 @@ public class Chain implements MapPartitionsFunction {
         }
     }
 
-    public Iterator call(final Iterator stream) {
+    public Iterator call(final Iterator rows) {
         final int chunk = Internal.partition();   // with spans, the task
+        // a file parsed row by row, read by one task alone: parsed on a thread of its own, beside the fold
+        final Iterator stream = ahead && spans != null && spans.length == 2 ? Internal.ahead(rows) : rows;
         final HashMap[] states = new HashMap[levels.length];
         for (int l = 0; l < levels.length; l++) states[l] = new HashMap();
         seed(chunk, states);
         final GroupAggregate first = levels[0];
         final long offset = spans != null ? spans[chunk] : offsets == null ? 0 : offsets[chunk];
         // an insert-only stream read straight: a key's state, once made, stays in the map
-        final Internal.Memo memo = new Internal.Memo(offsets != null && first.keys == 1 ? stream : null, 0);
+        final Internal.Memo memo = new Internal.Memo(offsets != null && first.keys == 1 && stream == rows ? rows : null, 0);
         final long[] folded = {0};
         if (spans != null && tableOnly) {   // every row folded in silently, then the last level's table
             Long wm = silently(stream, Long.MAX_VALUE, states, memo, folded);
