@@ -164,7 +164,8 @@ class DynamicTable:
         batch query over the sources, in parallel -- but over CSV or JSON files that the kit's
         passes read themselves (``jvm.read_by_lines``), whose parse in Spark's batch read costs
         more than the fold below, and on a session of at most ``FOLD_CORES`` cores where that
-        fold takes the query and the sources are not parsed row by row (Parquet, say). Else, where group aggregates fused over a stream make the
+        fold takes the query straight from sources not parsed row by row (Parquet, say). Else,
+        where group aggregates fused over a stream make the
         table (through Calcs), their pass folds the arrivals in without emitting and gives the
         last table alone (``aggregate_compiled.chain``'s ``final``): the same rows as the
         changelog's snapshot, without the changes. Planned once: the table's DataFrame methods
@@ -186,6 +187,8 @@ class DynamicTable:
         try:
             log = PlanRun(self, final=top, fused_only=batch).node(self.root, update_before=self.sink == "retract")
         except _Unfused:
+            return self._batch_table()
+        if batch and log.mode != INSERT_ONLY:   # (a snapshot of the changes would cost more)
             return self._batch_table()
         if log.mode == INSERT_ONLY:   # the fold's last table alone (a group aggregate's changes have updates)
             # sorted in its one task: a global sort would sample it first, running the fold twice
@@ -475,6 +478,8 @@ class PlanRun:
         source = {c: named.get(column) for c, column in inputs.items()}
         direct = jvm.available(stream.source.sparkSession, "ArrivalScan") and not filtered and all(
             source.get(c) in stream.source.columns for c in reads)
+        if self.fused_only and not direct:   # (only a pass over the source gives the last table alone)
+            return None
         levels.reverse()
         options = self._with(update_before)
         # where the pass reads the source and numbers the arrivals itself, its input's columns
