@@ -151,7 +151,7 @@ public class Matcher implements MapPartitionsFunction {
             InternalRow first = pending != null ? pending : ((InternalRow) rows.next()).copy();
             pending = null;
             Object[] key = new Object[keys.length];
-            for (int k = 0; k < keys.length; k++) key[k] = first.isNullAt(keys[k]) ? null : first.get(keys[k], types[keys[k]]);
+            for (int k = 0; k < keys.length; k++) key[k] = keyValue(first, k);
             Columns cols = new Columns();
             cols.add(first);
             while (rows.hasNext()) {
@@ -167,10 +167,15 @@ public class Matcher implements MapPartitionsFunction {
 
         private boolean sameKey(Object[] key, InternalRow row) {
             for (int k = 0; k < keys.length; k++) {
-                Object v = row.isNullAt(keys[k]) ? null : row.get(keys[k], types[keys[k]]);
+                Object v = keyValue(row, k);
                 if (v == null ? key[k] != null : !v.equals(key[k])) return false;
             }
             return true;
+        }
+
+        /** The k-th PARTITION BY value of {@code row} (a view of it), or null. */
+        private Object keyValue(InternalRow row, int k) {
+            return row.isNullAt(keys[k]) ? null : row.get(keys[k], types[keys[k]]);
         }
     }
 

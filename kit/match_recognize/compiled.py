@@ -33,6 +33,8 @@ _COMPARE = {"=": "=", "<>": "<>", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">
 _NUMBERS = (T.LongType, T.IntegerType, T.ShortType, T.ByteType, T.DoubleType, T.FloatType)
 _MEASURED = _NUMBERS + (T.StringType, T.BooleanType, T.TimestampType, T.TimestampNTZType)
 _TIMES = (T.TimestampType, T.TimestampNTZType, T.LongType, T.IntegerType, T.ShortType, T.ByteType)
+_KEYS = (T.StringType, T.LongType, T.IntegerType, T.ShortType, T.ByteType, T.BooleanType, T.DateType, T.TimestampType,
+         T.TimestampNTZType)   # PARTITION BY columns the JVM groups by
 _AFTER = {"PAST LAST ROW": "P", "TO NEXT ROW": "N", "TO FIRST": "F", "TO LAST": "L"}
 
 
@@ -52,9 +54,7 @@ def settings(spec, semantics: str, schema: T.StructType, partition_by: list, mea
     index = {var: k for k, (var, *_) in enumerate(elements)}
     try:
         keys = [_field(schema, c) for c in partition_by]
-        if not all(isinstance(schema[k].dataType, (T.StringType, T.LongType, T.IntegerType, T.ShortType,
-                                                      T.ByteType, T.BooleanType, T.DateType, T.TimestampType,
-                                                      T.TimestampNTZType)) for k in keys):
+        if not all(isinstance(schema[k].dataType, _KEYS) for k in keys):
             raise _Outside
         define = dict(spec.define)
         programs = [" ".join(_Define(schema, index, var).truth(define[var])) if var in define else ""
