@@ -245,3 +245,24 @@ def test_a_cascade_over_spans_of_a_file_gives_its_rows_however_its_lines_are_rec
     monkeypatch.setattr(kit.jvm, "reckon", lambda df: asked.append(df) or reckoned)
     assert kit.sql(query, words=words).changelog().collect() == want
     assert len(asked) == 1 or spark.sparkContext.defaultParallelism == 1   # (one task: no spans)
+
+
+@pytest.mark.parametrize("zone", ["America/New_York", "+05:30"])
+def test_timestamps_read_in_a_sessions_zone_equal_sparks(spark, tmp_path, zone):
+    """TIMESTAMPs read in the session's time zone: one with daylight saving (each time by its
+    rules) and one of a fixed offset (a line's date, the same as the last one's, counted once),
+    across a change of the clocks, a leap day and a date that does not exist; as Spark reads them."""
+    times = ["2024-03-09 23:59:59.999", "2024-03-10 01:30:00.000", "2024-03-10 02:30:00.000", "2024-03-10 03:30:00.000",
+             "2024-02-29 12:00:00.000", "2023-02-29 12:00:00.000", "2023-02-28 12:00:00.000", "2023-02-28 24:00:00.000",
+             "2023-02-28 23:59:59.000", "2024-11-03 01:30:00.000", "2024-11-03 01:30:00.000"]
+    (tmp_path / "t.csv").write_text("".join(f"w{i},{t}\n" for i, t in enumerate(times)), encoding="utf-8")
+    before = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", zone)
+    try:
+        read = spark.read.schema("word STRING, t TIMESTAMP").option("timestampFormat", "yyyy-MM-dd HH:mm:ss.SSS") \
+            .csv(str(tmp_path))
+        assert _taken(spark, read)
+        kit_read = DataFrame(spark._jvm.flinkkit.LineScan.read(read._jdf), spark)
+        assert _json(kit_read.selectExpr("word", "unix_micros(t) AS t")) == _json(read.selectExpr("word", "unix_micros(t) AS t"))
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", before)

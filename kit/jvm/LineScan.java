@@ -304,25 +304,66 @@ public final class LineScan {
 
         /** One file's lines as its format reads them. */
         abstract class File {
+            private final byte[] date = new byte[10];   // the last valid date read (yyyy-MM-dd), in a zone of one offset
+            private long epochDay = Long.MIN_VALUE;     // and its day since the epoch (none yet: MIN_VALUE)
+
             /** The row of a plain line ({@code b}'s first {@code n} bytes), or null. */
             abstract InternalRow plain(byte[] b, int n);
 
             /** Spark's rows of any other line (of the scan's columns), as its reader parses it. */
             abstract java.util.Iterator spark(Text line);
-        }
 
-        /** A field's value as column {@code k} reads it in the shape here, or null. */
-        Object value(int k, byte[] b, int from, int to) {
-            switch (kinds[k]) {
-                case STRING: return UTF8String.fromBytes(java.util.Arrays.copyOfRange(b, from, to));   // (b: the next line's too)
-                case LONG: return integer(b, from, to, 18);
-                case INT: {
-                    Long v = integer(b, from, to, 9);
-                    return v == null ? null : Integer.valueOf((int) v.longValue());
+            /** A field's value as column {@code k} reads it in the shape here, or null. */
+            Object value(int k, byte[] b, int from, int to) {
+                switch (kinds[k]) {
+                    case STRING: return UTF8String.fromBytes(java.util.Arrays.copyOfRange(b, from, to));   // (b: the next line's too)
+                    case LONG: return integer(b, from, to, 18);
+                    case INT: {
+                        Long v = integer(b, from, to, 9);
+                        return v == null ? null : Integer.valueOf((int) v.longValue());
+                    }
+                    default: return timestamp(b, from, to);
                 }
-                default: return timestamp(b, from, to);
+            }
+
+            /**
+             * Microseconds since the epoch of {@code yyyy-MM-dd HH:mm:ss[.f]} in the read's shape, or
+             * null. A line's date, the same as the last one's (as in a file in time order), is not
+             * checked and counted again.
+             */
+            private Long timestamp(byte[] b, int from, int to) {
+                int n = to - from;
+                if (n < 19 || b[from + 4] != '-' || b[from + 7] != '-' || b[from + 13] != ':' || b[from + 16] != ':') return null;
+                byte t = b[from + 10];
+                int fraction = n == 19 ? 0 : n - 20;
+                if (separator == 0 ? t != ' ' && t != 'T' : t != separator) return null;
+                if (n == 20 || n > 19 && b[from + 19] != '.' || (digits < 0 ? fraction > 6 : fraction != digits)) return null;
+                int hour = number(b, from + 11, 2), minute = number(b, from + 14, 2), second = number(b, from + 17, 2);
+                int micros = fraction == 0 ? 0 : number(b, from + 20, fraction);
+                if (hour < 0 || hour > 23 || minute < 0 || minute > 59 || second < 0 || second > 59 || micros < 0) return null;
+                for (int d = fraction; d < 6; d++) micros *= 10;
+                boolean same = zone == null && epochDay != Long.MIN_VALUE;
+                for (int i = 0; same && i < 10; i++) same = date[i] == b[from + i];
+                long days = epochDay;
+                int year = 0, month = 0, day = 0;
+                if (!same) {
+                    year = number(b, from, 4);
+                    month = number(b, from + 5, 2);
+                    day = number(b, from + 8, 2);
+                    if (year < 1 || month < 1 || month > 12 || day < 1 || day > java.time.YearMonth.of(year, month).lengthOfMonth())
+                        return null;
+                    days = java.time.LocalDate.of(year, month, day).toEpochDay();
+                    if (zone == null) {
+                        System.arraycopy(b, from, date, 0, 10);
+                        epochDay = days;
+                    }
+                }
+                long seconds = zone == null ? days * 86400L + hour * 3600L + minute * 60L + second - offset
+                    : java.time.ZonedDateTime.of(year, month, day, hour, minute, second, 0, zone).toEpochSecond();
+                return Long.valueOf(seconds * 1_000_000L + micros);
             }
         }
+
 
         /** Digits with an optional minus, at most {@code most} of them; else null. */
         static Long integer(byte[] b, int from, int to, int most) {
@@ -338,26 +379,6 @@ public final class LineScan {
             return Long.valueOf(minus ? -v : v);
         }
 
-        /** Microseconds since the epoch of {@code yyyy-MM-dd HH:mm:ss[.f]} in the read's shape, or null. */
-        private Long timestamp(byte[] b, int from, int to) {
-            int n = to - from;
-            if (n < 19 || b[from + 4] != '-' || b[from + 7] != '-' || b[from + 13] != ':' || b[from + 16] != ':') return null;
-            byte t = b[from + 10];
-            int fraction = n == 19 ? 0 : n - 20;
-            if (separator == 0 ? t != ' ' && t != 'T' : t != separator) return null;
-            if (n == 20 || n > 19 && b[from + 19] != '.' || (digits < 0 ? fraction > 6 : fraction != digits)) return null;
-            int year = number(b, from, 4), month = number(b, from + 5, 2), day = number(b, from + 8, 2);
-            int hour = number(b, from + 11, 2), minute = number(b, from + 14, 2), second = number(b, from + 17, 2);
-            int micros = fraction == 0 ? 0 : number(b, from + 20, fraction);
-            if (year < 1 || month < 1 || month > 12 || day < 1 || hour < 0 || hour > 23 || minute < 0 || minute > 59
-                || second < 0 || second > 59 || micros < 0 || day > java.time.YearMonth.of(year, month).lengthOfMonth())
-                return null;
-            for (int d = fraction; d < 6; d++) micros *= 10;
-            long local = java.time.LocalDate.of(year, month, day).toEpochDay() * 86400L + hour * 3600L + minute * 60L + second;
-            long seconds = zone == null ? local - offset
-                : java.time.ZonedDateTime.of(year, month, day, hour, minute, second, 0, zone).toEpochSecond();
-            return Long.valueOf(seconds * 1_000_000L + micros);
-        }
 
         /** The {@code n} digits at {@code from} as a number, or -1. */
         private static int number(byte[] b, int from, int n) {
