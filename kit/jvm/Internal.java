@@ -158,11 +158,6 @@ public final class Internal {
     }
 
     /**
-     * The error a kit class raises for the user: Spark's {@code USER_RAISED_EXCEPTION}, the
-     * one SQL's {@code raise_error} raises, so PySpark shows its message alone, without a Java
-     * stack trace.
-     */
-    /**
      * About how many rows {@code df} reads from its Parquet files (else -1, also for a filtered
      * scan): their bytes at the rows per byte of the first file's footer. One footer read, no
      * job (Spark's count reads every footer in a job: 0.2 s for one file); for splitting work.
@@ -244,6 +239,11 @@ public final class Internal {
         return true;
     }
 
+    /**
+     * The error a kit class raises for the user: Spark's {@code USER_RAISED_EXCEPTION}, the
+     * one SQL's {@code raise_error} raises, so PySpark shows its message alone, without a Java
+     * stack trace.
+     */
     public static RuntimeException error(String message) {   // marked as the kit's: kit/errors.py
         scala.collection.immutable.Map parameters = (scala.collection.immutable.Map)
             scala.collection.immutable.Map$.MODULE$.empty().updated("errorMessage", MARK + message);

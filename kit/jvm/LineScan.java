@@ -364,7 +364,6 @@ public final class LineScan {
             }
         }
 
-
         /** Digits with an optional minus, at most {@code most} of them; else null. */
         static Long integer(byte[] b, int from, int to, int most) {
             boolean minus = to > from && b[from] == '-';
