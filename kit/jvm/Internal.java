@@ -166,30 +166,43 @@ public final class Internal {
         scala.collection.Seq leaves = df.queryExecution().sparkPlan().collectLeaves();
         if (leaves.size() != 1 || !(leaves.head() instanceof org.apache.spark.sql.execution.FileSourceScanExec)) return -1;
         org.apache.spark.sql.execution.FileSourceScanExec scan = (org.apache.spark.sql.execution.FileSourceScanExec) leaves.head();
-        org.apache.spark.sql.execution.datasources.HadoopFsRelation relation = scan.relation();
-        if (!(relation.fileFormat() instanceof org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat)
-            || !scan.dataFilters().isEmpty() || !scan.partitionFilters().isEmpty()
-            || !(scan.inputRDD() instanceof org.apache.spark.sql.execution.datasources.FileScanRDD)) return -1;
-        scala.collection.Iterator parts =
-            ((org.apache.spark.sql.execution.datasources.FileScanRDD) scan.inputRDD()).filePartitions().iterator();
-        long bytes = 0;
-        org.apache.spark.sql.execution.datasources.PartitionedFile first = null;
-        while (parts.hasNext()) {
-            org.apache.spark.sql.execution.datasources.PartitionedFile[] files =
-                ((org.apache.spark.sql.execution.datasources.FilePartition) parts.next()).files();
-            for (int i = 0; i < files.length; i++) {
-                bytes += files[i].length();
-                if (first == null) first = files[i];
-            }
-        }
-        if (first == null) return 0;
+        Files files = Files.of(scan);
+        if (files == null || !(scan.relation().fileFormat() instanceof org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat)
+            || !scan.dataFilters().isEmpty() || !scan.partitionFilters().isEmpty()) return -1;
+        if (files.first == null) return 0;
         org.apache.parquet.hadoop.ParquetFileReader footer = org.apache.parquet.hadoop.ParquetFileReader.open(
-            org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(
-                first.toPath(), relation.sparkSession().sessionState().newHadoopConfWithOptions(relation.options())));
+            org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(files.first.toPath(), files.conf));
         try {
-            return first.fileSize() <= 0 ? -1 : Math.round((double) bytes * footer.getRecordCount() / first.fileSize());
+            long size = files.first.fileSize();
+            return size <= 0 ? -1 : Math.round((double) files.bytes * footer.getRecordCount() / size);
         } finally {
             footer.close();
+        }
+    }
+
+    /** A file scan's files, as its splits read them: their bytes, the first split, the read's Hadoop settings. */
+    static final class Files {
+        long bytes;
+        org.apache.spark.sql.execution.datasources.PartitionedFile first;   // null: no file
+        org.apache.hadoop.conf.Configuration conf;
+
+        /** {@code scan}'s, or null where its splits are not a {@code FileScanRDD}'s. */
+        static Files of(org.apache.spark.sql.execution.FileSourceScanExec scan) {
+            if (!(scan.inputRDD() instanceof org.apache.spark.sql.execution.datasources.FileScanRDD)) return null;
+            Files out = new Files();
+            scala.collection.Iterator parts =
+                ((org.apache.spark.sql.execution.datasources.FileScanRDD) scan.inputRDD()).filePartitions().iterator();
+            while (parts.hasNext()) {
+                org.apache.spark.sql.execution.datasources.PartitionedFile[] files =
+                    ((org.apache.spark.sql.execution.datasources.FilePartition) parts.next()).files();
+                for (int i = 0; i < files.length; i++) {
+                    out.bytes += files[i].length();
+                    if (out.first == null) out.first = files[i];
+                }
+            }
+            org.apache.spark.sql.execution.datasources.HadoopFsRelation relation = scan.relation();
+            out.conf = relation.sparkSession().sessionState().newHadoopConfWithOptions(relation.options());
+            return out;
         }
     }
 

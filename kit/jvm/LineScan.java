@@ -114,33 +114,22 @@ public final class LineScan {
      */
     public static long reckon(org.apache.spark.sql.classic.Dataset df) throws java.io.IOException {
         Read read = reader(df.queryExecution().sparkPlan());
-        if (read == null || !(read.scan.inputRDD() instanceof FileScanRDD)) return -1;
-        scala.collection.Iterator parts = ((FileScanRDD) read.scan.inputRDD()).filePartitions().iterator();
-        long bytes = 0;
-        PartitionedFile first = null;
-        while (parts.hasNext()) {
-            PartitionedFile[] files = ((org.apache.spark.sql.execution.datasources.FilePartition) parts.next()).files();
-            for (int i = 0; i < files.length; i++) {
-                bytes += files[i].length();
-                if (first == null) first = files[i];
-            }
-        }
-        if (first == null) return 0;
-        HadoopFsRelation relation = read.scan.relation();
-        org.apache.hadoop.fs.Path path = first.toPath();
-        byte[] sample = new byte[(int) Math.min(SAMPLE, first.length())];
-        org.apache.hadoop.fs.FSDataInputStream in = path.getFileSystem(
-            relation.sparkSession().sessionState().newHadoopConfWithOptions(relation.options())).open(path);
+        Internal.Files files = read == null ? null : Internal.Files.of(read.scan);
+        if (files == null) return -1;
+        if (files.first == null) return 0;
+        org.apache.hadoop.fs.Path path = files.first.toPath();
+        byte[] sample = new byte[(int) Math.min(SAMPLE, files.first.length())];
+        org.apache.hadoop.fs.FSDataInputStream in = path.getFileSystem(files.conf).open(path);
         int got = 0;
         try {
-            in.seek(first.start());
+            in.seek(files.first.start());
             for (int r = 0; got < sample.length && (r = in.read(sample, got, sample.length - got)) > 0; ) got += r;
         } finally {
             in.close();
         }
         long lines = 0;
         for (int i = 0; i < got; i++) if (sample[i] == '\n') lines++;
-        return lines == 0 ? -1 : Math.round((double) bytes * lines / got);
+        return lines == 0 ? -1 : Math.round((double) files.bytes * lines / got);
     }
 
     private static final int SAMPLE = 1 << 18;
