@@ -335,6 +335,21 @@ def test_fast_equals_reference(spark, rows, update_before, global_):
     assert fast == reference
 
 
+@settings(max_examples=4, deadline=None)
+@given(rows=st.lists(st.tuples(st.sampled_from([f"u{i}" for i in range(24)]),
+                               st.sampled_from([0, 1, -1, 7, 16, -16, 2**30, -2**30, 2**31 - 1, -2**31])),
+                     min_size=20, max_size=70))
+def test_bigint_keys_that_come_and_go(spark, rows):
+    """An aggregate keyed by one BIGINT, which the compiled fold keeps in a table of its own
+    (``kit/jvm/StateTable.java``: open addressing, a key's slot freed at its last
+    retraction), against the replay: keys made, dropped and made again, past the table's
+    first 16 slots, negative and far apart."""
+    sums = run(changelog(spark, ["user", "v"], rows), ["user"], [C("SUM", "v", "s", "bigint")])
+    compiled, reference = engines_rows(sums, ["s"], [count("n"), C("COUNT", "user", "u", "bigint")],
+                                       ("compiled", "reference"), meta=True, update_before=True)
+    assert compiled == reference
+
+
 FLINK_CALLS = [C("SUM", "ti", "s_ti", "tinyint"), C("AVG", "ti", "a_ti", "tinyint"), C("SUM", "v", "s", "int"),
                C("AVG", "v", "a", "int"), C("SUM", "dc", "s_dc", "decimal(38,2)"), C("AVG", "dc", "a_dc", "decimal(38,6)"),
                C("SUM", "f", "s_f", "float"), C("AVG", "f", "a_f", "float")]

@@ -263,8 +263,8 @@ public class Chain implements MapPartitionsFunction {
         final int chunk = Internal.partition();   // with spans, the task
         // a file parsed row by row, read by one task alone: parsed on a thread of its own, beside the fold
         final Iterator stream = ahead && spans != null && spans.length == 2 ? Internal.ahead(rows) : rows;
-        final HashMap[] states = new HashMap[levels.length];
-        for (int l = 0; l < levels.length; l++) states[l] = new HashMap();
+        final StateTable[] states = new StateTable[levels.length];
+        for (int l = 0; l < levels.length; l++) states[l] = new StateTable();
         seed(chunk, states);
         final GroupAggregate first = levels[0];
         final long offset = spans != null ? spans[chunk] : offsets == null ? 0 : offsets[chunk];
@@ -344,7 +344,7 @@ public class Chain implements MapPartitionsFunction {
      * without emitting (each state then settled), and the levels above from it, silently; the
      * watermark in force after them (when marked). {@code folded[0]}: the rows it folded.
      */
-    private Long silently(Iterator stream, long rows, HashMap[] states, Internal.Memo memo, long[] folded) {
+    private Long silently(Iterator stream, long rows, StateTable[] states, Internal.Memo memo, long[] folded) {
         GroupAggregate first = levels[0];
         Long mark = null;
         for (; folded[0] < rows && stream.hasNext(); folded[0]++) {
@@ -353,18 +353,18 @@ public class Chain implements MapPartitionsFunction {
             if (state != null) state.add(1, r); else memo.put(first.accumulate(states[0], key(r), r));
             if (marks != null) mark = later(mark, r, own, ownKind, ownShift, ownTime);
         }
-        Iterator made = states[0].values().iterator();
+        Iterator made = states[0].states().iterator();
         while (made.hasNext()) ((GroupAggregate.State) made.next()).settle();
         seedAbove(states);
         return mark;
     }
 
     /** The last level's table ({@code states}): a {@code +I} per row, of arrival {@code s}, watermark {@code wm}. */
-    private Iterator table(HashMap states, long s, Long wm) {
+    private Iterator table(StateTable states, long s, Long wm) {
         ArrayList out = new ArrayList(states.size());
         Long p = clocked ? Long.valueOf(clockStart + s * clockStep) : null;
         int j = 0;
-        Iterator held = states.values().iterator();
+        Iterator held = states.states().iterator();
         while (held.hasNext()) {
             GroupAggregate.State state = (GroupAggregate.State) held.next();
             Object[] row = GroupAggregate.cells(GroupAggregate.INSERT, state.key, state.last(), s, GroupAggregate.EMPTY,
@@ -468,7 +468,7 @@ public class Chain implements MapPartitionsFunction {
      * its inputs picked into {@code picked}, its keys (the first of them) into {@code keyed} (the fold
      * copies what it keeps).
      */
-    GroupAggregate.State feed(int l, HashMap states, Object[] key, Object[] values, int weight, ArrayList changes,
+    GroupAggregate.State feed(int l, StateTable states, Object[] key, Object[] values, int weight, ArrayList changes,
                               Object[] picked, Object[] keyed) {
         int[] in = inputs[l];
         for (int i = 0; i < in.length; i++) picked[i] = in[i] < key.length ? key[in[i]] : values[in[i] - key.length];
@@ -477,7 +477,7 @@ public class Chain implements MapPartitionsFunction {
     }
 
     /** The states the chunks before {@code chunk} leave, built without emitting anything. */
-    private void seed(int chunk, HashMap[] states) {
+    private void seed(int chunk, StateTable[] states) {
         if (before == null) return;
         Object[] byChunk = (Object[]) before.value();
         GroupAggregate first = levels[0];
@@ -496,10 +496,10 @@ public class Chain implements MapPartitionsFunction {
     }
 
     /** Each level after the first seeded, silently, with the table the level below holds. */
-    private void seedAbove(HashMap[] states) {
+    private void seedAbove(StateTable[] states) {
         ArrayList ignored = new ArrayList();
         for (int l = 1; l < levels.length; l++) {
-            Iterator below = states[l - 1].values().iterator();
+            Iterator below = states[l - 1].states().iterator();
             Object[] picked = new Object[inputs[l].length], keyed = new Object[levels[l].keys];
             while (below.hasNext()) {
                 GroupAggregate.State s = (GroupAggregate.State) below.next();

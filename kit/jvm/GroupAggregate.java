@@ -16,7 +16,7 @@ import org.apache.spark.unsafe.types.UTF8String;
 /**
  * Flink's {@code GroupAggFunction.processElement} (kit/dynamic/aggregate.py, whose Python
  * replay is its twin) over Spark's internal rows: one pass over a task's changelog messages
- * in {@code (seq, _n)} order, every key's state in a hash map, as a Flink task keeps it.
+ * in {@code (seq, _n)} order, every key's state in a {@link StateTable}, as a Flink task keeps it.
  *
  * <p>Input columns: the keys, the aggregates' arguments, {@code _w} (1 accumulate, -1
  * retract), {@code seq}, {@code _n}, {@code _pt}; all of a key's rows in the one partition.
@@ -269,18 +269,14 @@ public class GroupAggregate implements MapPartitionsFunction {
      * {@code changes} (kinds and values in turn); the key's state, or null when the message
      * retracted a key without state (ignored).
      */
-    State fold(HashMap states, Object[] key, int weight, InternalRow r, Object[] values, ArrayList changes) {
-        Object id = id(key);
-        State state = (State) states.get(id);
+    State fold(StateTable states, Object[] key, int weight, InternalRow r, Object[] values, ArrayList changes) {
+        State state = (State) states.get(key);
         if (state == null && weight < 0) return null;
         boolean first = state == null;
-        if (first) {
-            state = made(key);
-            id = id(state.key);
-        }
+        if (first) state = made(key);
         update(state, first, weight, r, values, changes);
-        if (state.count == 0) states.remove(id);
-        else if (first) states.put(id, state);
+        if (state.count == 0) states.remove(state.key);
+        else if (first) states.put(state.key, state);
         return state;
     }
 
@@ -301,11 +297,11 @@ public class GroupAggregate implements MapPartitionsFunction {
      * Accumulates row {@code r} into the state of {@code key}, made if new, and emits nothing:
      * a task's start from the rows before its own ({@link State#settle} each state then).
      */
-    State accumulate(HashMap states, Object[] key, InternalRow r) {
-        State state = (State) states.get(id(key));
+    State accumulate(StateTable states, Object[] key, InternalRow r) {
+        State state = (State) states.get(key);
         if (state == null) {
             state = made(key);
-            states.put(id(state.key), state);
+            states.put(state.key, state);
         }
         state.add(1, r);
         return state;
@@ -381,7 +377,7 @@ public class GroupAggregate implements MapPartitionsFunction {
     }
 
     public Iterator call(final Iterator input) {
-        final HashMap states = new HashMap();
+        final StateTable states = new StateTable();
         return new Internal.Folding(input) {
             private final ArrayList changes = new ArrayList(4);
             private long last = Long.MIN_VALUE;
