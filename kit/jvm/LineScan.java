@@ -588,12 +588,12 @@ public final class LineScan {
             for (int c = 0; c < names.length; c++) {
                 byte[] name = names[c];
                 if (name.length != to - from) continue;
-                boolean exact = true, folded = true;
-                for (int i = 0; i < name.length && folded; i++) {
-                    if (name[i] != b[from + i]) exact = false;
+                int i = 0;
+                while (i < name.length && name[i] == b[from + i]) i++;
+                if (i == name.length) return c;
+                boolean folded = true;   // from the first byte that differs
+                for (; i < name.length && folded; i++)
                     folded = Character.toLowerCase((char) name[i]) == Character.toLowerCase((char) b[from + i]);
-                }
-                if (exact) return c;
                 if (folded) found = -2;
             }
             return found;
