@@ -22,7 +22,9 @@ class                          what it computes                              Pyt
                                watermark passed each window end
 ``flinkkit.GroupAggregate``    per task: Flink's non-windowed group          ``aggregate._replay``
                                aggregation over changelog messages in
-                               arrival order, each key's state in a map
+                               arrival order, each key's state in a
+                               ``StateTable`` (a one-column BIGINT key by
+                               open addressing, any other in a HashMap)
 ``flinkkit.MiniBatch``         in one task: Flink's mini-batch bundles       ``aggregate._minibatch``
 ``GroupAggregate``             (one phase, local-global, split distinct),
                                keys in its bundle map's order
