@@ -122,6 +122,30 @@ def test_a_fused_cascades_changelog_carries_its_watermarks_in_order(spark, tmp_p
     assert got.where("watermark IS NOT NULL").count() > 0
 
 
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(words=st.lists(st.sampled_from("abcd"), min_size=1, max_size=16), parquet=st.booleans(),
+       mini_batch=st.booleans())
+def test_an_upsert_stream_is_the_changelog_without_its_update_befores(spark, tmp_path_factory, words, parquet,
+                                                                       mini_batch):
+    """``to_upsert_stream()`` of a group aggregate, planned without ``-U`` rows (the aggregate
+    makes none), against ``changelog()`` less its ``-U`` rows: the same rows in the same
+    order; the cascade fused over a Parquet file the pass reads and over a DataFrame, with
+    mini-batch and without."""
+    df = spark.createDataFrame([(w, i) for i, w in enumerate(words)], "word string, t bigint")
+    if parquet:
+        folder = str(tmp_path_factory.mktemp("words"))
+        df.coalesce(1).write.mode("overwrite").parquet(folder)
+        df = spark.read.parquet(folder)
+    config = {"table.exec.mini-batch.enabled": "true", "table.exec.mini-batch.allow-latency": "1 s",
+              "table.exec.mini-batch.size": "3"} if mini_batch else None
+    t = kit.sql("SELECT cnt, COUNT(*) AS freq FROM (SELECT word, COUNT(*) AS cnt FROM words GROUP BY word) "
+                "GROUP BY cnt", words=kit.stream(df, time="t"), config=config)
+    upserts = [tuple(r) for r in t.to_upsert_stream().collect()]
+    assert upserts == [(r["seq"], r["op"] != "-D", r["cnt"], r["freq"], r["watermark"])
+                       for r in t.changelog().collect() if r["op"] != "-U"]
+    assert t._upserts is not t.log and "-U" not in t._upserts.mode
+
+
 @pytest.mark.parametrize("chunks, config", [(1, None), (3, None), (3, {"table.exec.mini-batch.enabled": "true",
                                                                    "table.exec.mini-batch.allow-latency": "1 s",
                                                                    "table.exec.mini-batch.size": "5"})])

@@ -108,7 +108,10 @@ class DynamicTable:
         """Every change, in the order Flink emits them (see the module doc for the columns);
         with a state TTL also ``after_expiry``: the arrival found a key's state expired in
         some operator (``expired_state()``), so what it changed started afresh."""
-        log = self.log
+        return self._changes(self.log)
+
+    def _changes(self, log: Changelog) -> DataFrame:
+        """``changelog()`` of the root's changelog ``log``."""
         cols = ["seq", "_op AS op", *map(sparksql.name, self.columns)]
         if log.marked and log.in_order:   # the operator gave each change its watermark, in order: as it is
             s = self.streams[0]
@@ -253,9 +256,23 @@ class DynamicTable:
             raise KitError(f"the query has no unique key (node {self._producer()}), so it cannot be an upsert "
                            f"stream: an upsert stream needs one, e.g. the keys of a GROUP BY; use "
                            f"to_retract_stream()")
-        df = self.changelog().where(f"op <> '{UPDATE_BEFORE}'")
+        df = self._changes(self._upserts).where(f"op <> '{UPDATE_BEFORE}'")
         return df.selectExpr("seq", f"op <> '{DELETE}' AS flag",
                              *[sparksql.name(c) for c in df.columns if c not in ("seq", "op")])
+
+    @cached_property
+    def _upserts(self) -> Changelog:
+        """The root's changelog as an upsert stream reads it: ``log``, or where the root is a
+        group aggregate (no state TTL; under a projection, no filter) and the sink takes ``-U``
+        rows, planned without them (the aggregate emits none, as Flink's does for an upsert
+        sink; its other changes are the same, in the same order), not made to be dropped: a
+        third of the cascade's changes."""
+        n = self.root
+        while isinstance(n, P.Calc) and not n.where:   # (a filter needs the -U rows: they retract)
+            n = n.input
+        if self.sink != "retract" or not isinstance(n, P.GroupAggregate) or self.options.ttl_ms > 0:
+            return self.log
+        return self._named(PlanRun(self).node(self.root, update_before=False))
 
     @property
     def upsert_key(self) -> tuple | None:
