@@ -108,10 +108,11 @@ class DynamicTable:
         """Every change, in the order Flink emits them (see the module doc for the columns);
         with a state TTL also ``after_expiry``: the arrival found a key's state expired in
         some operator (``expired_state()``), so what it changed started afresh."""
-        return self._changes(self.log)
+        return self._changes(self.log, self.expired_state())
 
-    def _changes(self, log: Changelog) -> DataFrame:
-        """``changelog()`` of the root's changelog ``log``."""
+    def _changes(self, log: Changelog, expired: DataFrame | None) -> DataFrame:
+        """``changelog()`` of the root's changelog ``log``, with the state its run found
+        ``expired`` (``expired_state()``'s rows, or None)."""
         cols = ["seq", "_op AS op", *map(sparksql.name, self.columns)]
         if log.marked and log.in_order:   # the operator gave each change its watermark, in order: as it is
             s = self.streams[0]
@@ -126,7 +127,6 @@ class DynamicTable:
             df = df.join(F.broadcast(marks) if one else marks, "seq", "left")
         cols += ["watermark"] if marks is not None and "watermark" in marks.columns else []
         cols += ["proctime"] if marks is not None and "proctime" in marks.columns else []
-        expired = self.expired_state()
         if expired is not None:
             df = df.join(expired.select("seq").distinct().selectExpr("seq", "true AS after_expiry"), "seq", "left")
             cols.append("coalesce(after_expiry, false) AS after_expiry")
@@ -249,30 +249,30 @@ class DynamicTable:
 
     def to_upsert_stream(self) -> DataFrame:
         """Flink's upsert stream: ``flag`` True upserts the row by its unique key, False deletes
-        the row with that key; no update-before rows. Needs the key the plan derives (a GROUP
-        BY's keys); without one it fails, as Flink does."""
+        the row with that key. The changes of the query planned for an upsert sink (as with
+        ``sink="upsert"``): its operators make no update-before rows but where one above needs
+        them, a filter over an aggregate's updates (HAVING), which then reach the sink as deletes,
+        as an upsert connector writes them (upsert-kafka's tombstones): ``HAVING COUNT(*) < 2``
+        over Mary, Mary gives (True, Mary, 1), (False, Mary, 1). Needs the key the plan derives
+        (a GROUP BY's keys); without one it fails, as Flink does."""
         key = self.log.upsert_key
         if key is None:
             raise KitError(f"the query has no unique key (node {self._producer()}), so it cannot be an upsert "
                            f"stream: an upsert stream needs one, e.g. the keys of a GROUP BY; use "
                            f"to_retract_stream()")
-        df = self._changes(self._upserts).where(f"op <> '{UPDATE_BEFORE}'")
-        return df.selectExpr("seq", f"op <> '{DELETE}' AS flag",
+        df = self._changes(*self._upserts)
+        return df.selectExpr("seq", f"op IN ('{INSERT}', '{UPDATE_AFTER}') AS flag",
                              *[sparksql.name(c) for c in df.columns if c not in ("seq", "op")])
 
     @cached_property
-    def _upserts(self) -> Changelog:
-        """The root's changelog as an upsert stream reads it: ``log``, or where the root is a
-        group aggregate (no state TTL; under a projection, no filter) and the sink takes ``-U``
-        rows, planned without them (the aggregate emits none, as Flink's does for an upsert
-        sink; its other changes are the same, in the same order), not made to be dropped: a
-        third of the cascade's changes."""
-        n = self.root
-        while isinstance(n, P.Calc) and not n.where:   # (a filter needs the -U rows: they retract)
-            n = n.input
-        if self.sink != "retract" or not isinstance(n, P.GroupAggregate) or self.options.ttl_ms > 0:
-            return self.log
-        return self._named(PlanRun(self).node(self.root, update_before=False))
+    def _upserts(self) -> tuple:
+        """The root's changelog planned for an upsert sink and the state its run found expired:
+        ``log``'s where the sink is one, else planned again without update-before rows where
+        no operator above needs them (a third of the cascade's changes, made to be dropped)."""
+        if self.sink == "upsert":
+            return self.log, self.expired_state()
+        run = PlanRun(self)
+        return self._named(run.node(self.root, update_before=False)), _union(run.expired)
 
     @property
     def upsert_key(self) -> tuple | None:
