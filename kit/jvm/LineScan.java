@@ -367,7 +367,6 @@ public final class LineScan {
             return Long.valueOf(minus ? -v : v);
         }
 
-
         /** The {@code n} digits at {@code from} as a number, or -1. */
         private static int number(byte[] b, int from, int n) {
             int v = 0;

@@ -23,16 +23,13 @@ final class StateTable {
 
     /** The state of {@code key} (one value per key column), or null. */
     Object get(Object[] key) {
-        if (!(key.length == 1 && key[0] instanceof Long)) return others.get(GroupAggregate.id(key));
-        long k = ((Long) key[0]).longValue();
-        int mask = held.length - 1;
-        for (int i = slot(k); held[i] != null; i = (i + 1) & mask) if (keys[i] == k) return held[i];
-        return null;
+        if (!oneLong(key)) return others.get(GroupAggregate.id(key));
+        return held[find(((Long) key[0]).longValue())];   // (null: a free slot)
     }
 
     /** Holds {@code state} as the state of {@code key}, which has none. */
     void put(Object[] key, Object state) {
-        if (!(key.length == 1 && key[0] instanceof Long)) {
+        if (!oneLong(key)) {
             others.put(GroupAggregate.id(key), state);
             return;
         }
@@ -43,13 +40,11 @@ final class StateTable {
 
     /** Drops the state of {@code key}, if any. */
     void remove(Object[] key) {
-        if (!(key.length == 1 && key[0] instanceof Long)) {
+        if (!oneLong(key)) {
             others.remove(GroupAggregate.id(key));
             return;
         }
-        long k = ((Long) key[0]).longValue();
-        int mask = held.length - 1, i = slot(k);
-        while (held[i] != null && keys[i] != k) i = (i + 1) & mask;
+        int mask = held.length - 1, i = find(((Long) key[0]).longValue());
         if (held[i] == null) return;
         // the slot freed: each key after it in its run moves back into it, unless its first slot lies after the gap
         for (int j = (i + 1) & mask; held[j] != null; j = (j + 1) & mask) {
@@ -76,13 +71,25 @@ final class StateTable {
         return out;
     }
 
+    /** Whether {@code key} is one BIGINT value, held in the table of longs. */
+    private static boolean oneLong(Object[] key) {
+        return key.length == 1 && key[0] instanceof Long;
+    }
+
+    /** The slot holding {@code k}, else the free slot that ends its run. */
+    private int find(long k) {
+        int mask = held.length - 1, i = slot(k);
+        while (held[i] != null && keys[i] != k) i = (i + 1) & mask;
+        return i;
+    }
+
     private int slot(long k) {
         return (int) ((k * 0x9E3779B97F4A7C15L) >>> shift);
     }
 
+    /** Holds {@code state} for {@code k}, which has none. */
     private void place(long k, Object state) {
-        int mask = held.length - 1, i = slot(k);
-        while (held[i] != null) i = (i + 1) & mask;
+        int i = find(k);
         keys[i] = k;
         held[i] = state;
     }
