@@ -255,12 +255,12 @@ class DynamicTable:
         as an upsert connector writes them (upsert-kafka's tombstones): ``HAVING COUNT(*) < 2``
         over Mary, Mary gives (True, Mary, 1), (False, Mary, 1). Needs the key the plan derives
         (a GROUP BY's keys); without one it fails, as Flink does."""
-        key = self.log.upsert_key
-        if key is None:
+        log, expired = self._upserts
+        if log.upsert_key is None:
             raise KitError(f"the query has no unique key (node {self._producer()}), so it cannot be an upsert "
                            f"stream: an upsert stream needs one, e.g. the keys of a GROUP BY; use "
                            f"to_retract_stream()")
-        df = self._changes(*self._upserts)
+        df = self._changes(log, expired)
         return df.selectExpr("seq", f"op IN ('{INSERT}', '{UPDATE_AFTER}') AS flag",
                              *[sparksql.name(c) for c in df.columns if c not in ("seq", "op")])
 
