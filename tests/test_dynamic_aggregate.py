@@ -455,12 +455,14 @@ def test_nan_infinities_and_signed_zeros_in_every_engine(spark, rows, global_):
 @given(rows=st.lists(st.tuples(st.sampled_from(["a", "b", "c", None]), st.one_of(st.none(), st.integers(-3, 3))),
                      min_size=1, max_size=12),
        chunks=st.integers(1, 6), depth=st.integers(1, 3), update_before=st.booleans(), clock=st.booleans(),
-       counting=st.booleans(), tasks=st.integers(1, 3))
+       calls=st.sampled_from(["any", "tallies", "one tally", "one tally of rows"]), tasks=st.integers(1, 3))
 @example(rows=[("a", 1), ("b", 2), ("a", 3), ("c", None), ("a", 1)], chunks=1, depth=2, update_before=True, clock=False,
-         counting=False, tasks=2)
+         calls="any", tasks=2)
 @example(rows=[("a", 1), ("b", 2), ("a", 3), ("c", None), ("a", 1), ("b", 0), ("a", 2)], chunks=6, depth=2,
-         update_before=True, clock=True, counting=False, tasks=2)
-def test_chain_equals_level_by_level(spark, rows, chunks, depth, update_before, clock, counting, tasks):
+         update_before=True, clock=True, calls="any", tasks=2)
+@example(rows=[("a", 1), ("b", None), ("a", -1), ("b", 2), ("c", None), ("a", 1), ("c", 5), ("b", -2)], chunks=2,
+         depth=3, update_before=True, clock=False, calls="one tally", tasks=2)
+def test_chain_equals_level_by_level(spark, rows, chunks, depth, update_before, clock, calls, tasks):
     """The fused chain (kit/jvm/Chain.java) over a stream of ``chunks`` input partitions,
     each task seeded with the rows before its own, reading the stream's arrivals (a task per
     chunk) or its source straight (``tasks`` tasks of spans of the arrivals, whatever the
@@ -468,20 +470,27 @@ def test_chain_equals_level_by_level(spark, rows, chunks, depth, update_before, 
     task per chunk, numbering its arrivals from the rows its first job counted in the
     chunks before, in the second example), against the replay of one
     aggregate after the other: the same changes,
-    ``seq``, ``_n`` and processing time. ``counting``: only COUNTs and SUMs, which ``GroupAggregate``
-    keeps as long tallies. Read from the source, each change also carries the watermark its
-    arrival met (``_wm``), the stream's own."""
+    ``seq``, ``_n`` and processing time. ``calls``: any functions; only COUNTs and SUMs, which
+    ``GroupAggregate`` keeps as long tallies; one such call per level, whose changes the chain
+    passes up as longs (``Chain``'s tallies): a SUM that is NULL and keys the level above
+    (in the third example), a COUNT of a string key, a global SUM. Read from the source, each
+    change also carries the watermark its arrival met (``_wm``), the stream's own."""
     df = spark.sparkContext.parallelize([(u, v, i) for i, (u, v) in enumerate(rows)], chunks) \
         .toDF("user string, v int, t bigint")
     s = kit.stream(df, time="t", proctime=Clock(datetime(2024, 1, 1), Duration.of_seconds(1)) if clock else None)
     log = from_stream(s, ["user", "v"])
     tallied = [count("n"), C("COUNT", "v", "nv", "bigint"), C("SUM", "v", "s", "bigint")]
-    levels = [(["user"], tallied if counting else INSERT_CALLS, None),
-              (["k"], [count("f"), C("SUM", "s", "ss", "bigint"), C("MIN", "s", "lo", "bigint"),
-                       C("COUNT", "s", "ds", "bigint", True), C("AVG", "nv", "a", "double")],
-               {"k": "n", "s": "s", "nv": "nv"}),
-              ([], [count("g"), C("SUM", "f", "sf", "bigint") if counting else C("MAX", "f", "mf", "bigint")],
-               {"f": "f"})][:depth]
+    if calls.startswith("one tally"):
+        levels = [(["user"], [count("n") if calls.endswith("rows") else C("SUM", "v", "n", "bigint")], None),
+                  (["k"], [C("COUNT", "u", "f", "bigint")], {"k": "n", "u": "user"}),
+                  ([], [C("SUM", "f", "sf", "bigint")], {"f": "f"})][:depth]
+    else:
+        levels = [(["user"], tallied if calls == "tallies" else INSERT_CALLS, None),
+                  (["k"], [count("f"), C("SUM", "s", "ss", "bigint"), C("MIN", "s", "lo", "bigint"),
+                           C("COUNT", "s", "ds", "bigint", True), C("AVG", "nv", "a", "double")],
+                   {"k": "n", "s": "s", "nv": "nv"}),
+                  ([], [count("g"), C("SUM", "f", "sf", "bigint") if calls == "tallies" else C("MAX", "f", "mf", "bigint")],
+                   {"f": "f"})][:depth]
     expected = log
     for i, (keys, calls, inputs) in enumerate(levels):
         if inputs:

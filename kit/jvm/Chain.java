@@ -43,7 +43,9 @@ import org.apache.spark.unsafe.types.UTF8String;
  * it), as the stream's own rows have it -- a changelog that needs no join to get it. Settings:
  * each level's {@link GroupAggregate} settings, separated by {@code |}; a level after the
  * first also has {@code in=<column>,...}: its keys and arguments, as places in the output of
- * the level below (its keys, then its values).
+ * the level below (its keys, then its values). Where every level is one COUNT or SUM (the
+ * cascade), a level's changes go up as longs, unboxed, and a level keyed by the value below
+ * looks it up as one ({@code tally}): no arrays of values, no lists of changes.
  *
  * <pre>
  *   chunk 0: Hello World | chunk 1: Hello        COUNT(*) GROUP BY word, then COUNT(cnt) GROUP BY cnt
@@ -66,12 +68,16 @@ public class Chain implements MapPartitionsFunction {
     final long ownShift;
     final String ownTime;          // and the event time's name, for the error a NULL one raises
     final boolean ahead;           // and a file parsed row by row: read ahead where a task reads it alone (Inputs, one span)
+    final boolean tallying;        // every level a single tally (GroupAggregate.single): its changes carry longs
 
     Chain(String settings, StructType schema, Broadcast before) {
         java.util.Map[] s = levelSettings(settings);
         levels = new GroupAggregate[s.length];
         for (int l = 0; l < s.length; l++) levels[l] = new GroupAggregate(s[l], l == 0 ? schema : null);
         inputs = inputs(s);
+        boolean single = true;
+        for (int l = 0; l < levels.length; l++) single &= levels[l].single;
+        tallying = single;
         this.before = before;
         String[] starts = s[0].containsKey("offsets") ? ((String) s[0].get("offsets")).split(",") : null;
         offsets = starts == null ? null : new long[starts.length];
@@ -295,6 +301,10 @@ public class Chain implements MapPartitionsFunction {
                 if (s <= last) throw Internal.error("internal: a chunk of the stream is not in arrival order (seq "
                                                     + s + " after " + last + ")");
                 last = s;
+                if (tallying) {
+                    tally(r, s);
+                    return;
+                }
                 changes.clear();
                 if (offsets != null) {   // an arrival of the stream: +I, _n = [], its clock's time
                     GroupAggregate.State state = (GroupAggregate.State) memo.get();
@@ -310,6 +320,108 @@ public class Chain implements MapPartitionsFunction {
                 if (state != null)
                     pass(0, state.key, changes, GroupAggregate.place(r.getArray(n)), s,
                          r.isNullAt(pt) ? null : Long.valueOf(r.getLong(pt)), null);
+            }
+
+            /**
+             * {@link #process} where every level is a single tally: the changes each makes go up
+             * as a long (and whether it is NULL), boxed only in the rows that leave.
+             */
+            private void tally(InternalRow r, long s) {
+                int weight = offsets != null ? 1 : r.getInt(first.w);
+                GroupAggregate.State state = (GroupAggregate.State) memo.get();
+                boolean made = false;
+                if (state == null) {
+                    state = (GroupAggregate.State) states[0].get(key(r, key));
+                    if (state == null && weight < 0) return;   // a retraction of nothing: ignored
+                    made = state == null;
+                    if (made) {
+                        state = first.made(key);
+                        states[0].put(state.key, state);
+                    }
+                    memo.put(state);
+                }
+                Object v = first.args[0] < 0 ? null : first.reader.get(r, first.args[0]);
+                if (offsets == null) {
+                    tally(0, state, made, weight, first.argument(v), v == null, GroupAggregate.place(r.getArray(n)), s,
+                          r.isNullAt(pt) ? null : Long.valueOf(r.getLong(pt)), null);
+                    return;
+                }
+                Long before = mark;   // an arrival of the stream: +I, _n = [], its clock's time
+                if (marks != null) mark = later(mark, r, own, ownKind, ownShift, ownTime);
+                tally(0, state, made, 1, first.argument(v), v == null, GroupAggregate.EMPTY, s,
+                      clocked ? Long.valueOf(clockStart + s * clockStep) : null, before);
+            }
+
+            /**
+             * Folds into level {@code l}'s {@code state} ({@code made}: new, held since) a message of
+             * {@code weight} and argument {@code v} ({@code none}: NULL or none), and passes on the
+             * changes it makes ({@link GroupAggregate#decide}'s, of one value).
+             */
+            private void tally(int l, GroupAggregate.State state, boolean made, int weight, long v, boolean none,
+                               int[] n0, long s, Long p, Long wm) {
+                long before = state.value();
+                boolean was = state.none();
+                state.tally(weight, v, none);
+                if (state.count == 0) {
+                    states[l].remove(state.key);
+                    if (!made) up(l, GroupAggregate.DELETE, state.key, before, was, n0, 0, s, p, wm);
+                    return;
+                }
+                long now = state.value();
+                boolean is = state.none();
+                if (made) {
+                    up(l, GroupAggregate.INSERT, state.key, now, is, n0, 0, s, p, wm);
+                } else if (now != before || is != was) {
+                    int j = 0;
+                    if (levels[l].updateBefore) up(l, GroupAggregate.UPDATE_BEFORE, state.key, before, was, n0, j++, s, p, wm);
+                    up(l, GroupAggregate.UPDATE_AFTER, state.key, now, is, n0, j, s, p, wm);
+                }
+            }
+
+            /**
+             * Level {@code l}'s {@code j}-th change of an input, {@code key} and its value {@code v}
+             * ({@code none}: NULL): out, from the last level; else folded into the next, whose key
+             * of that value alone is looked up as a long.
+             */
+            private void up(int l, UTF8String op, Object[] key, long v, boolean none, int[] n0, int j, long s, Long p,
+                            Long wm) {
+                if (l == levels.length - 1) {
+                    Object[] row = GroupAggregate.cells(op, key, new Object[] {none ? null : Long.valueOf(v)}, s, n0, j, p,
+                                                        marks == null ? 0 : 1);
+                    if (marks != null) row[row.length - 1] = wm;
+                    out.add(new GenericInternalRow(row));
+                    return;
+                }
+                int u = l + 1, below = key.length;   // the value's column in the change: after the keys
+                GroupAggregate above = levels[u];
+                int[] in = inputs[u];
+                int weight = op == GroupAggregate.INSERT || op == GroupAggregate.UPDATE_AFTER ? 1 : -1;
+                boolean byValue = above.keys == 1 && in[0] == below && !none;   // its key: the value alone
+                GroupAggregate.State state;
+                if (byValue) {
+                    state = (GroupAggregate.State) states[u].get(v);
+                } else {
+                    if (keyed[u] == null) keyed[u] = new Object[above.keys];
+                    for (int k = 0; k < above.keys; k++) keyed[u][k] = in[k] < below ? key[in[k]] : none ? null : Long.valueOf(v);
+                    state = (GroupAggregate.State) states[u].get(keyed[u]);
+                }
+                if (state == null && weight < 0) return;   // a retraction of nothing: ignored
+                boolean made = state == null;
+                if (made) {
+                    state = above.made(byValue ? new Object[] {Long.valueOf(v)} : keyed[u]);
+                    states[u].put(state.key, state);
+                }
+                long a = 0;
+                boolean absent = above.args[0] < 0;
+                if (!absent && in[above.args[0]] == below) {
+                    a = v;
+                    absent = none;
+                } else if (!absent) {
+                    Object o = key[in[above.args[0]]];
+                    absent = o == null;
+                    a = above.argument(o);
+                }
+                tally(u, state, made, weight, a, absent, plus(n0, j), s, p, wm);
             }
 
             /** Level {@code l}'s changes of {@code key}: out, from the last level (with {@code wm}, when

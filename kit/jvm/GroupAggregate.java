@@ -33,6 +33,7 @@ public class GroupAggregate implements MapPartitionsFunction {
     final int keys;
     final int[] kinds;   // each function's place in FUNCTIONS
     final boolean counting;   // every call a COUNT or a SUM (of integers), none DISTINCT: State keeps longs
+    final boolean single;     // counting, and of one call: its value one long (Chain's tallies)
     static final String[] FUNCTIONS = {"count", "sum", "avg", "min", "max"};
     static final int COUNT = 0, SUM = 1, AVG = 2, MAX = 4;
     final int[] args;
@@ -66,6 +67,7 @@ public class GroupAggregate implements MapPartitionsFunction {
         boolean tallied = true;
         for (int i = 0; i < kinds.length; i++) tallied &= (kinds[i] == COUNT || kinds[i] == SUM) && !distinct[i];
         counting = tallied;
+        single = tallied && kinds.length == 1;
         reader = schema == null ? null : new Internal.Reader(schema);
         int last = schema == null ? 3 : schema.fields().length - 1;
         pt = last;
@@ -218,6 +220,28 @@ public class GroupAggregate implements MapPartitionsFunction {
             for (int i = 0; i < kinds.length; i++) add(i, args[i] < 0 ? null : values[args[i]], w);
         }
 
+        /**
+         * A single call's fold ({@link #single}): {@code w} records, the argument {@code v}
+         * ({@code none}: NULL, or no argument).
+         */
+        void tally(int w, long v, boolean none) {
+            count += w;
+            if (args[0] < 0 || !none) {
+                tallies[0] += w;
+                if (kinds[0] == SUM) tallies[1] += v * w;
+            }
+        }
+
+        /** A single call's value ({@link #single}): the count, or the sum (see {@link #none}). */
+        long value() {
+            return kinds[0] == COUNT ? tallies[0] : tallies[1];
+        }
+
+        /** Whether a single call's value is NULL: a SUM of no values. */
+        boolean none() {
+            return kinds[0] == SUM && tallies[0] == 0;
+        }
+
         private void add(int i, Object v, int w) {
             if (!counting) accs[i].add(v, w);
             else if (args[i] < 0 || v != null) {
@@ -285,8 +309,13 @@ public class GroupAggregate implements MapPartitionsFunction {
         return values.length == 1 ? values[0] : Arrays.asList(values);
     }
 
+    /** A single call's argument {@code v} as {@link State#tally} takes it: a SUM's, as a long (a COUNT needs none). */
+    long argument(Object v) {
+        return v != null && kinds[0] == SUM ? ((Number) v).longValue() : 0;
+    }
+
     /** A new state of {@code key} (views of a row, in an array the caller may use again: copied). */
-    private State made(Object[] key) {
+    State made(Object[] key) {
         State state = new State();
         state.key = new Object[keys];
         for (int k = 0; k < keys; k++) state.key[k] = kept(key[k]);

@@ -23,8 +23,12 @@ final class StateTable {
 
     /** The state of {@code key} (one value per key column), or null. */
     Object get(Object[] key) {
-        if (!oneLong(key)) return others.get(GroupAggregate.id(key));
-        return held[find(((Long) key[0]).longValue())];   // (null: a free slot)
+        return oneLong(key) ? get(((Long) key[0]).longValue()) : others.get(GroupAggregate.id(key));
+    }
+
+    /** The state of the one BIGINT key {@code k}, or null. */
+    Object get(long k) {
+        return held[find(k)];
     }
 
     /** Holds {@code state} as the state of {@code key}, which has none. */
