@@ -572,12 +572,16 @@ def test_chain_over_parquet_dictionaries(spark, rows, split, depth, star, prefix
 @given(rows=st.lists(st.tuples(st.sampled_from(["a", "b", "c", None]), st.one_of(st.none(), st.integers(-3, 3))),
                      min_size=1, max_size=14),
        chunks=st.integers(1, 3), depth=st.integers(1, 3), phase=st.sampled_from(["ONE_PHASE", "TWO_PHASE", "SPLIT"]),
-       size=st.integers(1, 4), clock=st.booleans(), star=st.booleans(), update_before=st.booleans())
+       size=st.integers(1, 4), clock=st.booleans(), star=st.booleans(), update_before=st.booleans(),
+       single=st.booleans())
 @example(rows=[("a", 1)] * 3 + [("b", 1), ("a", 2)], chunks=2, depth=2, phase="TWO_PHASE", size=3, clock=False,
-         star=True, update_before=True)
+         star=True, update_before=True, single=False)
 @example(rows=[("a", None)] * 4 + [("b", 1)] * 4, chunks=1, depth=3, phase="ONE_PHASE", size=2, clock=True, star=False,
-         update_before=False)
-def test_mini_batch_chain_equals_level_by_level(spark, rows, chunks, depth, phase, size, clock, star, update_before):
+         update_before=False, single=False)
+@example(rows=[("a", 1), ("b", None), ("a", -1), ("b", 2), ("c", None), ("a", 1), ("c", 5), ("b", -2)], chunks=2,
+         depth=3, phase="TWO_PHASE", size=2, clock=False, star=False, update_before=True, single=True)
+def test_mini_batch_chain_equals_level_by_level(spark, rows, chunks, depth, phase, size, clock, star, update_before,
+                                                single):
     """With mini-batch, the fused chain (``Chain.MiniBatch``: one task, each level's changes
     read by the next as its bundles flush, the first level on a thread of its own) reading
     the stream's arrivals or its source straight, against the Python replay of one
@@ -586,7 +590,9 @@ def test_mini_batch_chain_equals_level_by_level(spark, rows, chunks, depth, phas
     (``Changelog.ticks``). ``star``: the first level counts rows alone (its bundle key made once per value,
     and a key's repeated arrivals in a bundle held as one message; the first example: a three
     times). ``SPLIT``: local-global phases with split distinct. (The second example: watermarks
-    every 2.5 arrivals, which reach the levels above.)"""
+    every 2.5 arrivals, which reach the levels above.) ``single``: one COUNT or SUM per level,
+    whose value the fold compares as a long (the third example: a SUM that turns NULL and keys
+    the level above, a COUNT of a string key, a global SUM)."""
     df = spark.sparkContext.parallelize([(u, v, i) for i, (u, v) in enumerate(rows)], chunks) \
         .toDF("user string, v int, t bigint")
     s = kit.stream(df, time="t", proctime=Clock(datetime(2024, 1, 1), Duration.of_seconds(1)) if clock else None)
@@ -597,6 +603,10 @@ def test_mini_batch_chain_equals_level_by_level(spark, rows, chunks, depth, phas
               (["k"], [count("f"), C("SUM", "n2", "sn", "bigint"), C("COUNT", "n2", "dn", "bigint", True)],
                {"k": "n", "n2": "n"}),
               ([], [count("g"), C("MIN", "f", "lo", "bigint")], {"f": "f"})][:depth]
+    if single:
+        levels = [(["user"], [count("n") if star else C("SUM", "v", "n", "bigint")], None),
+                  (["k"], [C("COUNT", "u", "f", "bigint")], {"k": "n", "u": "user"}),
+                  ([], [C("SUM", "f", "sf", "bigint")], {"f": "f"})][:depth]
     options = Options(update_before=update_before, tasks=chunks, mini_batch=(2_500, size),
                       agg_phase="ONE_PHASE" if phase == "ONE_PHASE" else "TWO_PHASE",
                       distinct_split=2 if phase == "SPLIT" else None)

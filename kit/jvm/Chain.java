@@ -362,20 +362,16 @@ public class Chain implements MapPartitionsFunction {
                 long before = state.value();
                 boolean was = state.none();
                 state.tally(weight, v, none);
-                if (state.count == 0) {
-                    states[l].remove(state.key);
-                    if (!made) up(l, GroupAggregate.DELETE, state.key, before, was, n0, 0, s, p, wm);
-                    return;
-                }
-                long now = state.value();
-                boolean is = state.none();
-                if (made) {
-                    up(l, GroupAggregate.INSERT, state.key, now, is, n0, 0, s, p, wm);
-                } else if (now != before || is != was) {
-                    int j = 0;
-                    if (levels[l].updateBefore) up(l, GroupAggregate.UPDATE_BEFORE, state.key, before, was, n0, j++, s, p, wm);
-                    up(l, GroupAggregate.UPDATE_AFTER, state.key, now, is, n0, j, s, p, wm);
-                }
+                int changes = levels[l].decided(state, made, before, was), j = 0;
+                if (state.count == 0) states[l].remove(state.key);
+                if ((changes & GroupAggregate.DELETED) != 0)
+                    up(l, GroupAggregate.DELETE, state.key, before, was, n0, j++, s, p, wm);
+                if ((changes & GroupAggregate.INSERTED) != 0)
+                    up(l, GroupAggregate.INSERT, state.key, state.value(), state.none(), n0, j++, s, p, wm);
+                if ((changes & GroupAggregate.UPDATED_BEFORE) != 0)
+                    up(l, GroupAggregate.UPDATE_BEFORE, state.key, before, was, n0, j++, s, p, wm);
+                if ((changes & GroupAggregate.UPDATED_AFTER) != 0)
+                    up(l, GroupAggregate.UPDATE_AFTER, state.key, state.value(), state.none(), n0, j, s, p, wm);
             }
 
             /**

@@ -285,6 +285,22 @@ public class GroupAggregate implements MapPartitionsFunction {
         }
     }
 
+    // what a single tally emits ({@link #decided}): bits, each change in this order
+    static final int DELETED = 1, INSERTED = 2, UPDATED_BEFORE = 4, UPDATED_AFTER = 8;
+
+    /**
+     * {@link #decide}'s table for a state of a single tally ({@link #single}) that folded
+     * messages, its one value compared as a long: {@code before}, {@code was} (NULL) its value
+     * before them. The changes as bits: {@link #DELETED} (of the value before), {@link #INSERTED},
+     * {@link #UPDATED_BEFORE} (the value before), {@link #UPDATED_AFTER}.
+     */
+    int decided(State state, boolean first, long before, boolean was) {
+        if (state.count == 0) return first ? 0 : DELETED;
+        if (first) return INSERTED;
+        if (state.value() == before && state.none() == was) return 0;
+        return (updateBefore ? UPDATED_BEFORE : 0) | UPDATED_AFTER;
+    }
+
     /**
      * Folds a message of {@code key} (views of the input, in an array the caller may use again:
      * copied when a state is made) with

@@ -209,33 +209,47 @@ public class MiniBatchGroupAggregate extends GroupAggregate {
                 state = new State();
                 state.key = group;
             }
-            Object[] prev = state.last();
+            Object[] prev = single ? null : state.last();   // a single tally's value: compared as a long
+            long before = single ? state.value() : 0;
+            boolean was = single && state.none();
             for (int m = from; m < messages.size(); m++) {
                 Object[] message = (Object[]) messages.get(m);
                 state.add(((Integer) message[0]).intValue(), (Object[]) message[1]);
             }
-            ArrayList changes = decide(state, first, prev);
+            ArrayList changes = single ? null : decide(state, first, prev);
+            int tallied = single ? decided(state, first, before, was) : 0;
             if (interned) key.state = state.count == 0 ? null : state;
             else if (state.count == 0) states.remove(key);
             else if (first) states.put(key, state);
-            for (int c = 0; c < changes.size(); c += 2) {
-                if (placeSeq != s) {
-                    placeSeq = s;
-                    place = -1;
-                }
-                place++;
-                Object[] values = (Object[]) changes.get(c + 1);
-                Object[] row = new Object[keys + values.length + (marked ? 5 : 4)];
-                row[0] = changes.get(c);
-                System.arraycopy(group, 0, row, 1, keys);
-                System.arraycopy(values, 0, row, 1 + keys, values.length);
-                int at = 1 + keys + values.length;
-                row[at] = Long.valueOf(s);
-                row[at + 1] = after(EMPTY, place);
-                row[at + 2] = p;
-                if (marked) row[at + 3] = wm;
-                out.add(row);
+            for (int c = 0; changes != null && c < changes.size(); c += 2)
+                emit((UTF8String) changes.get(c), group, (Object[]) changes.get(c + 1), s, p, wm);
+            Object[] then = (tallied & (DELETED | UPDATED_BEFORE)) == 0 ? null : new Object[] {was ? null : Long.valueOf(before)};
+            Object[] now = (tallied & (INSERTED | UPDATED_AFTER)) == 0 ? null
+                : new Object[] {state.none() ? null : Long.valueOf(state.value())};
+            if ((tallied & DELETED) != 0) emit(DELETE, group, then, s, p, wm);
+            if ((tallied & INSERTED) != 0) emit(INSERT, group, now, s, p, wm);
+            if ((tallied & UPDATED_BEFORE) != 0) emit(UPDATE_BEFORE, group, then, s, p, wm);
+            if ((tallied & UPDATED_AFTER) != 0) emit(UPDATE_AFTER, group, now, s, p, wm);
+        }
+
+        /** A change out: {@code op}, the group's keys and {@code values}, at arrival {@code s} (the next place
+         *  among its changes), time {@code p} (and the watermark {@code wm}, when marked). */
+        private void emit(UTF8String op, Object[] group, Object[] values, long s, Long p, Long wm) {
+            if (placeSeq != s) {
+                placeSeq = s;
+                place = -1;
             }
+            place++;
+            Object[] row = new Object[keys + values.length + (marked ? 5 : 4)];
+            row[0] = op;
+            System.arraycopy(group, 0, row, 1, keys);
+            System.arraycopy(values, 0, row, 1 + keys, values.length);
+            int at = 1 + keys + values.length;
+            row[at] = Long.valueOf(s);
+            row[at + 1] = after(EMPTY, place);
+            row[at + 2] = p;
+            if (marked) row[at + 3] = wm;
+            out.add(row);
         }
     }
 
