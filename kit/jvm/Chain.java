@@ -645,6 +645,7 @@ public class Chain implements MapPartitionsFunction {
     static final class MiniBatch implements MapPartitionsFunction {
         final MiniBatchGroupAggregate[] levels;
         final int[][] inputs;   // per level after the first: its input columns in the output below
+        final boolean[] keyed;  // and whether its keys give all of them (each argument a key's column): messages made once
         final long first;       // read straight from the source: the first arrival's seq (else -1)
         final long clockStart, clockStep;
         final boolean clocked;
@@ -668,6 +669,15 @@ public class Chain implements MapPartitionsFunction {
                 levels[l] = new MiniBatchGroupAggregate(s[l], l == 0 ? schema : null);
             }
             inputs = inputs(s);
+            keyed = new boolean[levels.length];
+            for (int l = 1; l < levels.length; l++) {
+                keyed[l] = true;
+                for (int i = levels[l].keys; i < inputs[l].length; i++) {
+                    boolean repeats = false;
+                    for (int k = 0; k < levels[l].keys; k++) repeats |= inputs[l][i] == inputs[l][k];
+                    keyed[l] &= repeats;
+                }
+            }
             first = s[0].containsKey("offsets") ? Long.parseLong(((String) s[0].get("offsets")).split(",")[0]) : -1;
             long[] clock = clock(s[0]);
             clocked = clock != null;
@@ -684,6 +694,8 @@ public class Chain implements MapPartitionsFunction {
             final boolean memo = first >= 0 && bottom.keys == 1 && width == 1;   // its key alone: memo the bundle key
             final Internal.Memo keys = new Internal.Memo(memo ? input : null, 0);
             final HashMap[] interned = new HashMap[levels.length];   // per level: its keys by value, one instance of each
+            final Object[][] pick = new Object[levels.length][];     // per level its keys give whole: its inputs, in turn
+            for (int l = 1; l < levels.length; l++) pick[l] = new Object[inputs[l].length];
             for (int l = 0; l < levels.length; l++) interned[l] = new HashMap();
             final Long[] mark = {marks == null ? null : marks[0]};   // the watermark in force, before the next row
             // the first level on a thread of its own, the levels above on the task's
@@ -743,12 +755,19 @@ public class Chain implements MapPartitionsFunction {
                                 continue;
                             }
                             Object[] row = (Object[]) changes.get(c);   // _op, keys, values, seq, _n, _pt (, _wm)
-                            Object[] picked = new Object[in.length];
+                            Object[] picked = keyed[l] ? pick[l] : new Object[in.length];
                             for (int i = 0; i < in.length; i++) picked[i] = row[1 + in[i]];
                             boolean adds = row[0] == GroupAggregate.INSERT || row[0] == GroupAggregate.UPDATE_AFTER;
                             int at = row.length - (marks == null ? 3 : 4);
-                            above.read(above.known(interned[l], picked), new Object[] {adds ? ONE : MINUS_ONE, picked},
-                                       ((Long) row[at]).longValue(), (Long) row[at + 2], marks == null ? null : (Long) row[at + 3]);
+                            MiniBatchGroupAggregate.Key key = above.known(interned[l], picked);
+                            if (keyed[l] && key.inserted == null) {   // its messages, one of each sign
+                                key.inserted = new Object[] {ONE, picked.clone()};
+                                key.retracted = new Object[] {MINUS_ONE, key.inserted[1]};
+                            }
+                            Object[] message = !keyed[l] ? new Object[] {adds ? ONE : MINUS_ONE, picked}
+                                : adds ? key.inserted : key.retracted;
+                            above.read(key, message, ((Long) row[at]).longValue(), (Long) row[at + 2],
+                                       marks == null ? null : (Long) row[at + 3]);
                         }
                         changes.clear();
                         changes = above.run.out;

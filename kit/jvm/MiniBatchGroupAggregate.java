@@ -66,10 +66,11 @@ public class MiniBatchGroupAggregate extends GroupAggregate {
         final Object[] values;
         private final int hash;
         // interned: the one instance of its values in a task ({@link Level#known}); then its state at the last
-        // level is kept here, not in a map, and the message {1, values} of an input of its values alone made once
+        // level is kept here, not in a map, and the messages {1, values} and {-1, values} of an input its values
+        // give whole made once
         boolean interned;
         Object state;
-        Object[] inserted;
+        Object[] inserted, retracted;
 
         Key(Object[] values, char[] types) {
             this.values = values;
@@ -281,7 +282,7 @@ public class MiniBatchGroupAggregate extends GroupAggregate {
                 known.put(key, key);
                 return key;
             }
-            Key key = (Key) known.get(id(in.length == keys ? in : Arrays.copyOf(in, keys)));
+            Key key = (Key) known.get(keys == 1 ? in[0] : id(in.length == keys ? in : Arrays.copyOf(in, keys)));
             if (key == null) {
                 key = key(copies(in));
                 key.interned = true;
