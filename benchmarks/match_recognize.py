@@ -22,7 +22,7 @@ from pathlib import Path
 import kit
 from kit.java import java_home
 
-FLINK_PYTHON = Path(".venv-flink/bin/python")
+FLINK_PYTHON = Path(__file__).resolve().parent.parent / ".venv-flink" / "bin" / "python"   # the repository's, wherever run from
 MEASURES = """START_ROW.rowtime AS start_tstamp,
             LAST(PRICE_DOWN.rowtime) AS bottom_tstamp,
             LAST(PRICE_UP.rowtime) AS end_tstamp"""
