@@ -243,9 +243,7 @@ class DynamicTable:
 
     def to_retract_stream(self) -> DataFrame:
         """Flink's ``toRetractStream``: ``flag`` True adds the row, False retracts it."""
-        df = self.changelog()
-        return df.selectExpr("seq", f"op IN ('{INSERT}', '{UPDATE_AFTER}') AS flag",
-                             *[sparksql.name(c) for c in df.columns if c not in ("seq", "op")])
+        return _flagged(self.changelog())
 
     def to_upsert_stream(self) -> DataFrame:
         """Flink's upsert stream: ``flag`` True upserts the row by its unique key, False deletes
@@ -260,9 +258,7 @@ class DynamicTable:
             raise KitError(f"the query has no unique key (node {self._producer()}), so it cannot be an upsert "
                            f"stream: an upsert stream needs one, e.g. the keys of a GROUP BY; use "
                            f"to_retract_stream()")
-        df = self._changes(log, expired)
-        return df.selectExpr("seq", f"op IN ('{INSERT}', '{UPDATE_AFTER}') AS flag",
-                             *[sparksql.name(c) for c in df.columns if c not in ("seq", "op")])
+        return _flagged(self._changes(log, expired))
 
     @cached_property
     def _upserts(self) -> tuple:
@@ -340,6 +336,13 @@ class DynamicTable:
 
     def __repr__(self):
         return f"DynamicTable({', '.join(self.columns)}; changelog mode {mode_text(self.mode)})"
+
+
+def _flagged(changes: DataFrame) -> DataFrame:
+    """Flink's retract and upsert conversions of ``changes`` (``changelog()``'s columns):
+    ``seq``, ``flag`` (True for +I and +U, False for -U and -D), then its other columns."""
+    return changes.selectExpr("seq", f"op IN ('{INSERT}', '{UPDATE_AFTER}') AS flag",
+                              *[sparksql.name(c) for c in changes.columns if c not in ("seq", "op")])
 
 
 def _union(frames: list) -> DataFrame | None:
