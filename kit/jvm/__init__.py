@@ -17,6 +17,10 @@ class                          what it computes                              Pyt
 ``flinkkit.Matcher``           per PARTITION BY key: MATCH_RECOGNIZE's NFA   ``flink.run_blocks``
                                over its sorted rows (a subset of queries,
                                ``kit/match_recognize/compiled.py``)
+``flinkkit.IntervalJoin``      per key: Flink's event-time interval join     ``interval.
+                               (insert-only inputs) over its merged          RowTimeIntervalJoin``
+                               arrivals, cleanup timers at the operator
+                               watermark's rises (broadcast)
 ``flinkkit.WindowScan``        per input partition: the fast path's partial  ``fast._pass_one``,
                                aggregates per key and window, and where its  ``fast._pass_two``
                                watermark passed each window end
@@ -80,14 +84,14 @@ from ..java import cache_dir
 from . import bridge
 
 __all__ = ["jar", "available", "attach", "attached", "unavailable", "on_new_session", "FAST_PATHS", "late_scan",
-           "order_scan", "arrival_scan", "window_operator", "window_scan",
+           "order_scan", "arrival_scan", "window_operator", "window_scan", "interval_join",
            "group_aggregate", "mini_batch_group_aggregate", "chain", "mini_batch_chain"]
 
 _SOURCES = sorted(Path(__file__).parent.glob("*.java"))
 _PACKAGE = "flinkkit"
 # what runs a Python twin without the jar (the table above)
 FAST_PATHS = ("the stream's arrival scan", "the windows' fast path and compiled operator",
-              "the temporal join's late check", "the group aggregate")
+              "the temporal join's late check", "the interval join", "the group aggregate")
 _UNAVAILABLE: dict[str, str | None] = {}   # by bridge.key: why a session cannot run the classes (None: it can)
 _NEW_SESSION: list[Callable] = []   # on_new_session's function
 
@@ -246,6 +250,14 @@ def matcher(df, settings: str, schema):
     """``Matcher(settings)`` over ``df`` (each task's rows sorted by PARTITION BY, ORDER BY,
     arrival): rows of ``schema``, as ``kit.match_recognize.compiled`` lays them out."""
     return _map_partitions(df, bridge.jvm(df.sparkSession).flinkkit.Matcher(settings, _schema(df)), schema)
+
+
+def interval_join(df, settings: str, grouped, schema):
+    """``IntervalJoin(settings)`` over ``df`` (a task's merged arrivals sorted by key, then
+    position), the operator watermark's rises read from ``grouped`` (``IntervalJoin.rises``)
+    and broadcast: rows of ``schema``, as ``kit.joins.interval`` lays them out."""
+    join = bridge.jvm(df.sparkSession).flinkkit.IntervalJoin
+    return _map_partitions(df, join(settings, _schema(df), join.rises(bridge.dataset(grouped))), schema)
 
 
 def window_scan(df, settings: str, schema):
