@@ -608,3 +608,21 @@ def test_the_jvm_operator_gives_the_python_replays_rows(spark, case):
     join = interval_join(stream(left, delay_l), stream(right, delay_r), "id", bounds, how, interleave=interleave)
     python, java = (sorted(map(tuple, join._replayed(jvm=on).collect()), key=repr) for on in (False, True))
     assert java == python
+
+
+def test_the_jvm_operator_fires_the_right_cache_first(spark):
+    """Both sides' cleanup timers at 15 (o@10 waits 10 + 4 + 1, s@16 waits 16 - 2 + 1), fired by
+    the end of input at the rise to 20: Flink pads the right row first, then the left one."""
+    import pandas as pd
+
+    from kit.joins.interval import interval_join
+
+    def stream(rows):
+        frame = pd.DataFrame({"id": [k for k, _ in rows], "t": [pd.Timestamp(t, unit="ms") for _, t in rows]})
+        return kit.stream(spark.createDataFrame(frame, "id string, t timestamp"), time="t", watermark=SQL0)
+
+    join = interval_join(stream([("a", 10), ("x", 20)]), stream([("a", 16), ("x", 20)]), "id",
+                         IntervalBounds(ms(-4), ms(-2)), "full")
+    rows = {jvm: sorted(tuple(r) for r in join._replayed(jvm=jvm).where("_k0 = 'a'").select(
+        "_index", "_kind", "_timer").collect()) for jvm in (False, True)}
+    assert rows[True] == rows[False] == [(0, "right_unmatched", 15), (1, "left_unmatched", 15)]
