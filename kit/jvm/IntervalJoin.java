@@ -38,8 +38,9 @@ import org.apache.spark.unsafe.types.UTF8String;
  * _right_seq, _left_time, _right_time, _reason}, then the key; a key holding a NULL never joins.
  *
  * <pre>
- *   lower -4, upper 0, LEFT JOIN: o1 a@10 (pos 0), s1 a@12 (pos 1), watermark 10 from pos 1 on
- *   -> (joined, 1, 10, 0, 0, 0, o1, s1, 10, 12, NULL, a); o1 cached until its timer at 15
+ *   lower -4, upper 0, LEFT JOIN, both watermarks the time: o1 a@10 (pos 0, left seq 0), s1 a@12
+ *   (pos 1, right seq 0, no watermark yet before it: the right side had none)
+ *   -> (joined, 1, NULL, 0, 0, 0, 0, 0, 10, 12, NULL, a); o1 stays cached until its timer at 15
  * </pre>
  */
 public class IntervalJoin implements MapPartitionsFunction {
