@@ -45,7 +45,7 @@ import org.apache.spark.unsafe.types.UTF8String;
  */
 public class IntervalJoin implements MapPartitionsFunction {
     private static final long MIN_TIME = Long.MIN_VALUE, MAX_TIME = Long.MAX_VALUE;
-    private static final int LEFT = 0, RIGHT = 1, FIXED = 5;
+    private static final int LEFT = 0, RIGHT = 1, FIXED = 5, OUT = 11;   // input, output columns before the key
     private static final UTF8String JOINED = UTF8String.fromString("joined"),
         DROPPED = UTF8String.fromString("dropped"), CLEARED = UTF8String.fromString(
             "cleared: Flink's cleanup found no cached time above 0 and cleared the cache");
@@ -208,12 +208,7 @@ public class IntervalJoin implements MapPartitionsFunction {
                     if (at > expired) break;
                     ArrayList entries = (ArrayList) e.getValue();
                     if (low <= at && at <= high) joined |= join(pos, side, seq, t, entries);
-                    if (outer[other]) {
-                        for (int i = 0; i < entries.size(); i++) {
-                            Cached c = (Cached) entries.get(i);
-                            if (!c.matched) pad(pos, 0, 0, watermark, other, c.seq, c.time);
-                        }
-                    }
+                    padUnmatched(entries, pos, 0, 0, watermark, other);
                     it.remove();
                 }
                 // ... then the window's times above them
@@ -262,12 +257,8 @@ public class IntervalJoin implements MapPartitionsFunction {
         }
 
         private void onTimer(long ts) {
-            int i = java.util.Arrays.binarySearch(values, ts);
-            if (i < 0) {
-                i = -i - 1;
-            } else {
-                while (i > 0 && values[i - 1] == ts) i--;
-            }
+            int i = java.util.Arrays.binarySearch(values, ts);   // rises: strictly increasing, MAX_TIME last
+            if (i < 0) i = -i - 1;
             long firePos = positions[i], fireWatermark = values[i];
             long operatorTime = Math.max(fireWatermark, 0);
             for (int side = RIGHT; side >= LEFT; side--) {   // Flink: the right cache first
@@ -285,13 +276,7 @@ public class IntervalJoin implements MapPartitionsFunction {
                 Map.Entry e = (Map.Entry) it.next();
                 long at = ((Long) e.getKey()).longValue();
                 if (at <= expired) {
-                    if (outer[side]) {
-                        ArrayList entries = (ArrayList) e.getValue();
-                        for (int i = 0; i < entries.size(); i++) {
-                            Cached c = (Cached) entries.get(i);
-                            if (!c.matched) pad(pos, 1, ts, fireWatermark, side, c.seq, c.time);
-                        }
-                    }
+                    padUnmatched((ArrayList) e.getValue(), pos, 1, ts, fireWatermark, side);
                     it.remove();
                 } else {
                     if (at < earliest || earliest < 0) earliest = at;
@@ -314,6 +299,15 @@ public class IntervalJoin implements MapPartitionsFunction {
             cache[side].clear();
         }
 
+        /** Removed from {@code side}'s cache: its rows that never joined, padded if the side is preserved. */
+        private void padUnmatched(ArrayList entries, long pos, int phase, long ts, long wm, int side) {
+            if (!outer[side]) return;
+            for (int i = 0; i < entries.size(); i++) {
+                Cached c = (Cached) entries.get(i);
+                if (!c.matched) pad(pos, phase, ts, wm, side, c.seq, c.time);
+            }
+        }
+
         private void pad(long pos, int phase, long ts, long wm, int side, long seq, long t) {
             Long s = Long.valueOf(seq), time = Long.valueOf(t);
             if (side == LEFT) {
@@ -325,7 +319,7 @@ public class IntervalJoin implements MapPartitionsFunction {
 
         private void emit(UTF8String kind, long pos, int phase, long ts, long wm, Long leftSeq, Long rightSeq,
                           Long leftTime, Long rightTime) {
-            Object[] v = new Object[FIXED + 6 + keys];
+            Object[] v = new Object[OUT + keys];
             v[0] = kind;
             v[1] = Long.valueOf(pos);
             v[2] = wm == MIN_TIME || wm == MAX_TIME ? null : Long.valueOf(wm);
@@ -336,17 +330,17 @@ public class IntervalJoin implements MapPartitionsFunction {
             v[7] = rightSeq;
             v[8] = leftTime;
             v[9] = rightTime;
-            System.arraycopy(key, 0, v, 11, keys);
+            System.arraycopy(key, 0, v, OUT, keys);
             out.add(new GenericInternalRow(v));
         }
 
         private void dropped(int side, long seq, long t, UTF8String reason) {
-            Object[] v = new Object[FIXED + 6 + keys];
+            Object[] v = new Object[OUT + keys];
             v[0] = DROPPED;
             v[side == LEFT ? 6 : 7] = Long.valueOf(seq);
             v[side == LEFT ? 8 : 9] = Long.valueOf(t);
             v[10] = reason;
-            System.arraycopy(key, 0, v, 11, keys);
+            System.arraycopy(key, 0, v, OUT, keys);
             out.add(new GenericInternalRow(v));
         }
     }
