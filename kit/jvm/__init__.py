@@ -21,6 +21,10 @@ class                          what it computes                              Pyt
                                (insert-only inputs) over its merged          RowTimeIntervalJoin``
                                arrivals, cleanup timers at the operator
                                watermark's rises (broadcast)
+``flinkkit.Merge``             per row of a join's larger input: how many   ``interleave.``
+                               rows of the smaller one come before it        ``_interleaved``'s
+                               (their merge keys broadcast): a merge of      sort
+                               the two without a sort
 ``flinkkit.WindowScan``        per input partition: the fast path's partial  ``fast._pass_one``,
                                aggregates per key and window, and where its  ``fast._pass_two``
                                watermark passed each window end
@@ -84,14 +88,15 @@ from ..java import cache_dir
 from . import bridge
 
 __all__ = ["jar", "available", "attach", "attached", "unavailable", "on_new_session", "FAST_PATHS", "late_scan",
-           "order_scan", "arrival_scan", "window_operator", "window_scan", "interval_join",
+           "order_scan", "arrival_scan", "window_operator", "window_scan", "interval_join", "merge_counted",
            "group_aggregate", "mini_batch_group_aggregate", "chain", "mini_batch_chain"]
 
 _SOURCES = sorted(Path(__file__).parent.glob("*.java"))
 _PACKAGE = "flinkkit"
 # what runs a Python twin without the jar (the table above)
 FAST_PATHS = ("the stream's arrival scan", "the windows' fast path and compiled operator",
-              "the temporal join's late check", "the interval join", "the group aggregate")
+              "the temporal join's late check", "the interval join", "the joins' merge of their inputs",
+              "the group aggregate")
 _UNAVAILABLE: dict[str, str | None] = {}   # by bridge.key: why a session cannot run the classes (None: it can)
 _NEW_SESSION: list[Callable] = []   # on_new_session's function
 
@@ -258,6 +263,15 @@ def interval_join(df, settings: str, grouped, schema):
     and broadcast: rows of ``schema``, as ``kit.joins.interval`` lays them out."""
     join = bridge.jvm(df.sparkSession).flinkkit.IntervalJoin
     return _map_partitions(df, join(settings, _schema(df), join.rises(bridge.dataset(grouped))), schema)
+
+
+def merge_counted(large, key: str, small, ties: bool):
+    """``Merge.counted``: ``large`` with ``_c``, how many of ``small``'s rows (``seq``, merge
+    key; collected and broadcast) come before each row, by its merge key column ``key``;
+    ``ties``: an equal key puts ``small``'s row first."""
+    spark = large.sparkSession
+    return bridge.frame(bridge.jvm(spark).flinkkit.Merge.counted(bridge.dataset(large), key, bridge.dataset(small),
+                                                                 ties), spark)
 
 
 def window_scan(df, settings: str, schema):
